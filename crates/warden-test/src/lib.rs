@@ -1,0 +1,20 @@
+//! Test support for warden: real servers, started for real.
+//!
+//! [`RedisServer`] spawns `redis-server` on a free loopback port with its own
+//! temporary directory, waits until it answers `PING`, and stops it on drop. When
+//! the test thread is panicking, the server's log is printed to stderr so a failed
+//! test shows what Redis saw.
+//!
+//! The binary is `redis-server` from `PATH`, or the path in the
+//! `WARDEN_REDIS_SERVER` environment variable.
+//!
+//! ```no_run
+//! let server = warden_test::RedisServer::start();
+//! println!("connect to {}", server.url());
+//! server.pause();  // SIGSTOP: the process hangs, connections stay open
+//! server.resume(); // SIGCONT
+//! ```
+
+mod redis_server;
+
+pub use redis_server::{RedisServer, RedisServerBuilder, free_port};

@@ -1,0 +1,161 @@
+//! The in-process lease backend.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch};
+use crate::error::Result;
+use crate::fence::Fence;
+use crate::token::OwnerToken;
+
+/// Leases held in this process's memory, with the same semantics as Redis: TTLs,
+/// owner tokens, fence counters and release notifications.
+///
+/// Time is tokio's [`Instant`], so tests can use `tokio::time::pause` and
+/// `advance` to expire leases without sleeping.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+/// use std::time::Duration;
+/// use warden::Warden;
+///
+/// let warden = Warden::memory();
+/// let lease = warden.lease("jobs:nightly").ttl(Duration::from_secs(5));
+/// let guard = lease.try_acquire().await?.into_guard().expect("free");
+/// assert!(lease.try_acquire().await?.into_guard().is_none()); // held
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct MemoryBackend {
+    inner: Arc<Mutex<State>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    leases: HashMap<String, Entry>,
+    fences: HashMap<String, u64>,
+    releases: HashMap<String, watch::Sender<u64>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    token: OwnerToken,
+    expires_at: Instant,
+}
+
+impl State {
+    /// The live entry for `key`, dropping it first if it has expired.
+    fn live(&mut self, key: &str, now: Instant) -> Option<&mut Entry> {
+        if self.leases.get(key).is_some_and(|e| e.expires_at <= now) {
+            self.leases.remove(key);
+        }
+        self.leases.get_mut(key)
+    }
+}
+
+impl MemoryBackend {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the maps half-updated
+        // (every update is a single insert or remove), so poisoning is ignored.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl LeaseBackend for MemoryBackend {
+    async fn try_acquire(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireReply> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        if let Some(entry) = state.live(key, now) {
+            return Ok(AcquireReply::Held {
+                ttl_left: Some(entry.expires_at - now),
+            });
+        }
+        state.leases.insert(
+            key.to_string(),
+            Entry {
+                token: token.clone(),
+                expires_at: now + ttl,
+            },
+        );
+        let fence = state.fences.entry(key.to_string()).or_insert(0);
+        *fence += 1;
+        Ok(AcquireReply::Acquired {
+            fence: Fence::new(*fence),
+            valid_until: now + ttl,
+        })
+    }
+
+    async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        match state.live(key, now) {
+            Some(entry) if entry.token == *token => {
+                entry.expires_at = now + ttl;
+                Ok(ExtendReply::Extended {
+                    valid_until: now + ttl,
+                })
+            }
+            _ => Ok(ExtendReply::NotHeld),
+        }
+    }
+
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        match state.live(key, now) {
+            Some(entry) if entry.token == *token => {
+                state.leases.remove(key);
+                if let Some(tx) = state.releases.get(key) {
+                    tx.send_modify(|n| *n += 1);
+                }
+                Ok(ReleaseOutcome::Released)
+            }
+            _ => Ok(ReleaseOutcome::NotHeld),
+        }
+    }
+
+    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let ttl_left = state.live(key, now).map(|e| e.expires_at - now);
+        Ok(LeaseStatus {
+            held: ttl_left.is_some(),
+            ttl_left,
+            fence: state.fences.get(key).copied().map(Fence::new),
+            storage_key: key.to_string(),
+        })
+    }
+
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        let mut state = self.lock();
+        // Senders of keys nobody watches any more are pruned here, so the map
+        // stays as large as the number of keys being waited on.
+        state.releases.retain(|_, tx| tx.receiver_count() > 0);
+        let tx = state
+            .releases
+            .entry(key.to_string())
+            .or_insert_with(|| watch::channel(0).0);
+        ReleaseWatch::from_channel(tx.subscribe(), None)
+    }
+
+    fn describe(&self) -> String {
+        "memory:".to_string()
+    }
+}

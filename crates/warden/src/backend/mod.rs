@@ -1,0 +1,117 @@
+//! Storage backends for leases.
+//!
+//! A backend stores lease keys with an owner token and a TTL and keeps a fence
+//! counter per key. The [`Lease`](crate::Lease) API turns these primitives into
+//! guards, waiting, watchdog renewal and the lost-lease signal, so every backend
+//! gets the same behaviour.
+//!
+//! - [`MemoryBackend`]: in-process, for unit tests and single-process programs.
+//! - [`RedisBackend`]: one Redis master, one round trip per operation.
+
+mod memory;
+mod redis;
+mod release_watch;
+
+pub use memory::MemoryBackend;
+pub use redis::{RedisBackend, RedisOptions};
+pub use release_watch::ReleaseWatch;
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::error::Result;
+use crate::fence::Fence;
+use crate::token::OwnerToken;
+
+/// What a backend answers to an acquire attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AcquireReply {
+    /// The lease is ours.
+    Acquired {
+        /// The fencing token of this acquisition.
+        fence: Fence,
+        /// Monotonic instant until which the holder may assume it is alone
+        /// (already shortened by the clock-drift margin).
+        valid_until: Instant,
+    },
+    /// Someone else holds it.
+    Held {
+        /// The remaining TTL of the other holder, when the backend knows it.
+        ttl_left: Option<Duration>,
+    },
+}
+
+/// What a backend answers to an extend attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExtendReply {
+    /// The TTL was reset; the lease is valid until the given instant.
+    Extended {
+        /// New monotonic validity deadline.
+        valid_until: Instant,
+    },
+    /// The key no longer holds our token (expired, deleted or taken over).
+    NotHeld,
+}
+
+/// What a backend answers to a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseOutcome {
+    /// Our key was deleted.
+    Released,
+    /// The key did not hold our token; nothing was changed.
+    NotHeld,
+}
+
+/// A read-only view of a lease key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseStatus {
+    /// Whether some holder has the lease now.
+    pub held: bool,
+    /// The holder's remaining TTL (`None` when free or when the key has no TTL).
+    pub ttl_left: Option<Duration>,
+    /// The last fence handed out for this key (`None` if never acquired).
+    pub fence: Option<Fence>,
+    /// Where the backend stores the lease (e.g. the Redis key).
+    pub storage_key: String,
+}
+
+/// The operations a lease store provides. All methods are atomic on the store.
+///
+/// Implementations must validate nothing about keys or TTLs: the lease layer has
+/// done it. They must return [`Error`](crate::Error) only for infrastructure
+/// failures and bad stored data, never for an ordinary refusal.
+#[async_trait]
+pub trait LeaseBackend: Debug + Send + Sync + 'static {
+    /// Sets `key` to `token` with `ttl` unless it exists; on success increments
+    /// the key's fence counter and returns it.
+    async fn try_acquire(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireReply>;
+
+    /// Resets the TTL of `key` to `ttl` if it still holds `token`.
+    async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply>;
+
+    /// Deletes `key` if it still holds `token`, and wakes waiters.
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome>;
+
+    /// Reads the state of `key` without changing it.
+    async fn status(&self, key: &str) -> Result<LeaseStatus>;
+
+    /// Starts watching `key` for releases. Call it *before* an acquire attempt so
+    /// a release between the attempt and the wait is not missed.
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch;
+
+    /// A short description for error messages and logs, e.g. the URL without
+    /// credentials.
+    fn describe(&self) -> String;
+}

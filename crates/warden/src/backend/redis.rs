@@ -1,0 +1,374 @@
+//! Leases on one Redis master.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ProtocolVersion, PushInfo, PushKind, Script};
+use tokio::sync::{OnceCell, watch};
+use tokio::time::Instant;
+
+use super::{AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch};
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::redis_conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RedisConn};
+use crate::token::OwnerToken;
+
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/lease_acquire.lua")));
+static EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/lease_extend.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/lease_release.lua")));
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "warden:";
+
+/// Settings of a [`RedisBackend`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RedisOptions {
+    /// Prefix of every key warden writes (default [`DEFAULT_PREFIX`]).
+    pub prefix: String,
+    /// Time budget of one call, reconnection included (default 2 s).
+    pub timeout: Duration,
+    /// Time budget of one TCP connect (default 1 s).
+    pub connect_timeout: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            prefix: DEFAULT_PREFIX.to_string(),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+}
+
+impl RedisOptions {
+    /// Sets the key prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the per-call time budget.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets the connect time budget.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+}
+
+/// Leases on one Redis master: one script call per operation.
+///
+/// Storage layout for a lease named `orders:42` with the default prefix:
+///
+/// | key | type | content |
+/// |---|---|---|
+/// | `warden:{orders:42}` | string, with TTL | the holder's owner token |
+/// | `warden:{orders:42}:fence` | string, no TTL | the last fence handed out |
+///
+/// Both keys share the hash tag `{orders:42}`, so they live in one slot of a
+/// Redis Cluster. The lease key's value is a plain random string, the convention
+/// of most Redis lock clients, so a lock taken by another client on the same key
+/// excludes warden and vice versa. Releases are published on
+/// `warden:{orders:42}:released`, which waiters subscribe to (RESP3 pub/sub) so a
+/// contended lease changes hands without polling.
+///
+/// The fence counter has no TTL on purpose: if it expired, fences would start over
+/// and a stale holder's token could look new again.
+#[derive(Debug, Clone)]
+pub struct RedisBackend {
+    conn: RedisConn,
+    prefix: Arc<str>,
+    subscriber: Arc<OnceCell<Option<Subscriber>>>,
+}
+
+impl RedisBackend {
+    /// Connects to `url` (`redis://` or `rediss://`) and checks it answers.
+    pub async fn connect(url: &str, options: RedisOptions) -> Result<Self> {
+        let conn = RedisConn::connect(url, options.timeout, options.connect_timeout).await?;
+        Ok(Self::with_conn(conn, options))
+    }
+
+    /// Prepares a backend for `url` without connecting; the first call connects.
+    pub fn lazy(url: &str, options: RedisOptions) -> Result<Self> {
+        let conn = RedisConn::lazy(url, options.timeout, options.connect_timeout)?;
+        Ok(Self::with_conn(conn, options))
+    }
+
+    fn with_conn(conn: RedisConn, options: RedisOptions) -> Self {
+        RedisBackend {
+            conn,
+            prefix: options.prefix.into(),
+            subscriber: Arc::new(OnceCell::new()),
+        }
+    }
+
+    /// The connection, shared with other Redis-based parts of warden.
+    pub fn conn(&self) -> &RedisConn {
+        &self.conn
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The Redis key that holds the lease `key`.
+    pub fn lease_key(&self, key: &str) -> String {
+        format!("{}{{{key}}}", self.prefix)
+    }
+
+    fn fence_key(&self, key: &str) -> String {
+        format!("{}{{{key}}}:fence", self.prefix)
+    }
+
+    fn release_channel(&self, key: &str) -> String {
+        format!("{}{{{key}}}:released", self.prefix)
+    }
+
+    fn valid_until(start: Instant, ttl: Duration) -> Instant {
+        start + ttl.saturating_sub(drift(ttl))
+    }
+
+    async fn subscriber(&self) -> Option<&Subscriber> {
+        self.subscriber
+            .get_or_init(|| async { Subscriber::open(&self.conn).await })
+            .await
+            .as_ref()
+    }
+}
+
+/// The clock-drift margin subtracted from a TTL: 1% plus 2 ms, as Redlock advises.
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[async_trait]
+impl LeaseBackend for RedisBackend {
+    async fn try_acquire(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireReply> {
+        let lease_key = self.lease_key(key);
+        let start = Instant::now();
+        let mut script = ACQUIRE.key(&lease_key);
+        script
+            .key(self.fence_key(key))
+            .arg(token.as_str())
+            .arg(millis(ttl));
+        let (won, value): (i64, i64) = self.conn.script("acquire", &lease_key, &script).await?;
+        if won == 1 {
+            let fence = u64::try_from(value).map_err(|_| Error::WrongType {
+                key: self.fence_key(key),
+                detail: format!("fence counter is {value}"),
+            })?;
+            Ok(AcquireReply::Acquired {
+                fence: Fence::new(fence),
+                valid_until: Self::valid_until(start, ttl),
+            })
+        } else {
+            Ok(AcquireReply::Held {
+                ttl_left: u64::try_from(value).ok().map(Duration::from_millis),
+            })
+        }
+    }
+
+    async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
+        let lease_key = self.lease_key(key);
+        let start = Instant::now();
+        let mut script = EXTEND.key(&lease_key);
+        script.arg(token.as_str()).arg(millis(ttl));
+        let extended: i64 = self.conn.script("extend", &lease_key, &script).await?;
+        Ok(if extended == 1 {
+            ExtendReply::Extended {
+                valid_until: Self::valid_until(start, ttl),
+            }
+        } else {
+            ExtendReply::NotHeld
+        })
+    }
+
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        let lease_key = self.lease_key(key);
+        let mut script = RELEASE.key(&lease_key);
+        script.arg(token.as_str()).arg(self.release_channel(key));
+        let released: i64 = self.conn.script("release", &lease_key, &script).await?;
+        Ok(if released == 1 {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        let lease_key = self.lease_key(key);
+        let fence_key = self.fence_key(key);
+        let (pttl, fence): (i64, Option<String>) = self
+            .conn
+            .call("status", &lease_key, |mut c| {
+                let (lease_key, fence_key) = (lease_key.clone(), fence_key.clone());
+                async move {
+                    redis::pipe()
+                        .pttl(&lease_key)
+                        .get(&fence_key)
+                        .query_async(&mut c)
+                        .await
+                }
+            })
+            .await?;
+        let fence = match fence {
+            None => None,
+            Some(s) => Some(Fence::new(s.parse().map_err(|_| Error::WrongType {
+                key: fence_key.clone(),
+                detail: format!("fence counter is {s:?}, not an integer"),
+            })?)),
+        };
+        Ok(LeaseStatus {
+            held: pttl != -2,
+            ttl_left: u64::try_from(pttl).ok().map(Duration::from_millis),
+            fence,
+            storage_key: lease_key,
+        })
+    }
+
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        match self.subscriber().await {
+            Some(sub) => sub.watch(self.release_channel(key)).await,
+            None => ReleaseWatch::polling(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.conn.display().to_string()
+    }
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber").finish_non_exhaustive()
+    }
+}
+
+/// One RESP3 connection subscribed to the release channels of the keys being
+/// waited on; messages are fanned out to `watch` channels.
+struct Subscriber {
+    manager: ConnectionManager,
+    senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>>,
+    // Serialises SUBSCRIBE/UNSUBSCRIBE so an unsubscribe of an idle channel can
+    // never overtake a new subscribe of the same channel.
+    changes: tokio::sync::Mutex<()>,
+    timeout: Duration,
+}
+
+impl Subscriber {
+    async fn open(conn: &RedisConn) -> Option<Subscriber> {
+        let info = conn.client().get_connection_info().clone();
+        let redis_settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let info = info.set_redis_settings(redis_settings);
+        let client = redis::Client::open(info).ok()?;
+        let senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>> = Arc::default();
+        let dispatch = Arc::clone(&senders);
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(conn.connect_timeout()))
+            .set_response_timeout(Some(conn.timeout()))
+            .set_number_of_retries(1)
+            .set_automatic_resubscription()
+            .set_push_sender(move |push: PushInfo| {
+                let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
+                match push.kind {
+                    PushKind::Message => {
+                        if let Some(redis::Value::BulkString(channel)) = push.data.first() {
+                            if let Some(tx) = std::str::from_utf8(channel)
+                                .ok()
+                                .and_then(|c| senders.get(c))
+                            {
+                                tx.send_modify(|n| *n = n.wrapping_add(1));
+                            }
+                        }
+                    }
+                    // A release may have been missed while disconnected: wake
+                    // every waiter so it tries again.
+                    PushKind::Disconnection => {
+                        for tx in senders.values() {
+                            tx.send_modify(|n| *n = n.wrapping_add(1));
+                        }
+                    }
+                    _ => {}
+                }
+                Ok::<(), redis::aio::SendError>(())
+            });
+        let manager = tokio::time::timeout(
+            conn.timeout(),
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        .ok()?
+        .map_err(|e| tracing::debug!(error = %e, "release notifications unavailable; polling"))
+        .ok()?;
+        Some(Subscriber {
+            manager,
+            senders,
+            changes: tokio::sync::Mutex::new(()),
+            timeout: conn.timeout(),
+        })
+    }
+
+    async fn watch(&self, channel: String) -> ReleaseWatch {
+        let _serial = self.changes.lock().await;
+        let (rx, subscribe, idle) = {
+            let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+            let idle: Vec<String> = senders
+                .iter()
+                .filter(|(c, tx)| **c != channel && tx.receiver_count() == 0)
+                .map(|(c, _)| c.clone())
+                .collect();
+            for c in &idle {
+                senders.remove(c);
+            }
+            match senders.get(&channel) {
+                Some(tx) => (tx.subscribe(), false, idle),
+                None => {
+                    let (tx, rx) = watch::channel(0);
+                    senders.insert(channel.clone(), tx);
+                    (rx, true, idle)
+                }
+            }
+        };
+        let mut manager = self.manager.clone();
+        if !idle.is_empty() {
+            let _ = tokio::time::timeout(self.timeout, manager.unsubscribe(&idle)).await;
+        }
+        if subscribe {
+            let ok = matches!(
+                tokio::time::timeout(self.timeout, manager.subscribe(&channel)).await,
+                Ok(Ok(()))
+            );
+            if !ok {
+                let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+                senders.remove(&channel);
+                return ReleaseWatch::polling();
+            }
+        }
+        ReleaseWatch::from_channel(rx, None)
+    }
+}

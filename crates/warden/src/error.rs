@@ -1,0 +1,119 @@
+//! The one error type of warden.
+//!
+//! Refusals are not errors: a lease held by someone else is
+//! [`TryAcquire::Held`](crate::TryAcquire::Held), a lease that is no longer ours is
+//! [`ReleaseOutcome::NotHeld`](crate::ReleaseOutcome::NotHeld). [`Error`] is for
+//! infrastructure failures and bad input, and every message names the key and the
+//! cause.
+
+use std::time::Duration;
+
+/// A `Result` with warden's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in warden, apart from ordinary refusals.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The key is empty, too long, or otherwise unusable.
+    #[error("invalid key {key:?}: {reason}")]
+    InvalidKey {
+        /// The key as given (truncated to 64 characters when huge).
+        key: String,
+        /// Why it was refused.
+        reason: String,
+    },
+
+    /// An argument other than the key is out of range (zero TTL, zero rate…).
+    #[error("invalid {what}: {reason}")]
+    InvalidArgument {
+        /// The argument's name, e.g. `"ttl"`.
+        what: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+
+    /// The backend URL or configuration could not be understood.
+    #[error("invalid backend configuration {url:?}: {reason}")]
+    Config {
+        /// The URL or setting as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The backend could not be reached (connection refused, reset, closed).
+    #[error("backend {backend} unreachable during {op} on key {key:?}: {cause}")]
+    Unreachable {
+        /// Which backend, e.g. `redis://127.0.0.1:6379`.
+        backend: String,
+        /// The operation, e.g. `"acquire"`.
+        op: &'static str,
+        /// The key the operation was for.
+        key: String,
+        /// The underlying cause.
+        cause: String,
+    },
+
+    /// The backend did not answer in time.
+    #[error("backend {backend} timed out after {after:?} during {op} on key {key:?}")]
+    Timeout {
+        /// Which backend.
+        backend: String,
+        /// The operation, e.g. `"extend"`.
+        op: &'static str,
+        /// The key the operation was for.
+        key: String,
+        /// How long warden waited.
+        after: Duration,
+    },
+
+    /// A key warden needs holds a value of another type or a value warden did not
+    /// write (e.g. a hash where a lease string belongs, a non-integer fence counter).
+    #[error("key {key:?} holds data warden cannot use: {detail}")]
+    WrongType {
+        /// The storage key at fault.
+        key: String,
+        /// What the backend said.
+        detail: String,
+    },
+
+    /// The backend answered with an error warden does not classify further.
+    #[error("backend {backend} failed during {op} on key {key:?}: {cause}")]
+    Backend {
+        /// Which backend.
+        backend: String,
+        /// The operation.
+        op: &'static str,
+        /// The key the operation was for.
+        key: String,
+        /// What the backend said.
+        cause: String,
+    },
+
+    /// The lease was lost while a guarded operation ran (see
+    /// [`LeaseGuard::run`](crate::LeaseGuard::run)).
+    #[error("lease on key {key:?} was lost")]
+    LeaseLost {
+        /// The lease's key.
+        key: String,
+    },
+}
+
+impl Error {
+    /// `true` for failures of the backend itself (unreachable, timeout, server
+    /// error), as opposed to bad input or data.
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(
+            self,
+            Error::Unreachable { .. } | Error::Timeout { .. } | Error::Backend { .. }
+        )
+    }
+
+    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            what,
+            reason: reason.into(),
+        }
+    }
+}

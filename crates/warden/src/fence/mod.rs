@@ -1,0 +1,60 @@
+//! Fencing tokens and checks on the resource side.
+//!
+//! A lease limits concurrency; it does not guarantee exclusive execution once the
+//! lease has expired. A holder paused by GC, a VM migration or a slow disk can wake
+//! up after its lease expired and another holder has written. Only the protected
+//! resource can tell the two apart: every acquisition returns a [`Fence`] that is
+//! strictly greater than every fence handed out before for the same key, and the
+//! resource refuses a write whose fence is not greater than the last one it
+//! accepted.
+//!
+//! - [`RedisFencedStore`] is such a resource in Redis: a fenced `SET` done by one
+//!   atomic script.
+//! - For SQL, keep the last accepted fence in the row and make it part of the
+//!   update:
+//!
+//! ```sql
+//! UPDATE accounts
+//!    SET balance = $2, fence = $3
+//!  WHERE id = $1 AND fence < $3;   -- 0 rows updated: a newer holder wrote first
+//! ```
+//!
+//! An `UPDATE` that touches zero rows means the token is stale: the caller must not
+//! retry with the same token, it must give up (its lease is gone).
+
+mod redis_store;
+
+pub use redis_store::{FencedWrite, RedisFencedStore};
+
+use std::fmt;
+
+/// A fencing token: strictly increasing per lease key across all holders.
+///
+/// Pass it to the protected resource with every write; see the [module
+/// docs](crate::fence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Fence(u64);
+
+impl Fence {
+    /// Wraps a raw token (as read back from a resource).
+    pub const fn new(value: u64) -> Self {
+        Fence(value)
+    }
+
+    /// The token as a number, e.g. for a SQL parameter.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Fence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<Fence> for u64 {
+    fn from(f: Fence) -> u64 {
+        f.0
+    }
+}

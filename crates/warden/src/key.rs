@@ -1,0 +1,54 @@
+//! Validation of user-supplied keys.
+
+use crate::error::{Error, Result};
+
+/// The longest key warden accepts, in bytes. Redis allows far more, but a key this
+/// long is almost always a bug (a request body used as a key), and every byte is
+/// repeated in several storage keys.
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// Checks a user key: not empty, at most [`MAX_KEY_LEN`] bytes, no control
+/// characters (they make logs and `redis-cli` sessions unreadable).
+pub fn validate_key(key: &str) -> Result<()> {
+    let reason = if key.is_empty() {
+        "must not be empty".to_string()
+    } else if key.len() > MAX_KEY_LEN {
+        format!("is {} bytes long, the limit is {MAX_KEY_LEN}", key.len())
+    } else if key.chars().any(char::is_control) {
+        "must not contain control characters".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidKey {
+        key: shorten(key),
+        reason,
+    })
+}
+
+/// The first 64 characters of a key, for error messages.
+pub(crate) fn shorten(key: &str) -> String {
+    if key.chars().count() <= 64 {
+        key.to_string()
+    } else {
+        let head: String = key.chars().take(64).collect();
+        format!("{head}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_empty_huge_and_control_keys() {
+        assert!(matches!(validate_key(""), Err(Error::InvalidKey { .. })));
+        let huge = "k".repeat(MAX_KEY_LEN + 1);
+        let err = validate_key(&huge).expect_err("huge key");
+        let msg = err.to_string();
+        assert!(msg.contains("1025 bytes"), "{msg}");
+        assert!(msg.len() < 200, "message must not repeat a huge key: {msg}");
+        assert!(validate_key("a\nb").is_err());
+        assert!(validate_key("orders:42").is_ok());
+        assert!(validate_key(&"k".repeat(MAX_KEY_LEN)).is_ok());
+    }
+}

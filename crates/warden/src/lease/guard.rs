@@ -1,0 +1,244 @@
+//! The holder's side of a lease.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::monitor;
+use crate::backend::{ExtendReply, LeaseBackend, ReleaseOutcome};
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::token::OwnerToken;
+
+/// State shared by the guard and its monitor task.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) backend: Arc<dyn LeaseBackend>,
+    pub(super) key: String,
+    pub(super) token: OwnerToken,
+    pub(super) ttl: Duration,
+    /// Local validity deadline (monotonic), moved forward by each renewal.
+    deadline: Mutex<Instant>,
+    /// Fired when the holder may no longer be alone.
+    pub(super) lost: CancellationToken,
+    /// Fired when the guard is released or dropped: stops the monitor.
+    pub(super) stop: CancellationToken,
+}
+
+impl Shared {
+    pub(super) fn deadline(&self) -> Instant {
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn set_deadline(&self, at: Instant) {
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    }
+
+    /// Marks the lease lost, unless the guard already let go of it on purpose.
+    pub(super) fn mark_lost(&self) {
+        if !self.stop.is_cancelled() {
+            self.lost.cancel();
+        }
+    }
+
+    /// Applies an extend reply and translates it for the caller.
+    pub(super) fn apply(&self, reply: ExtendReply) -> ExtendOutcome {
+        match reply {
+            ExtendReply::Extended { valid_until } => {
+                self.set_deadline(valid_until);
+                ExtendOutcome::Extended {
+                    valid_for: valid_until.saturating_duration_since(Instant::now()),
+                }
+            }
+            ExtendReply::NotHeld => {
+                self.mark_lost();
+                ExtendOutcome::NotHeld
+            }
+        }
+    }
+}
+
+/// The result of [`LeaseGuard::extend`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExtendOutcome {
+    /// The TTL was reset; the holder may assume it is alone for `valid_for`.
+    Extended {
+        /// Local validity from now (TTL minus round trip and drift margin).
+        valid_for: Duration,
+    },
+    /// The lease had expired or was taken over; nothing was changed and the lost
+    /// signal has fired.
+    NotHeld,
+}
+
+/// Fires when a lease may no longer be held. Cheap to clone.
+///
+/// It fires when renewal finds the key gone or taken, or when the local deadline
+/// passes without a confirmed renewal — so the holder hears about it before the
+/// store expires the key (by the drift margin, at least).
+#[derive(Debug, Clone)]
+pub struct LostSignal(CancellationToken);
+
+impl LostSignal {
+    /// Whether the lease is known or presumed lost.
+    pub fn is_lost(&self) -> bool {
+        self.0.is_cancelled()
+    }
+
+    /// Completes when the lease is lost.
+    pub async fn wait(&self) {
+        self.0.cancelled().await;
+    }
+}
+
+/// An acquired lease. Release it with [`release`](Self::release); dropping it
+/// releases in the background (best effort, never blocking in `Drop`).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+/// use std::time::Duration;
+/// use warden::{ReleaseOutcome, Warden};
+///
+/// let warden = Warden::memory();
+/// let guard = warden
+///     .lease("invoices:7")
+///     .ttl(Duration::from_secs(5))
+///     .try_acquire()
+///     .await?
+///     .into_guard()
+///     .expect("free");
+/// // Bound your own I/O by the validity left, and stop if the lease is lost.
+/// let budget = guard.remaining();
+/// let written = guard
+///     .run(async { format!("written with fence {} within {budget:?}", guard.fence()) })
+///     .await?;
+/// println!("{written}");
+/// assert_eq!(guard.release().await?, ReleaseOutcome::Released);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping a guard releases the lease"]
+pub struct LeaseGuard {
+    shared: Arc<Shared>,
+    fence: Fence,
+    released: bool,
+}
+
+impl LeaseGuard {
+    pub(super) fn start(
+        backend: Arc<dyn LeaseBackend>,
+        key: String,
+        token: OwnerToken,
+        ttl: Duration,
+        fence: Fence,
+        valid_until: Instant,
+        renew_every: Option<Duration>,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            backend,
+            key,
+            token,
+            ttl,
+            deadline: Mutex::new(valid_until),
+            lost: CancellationToken::new(),
+            stop: CancellationToken::new(),
+        });
+        monitor::spawn(&shared, renew_every);
+        LeaseGuard {
+            shared,
+            fence,
+            released: false,
+        }
+    }
+
+    /// The fencing token of this acquisition: greater than every token handed out
+    /// before for this key. Send it with every write to the protected resource.
+    pub fn fence(&self) -> Fence {
+        self.fence
+    }
+
+    /// The lease's key.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// The TTL the lease was acquired with.
+    pub fn ttl(&self) -> Duration {
+        self.shared.ttl
+    }
+
+    /// How long the holder may still assume it is alone: the local deadline minus
+    /// now, zero once lost. Use it to bound I/O done under the lease.
+    pub fn remaining(&self) -> Duration {
+        if self.is_lost() {
+            return Duration::ZERO;
+        }
+        self.shared
+            .deadline()
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the lease is known or presumed lost.
+    pub fn is_lost(&self) -> bool {
+        self.shared.lost.is_cancelled()
+    }
+
+    /// A signal that fires when the lease is lost.
+    pub fn lost(&self) -> LostSignal {
+        LostSignal(self.shared.lost.clone())
+    }
+
+    /// Runs `work` under the lease: if the lease is lost first, `work` is dropped
+    /// (cancelled at its next `.await`) and [`Error::LeaseLost`] is returned.
+    ///
+    /// Cancellation is cooperative: a write already sent to a resource may still
+    /// land. Only a fenced resource rejects it for sure.
+    pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
+        tokio::select! {
+            biased;
+            () = self.shared.lost.cancelled() => Err(Error::LeaseLost {
+                key: self.shared.key.clone(),
+            }),
+            out = work => Ok(out),
+        }
+    }
+
+    /// Resets the TTL now. Never revives a lease that has expired: then it returns
+    /// [`ExtendOutcome::NotHeld`] and the lost signal fires.
+    pub async fn extend(&self) -> Result<ExtendOutcome> {
+        let s = &self.shared;
+        let reply = s.backend.extend(&s.key, &s.token, s.ttl).await?;
+        Ok(s.apply(reply))
+    }
+
+    /// Releases the lease. [`ReleaseOutcome::NotHeld`] means it had already
+    /// expired or been taken over; someone else's key is never deleted.
+    pub async fn release(mut self) -> Result<ReleaseOutcome> {
+        self.released = true;
+        let s = &self.shared;
+        s.stop.cancel();
+        s.backend.release(&s.key, &s.token).await
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        self.shared.stop.cancel();
+        if self.released {
+            return;
+        }
+        // Best effort: if no runtime is around, the TTL frees the key.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let shared = Arc::clone(&self.shared);
+            handle.spawn(async move {
+                if let Err(e) = shared.backend.release(&shared.key, &shared.token).await {
+                    tracing::debug!(key = %shared.key, error = %e, "release on drop failed; the TTL will free the key");
+                }
+            });
+        }
+    }
+}

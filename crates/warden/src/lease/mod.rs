@@ -1,0 +1,244 @@
+//! Leases: time-bounded exclusive ownership of a key.
+//!
+//! A [`Lease`] is a description (key, TTL, renewal); [`Lease::try_acquire`] and
+//! [`Lease::acquire_within`] turn it into a [`LeaseGuard`] when the key is free.
+//! The guard knows its fencing token, renews in the background when asked to, and
+//! tells its holder when it may no longer be alone — *before* the store expires the
+//! key, because its local deadline is computed on a monotonic clock from the moment
+//! the request was *sent*, minus a clock-drift margin.
+//!
+//! # What a lease does not guarantee
+//!
+//! A lease limits concurrency; it does not guarantee exclusive execution once it
+//! has expired. A process paused longer than the TTL (GC, swap, SIGSTOP, a VM
+//! migration) can act after another holder has taken over, and no client-side
+//! check can prevent it, because the pause can fall between the check and the
+//! write. Pass [`LeaseGuard::fence`] to the protected resource and let it refuse
+//! stale tokens (see [`fence`](crate::fence)).
+
+mod guard;
+mod monitor;
+
+pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::backend::{AcquireReply, LeaseBackend, ReleaseWatch};
+use crate::error::{Error, Result};
+use crate::key::validate_key;
+use crate::token::OwnerToken;
+
+/// TTL of a lease unless [`Lease::ttl`] says otherwise.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// The longest TTL warden accepts. Longer leases are almost always a unit mistake,
+/// and they would outlive any realistic process anyway.
+pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The shortest TTL warden accepts: the store counts in milliseconds.
+pub const MIN_TTL: Duration = Duration::from_millis(1);
+
+/// First retry delay when polling a contended lease.
+const MIN_BACKOFF: Duration = Duration::from_millis(5);
+
+/// Longest retry delay when polling a contended lease.
+const MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Longest wait for a pushed release notification before trying again anyway
+/// (a notification can be lost while the subscriber reconnects).
+const MAX_PUSH_WAIT: Duration = Duration::from_secs(1);
+
+/// The result of an acquire attempt: refusal is an outcome, not an error.
+#[derive(Debug)]
+#[must_use = "dropping the outcome releases an acquired lease"]
+pub enum TryAcquire {
+    /// The lease is ours until released, dropped or lost.
+    Acquired(LeaseGuard),
+    /// Someone else holds the lease (and kept it for the whole wait, if any).
+    Held {
+        /// The other holder's remaining TTL, when the store knows it.
+        ttl_left: Option<Duration>,
+    },
+}
+
+impl TryAcquire {
+    /// The guard, if the lease was acquired.
+    pub fn into_guard(self) -> Option<LeaseGuard> {
+        match self {
+            TryAcquire::Acquired(g) => Some(g),
+            TryAcquire::Held { .. } => None,
+        }
+    }
+
+    /// Whether the lease was acquired.
+    pub fn is_acquired(&self) -> bool {
+        matches!(self, TryAcquire::Acquired(_))
+    }
+}
+
+/// A lease description: key, TTL and renewal policy. Cheap to clone; acquiring
+/// it several times yields independent guards.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+/// use std::time::Duration;
+/// use warden::{TryAcquire, Warden};
+///
+/// let warden = Warden::memory();
+/// let lease = warden
+///     .lease("reports:daily")
+///     .ttl(Duration::from_secs(10))
+///     .watchdog(true); // renew every ttl/3 until released
+/// match lease.try_acquire().await? {
+///     TryAcquire::Acquired(guard) => {
+///         let fence = guard.fence(); // pass it to the resource you write
+///         assert!(fence.get() >= 1);
+///         guard.release().await?;
+///     }
+///     TryAcquire::Held { ttl_left } => println!("busy for {ttl_left:?}"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Lease {
+    backend: Arc<dyn LeaseBackend>,
+    key: String,
+    ttl: Duration,
+    renew_every: Option<Duration>,
+}
+
+impl Lease {
+    pub(crate) fn new(backend: Arc<dyn LeaseBackend>, key: String) -> Self {
+        Lease {
+            backend,
+            key,
+            ttl: DEFAULT_TTL,
+            renew_every: None,
+        }
+    }
+
+    /// Sets the TTL: how long the store keeps the lease without renewal
+    /// (default [`DEFAULT_TTL`]).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Turns automatic renewal on (every ttl/3) or off (the default).
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.renew_every = on.then_some(Duration::ZERO);
+        self
+    }
+
+    /// Turns automatic renewal on with the given interval, which must be shorter
+    /// than the TTL.
+    pub fn renew_every(mut self, interval: Duration) -> Self {
+        self.renew_every = Some(interval);
+        self
+    }
+
+    /// The lease's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Tries once, without waiting.
+    pub async fn try_acquire(&self) -> Result<TryAcquire> {
+        let renew = self.validate()?;
+        let token = OwnerToken::generate()?;
+        self.attempt(&token, renew).await
+    }
+
+    /// Tries until acquired or until `max_wait` has passed.
+    ///
+    /// Waiters subscribe to release notifications (Redis pub/sub on the Redis
+    /// backend), so a released lease changes hands in about one round trip;
+    /// without notifications they poll with jittered exponential backoff. A lease
+    /// that expires instead of being released is retried when its TTL runs out.
+    /// Waiting is not FIFO: all woken waiters race and one wins.
+    pub async fn acquire_within(&self, max_wait: Duration) -> Result<TryAcquire> {
+        let renew = self.validate()?;
+        let token = OwnerToken::generate()?;
+        let deadline = Instant::now() + max_wait.min(MAX_TTL);
+        let mut watch: Option<ReleaseWatch> = None;
+        let mut backoff = MIN_BACKOFF;
+        loop {
+            let outcome = self.attempt(&token, renew).await?;
+            let TryAcquire::Held { ttl_left } = outcome else {
+                return Ok(outcome);
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(outcome);
+            }
+            let Some(watch) = watch.as_mut() else {
+                // Subscribe, then try again at once: a release between the first
+                // attempt and the subscription would otherwise be missed.
+                watch = Some(self.backend.watch_releases(&self.key).await);
+                continue;
+            };
+            // An expiring lease frees up when its TTL runs out; 1 ms later the key
+            // is surely gone.
+            let expiry = ttl_left.map(|t| t + Duration::from_millis(1));
+            let pause = if watch.is_push() {
+                expiry.unwrap_or(MAX_PUSH_WAIT).min(MAX_PUSH_WAIT)
+            } else {
+                let jittered = rand::rng().random_range(backoff / 2..=backoff);
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                expiry.map_or(jittered, |e| e.min(jittered))
+            };
+            watch.wait(pause.min(deadline - now)).await;
+        }
+    }
+
+    /// Checks key and TTL; returns the renewal interval, if any.
+    fn validate(&self) -> Result<Option<Duration>> {
+        validate_key(&self.key)?;
+        if self.ttl < MIN_TTL {
+            return Err(Error::invalid(
+                "ttl",
+                format!("{:?} is below the minimum of 1ms", self.ttl),
+            ));
+        }
+        if self.ttl > MAX_TTL {
+            return Err(Error::invalid(
+                "ttl",
+                format!("{:?} is above the maximum of 7 days", self.ttl),
+            ));
+        }
+        match self.renew_every {
+            None => Ok(None),
+            Some(Duration::ZERO) => Ok(Some(self.ttl / 3)),
+            Some(every) if every >= self.ttl => Err(Error::invalid(
+                "renewal interval",
+                format!(
+                    "{every:?} must be shorter than the ttl {:?}, or the lease expires between renewals",
+                    self.ttl
+                ),
+            )),
+            Some(every) => Ok(Some(every)),
+        }
+    }
+
+    async fn attempt(&self, token: &OwnerToken, renew: Option<Duration>) -> Result<TryAcquire> {
+        match self.backend.try_acquire(&self.key, token, self.ttl).await? {
+            AcquireReply::Acquired { fence, valid_until } => {
+                Ok(TryAcquire::Acquired(LeaseGuard::start(
+                    Arc::clone(&self.backend),
+                    self.key.clone(),
+                    token.clone(),
+                    self.ttl,
+                    fence,
+                    valid_until,
+                    renew,
+                )))
+            }
+            AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The background task of a guard: renews the lease (when asked to) and fires the
+//! lost signal when renewal fails or the local deadline passes.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep_until};
+
+use super::guard::Shared;
+use crate::backend::ExtendReply;
+
+/// After a failed renewal, retry this often (bounded by the interval).
+const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
+
+/// Spawns the monitor. It holds only a `Weak` reference, so it ends with the
+/// guard; it also ends at once when the guard's stop token fires.
+pub(super) fn spawn(shared: &Arc<Shared>, renew_every: Option<Duration>) {
+    let weak = Arc::downgrade(shared);
+    let stop = shared.stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = watch(weak, renew_every) => {}
+        }
+    });
+}
+
+async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
+    let mut next_renewal = renew_every.map(|every| Instant::now() + every);
+    loop {
+        let Some(deadline) = weak.upgrade().map(|s| s.deadline()) else {
+            return;
+        };
+        let wake = next_renewal.map_or(deadline, |r| r.min(deadline));
+        sleep_until(wake).await;
+
+        let Some(shared) = weak.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        if now >= shared.deadline() {
+            tracing::warn!(key = %shared.key, "lease deadline passed without a confirmed renewal");
+            shared.mark_lost();
+            return;
+        }
+        let Some(every) = renew_every else {
+            continue; // deadline moved by a manual extend: sleep again
+        };
+        // Bound the call by the validity left: an answer after the deadline is
+        // worthless, and the loop above fires the signal at the deadline.
+        let budget = shared.deadline().saturating_duration_since(now);
+        let reply = tokio::time::timeout(
+            budget,
+            shared
+                .backend
+                .extend(&shared.key, &shared.token, shared.ttl),
+        )
+        .await;
+        match reply {
+            Ok(Ok(reply)) => {
+                let lost = matches!(reply, ExtendReply::NotHeld);
+                shared.apply(reply);
+                if lost {
+                    tracing::warn!(key = %shared.key, "lease lost: renewal found the key gone or taken");
+                    return;
+                }
+                next_renewal = Some(now + every);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(key = %shared.key, error = %e, "lease renewal failed; retrying until the deadline");
+                next_renewal = Some(Instant::now() + RETRY_AFTER_ERROR.min(every));
+            }
+            Err(_elapsed) => next_renewal = Some(Instant::now()),
+        }
+    }
+}

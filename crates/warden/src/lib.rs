@@ -1,0 +1,63 @@
+//! # warden — leases that tell the truth, fencing tokens, and friends
+//!
+//! warden coordinates processes through a shared store (Redis, or in-process
+//! memory for tests and single-process programs). Its central type is the
+//! [`Lease`]: a time-bounded lock whose [`LeaseGuard`] carries a [`Fence`] token,
+//! renews itself when asked to, and tells its holder when it may no longer be
+//! alone — before the store expires the key.
+//!
+//! A lease limits concurrency; it does **not** guarantee exclusive execution once
+//! it has expired. A holder that pauses past its TTL can still write after someone
+//! else took over. Only the protected resource can refuse such a write, by
+//! checking the fencing token — which is what the example below does.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+//! use std::collections::HashMap;
+//! use std::time::Duration;
+//! use warden::{Fence, Warden};
+//!
+//! // A resource that remembers the highest fence it accepted.
+//! let mut resource: HashMap<&str, (Fence, u64)> = HashMap::new();
+//! let mut fenced_write = |fence: Fence, balance: u64| match resource.get("acct:1") {
+//!     Some((last, _)) if *last >= fence => false, // stale holder: refused
+//!     _ => { resource.insert("acct:1", (fence, balance)); true }
+//! };
+//!
+//! let warden = Warden::memory(); // or Warden::connect("redis://127.0.0.1:6379").await?
+//! let lease = warden.lease("acct:1").ttl(Duration::from_secs(10));
+//! let a = lease.try_acquire().await?.into_guard().expect("free");
+//! let stale = a.fence();
+//! a.release().await?;
+//!
+//! let b = lease.try_acquire().await?.into_guard().expect("free again");
+//! assert!(b.fence() > stale);               // fences strictly increase
+//! assert!(fenced_write(b.fence(), 150));    // the current holder writes
+//! assert!(!fenced_write(stale, 100));       // a late write with an old fence is refused
+//! b.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Modules
+//! - [`lease`]: acquire, wait, renew, release; the lost-lease signal.
+//! - [`fence`]: fencing tokens and resource-side checks (Redis script, SQL pattern).
+//! - [`backend`]: the stores behind leases.
+
+#![forbid(unsafe_code)]
+
+pub mod backend;
+pub mod error;
+pub mod fence;
+mod key;
+pub mod lease;
+pub mod redis_conn;
+mod token;
+mod warden;
+
+pub use crate::backend::{LeaseStatus, ReleaseOutcome};
+pub use crate::error::{Error, Result};
+pub use crate::fence::Fence;
+pub use crate::key::{MAX_KEY_LEN, validate_key};
+pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire};
+pub use crate::token::OwnerToken;
+pub use crate::warden::Warden;

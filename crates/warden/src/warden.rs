@@ -1,0 +1,73 @@
+//! The entry point: one handle per store.
+
+use std::sync::Arc;
+
+use crate::backend::{LeaseBackend, LeaseStatus, MemoryBackend, RedisBackend, RedisOptions};
+use crate::error::{Error, Result};
+use crate::key::validate_key;
+use crate::lease::Lease;
+
+/// A handle on one coordination store. Cheap to clone (an `Arc` inside).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+/// let warden = warden::Warden::connect("memory:").await?;
+/// let status = warden.status("orders:42").await?;
+/// assert!(!status.held);
+/// assert!(warden::Warden::connect("ftp://nope").await.is_err());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Warden {
+    backend: Arc<dyn LeaseBackend>,
+}
+
+impl Warden {
+    /// Connects to the store named by `url`:
+    ///
+    /// - `memory:` — in this process only;
+    /// - `redis://host:port[/db]` or `rediss://…` — one Redis master (checked with
+    ///   `PING` before returning).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let scheme = url.split_once(':').map_or("", |(s, _)| s);
+        match scheme {
+            "memory" => Ok(Self::memory()),
+            "redis" | "rediss" => {
+                let backend = RedisBackend::connect(url, RedisOptions::default()).await?;
+                Ok(Self::with_backend(backend))
+            }
+            _ => Err(Error::Config {
+                url: crate::redis_conn::redact(url),
+                reason: "unknown scheme; expected memory:, redis:// or rediss://".into(),
+            }),
+        }
+    }
+
+    /// An in-process store.
+    pub fn memory() -> Self {
+        Self::with_backend(MemoryBackend::new())
+    }
+
+    /// A handle on any backend.
+    pub fn with_backend(backend: impl LeaseBackend) -> Self {
+        Warden {
+            backend: Arc::new(backend),
+        }
+    }
+
+    /// Describes a lease on `key`; nothing is sent until it is acquired.
+    pub fn lease(&self, key: impl Into<String>) -> Lease {
+        Lease::new(Arc::clone(&self.backend), key.into())
+    }
+
+    /// Reads whether `key` is held, its TTL and last fence, without changing it.
+    pub async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        validate_key(key)?;
+        self.backend.status(key).await
+    }
+
+    /// The backend behind this handle.
+    pub fn backend(&self) -> &Arc<dyn LeaseBackend> {
+        &self.backend
+    }
+}

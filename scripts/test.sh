@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The test command of the README: installs what the tests need on a fresh Debian
+# machine, then runs formatting, lints, every test (unit, integration, doc) and
+# the examples. Tests start their own redis-server processes on free ports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --profile ci
+else
+  cargo test --workspace --lib --bins --tests --examples
+fi
+echo "== doctests"
+cargo test --workspace --doc
+echo "== examples"
+cargo run -q -p lease-example
