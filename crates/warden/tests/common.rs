@@ -1,5 +1,6 @@
 //! Shared helpers for the lease tests: a backend per flavour.
 
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code, missing_docs)]
 
 use std::time::Duration;

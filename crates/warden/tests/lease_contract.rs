@@ -1,5 +1,7 @@
 //! The lease contract, run against every backend (memory and a real redis-server).
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::Arc;

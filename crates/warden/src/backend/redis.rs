@@ -290,13 +290,12 @@ impl Subscriber {
                 let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
                 match push.kind {
                     PushKind::Message => {
-                        if let Some(redis::Value::BulkString(channel)) = push.data.first() {
-                            if let Some(tx) = std::str::from_utf8(channel)
-                                .ok()
-                                .and_then(|c| senders.get(c))
-                            {
-                                tx.send_modify(|n| *n = n.wrapping_add(1));
-                            }
+                        let channel = match push.data.first() {
+                            Some(redis::Value::BulkString(c)) => std::str::from_utf8(c).ok(),
+                            _ => None,
+                        };
+                        if let Some(tx) = channel.and_then(|c| senders.get(c)) {
+                            tx.send_modify(|n| *n = n.wrapping_add(1));
                         }
                     }
                     // A release may have been missed while disconnected: wake

@@ -1,1 +1,2 @@
+//! Placeholder until the scenario lands.
 fn main() {}
