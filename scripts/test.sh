@@ -18,13 +18,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== examples"
+cargo run -q -p lease-example
+echo "== doctests"
+cargo test --workspace --doc
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --profile ci
 else
   cargo test --workspace --lib --bins --tests --examples
 fi
-echo "== doctests"
-cargo test --workspace --doc
-echo "== examples"
-cargo run -q -p lease-example
