@@ -29,6 +29,8 @@ enum Strategy {
 
 struct Stats {
     handoffs_per_sec: f64,
+    /// From the holder's release call to the next holder's acquisition.
+    median_handoff: Duration,
     median_wait: Duration,
     worst_wait: Duration,
 }
@@ -37,11 +39,14 @@ async fn contend(warden: &Warden, key: &str, strategy: Strategy) -> Stats {
     let last_holder = Arc::new(AtomicUsize::new(usize::MAX));
     let handoffs = Arc::new(AtomicUsize::new(0));
     let waits = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let released_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let handoff_times = Arc::new(std::sync::Mutex::new(Vec::new()));
     let stop_at = Instant::now() + RUN_FOR;
     let mut tasks = Vec::new();
     for id in 0..TASKS {
         let lease = warden.lease(key).ttl(Duration::from_secs(5));
         let (last_holder, handoffs, waits) = (last_holder.clone(), handoffs.clone(), waits.clone());
+        let (released_at, handoff_times) = (released_at.clone(), handoff_times.clone());
         tasks.push(tokio::spawn(async move {
             while Instant::now() < stop_at {
                 let asked = Instant::now();
@@ -63,7 +68,11 @@ async fn contend(warden: &Warden, key: &str, strategy: Strategy) -> Stats {
                 waits.lock().unwrap().push(asked.elapsed());
                 if last_holder.swap(id, Ordering::SeqCst) != id {
                     handoffs.fetch_add(1, Ordering::SeqCst);
+                    if let Some(at) = released_at.lock().unwrap().take() {
+                        handoff_times.lock().unwrap().push(at.elapsed());
+                    }
                 }
+                *released_at.lock().unwrap() = Some(Instant::now());
                 guard.release().await.unwrap();
                 // A little work between turns, so the releaser does not simply
                 // win its own release every time.
@@ -76,7 +85,10 @@ async fn contend(warden: &Warden, key: &str, strategy: Strategy) -> Stats {
     }
     let mut waits = waits.lock().unwrap().clone();
     waits.sort();
+    let mut handoff_times = handoff_times.lock().unwrap().clone();
+    handoff_times.sort();
     Stats {
+        median_handoff: handoff_times[handoff_times.len() / 2],
         handoffs_per_sec: handoffs.load(Ordering::SeqCst) as f64 / RUN_FOR.as_secs_f64(),
         median_wait: waits[waits.len() / 2],
         worst_wait: *waits.last().unwrap(),
@@ -113,8 +125,12 @@ async fn main() {
         ("poll 0-200ms (baseline)", &polling),
     ] {
         println!(
-            "  {name:<24} {:>8.0} hand-offs/s to another task, wait median {:>10.2?} worst {:>10.2?}",
-            s.handoffs_per_sec, s.median_wait, s.worst_wait
+            "  {name:<24} {:>6.0} hand-offs/s to another task; release->next holder median {:>9.2?} ({:.1} round trips); wait median {:>9.2?} worst {:>9.2?}",
+            s.handoffs_per_sec,
+            s.median_handoff,
+            s.median_handoff.as_secs_f64() / rtt.as_secs_f64(),
+            s.median_wait,
+            s.worst_wait
         );
     }
     println!(
