@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# PostgreSQL for the SQL-fencing tests (the harness finds Debian's versioned bin dir).
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  missing+=(postgresql)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
