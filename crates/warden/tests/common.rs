@@ -7,18 +7,38 @@ use std::time::Duration;
 
 use warden::Warden;
 use warden::backend::{RedisBackend, RedisOptions};
+use warden::quorum::{QuorumBackend, QuorumOptions};
 use warden_test::RedisServer;
 
-/// A warden handle plus the server behind it (kept alive by the test).
+/// A warden handle plus the servers behind it (kept alive by the test).
 pub struct Fixture {
     pub warden: Warden,
     pub server: Option<RedisServer>,
+    /// The nodes of a quorum fixture.
+    pub nodes: Vec<RedisServer>,
 }
 
 pub async fn memory() -> Fixture {
     Fixture {
         warden: Warden::memory(),
         server: None,
+        nodes: Vec::new(),
+    }
+}
+
+/// Three real redis-servers behind one quorum backend.
+pub async fn quorum() -> Fixture {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let backend = QuorumBackend::connect(
+        nodes.iter().map(RedisServer::url),
+        QuorumOptions::default().node_timeout(Duration::from_millis(250)),
+    )
+    .await
+    .expect("connect to the test quorum");
+    Fixture {
+        warden: Warden::with_backend(backend),
+        server: None,
+        nodes,
     }
 }
 
@@ -33,6 +53,7 @@ pub async fn redis() -> Fixture {
     Fixture {
         warden: Warden::with_backend(backend),
         server: Some(server),
+        nodes: Vec::new(),
     }
 }
 
@@ -54,6 +75,15 @@ macro_rules! contract {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let fx = $crate::common::redis().await;
+                    super::$name(&fx).await;
+                }
+            )*
+        }
+        mod quorum_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let fx = $crate::common::quorum().await;
                     super::$name(&fx).await;
                 }
             )*

@@ -6,14 +6,17 @@
 //! gets the same behaviour.
 //!
 //! - [`MemoryBackend`]: in-process, for unit tests and single-process programs.
-//! - [`RedisBackend`]: one Redis master, one round trip per operation.
+//! - [`RedisBackend`]: one Redis master, one round trip per operation; optionally
+//!   waiting for replica acknowledgements ([`RedisOptions::require_replicas`]).
+//! - [`QuorumBackend`](crate::quorum::QuorumBackend): N independent Redis masters
+//!   (Redlock) with fencing tokens that stay monotonic across holders.
 
 mod memory;
-mod redis;
+pub(crate) mod redis;
 mod release_watch;
 
 pub use memory::MemoryBackend;
-pub use redis::{RedisBackend, RedisOptions};
+pub use redis::{RedisBackend, RedisOptions, ReplicaAcks};
 pub use release_watch::ReleaseWatch;
 
 use std::fmt::Debug;
