@@ -81,7 +81,12 @@ async fn restart_mid_hold_fires_lost_and_the_client_recovers() {
     tokio::time::timeout(Duration::from_secs(5), guard.lost().wait())
         .await
         .expect("the lost signal fires after the restart");
-    assert!(restarted_at.elapsed() < Duration::from_secs(2));
+    let after = restarted_at.elapsed();
+    eprintln!("lost signal {after:?} after the restart");
+    assert!(
+        after < every * 3,
+        "lost signal only {after:?} after the restart"
+    );
 
     // The same handle reconnects, reloads its scripts (NOSCRIPT) and works.
     let mut again = None;
@@ -256,4 +261,27 @@ async fn fenced_store_rejects_stale_tokens() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn keys_live_under_the_configured_prefix() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(&server.url(), RedisOptions::default().prefix("app1:"))
+        .await
+        .unwrap();
+    let warden = Warden::with_backend(backend);
+    let guard = warden
+        .lease("job")
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    assert!(exists(&server, "app1:{job}"));
+    assert!(exists(&server, "app1:{job}:fence"));
+    assert!(!exists(&server, "warden:{job}"));
+    let status = warden.status("job").await.unwrap();
+    assert_eq!(status.storage_key, "app1:{job}");
+    assert_eq!(status.fence, Some(guard.fence()));
+    guard.release().await.unwrap();
 }
