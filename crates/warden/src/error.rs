@@ -98,6 +98,16 @@ pub enum Error {
         /// The lease's key.
         key: String,
     },
+
+    /// The store's file cannot be used: it cannot be opened or created, is not a
+    /// database, is corrupt, or belongs to another application.
+    #[error("backend {backend} cannot be used: it {reason}")]
+    Storage {
+        /// Which backend, e.g. `sqlite:/var/lib/app/warden.db`.
+        backend: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -106,7 +116,10 @@ impl Error {
     pub fn is_infrastructure(&self) -> bool {
         matches!(
             self,
-            Error::Unreachable { .. } | Error::Timeout { .. } | Error::Backend { .. }
+            Error::Unreachable { .. }
+                | Error::Timeout { .. }
+                | Error::Backend { .. }
+                | Error::Storage { .. }
         )
     }
 

@@ -6,19 +6,34 @@
 use std::time::Duration;
 
 use warden::Warden;
-use warden::backend::{RedisBackend, RedisOptions};
+use warden::backend::{RedisBackend, RedisOptions, SqliteBackend, SqliteOptions};
 use warden_test::RedisServer;
 
-/// A warden handle plus the server behind it (kept alive by the test).
+/// A warden handle plus the server (or database directory) behind it, kept
+/// alive by the test.
 pub struct Fixture {
     pub warden: Warden,
     pub server: Option<RedisServer>,
+    pub dir: Option<tempfile::TempDir>,
 }
 
 pub async fn memory() -> Fixture {
     Fixture {
         warden: Warden::memory(),
         server: None,
+        dir: None,
+    }
+}
+
+pub async fn sqlite() -> Fixture {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let backend = SqliteBackend::open(dir.path().join("warden.db"), SqliteOptions::default())
+        .await
+        .expect("open the test database");
+    Fixture {
+        warden: Warden::with_backend(backend),
+        server: None,
+        dir: Some(dir),
     }
 }
 
@@ -33,6 +48,7 @@ pub async fn redis() -> Fixture {
     Fixture {
         warden: Warden::with_backend(backend),
         server: Some(server),
+        dir: None,
     }
 }
 
@@ -45,6 +61,15 @@ macro_rules! contract {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let fx = $crate::common::memory().await;
+                    super::$name(&fx).await;
+                }
+            )*
+        }
+        mod sqlite_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let fx = $crate::common::sqlite().await;
                     super::$name(&fx).await;
                 }
             )*

@@ -7,14 +7,18 @@
 //!
 //! - [`MemoryBackend`]: in-process, for unit tests and single-process programs.
 //! - [`RedisBackend`]: one Redis master, one round trip per operation.
+//! - [`SqliteBackend`]: a SQLite file shared by the processes of one host; the
+//!   embedded default of the `warden` command line.
 
 mod memory;
 mod redis;
 mod release_watch;
+mod sqlite;
 
 pub use memory::MemoryBackend;
 pub use redis::{RedisBackend, RedisOptions};
 pub use release_watch::ReleaseWatch;
+pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteBackend, SqliteOptions};
 
 use std::fmt::Debug;
 use std::time::Duration;
