@@ -139,6 +139,16 @@ pub enum Error {
         /// How long the master waited.
         waited: Duration,
     },
+
+    /// The store's file cannot be used: it cannot be opened or created, is not a
+    /// database, is corrupt, or belongs to another application.
+    #[error("backend {backend} cannot be used: it {reason}")]
+    Storage {
+        /// Which backend, e.g. `sqlite:/var/lib/app/warden.db`.
+        backend: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -152,6 +162,7 @@ impl Error {
                 | Error::Backend { .. }
                 | Error::QuorumUnavailable { .. }
                 | Error::ReplicasUnacknowledged { .. }
+                | Error::Storage { .. }
         )
     }
 

@@ -6,14 +6,16 @@
 use std::time::Duration;
 
 use warden::Warden;
-use warden::backend::{RedisBackend, RedisOptions};
+use warden::backend::{RedisBackend, RedisOptions, SqliteBackend, SqliteOptions};
 use warden::quorum::{QuorumBackend, QuorumOptions};
 use warden_test::RedisServer;
 
-/// A warden handle plus the servers behind it (kept alive by the test).
+/// A warden handle plus the server (or database directory) behind it, kept
+/// alive by the test.
 pub struct Fixture {
     pub warden: Warden,
     pub server: Option<RedisServer>,
+    pub dir: Option<tempfile::TempDir>,
     /// The nodes of a quorum fixture.
     pub nodes: Vec<RedisServer>,
 }
@@ -22,6 +24,36 @@ pub async fn memory() -> Fixture {
     Fixture {
         warden: Warden::memory(),
         server: None,
+        dir: None,
+        nodes: Vec::new(),
+    }
+}
+
+pub async fn sqlite() -> Fixture {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let backend = SqliteBackend::open(dir.path().join("warden.db"), SqliteOptions::default())
+        .await
+        .expect("open the test database");
+    Fixture {
+        warden: Warden::with_backend(backend),
+        server: None,
+        dir: Some(dir),
+        nodes: Vec::new(),
+    }
+}
+
+pub async fn redis() -> Fixture {
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(
+        &server.url(),
+        RedisOptions::default().timeout(Duration::from_millis(500)),
+    )
+    .await
+    .expect("connect to the test redis-server");
+    Fixture {
+        warden: Warden::with_backend(backend),
+        server: Some(server),
+        dir: None,
         nodes: Vec::new(),
     }
 }
@@ -38,22 +70,8 @@ pub async fn quorum() -> Fixture {
     Fixture {
         warden: Warden::with_backend(backend),
         server: None,
+        dir: None,
         nodes,
-    }
-}
-
-pub async fn redis() -> Fixture {
-    let server = RedisServer::start();
-    let backend = RedisBackend::connect(
-        &server.url(),
-        RedisOptions::default().timeout(Duration::from_millis(500)),
-    )
-    .await
-    .expect("connect to the test redis-server");
-    Fixture {
-        warden: Warden::with_backend(backend),
-        server: Some(server),
-        nodes: Vec::new(),
     }
 }
 
@@ -66,6 +84,15 @@ macro_rules! contract {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let fx = $crate::common::memory().await;
+                    super::$name(&fx).await;
+                }
+            )*
+        }
+        mod sqlite_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let fx = $crate::common::sqlite().await;
                     super::$name(&fx).await;
                 }
             )*

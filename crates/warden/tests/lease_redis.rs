@@ -81,7 +81,12 @@ async fn restart_mid_hold_fires_lost_and_the_client_recovers() {
     tokio::time::timeout(Duration::from_secs(5), guard.lost().wait())
         .await
         .expect("the lost signal fires after the restart");
-    assert!(restarted_at.elapsed() < Duration::from_secs(2));
+    let after = restarted_at.elapsed();
+    eprintln!("lost signal {after:?} after the restart");
+    assert!(
+        after < every * 3,
+        "lost signal only {after:?} after the restart"
+    );
 
     // The same handle reconnects, reloads its scripts (NOSCRIPT) and works.
     let mut again = None;
@@ -256,4 +261,74 @@ async fn fenced_store_rejects_stale_tokens() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn keys_live_under_the_configured_prefix() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(&server.url(), RedisOptions::default().prefix("app1:"))
+        .await
+        .unwrap();
+    let warden = Warden::with_backend(backend);
+    let guard = warden
+        .lease("job")
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    assert!(exists(&server, "app1:{job}"));
+    assert!(exists(&server, "app1:{job}:fence"));
+    assert!(!exists(&server, "warden:{job}"));
+    let status = warden.status("job").await.unwrap();
+    assert_eq!(status.storage_key, "app1:{job}");
+    assert_eq!(status.fence, Some(guard.fence()));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_notifications_survive_a_restart() {
+    let mut server = RedisServer::start();
+    let warden = connect(&server).await;
+    let lease = warden.lease("resub").ttl(Duration::from_secs(30));
+    // Open the subscriber once before the restart.
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let _ = lease
+        .acquire_within(Duration::from_millis(100))
+        .await
+        .unwrap();
+    holder.release().await.unwrap();
+
+    server.restart();
+    let mut holder = None;
+    for _ in 0..50 {
+        if let Ok(out) = lease.try_acquire().await {
+            holder = out.into_guard();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let holder = holder.expect("reconnected");
+    let waiter = {
+        let lease = lease.clone();
+        tokio::spawn(async move {
+            let out = lease.acquire_within(Duration::from_secs(20)).await.unwrap();
+            (Instant::now(), out.is_acquired())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The waiter is subscribed again: it is woken by the release, not by polling.
+    let subs = server
+        .command("PUBSUB NUMSUB warden:{resub}:released")
+        .unwrap();
+    assert!(subs.ends_with(":1\r\n"), "subscribers: {subs:?}");
+    let released_at = Instant::now();
+    holder.release().await.unwrap();
+    let (acquired_at, acquired) = waiter.await.unwrap();
+    assert!(acquired);
+    let handoff = acquired_at - released_at;
+    assert!(
+        handoff < Duration::from_millis(500),
+        "hand-off took {handoff:?}"
+    );
 }

@@ -123,7 +123,7 @@ impl RedisOptions {
 pub struct RedisBackend {
     conn: RedisConn,
     prefix: Arc<str>,
-    subscriber: Arc<OnceCell<Option<Subscriber>>>,
+    subscriber: Arc<OnceCell<Subscriber>>,
     replicas: Option<ReplicaAcks>,
 }
 
@@ -250,11 +250,13 @@ impl RedisBackend {
         })
     }
 
+    /// The release subscriber, opened on first contention. A failed open is not
+    /// cached: the next waiter tries again, and meanwhile waiters poll.
     async fn subscriber(&self) -> Option<&Subscriber> {
         self.subscriber
-            .get_or_init(|| async { Subscriber::open(&self.conn).await })
+            .get_or_try_init(|| async { Subscriber::open(&self.conn).await.ok_or(()) })
             .await
-            .as_ref()
+            .ok()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::backend::redis::DEFAULT_PREFIX;
+use crate::backend::DEFAULT_PREFIX;
 
 /// Default time budget of one node's answer: short, so that a slow node costs an
 /// acquire little (Redlock advises a timeout much smaller than the TTL).
