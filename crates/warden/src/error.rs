@@ -98,6 +98,16 @@ pub enum Error {
         /// The lease's key.
         key: String,
     },
+
+    /// A rate-limit request costs more units than a policy's capacity: it could
+    /// never be admitted, so waiting would be in vain.
+    #[error("a cost of {cost} units exceeds the limiter's capacity of {capacity}")]
+    CostExceedsCapacity {
+        /// The units asked for.
+        cost: u64,
+        /// The largest cost the policy can ever admit.
+        capacity: u64,
+    },
 }
 
 impl Error {

@@ -42,6 +42,8 @@
 //! - [`lease`]: acquire, wait, renew, release; the lost-lease signal.
 //! - [`fence`]: fencing tokens and resource-side checks (Redis script, SQL pattern).
 //! - [`backend`]: the stores behind leases.
+//! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
+//!   fixed window), compound policies, waiting, an in-process keyed limiter.
 
 #![forbid(unsafe_code)]
 
@@ -50,6 +52,7 @@ pub mod error;
 pub mod fence;
 mod key;
 pub mod lease;
+pub mod limit;
 pub mod redis_conn;
 mod token;
 mod warden;
