@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# PostgreSQL for the SQL-fencing tests (the harness finds Debian's versioned bin dir).
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  missing+=(postgresql)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -18,13 +22,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== examples"
+cargo run -q -p lease-example
+echo "== doctests"
+cargo test --workspace --doc
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --profile ci
 else
   cargo test --workspace --lib --bins --tests --examples
 fi
-echo "== doctests"
-cargo test --workspace --doc
-echo "== examples"
-cargo run -q -p lease-example

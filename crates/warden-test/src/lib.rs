@@ -6,7 +6,8 @@
 //! test shows what Redis saw.
 //!
 //! The binary is `redis-server` from `PATH`, or the path in the
-//! `WARDEN_REDIS_SERVER` environment variable.
+//! `WARDEN_REDIS_SERVER` environment variable. [`PostgresServer`] does the same
+//! for a throwaway PostgreSQL cluster.
 //!
 //! ```no_run
 //! let server = warden_test::RedisServer::start();
@@ -15,6 +16,8 @@
 //! server.resume(); // SIGCONT
 //! ```
 
+mod postgres_server;
 mod redis_server;
 
-pub use redis_server::{RedisServer, RedisServerBuilder, free_port};
+pub use postgres_server::{PG_BIN_ENV, PostgresServer};
+pub use redis_server::{REDIS_SERVER_ENV, RedisServer, RedisServerBuilder, free_port};

@@ -240,16 +240,15 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
-            if let Ok(reply) = self.command("PING") {
-                if reply.starts_with("+PONG") {
-                    return Ok(());
-                }
+            if self
+                .command("PING")
+                .is_ok_and(|reply| reply.starts_with("+PONG"))
+            {
+                return Ok(());
             }
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(format!("redis-server exited with {status}: {}", self.log()));
-                }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                self.child = None;
+                return Err(format!("redis-server exited with {status}: {}", self.log()));
             }
             if Instant::now() > deadline {
                 self.kill();

@@ -99,6 +99,16 @@ pub enum Error {
         key: String,
     },
 
+    /// The store's file cannot be used: it cannot be opened or created, is not a
+    /// database, is corrupt, or belongs to another application.
+    #[error("backend {backend} cannot be used: it {reason}")]
+    Storage {
+        /// Which backend, e.g. `sqlite:/var/lib/app/warden.db`.
+        backend: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A rate-limit request costs more units than a policy's capacity: it could
     /// never be admitted, so waiting would be in vain.
     #[error("a cost of {cost} units exceeds the limiter's capacity of {capacity}")]
@@ -116,7 +126,10 @@ impl Error {
     pub fn is_infrastructure(&self) -> bool {
         matches!(
             self,
-            Error::Unreachable { .. } | Error::Timeout { .. } | Error::Backend { .. }
+            Error::Unreachable { .. }
+                | Error::Timeout { .. }
+                | Error::Backend { .. }
+                | Error::Storage { .. }
         )
     }
 

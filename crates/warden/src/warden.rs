@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use crate::backend::{LeaseBackend, LeaseStatus, MemoryBackend, RedisBackend, RedisOptions};
+use crate::backend::{
+    LeaseBackend, LeaseStatus, MemoryBackend, RedisBackend, RedisOptions, SqliteBackend,
+    SqliteOptions,
+};
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::lease::Lease;
@@ -29,7 +32,9 @@ impl Warden {
     ///
     /// - `memory:` — in this process only;
     /// - `redis://host:port[/db]` or `rediss://…` — one Redis master (checked with
-    ///   `PING` before returning).
+    ///   `PING` before returning);
+    /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
+    ///   processes of this host, created if missing (its directory must exist).
     pub async fn connect(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
         match scheme {
@@ -38,11 +43,24 @@ impl Warden {
                 let backend = RedisBackend::connect(url, RedisOptions::default()).await?;
                 Ok(Self::with_backend(backend))
             }
+            "sqlite" => {
+                let path = sqlite_path(url)?;
+                let backend = SqliteBackend::open(path, SqliteOptions::default()).await?;
+                Ok(Self::with_backend(backend))
+            }
             _ => Err(Error::Config {
                 url: crate::redis_conn::redact(url),
-                reason: "unknown scheme; expected memory:, redis:// or rediss://".into(),
+                reason: "unknown scheme; expected memory:, sqlite:PATH, redis:// or rediss://"
+                    .into(),
             }),
         }
+    }
+
+    /// A SQLite file shared by the processes of this host (see
+    /// [`SqliteBackend`]), with default options.
+    pub async fn sqlite(path: impl Into<std::path::PathBuf>) -> Result<Self> {
+        let backend = SqliteBackend::open(path, SqliteOptions::default()).await?;
+        Ok(Self::with_backend(backend))
     }
 
     /// An in-process store.
@@ -103,4 +121,17 @@ impl Warden {
     pub fn backend(&self) -> &Arc<dyn LeaseBackend> {
         &self.backend
     }
+}
+
+/// The path of a `sqlite:PATH` or `sqlite://PATH` URL.
+fn sqlite_path(url: &str) -> Result<&str> {
+    let rest = url.strip_prefix("sqlite:").unwrap_or(url);
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        return Err(Error::Config {
+            url: url.to_string(),
+            reason: "no path; expected sqlite:PATH, e.g. sqlite:/var/lib/app/warden.db".into(),
+        });
+    }
+    Ok(path)
 }

@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch};
+use super::{
+    AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
+};
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::token::OwnerToken;
@@ -98,7 +100,7 @@ impl LeaseBackend for MemoryBackend {
         *fence += 1;
         Ok(AcquireReply::Acquired {
             fence: Fence::new(*fence),
-            valid_until: now + ttl,
+            valid_until: valid_until(now, ttl),
         })
     }
 
@@ -109,7 +111,7 @@ impl LeaseBackend for MemoryBackend {
             Some(entry) if entry.token == *token => {
                 entry.expires_at = now + ttl;
                 Ok(ExtendReply::Extended {
-                    valid_until: now + ttl,
+                    valid_until: valid_until(now, ttl),
                 })
             }
             _ => Ok(ExtendReply::NotHeld),

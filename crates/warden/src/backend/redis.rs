@@ -10,7 +10,9 @@ use redis::{ProtocolVersion, PushInfo, PushKind, Script};
 use tokio::sync::{OnceCell, watch};
 use tokio::time::Instant;
 
-use super::{AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch};
+use super::{
+    AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
+};
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::redis_conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RedisConn};
@@ -137,21 +139,12 @@ impl RedisBackend {
         format!("{}{{{key}}}:released", self.prefix)
     }
 
-    fn valid_until(start: Instant, ttl: Duration) -> Instant {
-        start + ttl.saturating_sub(drift(ttl))
-    }
-
     async fn subscriber(&self) -> Option<&Subscriber> {
         self.subscriber
             .get_or_init(|| async { Subscriber::open(&self.conn).await })
             .await
             .as_ref()
     }
-}
-
-/// The clock-drift margin subtracted from a TTL: 1% plus 2 ms, as Redlock advises.
-pub(crate) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
 }
 
 fn millis(ttl: Duration) -> u64 {
@@ -181,7 +174,7 @@ impl LeaseBackend for RedisBackend {
             })?;
             Ok(AcquireReply::Acquired {
                 fence: Fence::new(fence),
-                valid_until: Self::valid_until(start, ttl),
+                valid_until: valid_until(start, ttl),
             })
         } else {
             Ok(AcquireReply::Held {
@@ -198,7 +191,7 @@ impl LeaseBackend for RedisBackend {
         let extended: i64 = self.conn.script("extend", &lease_key, &script).await?;
         Ok(if extended == 1 {
             ExtendReply::Extended {
-                valid_until: Self::valid_until(start, ttl),
+                valid_until: valid_until(start, ttl),
             }
         } else {
             ExtendReply::NotHeld
@@ -297,13 +290,12 @@ impl Subscriber {
                 let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
                 match push.kind {
                     PushKind::Message => {
-                        if let Some(redis::Value::BulkString(channel)) = push.data.first() {
-                            if let Some(tx) = std::str::from_utf8(channel)
-                                .ok()
-                                .and_then(|c| senders.get(c))
-                            {
-                                tx.send_modify(|n| *n = n.wrapping_add(1));
-                            }
+                        let channel = match push.data.first() {
+                            Some(redis::Value::BulkString(c)) => std::str::from_utf8(c).ok(),
+                            _ => None,
+                        };
+                        if let Some(tx) = channel.and_then(|c| senders.get(c)) {
+                            tx.send_modify(|n| *n = n.wrapping_add(1));
                         }
                     }
                     // A release may have been missed while disconnected: wake

@@ -58,6 +58,10 @@ pub trait LimitBackend: Debug + Send + Sync + 'static {
     /// Applies `request`, returning one decision per policy, in order.
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>>;
 
+    /// The store's clock now: the instant a request without an injected `now`
+    /// would be decided at.
+    async fn now(&self) -> Result<Timestamp>;
+
     /// A short description for error messages and logs.
     fn describe(&self) -> String;
 }

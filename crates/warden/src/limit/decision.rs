@@ -32,7 +32,7 @@ impl Timestamp {
 
     /// This instant plus `d` (saturating).
     #[must_use]
-    pub fn add(self, d: Duration) -> Self {
+    pub fn plus(self, d: Duration) -> Self {
         Timestamp(self.0.saturating_add(micros(d)))
     }
 }

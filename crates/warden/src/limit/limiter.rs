@@ -88,7 +88,10 @@ impl Inner {
                     other => ("quota", other.to_string()),
                 })?
                 .record_rejected(record_rejected);
-            if out.iter().any(|p| p.storage_key("", "") == policy.storage_key("", "")) {
+            if out
+                .iter()
+                .any(|p| p.storage_key("", "") == policy.storage_key("", ""))
+            {
                 return Err((
                     "policy",
                     format!("{quota:?} with {algorithm} is given twice"),

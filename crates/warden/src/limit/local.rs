@@ -98,7 +98,7 @@ impl LocalLimits {
 
     /// The store's clock now.
     pub fn now(&self) -> Timestamp {
-        self.origin_wall.add(self.origin.elapsed())
+        self.origin_wall.plus(self.origin.elapsed())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Map> {
@@ -151,7 +151,7 @@ impl LocalLimits {
         }
         if wrote {
             map.ops += 1;
-            if map.ops % SWEEP_EVERY == 0 || map.entries.len() > self.max_keys {
+            if map.ops.is_multiple_of(SWEEP_EVERY) || map.entries.len() > self.max_keys {
                 map.evict(at, self.max_keys);
             }
         }
@@ -185,6 +185,10 @@ impl Map {
 impl LimitBackend for LocalLimits {
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
         self.apply_now(request)
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(LocalLimits::now(self))
     }
 
     fn describe(&self) -> String {

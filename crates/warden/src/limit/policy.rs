@@ -64,7 +64,10 @@ impl Policy {
         if period_us > max_span {
             return Err(Error::invalid(
                 "window",
-                format!("{:?} is longer than the maximum {MAX_SPAN:?}", quota.period()),
+                format!(
+                    "{:?} is longer than the maximum {MAX_SPAN:?}",
+                    quota.period()
+                ),
             ));
         }
         // Rounded up, so rounding never admits more than the quota.
@@ -77,13 +80,17 @@ impl Policy {
         if capacity.saturating_mul(interval_us) > max_span {
             return Err(Error::invalid(
                 "burst",
-                format!("a burst of {capacity} at {interval_us} µs per unit spans more than {MAX_SPAN:?}"),
+                format!(
+                    "a burst of {capacity} at {interval_us} µs per unit spans more than {MAX_SPAN:?}"
+                ),
             ));
         }
         if algorithm == Algorithm::SlidingLog && capacity > MAX_LOG_CAPACITY {
             return Err(Error::invalid(
                 "rate",
-                format!("a sliding log stores one entry per unit; {capacity} is more than {MAX_LOG_CAPACITY}"),
+                format!(
+                    "a sliding log stores one entry per unit; {capacity} is more than {MAX_LOG_CAPACITY}"
+                ),
             ));
         }
         Ok(Policy {

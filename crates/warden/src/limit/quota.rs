@@ -76,7 +76,10 @@ impl Quota {
         let limit = NonZeroU32::new(limit)
             .ok_or_else(|| Error::invalid("rate", "the limit must be at least 1 per period"))?;
         if period.is_zero() {
-            return Err(Error::invalid("window", "the period must be longer than zero"));
+            return Err(Error::invalid(
+                "window",
+                "the period must be longer than zero",
+            ));
         }
         Ok(Self::with_period(limit, period))
     }

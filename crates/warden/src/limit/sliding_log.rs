@@ -74,7 +74,9 @@ pub fn step(
         next.splice(at..at, std::iter::repeat_n(now, added));
         // Recorded refusals may overfill the log; the newest `capacity` entries
         // decide every future request, so the rest can go.
-        let excess = next.len().saturating_sub(usize::try_from(capacity).unwrap_or(usize::MAX));
+        let excess = next
+            .len()
+            .saturating_sub(usize::try_from(capacity).unwrap_or(usize::MAX));
         next.drain(..excess);
         let ttl = until_empty(next.last().copied());
         (SlidingLogState { entries: next }, ttl)

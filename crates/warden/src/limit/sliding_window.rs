@@ -40,13 +40,7 @@ fn available(capacity: u64, period: u64, previous: u64, current: u64, elapsed: u
 
 /// The first `elapsed` in `[from, period]` at which `cost` units are available,
 /// or `None` when not within this window.
-fn first_fit(
-    policy: &Policy,
-    previous: u64,
-    current: u64,
-    cost: u64,
-    from: u64,
-) -> Option<u64> {
+fn first_fit(policy: &Policy, previous: u64, current: u64, cost: u64, from: u64) -> Option<u64> {
     let (capacity, period) = (policy.capacity(), policy.period_micros());
     if current + cost > capacity {
         return None;
@@ -62,17 +56,10 @@ fn first_fit(
     if e < from as f64 {
         e = from as f64;
     }
-    let mut e = e as u64;
-    for _ in 0..4 {
-        if e >= period {
-            return None;
-        }
-        if available(capacity, period, previous, current, e) >= cost {
-            return Some(e);
-        }
-        e += 1;
-    }
-    None
+    let e = e as u64;
+    (e..e + 4)
+        .take_while(|&e| e < period)
+        .find(|&e| available(capacity, period, previous, current, e) >= cost)
 }
 
 /// One sliding window counter step. Pure.

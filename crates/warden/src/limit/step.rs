@@ -206,13 +206,9 @@ impl Eval {
                 self.reset_consumed_us,
                 None,
             ),
-            (true, Mode::Peek) => Decision::from_parts(
-                true,
-                policy.capacity(),
-                self.available,
-                self.reset_us,
-                None,
-            ),
+            (true, Mode::Peek) => {
+                Decision::from_parts(true, policy.capacity(), self.available, self.reset_us, None)
+            }
             (false, _) => Decision::from_parts(
                 false,
                 policy.capacity(),
@@ -380,7 +376,10 @@ pub fn apply(slots: &[Slot<'_>], now: Timestamp, cost: u32, mode: Mode) -> Resul
     let writes = steps
         .into_iter()
         .zip(slots)
-        .map(|(s, slot)| s.next.filter(|_| all_allowed || slot.policy.records_rejected()))
+        .map(|(s, slot)| {
+            s.next
+                .filter(|_| all_allowed || slot.policy.records_rejected())
+        })
         .collect();
     Ok(Applied { decisions, writes })
 }

@@ -1,0 +1,145 @@
+//! Opening a warden database: checks that the file is ours, creates the tables.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+/// `PRAGMA application_id` of a warden database ("WDEN"): tells warden's files
+/// apart from other SQLite databases, so warden never writes into someone
+/// else's.
+pub(crate) const APPLICATION_ID: i32 = 0x5744_454E;
+
+/// `PRAGMA user_version` of the current schema. A database with a higher
+/// version was written by a newer warden and is refused rather than misread.
+pub(crate) const SCHEMA_VERSION: i32 = 1;
+
+/// The table of leases: one row per key ever acquired. Rows are never deleted,
+/// because the row carries the key's fence counter, which must never start over.
+pub(crate) const LEASES: &str = "warden_leases";
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS warden_leases (
+    key           TEXT PRIMARY KEY NOT NULL,
+    fence         INTEGER NOT NULL,  -- last fence handed out; never reset
+    token         TEXT,              -- owner token; NULL when released
+    boot_id       TEXT,              -- boot during which expires_at_ms was read
+    expires_at_ms INTEGER,           -- CLOCK_MONOTONIC milliseconds
+    ttl_ms        INTEGER            -- the TTL that expires_at_ms was set with
+) STRICT, WITHOUT ROWID;
+";
+
+/// Opens (creating if needed) the database at `path` and prepares it.
+pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
+    let backend = super::display(path);
+    let unusable = |reason: String| Error::Storage {
+        backend: backend.clone(),
+        reason,
+    };
+    if path.is_dir() {
+        return Err(unusable("is a directory, not a database file".into()));
+    }
+    if let Some(parent) = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
+    {
+        return Err(unusable(format!(
+            "directory {} does not exist",
+            parent.display()
+        )));
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| unusable(explain(&e)))?;
+    prepare(&mut conn, busy_timeout).map_err(|e| match e {
+        Prepare::Sql(e) => unusable(explain(&e)),
+        Prepare::Foreign(reason) => unusable(reason),
+    })?;
+    Ok(conn)
+}
+
+enum Prepare {
+    Sql(rusqlite::Error),
+    Foreign(String),
+}
+
+impl From<rusqlite::Error> for Prepare {
+    fn from(e: rusqlite::Error) -> Self {
+        Prepare::Sql(e)
+    }
+}
+
+fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare> {
+    conn.busy_timeout(busy_timeout)?;
+    // The first read of the header: a file that is not a SQLite database fails
+    // here with SQLITE_NOTADB.
+    check_ownership(conn)?;
+    // WAL lets readers (status) run while a writer holds the lock, and makes a
+    // commit one append. It is a property of the file: set once, kept.
+    let mode: String =
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        tracing::debug!(%mode, "SQLite refused WAL mode; using its default journal");
+    }
+    // FULL: every commit is on disk before it returns, so a fence handed out is
+    // never handed out again after a crash or a power cut.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    // Creating the tables is serialised with other processes opening the same new
+    // file; the ownership check is repeated under the write lock.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    check_ownership(&tx)?;
+    tx.execute_batch(CREATE)?;
+    tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Refuses databases that belong to another application or a newer warden.
+fn check_ownership(conn: &Connection) -> Result<(), Prepare> {
+    let app: i32 = conn.pragma_query_value(None, "application_id", |row| row.get(0))?;
+    let version: i32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if app == APPLICATION_ID {
+        if version > SCHEMA_VERSION {
+            return Err(Prepare::Foreign(format!(
+                "written by a newer warden (schema version {version}, this one knows {SCHEMA_VERSION})"
+            )));
+        }
+        return Ok(());
+    }
+    if app != 0 {
+        return Err(Prepare::Foreign(format!(
+            "belongs to another application (application_id {app:#x}); warden will not write into it"
+        )));
+    }
+    let objects: i64 =
+        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+    if objects > 0 {
+        return Err(Prepare::Foreign(
+            "is a SQLite database of another application (it has tables warden did not create); \
+             warden will not write into it"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A SQLite error in words a user can act on.
+pub(crate) fn explain(e: &rusqlite::Error) -> String {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => "is not a SQLite database (or is encrypted)".into(),
+        Some(ErrorCode::DatabaseCorrupt) => format!("is corrupt: {e}"),
+        Some(ErrorCode::CannotOpen) => format!("cannot be opened: {e}"),
+        Some(ErrorCode::ReadOnly) | Some(ErrorCode::PermissionDenied) => {
+            format!("is not writable: {e}")
+        }
+        Some(ErrorCode::DiskFull) => format!("cannot grow, the disk is full: {e}"),
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+            format!("stayed locked by another process: {e}")
+        }
+        _ => e.to_string(),
+    }
+}

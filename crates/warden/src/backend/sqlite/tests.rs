@@ -1,0 +1,210 @@
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use super::*;
+use crate::Warden;
+
+async fn open(path: &Path) -> SqliteBackend {
+    SqliteBackend::open(path, SqliteOptions::default())
+        .await
+        .unwrap()
+}
+
+fn token() -> OwnerToken {
+    OwnerToken::generate().unwrap()
+}
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn fence_of(reply: AcquireReply) -> u64 {
+    match reply {
+        AcquireReply::Acquired { fence, .. } => fence.get(),
+        AcquireReply::Held { .. } => panic!("held"),
+    }
+}
+
+#[tokio::test]
+async fn fences_survive_release_expiry_and_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let a = open(&path).await;
+    let t = token();
+    assert_eq!(fence_of(a.try_acquire("k", &t, LONG).await.unwrap()), 1);
+    assert_eq!(a.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
+    let short = Duration::from_millis(30);
+    assert_eq!(
+        fence_of(a.try_acquire("k", &token(), short).await.unwrap()),
+        2
+    );
+    tokio::time::sleep(short * 3).await;
+    drop(a);
+
+    let b = open(&path).await;
+    let status = b.status("k").await.unwrap();
+    assert!(!status.held, "{status:?}");
+    assert_eq!(status.fence, Some(Fence::new(2)));
+    assert_eq!(
+        fence_of(b.try_acquire("k", &token(), LONG).await.unwrap()),
+        3
+    );
+    assert_eq!(b.status("other").await.unwrap().fence, None);
+}
+
+#[tokio::test]
+async fn two_connections_exclude_each_other_like_two_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let (a, b) = (open(&path).await, open(&path).await);
+    let (ta, tb) = (token(), token());
+    assert_eq!(fence_of(a.try_acquire("k", &ta, LONG).await.unwrap()), 1);
+    match b.try_acquire("k", &tb, LONG).await.unwrap() {
+        AcquireReply::Held { ttl_left } => {
+            let left = ttl_left.unwrap();
+            assert!(left > LONG / 2 && left <= LONG, "{left:?}");
+        }
+        other => panic!("both connections hold the lease: {other:?}"),
+    }
+    assert_eq!(b.release("k", &tb).await.unwrap(), ReleaseOutcome::NotHeld);
+    assert_eq!(
+        b.extend("k", &tb, LONG).await.unwrap(),
+        ExtendReply::NotHeld
+    );
+    assert!(matches!(
+        a.extend("k", &ta, LONG).await.unwrap(),
+        ExtendReply::Extended { .. }
+    ));
+    assert_eq!(a.release("k", &ta).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(fence_of(b.try_acquire("k", &tb, LONG).await.unwrap()), 2);
+}
+
+/// Rewrites a held lease's row as if it had been written in another boot, or
+/// with an expiry further away than its TTL (a clock that went backwards).
+fn tamper(path: &Path, sql: &str) {
+    let conn = Connection::open(path).unwrap();
+    assert_eq!(conn.execute(sql, []).unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_lease_from_another_boot_is_expired_and_the_fence_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    let old = token();
+    assert_eq!(
+        fence_of(backend.try_acquire("k", &old, LONG).await.unwrap()),
+        1
+    );
+    tamper(
+        &path,
+        "UPDATE warden_leases SET boot_id = 'an-earlier-boot'",
+    );
+    assert!(!backend.status("k").await.unwrap().held);
+    assert_eq!(
+        backend.extend("k", &old, LONG).await.unwrap(),
+        ExtendReply::NotHeld
+    );
+    assert_eq!(
+        fence_of(backend.try_acquire("k", &token(), LONG).await.unwrap()),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_lease_further_away_than_its_ttl_is_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    assert_eq!(
+        fence_of(backend.try_acquire("k", &token(), LONG).await.unwrap()),
+        1
+    );
+    // As after a restart of the clock on a host without a boot id: the stored
+    // expiry is far in this clock's future.
+    tamper(
+        &path,
+        "UPDATE warden_leases SET expires_at_ms = expires_at_ms + 3600000",
+    );
+    assert!(!backend.status("k").await.unwrap().held);
+    assert_eq!(
+        fence_of(backend.try_acquire("k", &token(), LONG).await.unwrap()),
+        2
+    );
+}
+
+async fn open_err(path: &Path) -> String {
+    let err = SqliteBackend::open(path, SqliteOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Storage { .. }), "{err:?}");
+    err.to_string()
+}
+
+#[tokio::test]
+async fn unusable_files_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let msg = open_err(&dir.path().join("missing/w.db")).await;
+    assert!(msg.contains("does not exist"), "{msg}");
+
+    let msg = open_err(dir.path()).await;
+    assert!(msg.contains("is a directory"), "{msg}");
+
+    let text = dir.path().join("notes.txt");
+    std::fs::write(
+        &text,
+        "this is not a database, just some text\n".repeat(100),
+    )
+    .unwrap();
+    let msg = open_err(&text).await;
+    assert!(msg.contains("not a SQLite database"), "{msg}");
+    let unchanged = std::fs::read_to_string(&text).unwrap();
+    assert!(unchanged.starts_with("this is not a database"));
+
+    let foreign = dir.path().join("app.db");
+    Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+        .unwrap();
+    let msg = open_err(&foreign).await;
+    assert!(msg.contains("another application"), "{msg}");
+
+    let other_id = dir.path().join("other.db");
+    Connection::open(&other_id)
+        .unwrap()
+        .pragma_update(None, "application_id", 42)
+        .unwrap();
+    let msg = open_err(&other_id).await;
+    assert!(msg.contains("application_id 0x2a"), "{msg}");
+
+    let newer = dir.path().join("newer.db");
+    drop(open(&newer).await);
+    Connection::open(&newer)
+        .unwrap()
+        .pragma_update(None, "user_version", schema::SCHEMA_VERSION + 1)
+        .unwrap();
+    let msg = open_err(&newer).await;
+    assert!(msg.contains("newer warden"), "{msg}");
+}
+
+#[tokio::test]
+async fn status_names_the_table_and_never_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let warden = Warden::with_backend(open(&dir.path().join("w.db")).await);
+    let guard = warden
+        .lease("jobs:1")
+        .ttl(LONG)
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    let status = warden.status("jobs:1").await.unwrap();
+    assert!(status.held);
+    assert_eq!(status.storage_key, "warden_leases/jobs:1");
+    assert_eq!(status.fence, Some(guard.fence()));
+    assert!(!format!("{status:?}").contains("token"));
+    guard.release().await.unwrap();
+}

@@ -1,0 +1,275 @@
+//! The lease contract, run against every backend (memory and a real redis-server).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Fixture;
+use tokio::time::Instant;
+use warden::{Error, ExtendOutcome, ReleaseOutcome, TryAcquire};
+
+contract!(
+    second_acquire_fails_while_held_then_succeeds_after_expiry,
+    release_and_extend_by_a_stale_holder_change_nothing,
+    watchdog_keeps_the_lease_for_ten_ttls,
+    lost_signal_fires_at_the_local_deadline_without_renewal,
+    extend_never_revives_an_expired_lease,
+    release_hands_over_to_a_waiter_quickly,
+    waiter_gets_an_expiring_lease_when_its_ttl_runs_out,
+    acquire_within_gives_up_at_its_deadline,
+    dropping_a_guard_releases_in_the_background,
+    sixty_four_tasks_lose_no_increment_and_fences_increase,
+    run_cancels_work_when_the_lease_is_lost,
+    bad_input_is_a_clear_error,
+);
+
+const SHORT: Duration = Duration::from_millis(300);
+
+async fn second_acquire_fails_while_held_then_succeeds_after_expiry(fx: &Fixture) {
+    let lease = fx.warden.lease("two-tasks").ttl(SHORT);
+    let first = lease.try_acquire().await.expect("acquire");
+    assert!(first.is_acquired(), "the key is free");
+    match lease.try_acquire().await.expect("second attempt") {
+        TryAcquire::Held { ttl_left } => {
+            let left = ttl_left.expect("a TTL is set");
+            assert!(left <= SHORT && !left.is_zero(), "ttl_left {left:?}");
+        }
+        TryAcquire::Acquired(_) => panic!("second task acquired a held lease"),
+    }
+    tokio::time::sleep(SHORT * 2).await;
+    let again = lease.try_acquire().await.expect("third attempt");
+    assert!(again.is_acquired(), "the lease is free again after its TTL");
+    drop(first);
+}
+
+async fn release_and_extend_by_a_stale_holder_change_nothing(fx: &Fixture) {
+    let lease = fx.warden.lease("stale").ttl(SHORT);
+    let a = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    tokio::time::sleep(SHORT * 2).await;
+    let long = fx.warden.lease("stale").ttl(Duration::from_secs(20));
+    let b = long.try_acquire().await.unwrap().into_guard().unwrap();
+    assert!(b.fence() > a.fence());
+
+    assert_eq!(a.extend().await.unwrap(), ExtendOutcome::NotHeld);
+    assert!(a.is_lost());
+    let before = fx.warden.status("stale").await.unwrap();
+    assert_eq!(a.release().await.unwrap(), ReleaseOutcome::NotHeld);
+    let after = fx.warden.status("stale").await.unwrap();
+    assert!(after.held, "B's lease must survive A's release");
+    assert_eq!(after.fence, Some(b.fence()));
+    // A's extend must not have shortened or lengthened B's TTL to A's 300 ms.
+    assert!(
+        after.ttl_left.unwrap() > Duration::from_secs(15),
+        "{before:?} {after:?}"
+    );
+    assert!(!b.is_lost());
+    assert_eq!(b.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
+async fn watchdog_keeps_the_lease_for_ten_ttls(fx: &Fixture) {
+    let ttl = Duration::from_millis(200);
+    let lease = fx.warden.lease("watchdog").ttl(ttl).watchdog(true);
+    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let other = fx.warden.lease("watchdog").ttl(ttl);
+    let start = Instant::now();
+    while start.elapsed() < ttl * 10 {
+        tokio::time::sleep(ttl / 2).await;
+        assert!(!guard.is_lost(), "lost after {:?}", start.elapsed());
+        assert!(!other.try_acquire().await.unwrap().is_acquired());
+    }
+    assert!(guard.remaining() > Duration::ZERO);
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    assert!(other.try_acquire().await.unwrap().is_acquired());
+}
+
+async fn lost_signal_fires_at_the_local_deadline_without_renewal(fx: &Fixture) {
+    let lease = fx.warden.lease("deadline").ttl(SHORT);
+    let start = Instant::now();
+    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let lost = guard.lost();
+    tokio::time::timeout(SHORT * 3, lost.wait())
+        .await
+        .expect("lost signal fires");
+    let fired_after = start.elapsed();
+    // It fires before the store's expiry: by the drift margin (1% + 2 ms).
+    assert!(fired_after < SHORT, "fired after {fired_after:?}");
+    assert!(fired_after >= SHORT / 2, "fired too early: {fired_after:?}");
+    assert_eq!(guard.remaining(), Duration::ZERO);
+}
+
+async fn extend_never_revives_an_expired_lease(fx: &Fixture) {
+    let lease = fx.warden.lease("revive").ttl(SHORT);
+    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    assert!(matches!(
+        guard.extend().await.unwrap(),
+        ExtendOutcome::Extended { .. }
+    ));
+    tokio::time::sleep(SHORT * 2).await;
+    assert_eq!(guard.extend().await.unwrap(), ExtendOutcome::NotHeld);
+    let status = fx.warden.status("revive").await.unwrap();
+    assert!(!status.held, "an expired lease stays expired: {status:?}");
+}
+
+async fn release_hands_over_to_a_waiter_quickly(fx: &Fixture) {
+    let lease = fx.warden.lease("handoff").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let waiter = {
+        let lease = lease.clone();
+        tokio::spawn(async move {
+            let out = lease.acquire_within(Duration::from_secs(20)).await.unwrap();
+            (Instant::now(), out.into_guard())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = Instant::now();
+    assert_eq!(holder.release().await.unwrap(), ReleaseOutcome::Released);
+    let (acquired_at, guard) = waiter.await.unwrap();
+    assert!(guard.is_some(), "the waiter got the lease");
+    // The holder's TTL was 30 s: only a release notification (or the 1 s
+    // safety poll) explains a hand-off this fast. Generous margin for CI noise.
+    let handoff = acquired_at - released_at;
+    assert!(
+        handoff < Duration::from_secs(5),
+        "hand-off took {handoff:?}"
+    );
+}
+
+async fn waiter_gets_an_expiring_lease_when_its_ttl_runs_out(fx: &Fixture) {
+    let lease = fx.warden.lease("expiring").ttl(Duration::from_millis(600));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let start = Instant::now();
+    let got = lease.acquire_within(Duration::from_secs(10)).await.unwrap();
+    assert!(got.is_acquired());
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400),
+        "waited only {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+    drop(holder);
+}
+
+async fn acquire_within_gives_up_at_its_deadline(fx: &Fixture) {
+    let lease = fx
+        .warden
+        .lease("deadline-wait")
+        .ttl(Duration::from_secs(30));
+    let _holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let start = Instant::now();
+    let out = lease
+        .acquire_within(Duration::from_millis(400))
+        .await
+        .unwrap();
+    assert!(matches!(out, TryAcquire::Held { .. }));
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(400), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+}
+
+async fn dropping_a_guard_releases_in_the_background(fx: &Fixture) {
+    let lease = fx.warden.lease("dropped").ttl(Duration::from_secs(30));
+    drop(lease.try_acquire().await.unwrap());
+    let again = lease.acquire_within(Duration::from_secs(5)).await.unwrap();
+    assert!(
+        again.is_acquired(),
+        "drop released the key long before its TTL"
+    );
+}
+
+async fn sixty_four_tasks_lose_no_increment_and_fences_increase(fx: &Fixture) {
+    // A deliberately racy read-modify-write: without the lease it loses updates.
+    let counter = Arc::new(tokio::sync::Mutex::new(0u64));
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..64 {
+        let lease = fx.warden.lease("counter").ttl(Duration::from_secs(10));
+        let (counter, log) = (Arc::clone(&counter), Arc::clone(&log));
+        tasks.push(tokio::spawn(async move {
+            let guard = lease
+                .acquire_within(Duration::from_secs(60))
+                .await
+                .unwrap()
+                .into_guard()
+                .expect("acquired within a minute");
+            let seen = *counter.lock().await;
+            tokio::task::yield_now().await;
+            *counter.lock().await = seen + 1;
+            log.lock().unwrap().push((seen, guard.fence()));
+            guard.release().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*counter.lock().await, 64, "an increment was lost");
+    let mut log = log.lock().unwrap().clone();
+    log.sort();
+    for pair in log.windows(2) {
+        assert!(
+            pair[1].1 > pair[0].1,
+            "fences must increase in acquisition order: {pair:?}"
+        );
+    }
+}
+
+async fn run_cancels_work_when_the_lease_is_lost(fx: &Fixture) {
+    let guard = fx
+        .warden
+        .lease("run")
+        .ttl(SHORT)
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    let out = guard
+        .run(async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            "finished"
+        })
+        .await;
+    assert!(matches!(out, Err(Error::LeaseLost { .. })), "{out:?}");
+    let quick = fx.warden.lease("run2").try_acquire().await.unwrap();
+    let guard = quick.into_guard().unwrap();
+    assert_eq!(guard.run(async { 7 }).await.unwrap(), 7);
+}
+
+async fn bad_input_is_a_clear_error(fx: &Fixture) {
+    let err = fx.warden.lease("").try_acquire().await.unwrap_err();
+    assert!(matches!(err, Error::InvalidKey { .. }), "{err}");
+    let huge = "k".repeat(5000);
+    let err = fx.warden.lease(huge).try_acquire().await.unwrap_err();
+    assert!(err.to_string().contains("5000 bytes"), "{err}");
+    let err = fx
+        .warden
+        .lease("zero")
+        .ttl(Duration::ZERO)
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("ttl"), "{err}");
+    let err = fx
+        .warden
+        .lease("forever")
+        .ttl(Duration::MAX)
+        .acquire_within(Duration::MAX)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidArgument { what: "ttl", .. }),
+        "{err}"
+    );
+    let err = fx
+        .warden
+        .lease("renew")
+        .ttl(Duration::from_secs(1))
+        .renew_every(Duration::from_secs(2))
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("renewal interval"), "{err}");
+    assert!(fx.warden.status("").await.is_err());
+}

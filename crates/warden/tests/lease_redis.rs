@@ -1,0 +1,287 @@
+//! Lease behaviour that only a real Redis shows: deleted keys, restarts, frozen
+//! servers, foreign data, lost scripts, cancelled calls.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use warden::backend::{RedisBackend, RedisOptions};
+use warden::fence::{FencedWrite, RedisFencedStore};
+use warden::{Error, Fence, TryAcquire, Warden};
+use warden_test::RedisServer;
+
+async fn connect(server: &RedisServer) -> Warden {
+    let backend = RedisBackend::connect(
+        &server.url(),
+        RedisOptions::default().timeout(Duration::from_millis(500)),
+    )
+    .await
+    .expect("connect");
+    Warden::with_backend(backend)
+}
+
+fn exists(server: &RedisServer, key: &str) -> bool {
+    server
+        .command(&format!("EXISTS {key}"))
+        .unwrap()
+        .starts_with(":1")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_signal_fires_within_one_renewal_interval_when_the_key_is_deleted() {
+    let server = RedisServer::start();
+    let warden = connect(&server).await;
+    let every = Duration::from_millis(200);
+    let guard = warden
+        .lease("deleted")
+        .ttl(Duration::from_secs(10))
+        .renew_every(every)
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    assert!(exists(&server, "warden:{deleted}"));
+    server.command("DEL warden:{deleted}").unwrap();
+    let deleted_at = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost().wait())
+        .await
+        .expect("lost signal");
+    let after = deleted_at.elapsed();
+    // One renewal interval, plus a round trip and scheduling slack.
+    assert!(
+        after <= every + Duration::from_millis(300),
+        "fired after {after:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_mid_hold_fires_lost_and_the_client_recovers() {
+    let mut server = RedisServer::start();
+    let warden = connect(&server).await;
+    let every = Duration::from_millis(200);
+    let lease = warden
+        .lease("restart")
+        .ttl(Duration::from_secs(10))
+        .renew_every(every);
+    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let first_fence = guard.fence();
+
+    server.kill();
+    // While the server is down, calls fail with a clear infrastructure error.
+    let err = warden.status("restart").await.unwrap_err();
+    assert!(err.is_infrastructure(), "{err}");
+    assert!(err.to_string().contains("restart"), "names the key: {err}");
+
+    server.start_again(); // no persistence: the key and the scripts are gone
+    let restarted_at = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost().wait())
+        .await
+        .expect("the lost signal fires after the restart");
+    let after = restarted_at.elapsed();
+    eprintln!("lost signal {after:?} after the restart");
+    assert!(
+        after < every * 3,
+        "lost signal only {after:?} after the restart"
+    );
+
+    // The same handle reconnects, reloads its scripts (NOSCRIPT) and works.
+    let mut again = None;
+    for _ in 0..20 {
+        match lease.try_acquire().await {
+            Ok(out) => {
+                again = out.into_guard();
+                break;
+            }
+            Err(e) => {
+                assert!(e.is_infrastructure(), "{e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    let again = again.expect("the client recovers after the restart");
+    // Without persistence the fence counter restarted too: documented limit.
+    assert!(again.fence() <= first_fence);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_hundred_cancelled_acquires_leave_no_key_after_the_ttl() {
+    let server = RedisServer::start();
+    let warden = connect(&server).await;
+    let ttl = Duration::from_millis(500);
+    let mut tasks = Vec::new();
+    for i in 0..400u64 {
+        let lease = warden.lease(format!("cancel:{}", i % 40)).ttl(ttl);
+        tasks.push(tokio::spawn(async move {
+            // Cancel at a random point: before sending, in flight, or after.
+            let cut = Duration::from_micros((i * 37) % 3000);
+            let _ = tokio::time::timeout(cut, lease.acquire_within(Duration::from_secs(5))).await;
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    tokio::time::sleep(ttl + Duration::from_millis(300)).await;
+    let keys = server.command("KEYS warden:{cancel:*}").unwrap();
+    assert!(keys.starts_with("*0"), "leftover lease keys: {keys}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_server_times_out_within_the_budget() {
+    let server = RedisServer::start();
+    let warden = connect(&server).await; // 500 ms budget per call
+    server.pause();
+    let start = Instant::now();
+    let err = warden.lease("frozen").try_acquire().await.unwrap_err();
+    let took = start.elapsed();
+    server.resume();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert!(err.to_string().contains("frozen"));
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_clear_error() {
+    let port = warden_test::free_port();
+    let err = Warden::connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert!(err.is_infrastructure(), "{err}");
+    assert!(err.to_string().contains(&port.to_string()), "{err}");
+}
+
+#[tokio::test]
+async fn a_key_of_the_wrong_type_is_an_error_not_a_hold() {
+    let server = RedisServer::start();
+    let warden = connect(&server).await;
+    server.command("HSET warden:{hash} a b").unwrap();
+    let err = warden.lease("hash").try_acquire().await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err}");
+    assert!(err.to_string().contains("hash"), "{err}");
+
+    server
+        .command("SET warden:{badfence}:fence notanumber")
+        .unwrap();
+    let err = warden.lease("badfence").try_acquire().await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err}");
+    assert!(
+        !exists(&server, "warden:{badfence}"),
+        "no lease left behind"
+    );
+    let err = warden.status("badfence").await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn interoperates_with_the_common_set_nx_convention() {
+    let server = RedisServer::start();
+    let warden = connect(&server).await;
+    // Another client (redis-py Lock, bsm/redislock…) holds the key.
+    server
+        .command("SET warden:{shared} other-client-token PX 400")
+        .unwrap();
+    let out = warden.lease("shared").try_acquire().await.unwrap();
+    assert!(matches!(out, TryAcquire::Held { ttl_left: Some(_) }));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let guard = warden.lease("shared").try_acquire().await.unwrap();
+    let guard = guard.into_guard().expect("free after the other's TTL");
+    // Ours is a plain string value that others' SET NX respects.
+    let value = server.command("GET warden:{shared}").unwrap();
+    let token = value.lines().nth(1).unwrap();
+    assert_eq!(token.len(), 32);
+    assert!(
+        server
+            .command("SET warden:{shared} x NX PX 1000")
+            .unwrap()
+            .starts_with("$-1")
+    );
+    drop(guard);
+}
+
+#[tokio::test]
+async fn survives_a_script_cache_flush() {
+    let server = RedisServer::start();
+    let warden = connect(&server).await;
+    let lease = warden.lease("noscript").ttl(Duration::from_secs(5));
+    lease
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    server.command("SCRIPT FLUSH").unwrap();
+    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    assert_eq!(guard.fence(), Fence::new(2));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn fenced_store_rejects_stale_tokens() {
+    let server = RedisServer::start();
+    let store = RedisFencedStore::connect(&server.url()).await.unwrap();
+    assert_eq!(
+        store.write("acct", Fence::new(5), "500").await.unwrap(),
+        FencedWrite::Applied
+    );
+    assert_eq!(
+        store.write("acct", Fence::new(4), "400").await.unwrap(),
+        FencedWrite::Rejected {
+            current: Fence::new(5)
+        }
+    );
+    assert_eq!(
+        store.write("acct", Fence::new(5), "again").await.unwrap(),
+        FencedWrite::Rejected {
+            current: Fence::new(5)
+        }
+    );
+    assert_eq!(
+        store.read("acct").await.unwrap(),
+        Some((Fence::new(5), b"500".to_vec()))
+    );
+    assert_eq!(
+        store.write("acct", Fence::new(6), "600").await.unwrap(),
+        FencedWrite::Applied
+    );
+    assert_eq!(store.read("missing").await.unwrap(), None);
+
+    server.command("SET warden:resource:str x").unwrap();
+    let err = store.write("str", Fence::new(1), "v").await.unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err}");
+    let err = store.write("acct", Fence::new(0), "v").await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    let err = store
+        .write("acct", Fence::new(u64::MAX), "v")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn keys_live_under_the_configured_prefix() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::connect(&server.url(), RedisOptions::default().prefix("app1:"))
+        .await
+        .unwrap();
+    let warden = Warden::with_backend(backend);
+    let guard = warden
+        .lease("job")
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    assert!(exists(&server, "app1:{job}"));
+    assert!(exists(&server, "app1:{job}:fence"));
+    assert!(!exists(&server, "warden:{job}"));
+    let status = warden.status("job").await.unwrap();
+    assert_eq!(status.storage_key, "app1:{job}");
+    assert_eq!(status.fence, Some(guard.fence()));
+    guard.release().await.unwrap();
+}
