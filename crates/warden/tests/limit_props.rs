@@ -70,6 +70,12 @@ fn algs() -> impl Strategy<Value = Algorithm> {
     prop::sample::select(Algorithm::ALL.to_vec())
 }
 
+/// Any algorithm, limit and burst below 20, period below 2 s.
+fn policies() -> impl Strategy<Value = Policy> {
+    (algs(), 1u32..20, 1u32..20, 1u64..2_000)
+        .prop_map(|(alg, limit, burst, period_ms)| policy(alg, limit, period_ms, burst))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -77,13 +83,10 @@ proptest! {
     /// algorithm's bound in every window.
     #[test]
     fn admitted_units_respect_the_bound(
-        alg in algs(),
-        limit in 1u32..20,
-        burst in 1u32..20,
-        period_ms in 1u64..2_000,
+        p in policies(),
         reqs in reqs(8, 300_000),
     ) {
-        let p = policy(alg, limit, period_ms, burst);
+        let alg = p.algorithm();
         let runs = run(&p, &reqs);
         let cap = p.capacity();
         for (_, cost, _, d) in &runs {
@@ -136,13 +139,10 @@ proptest! {
     /// request is admitted; for the exact algorithms, one µs earlier it is not.
     #[test]
     fn retry_after_is_exact(
-        alg in algs(),
-        limit in 1u32..20,
-        burst in 1u32..20,
-        period_ms in 1u64..2_000,
+        p in policies(),
         reqs in reqs(8, 50_000),
     ) {
-        let p = policy(alg, limit, period_ms, burst);
+        let alg = p.algorithm();
         let mut state: Option<State> = None;
         let mut now = T0;
         for r in &reqs {

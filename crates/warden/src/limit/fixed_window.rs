@@ -13,7 +13,7 @@
 
 use super::decision::{Mode, Timestamp};
 use super::policy::Policy;
-use super::step::{Eval, Step};
+use super::step::{Eval, Step, align};
 
 /// Fixed window state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,10 +47,7 @@ pub fn step(
     let cost = u64::from(cost);
     let period = policy.period_micros();
     let capacity = policy.capacity();
-    let stored_start = state.map_or(0, |s| s.start);
-    // A clock that went back is treated as standing still.
-    let now = now.as_micros().max(stored_start);
-    let start = now - now % period;
+    let (now, start) = align(policy, state.map(|s| s.start), now);
     let count = match state {
         Some(s) if s.start == start => s.count,
         _ => 0,

@@ -17,7 +17,7 @@
 
 use super::decision::{Mode, Timestamp};
 use super::policy::Policy;
-use super::step::{Eval, Step};
+use super::step::{Eval, Step, align};
 
 /// Sliding window counter state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -86,10 +86,7 @@ pub fn step(
     let cost = u64::from(cost);
     let period = policy.period_micros();
     let capacity = policy.capacity();
-    let stored_start = state.map_or(0, |s| s.start);
-    // A clock that went back is treated as standing still.
-    let now = now.as_micros().max(stored_start);
-    let start = now - now % period;
+    let (now, start) = align(policy, state.map(|s| s.start), now);
     let (current, previous) = match state {
         Some(s) if s.start == start => (s.current, s.previous),
         Some(s) if s.start + period == start => (0, s.current),

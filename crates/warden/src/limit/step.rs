@@ -229,6 +229,13 @@ impl Eval {
     }
 }
 
+/// The aligned window containing `now`, and `now` itself, where a clock that
+/// went back behind the stored window's start is treated as standing still.
+pub(crate) fn align(policy: &Policy, stored_start: Option<u64>, now: Timestamp) -> (u64, u64) {
+    let now = now.as_micros().max(stored_start.unwrap_or(0));
+    (now, now - now % policy.period_micros())
+}
+
 /// Checks a request's cost against the policies.
 ///
 /// # Errors
@@ -283,56 +290,25 @@ pub fn step(
             policy.algorithm()
         ),
     };
-    Ok(match (policy.algorithm(), state) {
-        (Algorithm::Gcra, None | Some(State::Gcra(_))) => {
-            let s = match state {
-                Some(State::Gcra(s)) => Some(s),
-                _ => None,
-            };
-            lift(gcra::step(policy, s, now, cost, mode), State::Gcra)
-        }
-        (Algorithm::TokenBucket, None | Some(State::TokenBucket(_))) => {
-            let s = match state {
-                Some(State::TokenBucket(s)) => Some(s),
-                _ => None,
-            };
-            lift(
-                token_bucket::step(policy, s, now, cost, mode),
-                State::TokenBucket,
-            )
-        }
-        (Algorithm::SlidingLog, None | Some(State::SlidingLog(_))) => {
-            let s = match state {
-                Some(State::SlidingLog(s)) => Some(s),
-                _ => None,
-            };
-            lift(
-                sliding_log::step(policy, s, now, cost, mode),
-                State::SlidingLog,
-            )
-        }
-        (Algorithm::SlidingWindow, None | Some(State::SlidingWindow(_))) => {
-            let s = match state {
-                Some(State::SlidingWindow(s)) => Some(s),
-                _ => None,
-            };
-            lift(
-                sliding_window::step(policy, s, now, cost, mode),
-                State::SlidingWindow,
-            )
-        }
-        (Algorithm::FixedWindow, None | Some(State::FixedWindow(_))) => {
-            let s = match state {
-                Some(State::FixedWindow(s)) => Some(s),
-                _ => None,
-            };
-            lift(
-                fixed_window::step(policy, s, now, cost, mode),
-                State::FixedWindow,
-            )
-        }
-        (_, Some(found)) => return Err(mismatch(found)),
-    })
+    // Each arm: the policy's algorithm with no state or a state of its own.
+    macro_rules! dispatch {
+        ($($alg:ident => $module:ident),*) => {
+            match (policy.algorithm(), state) {
+                $((Algorithm::$alg, None) => lift($module::step(policy, None, now, cost, mode), State::$alg),
+                (Algorithm::$alg, Some(State::$alg(s))) => {
+                    lift($module::step(policy, Some(s), now, cost, mode), State::$alg)
+                })*
+                (_, Some(found)) => return Err(mismatch(found)),
+            }
+        };
+    }
+    Ok(dispatch!(
+        Gcra => gcra,
+        TokenBucket => token_bucket,
+        SlidingLog => sliding_log,
+        SlidingWindow => sliding_window,
+        FixedWindow => fixed_window
+    ))
 }
 
 /// One policy's part of a request: its policy, storage key and current state.
