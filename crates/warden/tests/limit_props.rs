@@ -243,57 +243,27 @@ fn corrupt_or_foreign_state_is_an_error() {
     assert!(State::from_ints(Algorithm::FixedWindow, &[1], "k").is_err());
 }
 
+/// Takes 10 units at the last µs of a window, then `second` units 1 µs later.
+fn across_a_boundary(alg: Algorithm, second: u32) -> warden::limit::Decision {
+    let p = policy(alg, 10, 1_000, 10);
+    let end_of_window = T0 - T0 % 1_000_000 + 999_999;
+    let at = |us| Timestamp::from_micros(end_of_window + us);
+    let a = step(&p, "k", None, at(0), 10, Mode::Consume).expect("step");
+    assert!(a.decision.allowed);
+    let s = a.next.expect("consumed").state;
+    step(&p, "k", Some(&s), at(1), second, Mode::Consume)
+        .expect("step")
+        .decision
+}
+
 #[test]
 fn fixed_window_admits_twice_the_limit_across_a_boundary() {
     // Documented behaviour: `limit` at the end of one window and `limit` at the
-    // start of the next, within 2 µs of each other.
-    let p = policy(Algorithm::FixedWindow, 10, 1_000, 10);
-    let end_of_window = T0 - T0 % 1_000_000 + 999_999;
-    let a = step(
-        &p,
-        "k",
-        None,
-        Timestamp::from_micros(end_of_window),
-        10,
-        Mode::Consume,
-    )
-    .expect("step");
-    assert!(a.decision.allowed);
-    let s = a.next.expect("consumed").state;
-    let b = step(
-        &p,
-        "k",
-        Some(&s),
-        Timestamp::from_micros(end_of_window + 1),
-        10,
-        Mode::Consume,
-    )
-    .expect("step");
-    assert!(
-        b.decision.allowed,
-        "2 × limit within 1 µs across the boundary"
-    );
-    // The sliding log refuses the same pattern.
-    let p = policy(Algorithm::SlidingLog, 10, 1_000, 10);
-    let a = step(
-        &p,
-        "k",
-        None,
-        Timestamp::from_micros(end_of_window),
-        10,
-        Mode::Consume,
-    )
-    .expect("step");
-    let s = a.next.expect("consumed").state;
-    let b = step(
-        &p,
-        "k",
-        Some(&s),
-        Timestamp::from_micros(end_of_window + 1),
-        1,
-        Mode::Consume,
-    )
-    .expect("step");
-    assert!(!b.decision.allowed);
-    assert_eq!(b.decision.retry_after, Some(Duration::from_micros(999_999)));
+    // start of the next, within 1 µs of each other.
+    let d = across_a_boundary(Algorithm::FixedWindow, 10);
+    assert!(d.allowed, "2 × limit within 1 µs across the boundary");
+    // The sliding log refuses even one more unit, until the window has passed.
+    let d = across_a_boundary(Algorithm::SlidingLog, 1);
+    assert!(!d.allowed);
+    assert_eq!(d.retry_after, Some(Duration::from_micros(999_999)));
 }
