@@ -16,7 +16,7 @@ mod release_watch;
 mod sqlite;
 
 pub use memory::MemoryBackend;
-pub use redis::{RedisBackend, RedisOptions};
+pub use redis::{DEFAULT_PREFIX, RedisBackend, RedisOptions};
 pub use release_watch::ReleaseWatch;
 pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteBackend, SqliteOptions};
 

@@ -92,7 +92,7 @@ impl RedisOptions {
 pub struct RedisBackend {
     conn: RedisConn,
     prefix: Arc<str>,
-    subscriber: Arc<OnceCell<Option<Subscriber>>>,
+    subscriber: Arc<OnceCell<Subscriber>>,
 }
 
 impl RedisBackend {
@@ -139,11 +139,13 @@ impl RedisBackend {
         format!("{}{{{key}}}:released", self.prefix)
     }
 
+    /// The release subscriber, opened on first contention. A failed open is not
+    /// cached: the next waiter tries again, and meanwhile waiters poll.
     async fn subscriber(&self) -> Option<&Subscriber> {
         self.subscriber
-            .get_or_init(|| async { Subscriber::open(&self.conn).await })
+            .get_or_try_init(|| async { Subscriber::open(&self.conn).await.ok_or(()) })
             .await
-            .as_ref()
+            .ok()
     }
 }
 
