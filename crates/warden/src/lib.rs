@@ -44,6 +44,8 @@
 //! - [`backend`]: the stores behind leases.
 //! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
 //!   fixed window), compound policies, waiting, an in-process keyed limiter.
+//! - [`quorum`]: leases over N independent Redis masters (Redlock) with fencing
+//!   tokens that stay monotonic across holders.
 
 #![forbid(unsafe_code)]
 
@@ -53,6 +55,7 @@ pub mod fence;
 mod key;
 pub mod lease;
 pub mod limit;
+pub mod quorum;
 pub mod redis_conn;
 mod token;
 mod warden;
