@@ -51,6 +51,7 @@ pub mod key;
 mod problem;
 pub mod rate_limit;
 pub mod store;
+mod warden_limiter;
 
 pub use headers::{InvalidPolicyName, PolicyName};
 pub use key::{
