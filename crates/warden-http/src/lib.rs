@@ -58,7 +58,7 @@ pub use key::{
     ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, KeyExtractor, PeerAddr, PeerIp, RequestHead,
     TrustedProxies,
 };
-pub use problem::PROBLEM_JSON;
+pub use problem::{PROBLEM_JSON, problem};
 pub use rate_limit::{
     DEFAULT_BUDGET, FailurePolicy, MissingKey, RateLimit, RateLimitBody, RateLimitLayer,
     ResponseFuture,
