@@ -70,7 +70,11 @@ struct Req {
     peek: bool,
 }
 
-fn scenario() -> impl Strategy<Value = (Vec<(Algorithm, u32, u64, u32)>, bool, Vec<Req>)> {
+/// Policies as (algorithm, limit, period in ms, burst), whether refusals are
+/// recorded, and the requests.
+type Scenario = (Vec<(Algorithm, u32, u64, u32)>, bool, Vec<Req>);
+
+fn scenario() -> impl Strategy<Value = Scenario> {
     let policy = (
         prop::sample::select(Algorithm::ALL.to_vec()),
         1u32..12,
