@@ -57,8 +57,9 @@ fn balance(id: &str, balance: i64) -> Response {
     axum::Json(serde_json::json!({ "id": id, "balance": balance })).into_response()
 }
 
-/// Account ids: 1 to 64 characters of `A-Z a-z 0-9 - _`.
-fn check_id(id: &str) -> Result<(), Response> {
+/// Account ids: 1 to 64 characters of `A-Z a-z 0-9 - _`. Errors are the
+/// detail of a `400`.
+fn check_id(id: &str) -> Result<(), String> {
     let ok = (1..=64).contains(&id.len())
         && id
             .bytes()
@@ -66,10 +67,7 @@ fn check_id(id: &str) -> Result<(), Response> {
     if ok {
         Ok(())
     } else {
-        Err(problem(
-            StatusCode::BAD_REQUEST,
-            "account ids are 1 to 64 characters of A-Z a-z 0-9 - _",
-        ))
+        Err("account ids are 1 to 64 characters of A-Z a-z 0-9 - _".into())
     }
 }
 
@@ -79,22 +77,22 @@ struct Amount {
     amount: u64,
 }
 
-fn parse_amount(body: &[u8]) -> Result<i64, Response> {
-    let bad = |detail: String| problem(StatusCode::BAD_REQUEST, &detail);
-    let Amount { amount } = serde_json::from_slice(body).map_err(|e| {
-        bad(format!(
-            "expected {{\"amount\": N}} with N a positive integer: {e}"
-        ))
-    })?;
+fn parse_amount(body: &[u8]) -> Result<i64, String> {
+    let Amount { amount } = serde_json::from_slice(body)
+        .map_err(|e| format!("expected {{\"amount\": N}} with N a positive integer: {e}"))?;
     if amount == 0 || amount > MAX_AMOUNT {
-        return Err(bad(format!("amount must be between 1 and {MAX_AMOUNT}")));
+        return Err(format!("amount must be between 1 and {MAX_AMOUNT}"));
     }
-    i64::try_from(amount).map_err(|_| bad("amount too large".into()))
+    i64::try_from(amount).map_err(|_| "amount too large".into())
+}
+
+fn bad_request(detail: &str) -> Response {
+    problem(StatusCode::BAD_REQUEST, detail)
 }
 
 async fn get_account(State(bank): State<Bank>, Path(id): Path<String>) -> Response {
-    if let Err(res) = check_id(&id) {
-        return res;
+    if let Err(detail) = check_id(&id) {
+        return bad_request(&detail);
     }
     match bank.ledger.balance(&id).await {
         Ok(Some(b)) => balance(&id, b),
@@ -109,14 +107,14 @@ async fn get_account(State(bank): State<Bank>, Path(id): Path<String>) -> Respon
 async fn deposit(State(bank): State<Bank>, Path(id): Path<String>, body: Bytes) -> Response {
     match (check_id(&id), parse_amount(&body)) {
         (Ok(()), Ok(amount)) => change(&bank, &id, amount).await,
-        (Err(res), _) | (_, Err(res)) => res,
+        (Err(detail), _) | (_, Err(detail)) => bad_request(&detail),
     }
 }
 
 async fn withdraw(State(bank): State<Bank>, Path(id): Path<String>, body: Bytes) -> Response {
     match (check_id(&id), parse_amount(&body)) {
         (Ok(()), Ok(amount)) => change(&bank, &id, -amount).await,
-        (Err(res), _) | (_, Err(res)) => res,
+        (Err(detail), _) | (_, Err(detail)) => bad_request(&detail),
     }
 }
 
