@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use crate::quorum::NodeVote;
+
 /// A `Result` with warden's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -99,6 +101,45 @@ pub enum Error {
         key: String,
     },
 
+    /// Too few nodes of a quorum answered for the operation to be decided (see
+    /// [`QuorumBackend`](crate::quorum::QuorumBackend)). A lease held by another
+    /// client on a majority is not this error but an ordinary `Held` outcome.
+    #[error(
+        "quorum unavailable during {op} on key {key:?}: {needed} of {} nodes needed; {}",
+        votes.len(),
+        crate::quorum::list_votes(votes)
+    )]
+    QuorumUnavailable {
+        /// The operation, e.g. `"acquire"`.
+        op: &'static str,
+        /// The key the operation was for.
+        key: String,
+        /// How many nodes had to agree (N/2+1).
+        needed: usize,
+        /// What every node answered, in the order the nodes were configured.
+        votes: Vec<NodeVote>,
+    },
+
+    /// Fewer replicas than required acknowledged a lease write (`WAIT`); the lease
+    /// was released again (see [`RedisOptions::require_replicas`](crate::backend::RedisOptions::require_replicas)).
+    #[error(
+        "backend {backend}: only {acked} of {needed} required replicas acknowledged {op} on key {key:?} within {waited:?}; the lease was released"
+    )]
+    ReplicasUnacknowledged {
+        /// Which master.
+        backend: String,
+        /// The operation, `"acquire"` or `"extend"`.
+        op: &'static str,
+        /// The key the operation was for.
+        key: String,
+        /// Replicas required.
+        needed: u32,
+        /// Replicas that acknowledged in time.
+        acked: u32,
+        /// How long the master waited.
+        waited: Duration,
+    },
+
     /// The store's file cannot be used: it cannot be opened or created, is not a
     /// database, is corrupt, or belongs to another application.
     #[error("backend {backend} cannot be used: it {reason}")]
@@ -119,6 +160,8 @@ impl Error {
             Error::Unreachable { .. }
                 | Error::Timeout { .. }
                 | Error::Backend { .. }
+                | Error::QuorumUnavailable { .. }
+                | Error::ReplicasUnacknowledged { .. }
                 | Error::Storage { .. }
         )
     }

@@ -42,6 +42,8 @@
 //! - [`lease`]: acquire, wait, renew, release; the lost-lease signal.
 //! - [`fence`]: fencing tokens and resource-side checks (Redis script, SQL pattern).
 //! - [`backend`]: the stores behind leases.
+//! - [`quorum`]: leases over N independent Redis masters (Redlock) with fencing
+//!   tokens that stay monotonic across holders.
 
 #![forbid(unsafe_code)]
 
@@ -50,6 +52,7 @@ pub mod error;
 pub mod fence;
 mod key;
 pub mod lease;
+pub mod quorum;
 pub mod redis_conn;
 mod token;
 mod warden;

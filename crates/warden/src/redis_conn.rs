@@ -122,14 +122,30 @@ impl RedisConn {
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        match tokio::time::timeout(self.timeout, f(self.manager.clone())).await {
+        self.call_within(op, key, self.timeout, f).await
+    }
+
+    /// Like [`call`](Self::call) with another time budget, for commands that block
+    /// on the server on purpose (`WAIT`).
+    pub async fn call_within<T, F, Fut>(
+        &self,
+        op: &'static str,
+        key: &str,
+        budget: Duration,
+        f: F,
+    ) -> Result<T>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        match tokio::time::timeout(budget, f(self.manager.clone())).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(self.map_error(op, key, e)),
             Err(_) => Err(Error::Timeout {
                 backend: self.display.clone(),
                 op,
                 key: key.to_string(),
-                after: self.timeout,
+                after: budget,
             }),
         }
     }

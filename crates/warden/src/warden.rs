@@ -9,6 +9,7 @@ use crate::backend::{
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::lease::Lease;
+use crate::quorum::{QuorumBackend, QuorumOptions};
 
 /// A handle on one coordination store. Cheap to clone (an `Arc` inside).
 ///
@@ -31,10 +32,15 @@ impl Warden {
     /// - `memory:` — in this process only;
     /// - `redis://host:port[/db]` or `rediss://…` — one Redis master (checked with
     ///   `PING` before returning);
+    /// - several Redis URLs separated by commas — a quorum of independent masters,
+    ///   as [`connect_quorum`](Self::connect_quorum);
     /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
     ///   processes of this host, created if missing (its directory must exist).
     pub async fn connect(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
+        if url.contains(',') && matches!(scheme, "redis" | "rediss") {
+            return Self::connect_quorum(url.split(',')).await;
+        }
         match scheme {
             "memory" => Ok(Self::memory()),
             "redis" | "rediss" => {
@@ -52,6 +58,32 @@ impl Warden {
                     .into(),
             }),
         }
+    }
+
+    /// Leases over a quorum of independent Redis masters (Redlock), with default
+    /// [`QuorumOptions`]: succeeds when a majority of the nodes answers `PING`, so
+    /// a minority may be down at start. Use 3 or 5 nodes. See
+    /// [`quorum`](crate::quorum) for the protocol and its assumptions, and
+    /// [`QuorumBackend::new`] with [`with_backend`](Self::with_backend) for other
+    /// settings.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+    /// let warden = warden::Warden::connect_quorum([
+    ///     "redis://10.0.0.1:6379",
+    ///     "redis://10.0.0.2:6379",
+    ///     "redis://10.0.0.3:6379",
+    /// ])
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_quorum<I, S>(urls: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let backend = QuorumBackend::connect(urls, QuorumOptions::default()).await?;
+        Ok(Self::with_backend(backend))
     }
 
     /// A SQLite file shared by the processes of this host (see

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use warden::Warden;
 use warden::backend::{RedisBackend, RedisOptions, SqliteBackend, SqliteOptions};
+use warden::quorum::{QuorumBackend, QuorumOptions};
 use warden_test::RedisServer;
 
 /// A warden handle plus the server (or database directory) behind it, kept
@@ -15,6 +16,8 @@ pub struct Fixture {
     pub warden: Warden,
     pub server: Option<RedisServer>,
     pub dir: Option<tempfile::TempDir>,
+    /// The nodes of a quorum fixture.
+    pub nodes: Vec<RedisServer>,
 }
 
 pub async fn memory() -> Fixture {
@@ -22,6 +25,7 @@ pub async fn memory() -> Fixture {
         warden: Warden::memory(),
         server: None,
         dir: None,
+        nodes: Vec::new(),
     }
 }
 
@@ -34,6 +38,7 @@ pub async fn sqlite() -> Fixture {
         warden: Warden::with_backend(backend),
         server: None,
         dir: Some(dir),
+        nodes: Vec::new(),
     }
 }
 
@@ -49,6 +54,24 @@ pub async fn redis() -> Fixture {
         warden: Warden::with_backend(backend),
         server: Some(server),
         dir: None,
+        nodes: Vec::new(),
+    }
+}
+
+/// Three real redis-servers behind one quorum backend.
+pub async fn quorum() -> Fixture {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let backend = QuorumBackend::connect(
+        nodes.iter().map(RedisServer::url),
+        QuorumOptions::default().node_timeout(Duration::from_millis(250)),
+    )
+    .await
+    .expect("connect to the test quorum");
+    Fixture {
+        warden: Warden::with_backend(backend),
+        server: None,
+        dir: None,
+        nodes,
     }
 }
 
@@ -79,6 +102,15 @@ macro_rules! contract {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     let fx = $crate::common::redis().await;
+                    super::$name(&fx).await;
+                }
+            )*
+        }
+        mod quorum_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let fx = $crate::common::quorum().await;
                     super::$name(&fx).await;
                 }
             )*

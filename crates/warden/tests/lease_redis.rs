@@ -285,3 +285,50 @@ async fn keys_live_under_the_configured_prefix() {
     assert_eq!(status.fence, Some(guard.fence()));
     guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_notifications_survive_a_restart() {
+    let mut server = RedisServer::start();
+    let warden = connect(&server).await;
+    let lease = warden.lease("resub").ttl(Duration::from_secs(30));
+    // Open the subscriber once before the restart.
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let _ = lease
+        .acquire_within(Duration::from_millis(100))
+        .await
+        .unwrap();
+    holder.release().await.unwrap();
+
+    server.restart();
+    let mut holder = None;
+    for _ in 0..50 {
+        if let Ok(out) = lease.try_acquire().await {
+            holder = out.into_guard();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let holder = holder.expect("reconnected");
+    let waiter = {
+        let lease = lease.clone();
+        tokio::spawn(async move {
+            let out = lease.acquire_within(Duration::from_secs(20)).await.unwrap();
+            (Instant::now(), out.is_acquired())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The waiter is subscribed again: it is woken by the release, not by polling.
+    let subs = server
+        .command("PUBSUB NUMSUB warden:{resub}:released")
+        .unwrap();
+    assert!(subs.ends_with(":1\r\n"), "subscribers: {subs:?}");
+    let released_at = Instant::now();
+    holder.release().await.unwrap();
+    let (acquired_at, acquired) = waiter.await.unwrap();
+    assert!(acquired);
+    let handoff = acquired_at - released_at;
+    assert!(
+        handoff < Duration::from_millis(500),
+        "hand-off took {handoff:?}"
+    );
+}

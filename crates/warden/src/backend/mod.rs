@@ -6,7 +6,10 @@
 //! gets the same behaviour.
 //!
 //! - [`MemoryBackend`]: in-process, for unit tests and single-process programs.
-//! - [`RedisBackend`]: one Redis master, one round trip per operation.
+//! - [`RedisBackend`]: one Redis master, one round trip per operation; optionally
+//!   waiting for replica acknowledgements ([`RedisOptions::require_replicas`]).
+//! - [`QuorumBackend`](crate::quorum::QuorumBackend): N independent Redis masters
+//!   (Redlock) with fencing tokens that stay monotonic across holders.
 //! - [`SqliteBackend`]: a SQLite file shared by the processes of one host; the
 //!   embedded default of the `warden` command line.
 
@@ -16,7 +19,7 @@ mod release_watch;
 mod sqlite;
 
 pub use memory::MemoryBackend;
-pub use redis::{RedisBackend, RedisOptions};
+pub use redis::{DEFAULT_PREFIX, RedisBackend, RedisOptions, ReplicaAcks};
 pub use release_watch::ReleaseWatch;
 pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteBackend, SqliteOptions};
 

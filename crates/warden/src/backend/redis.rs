@@ -1,6 +1,7 @@
 //! Leases on one Redis master.
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
@@ -38,6 +39,19 @@ pub struct RedisOptions {
     pub timeout: Duration,
     /// Time budget of one TCP connect (default 1 s).
     pub connect_timeout: Duration,
+    /// Replica acknowledgements required after acquire and extend (default none);
+    /// see [`require_replicas`](Self::require_replicas).
+    pub replicas: Option<ReplicaAcks>,
+}
+
+/// How many replicas must acknowledge a lease write, and how long the master waits
+/// for them (`WAIT numreplicas timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaAcks {
+    /// Replicas that must have the write.
+    pub replicas: NonZeroU32,
+    /// How long the master may wait for them.
+    pub timeout: Duration,
 }
 
 impl Default for RedisOptions {
@@ -46,6 +60,7 @@ impl Default for RedisOptions {
             prefix: DEFAULT_PREFIX.to_string(),
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            replicas: None,
         }
     }
 }
@@ -66,6 +81,22 @@ impl RedisOptions {
     /// Sets the connect time budget.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Requires `replicas` replicas to acknowledge every acquire and extend
+    /// (`WAIT replicas timeout` after the write). When fewer acknowledge within
+    /// `timeout`, the lease is released again and the call fails with
+    /// [`Error::ReplicasUnacknowledged`].
+    ///
+    /// This **narrows but does not close** the failover window: Redis replication
+    /// stays asynchronous, `WAIT` only reports how far it got, and a failover can
+    /// still promote a replica that missed the write (or one that acknowledged it
+    /// but then restarted without persistence). Use a quorum of independent
+    /// masters plus fencing when a double grant must be ruled out. While a `WAIT`
+    /// blocks, other calls of the same handle queue behind it on its connection.
+    pub fn require_replicas(mut self, replicas: NonZeroU32, timeout: Duration) -> Self {
+        self.replicas = Some(ReplicaAcks { replicas, timeout });
         self
     }
 }
@@ -92,7 +123,8 @@ impl RedisOptions {
 pub struct RedisBackend {
     conn: RedisConn,
     prefix: Arc<str>,
-    subscriber: Arc<OnceCell<Option<Subscriber>>>,
+    subscriber: Arc<OnceCell<Subscriber>>,
+    replicas: Option<ReplicaAcks>,
 }
 
 impl RedisBackend {
@@ -113,6 +145,7 @@ impl RedisBackend {
             conn,
             prefix: options.prefix.into(),
             subscriber: Arc::new(OnceCell::new()),
+            replicas: options.replicas,
         }
     }
 
@@ -131,7 +164,7 @@ impl RedisBackend {
         format!("{}{{{key}}}", self.prefix)
     }
 
-    fn fence_key(&self, key: &str) -> String {
+    pub(crate) fn fence_key(&self, key: &str) -> String {
         format!("{}{{{key}}}:fence", self.prefix)
     }
 
@@ -139,11 +172,91 @@ impl RedisBackend {
         format!("{}{{{key}}}:released", self.prefix)
     }
 
+    /// Deletes `key` if it holds `token`, like [`release`](LeaseBackend::release),
+    /// without waking waiters: undoes one node's vote of a quorum acquisition that
+    /// failed (waking every waiter there would only make the next vote split too).
+    pub(crate) async fn release_quietly(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+    ) -> Result<ReleaseOutcome> {
+        let channel = format!("{}{{{key}}}:undone", self.prefix);
+        self.release_on(key, token, channel).await
+    }
+
+    async fn release_on(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        channel: String,
+    ) -> Result<ReleaseOutcome> {
+        let lease_key = self.lease_key(key);
+        let mut script = RELEASE.key(&lease_key);
+        script.arg(token.as_str()).arg(channel);
+        let released: i64 = self.conn.script("release", &lease_key, &script).await?;
+        Ok(if released == 1 {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    /// Waits until the configured number of replicas has every write sent so far
+    /// on this connection; on too few, releases `key` and fails.
+    async fn await_replicas(&self, op: &'static str, key: &str, token: &OwnerToken) -> Result<()> {
+        let Some(acks) = self.replicas else {
+            return Ok(());
+        };
+        let lease_key = self.lease_key(key);
+        // WAIT 0 would block forever: wait at least 1 ms.
+        let wait_ms = millis(acks.timeout).max(1);
+        let needed = acks.replicas.get();
+        // The same multiplexed connection carried the write, so WAIT covers it.
+        let acked: Result<i64> = self
+            .conn
+            .call_within(
+                "wait",
+                &lease_key,
+                self.conn.timeout().saturating_add(acks.timeout),
+                |mut c| async move {
+                    redis::cmd("WAIT")
+                        .arg(needed)
+                        .arg(wait_ms)
+                        .query_async(&mut c)
+                        .await
+                },
+            )
+            .await;
+        let acked = match acked {
+            Ok(n) => u32::try_from(n).unwrap_or(0),
+            Err(e) => {
+                let _ = self.release(key, token).await;
+                return Err(e);
+            }
+        };
+        if acked >= needed {
+            return Ok(());
+        }
+        if let Err(e) = self.release(key, token).await {
+            tracing::warn!(key, error = %e, "release after missing replica acknowledgements failed; the TTL will free the key");
+        }
+        Err(Error::ReplicasUnacknowledged {
+            backend: self.describe(),
+            op,
+            key: key.to_string(),
+            needed,
+            acked,
+            waited: acks.timeout,
+        })
+    }
+
+    /// The release subscriber, opened on first contention. A failed open is not
+    /// cached: the next waiter tries again, and meanwhile waiters poll.
     async fn subscriber(&self) -> Option<&Subscriber> {
         self.subscriber
-            .get_or_init(|| async { Subscriber::open(&self.conn).await })
+            .get_or_try_init(|| async { Subscriber::open(&self.conn).await.ok_or(()) })
             .await
-            .as_ref()
+            .ok()
     }
 }
 
@@ -172,6 +285,7 @@ impl LeaseBackend for RedisBackend {
                 key: self.fence_key(key),
                 detail: format!("fence counter is {value}"),
             })?;
+            self.await_replicas("acquire", key, token).await?;
             Ok(AcquireReply::Acquired {
                 fence: Fence::new(fence),
                 valid_until: valid_until(start, ttl),
@@ -189,6 +303,9 @@ impl LeaseBackend for RedisBackend {
         let mut script = EXTEND.key(&lease_key);
         script.arg(token.as_str()).arg(millis(ttl));
         let extended: i64 = self.conn.script("extend", &lease_key, &script).await?;
+        if extended == 1 {
+            self.await_replicas("extend", key, token).await?;
+        }
         Ok(if extended == 1 {
             ExtendReply::Extended {
                 valid_until: valid_until(start, ttl),
@@ -199,15 +316,7 @@ impl LeaseBackend for RedisBackend {
     }
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
-        let lease_key = self.lease_key(key);
-        let mut script = RELEASE.key(&lease_key);
-        script.arg(token.as_str()).arg(self.release_channel(key));
-        let released: i64 = self.conn.script("release", &lease_key, &script).await?;
-        Ok(if released == 1 {
-            ReleaseOutcome::Released
-        } else {
-            ReleaseOutcome::NotHeld
-        })
+        self.release_on(key, token, self.release_channel(key)).await
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {

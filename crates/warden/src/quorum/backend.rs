@@ -1,0 +1,618 @@
+//! The quorum backend: one [`RedisBackend`] per node, driven concurrently.
+
+use std::future::Future;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rand::Rng;
+use redis::Script;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, timeout_at};
+
+use super::options::QuorumOptions;
+use super::vote::{NodeOutcome, NodeVote};
+use crate::backend::{
+    AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, RedisBackend, RedisOptions,
+    ReleaseOutcome, ReleaseWatch,
+};
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::redis_conn::redact;
+use crate::token::OwnerToken;
+
+static RAISE_FENCE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/quorum_fence.lua")));
+
+/// How often a forwarding task checks whether the merged release watch is still
+/// wanted.
+const WATCH_POLL: Duration = Duration::from_secs(1);
+
+/// Leases over N independent Redis masters (Redlock); see the [module
+/// docs](crate::quorum) for the protocol and the fencing argument.
+///
+/// Each node stores exactly what a [`RedisBackend`] stores (`warden:{key}` with
+/// the owner token, `warden:{key}:fence`), so any node can be inspected with
+/// `redis-cli` like a single-node lease. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct QuorumBackend {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    nodes: Vec<RedisBackend>,
+    names: Vec<String>,
+    quorum: usize,
+    options: QuorumOptions,
+}
+
+/// What the acquiring client decided; every node task cleans up after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Pending,
+    Acquired,
+    Failed,
+}
+
+impl QuorumBackend {
+    /// Prepares a quorum over `urls` without any I/O: nodes that are down now are
+    /// simply counted as unavailable until they come back. Fails only on a bad
+    /// URL, an empty list, a repeated node or zero timeouts.
+    ///
+    /// Use an odd number of nodes (3 or 5): a fourth node raises the quorum
+    /// without tolerating one more failure.
+    pub fn new<I, S>(urls: I, options: QuorumOptions) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let node_options = RedisOptions::default()
+            .prefix(options.prefix.clone())
+            .timeout(options.node_timeout)
+            .connect_timeout(options.connect_timeout.unwrap_or(options.node_timeout));
+        let mut nodes = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        for url in urls {
+            let url = url.as_ref().trim();
+            let name = redact(url);
+            if names.contains(&name) {
+                return Err(Error::Config {
+                    url: name,
+                    reason: "the same node is listed twice; it would vote twice".into(),
+                });
+            }
+            nodes.push(RedisBackend::lazy(url, node_options.clone())?);
+            names.push(name);
+        }
+        if nodes.is_empty() {
+            return Err(Error::Config {
+                url: String::new(),
+                reason: "a quorum needs at least one node URL".into(),
+            });
+        }
+        let quorum = nodes.len() / 2 + 1;
+        Ok(QuorumBackend {
+            inner: Arc::new(Inner {
+                nodes,
+                names,
+                quorum,
+                options,
+            }),
+        })
+    }
+
+    /// Like [`new`](Self::new), then checks that a majority of the nodes answers
+    /// `PING` (a minority may be down).
+    pub async fn connect<I, S>(urls: I, options: QuorumOptions) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let backend = Self::new(urls, options)?;
+        let deadline = Instant::now() + backend.inner.options.node_timeout;
+        let quorum = backend.inner.quorum;
+        let replies = backend
+            .gather(
+                deadline,
+                |node| async move {
+                    node.conn()
+                        .call("connect", "", |mut c| async move {
+                            redis::cmd("PING").query_async::<()>(&mut c).await
+                        })
+                        .await
+                },
+                |replies| replies.iter().filter(|r| matches!(r, Some(Ok(())))).count() >= quorum,
+            )
+            .await;
+        let votes = backend.votes(&replies, |()| NodeOutcome::Granted);
+        if count(&votes, |o| *o == NodeOutcome::Granted) < quorum {
+            return Err(backend.unavailable("connect", "", votes));
+        }
+        Ok(backend)
+    }
+
+    /// The number of nodes.
+    pub fn len(&self) -> usize {
+        self.inner.nodes.len()
+    }
+
+    /// Always `false`: a quorum has at least one node.
+    pub fn is_empty(&self) -> bool {
+        self.inner.nodes.is_empty()
+    }
+
+    /// How many nodes must agree: N/2+1.
+    pub fn quorum(&self) -> usize {
+        self.inner.quorum
+    }
+
+    /// The nodes' URLs, without credentials.
+    pub fn nodes(&self) -> &[String] {
+        &self.inner.names
+    }
+
+    /// The single-node backends, e.g. to inspect one node in a test.
+    pub fn node_backends(&self) -> &[RedisBackend] {
+        &self.inner.nodes
+    }
+
+    fn validity_end(&self, sent: Instant, ttl: Duration) -> Instant {
+        sent + ttl.saturating_sub(self.inner.options.drift.of(ttl))
+    }
+
+    fn unavailable(&self, op: &'static str, key: &str, votes: Vec<NodeVote>) -> Error {
+        Error::QuorumUnavailable {
+            op,
+            key: key.to_string(),
+            needed: self.inner.quorum,
+            votes,
+        }
+    }
+
+    fn timeout_error(&self, node: usize, op: &'static str, key: &str, after: Duration) -> Error {
+        Error::Timeout {
+            backend: self.inner.names[node].clone(),
+            op,
+            key: key.to_string(),
+            after,
+        }
+    }
+
+    /// One vote per node, in node order.
+    fn votes<T>(
+        &self,
+        replies: &[Option<Result<T>>],
+        outcome: impl Fn(&T) -> NodeOutcome,
+    ) -> Vec<NodeVote> {
+        replies
+            .iter()
+            .zip(&self.inner.names)
+            .map(|(reply, name)| {
+                let o = match reply {
+                    None => NodeOutcome::Undecided,
+                    Some(Ok(v)) => outcome(v),
+                    Some(Err(e)) => NodeOutcome::from_error(e),
+                };
+                NodeVote::new(name.clone(), o)
+            })
+            .collect()
+    }
+
+    /// Runs `op` on every node, each in its own task bounded by `deadline`, and
+    /// collects the replies until `decided` says the outcome is known or every
+    /// node has answered. Tasks still running go on in the background (their
+    /// requests are on the wire already), so a slow node never holds up a
+    /// decided operation.
+    async fn gather<T, F, Fut>(
+        &self,
+        deadline: Instant,
+        op: F,
+        mut decided: impl FnMut(&[Option<Result<T>>]) -> bool,
+    ) -> Vec<Option<Result<T>>>
+    where
+        T: Send + 'static,
+        F: Fn(RedisBackend) -> Fut,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+    {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        for (i, node) in self.inner.nodes.iter().enumerate() {
+            let call = op(node.clone());
+            let tx = tx.clone();
+            let me = self.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let reply = match timeout_at(deadline, call).await {
+                    Ok(reply) => reply,
+                    Err(_) => Err(me.timeout_error(i, "quorum call", "", started.elapsed())),
+                };
+                let _ = tx.send((i, reply));
+            });
+        }
+        drop(tx);
+        let mut replies: Vec<Option<Result<T>>> =
+            (0..self.inner.nodes.len()).map(|_| None).collect();
+        while let Some((i, reply)) = rx.recv().await {
+            replies[i] = Some(reply);
+            if decided(&replies) {
+                break;
+            }
+        }
+        replies
+    }
+
+    /// A random pause before the next attempt after a split vote.
+    fn retry_delay(&self) -> Duration {
+        let max = self.inner.options.retry_delay;
+        if max.is_zero() {
+            return max;
+        }
+        rand::rng().random_range(max / 2..=max)
+    }
+
+    /// When a majority of the nodes holds the lease for others: the time until
+    /// enough of them expire for a majority to be free again.
+    fn held_ttl(&self, granted: usize, mut held: Vec<Duration>) -> Option<Duration> {
+        held.sort_unstable();
+        let must_expire = self.inner.quorum.saturating_sub(granted).max(1);
+        held.get(must_expire - 1).or(held.last()).copied()
+    }
+
+    /// Makes sure a majority of the nodes has `counter ≥ fence` while still
+    /// holding our token: nodes whose grant returned `fence` already do; the other
+    /// granting nodes get a raise. Returns whether a majority confirmed it.
+    async fn settle_fence(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        grants: &[(usize, u64)],
+        fence: u64,
+        deadline: Instant,
+    ) -> bool {
+        let at_fence = grants.iter().filter(|(_, f)| *f == fence).count();
+        let quorum = self.inner.quorum;
+        if at_fence >= quorum {
+            return true; // the steady state: no second round trip
+        }
+        let to_raise: Vec<usize> = grants
+            .iter()
+            .filter(|(_, f)| *f < fence)
+            .map(|(i, _)| *i)
+            .collect();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        for &i in &to_raise {
+            let node = self.inner.nodes[i].clone();
+            let (tx, key, token) = (tx.clone(), key.to_string(), token.clone());
+            tokio::spawn(async move {
+                let lease_key = node.lease_key(&key);
+                let mut script = RAISE_FENCE.key(&lease_key);
+                script
+                    .key(node.fence_key(&key))
+                    .arg(token.as_str())
+                    .arg(fence);
+                let call = node
+                    .conn()
+                    .script::<i64>("raise fence", &lease_key, &script);
+                let ok = matches!(timeout_at(deadline, call).await, Ok(Ok(v)) if v >= 0 && v.unsigned_abs() >= fence);
+                let _ = tx.send(ok);
+            });
+        }
+        drop(tx);
+        let mut confirmed = at_fence;
+        while let Some(ok) = rx.recv().await {
+            confirmed += usize::from(ok);
+            if confirmed >= quorum {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+fn count(votes: &[NodeVote], pred: impl Fn(&NodeOutcome) -> bool) -> usize {
+    votes.iter().filter(|v| pred(&v.outcome)).count()
+}
+
+/// A node's answer to an acquire attempt.
+#[derive(Debug, Clone)]
+enum Ballot {
+    Granted(u64),
+    Held(Option<Duration>),
+}
+
+#[async_trait]
+impl LeaseBackend for QuorumBackend {
+    async fn try_acquire(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireReply> {
+        let n = self.inner.nodes.len();
+        let quorum = self.inner.quorum;
+        let sent = Instant::now();
+        let valid_until = self.validity_end(sent, ttl);
+        let node_deadline = (sent + self.inner.options.node_timeout).min(valid_until);
+
+        // Every node runs in its own task: it votes, then waits for the verdict
+        // and undoes its vote unless the lease was won. A dropped caller counts as
+        // a failed attempt, so cancellation leaves no keys behind either.
+        let (votes_tx, mut votes_rx) = mpsc::unbounded_channel();
+        let (cleaned_tx, mut cleaned_rx) = mpsc::unbounded_channel();
+        let (verdict_tx, verdict_rx) = watch::channel(Verdict::Pending);
+        for (i, node) in self.inner.nodes.iter().enumerate() {
+            let (node, key, token) = (node.clone(), key.to_string(), token.clone());
+            let (votes_tx, cleaned_tx, mut verdict_rx) =
+                (votes_tx.clone(), cleaned_tx.clone(), verdict_rx.clone());
+            let me = self.clone();
+            tokio::spawn(async move {
+                let ballot =
+                    match timeout_at(node_deadline, node.try_acquire(&key, &token, ttl)).await {
+                        Ok(Ok(AcquireReply::Acquired { fence, .. })) => {
+                            Ok(Ballot::Granted(fence.get()))
+                        }
+                        Ok(Ok(AcquireReply::Held { ttl_left })) => Ok(Ballot::Held(ttl_left)),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(me.timeout_error(i, "acquire", &key, sent.elapsed())),
+                    };
+                let _ = votes_tx.send((i, ballot));
+                let verdict = verdict_rx
+                    .wait_for(|v| *v != Verdict::Pending)
+                    .await
+                    .map_or(Verdict::Failed, |v| *v);
+                if verdict != Verdict::Acquired {
+                    // Sent after our acquire on the same connection, so it also
+                    // undoes a grant whose answer timed out.
+                    if let Err(e) = node.release_quietly(&key, &token).await {
+                        tracing::debug!(key, node = %node.describe(), error = %e, "undoing a quorum vote failed; the TTL will free the key");
+                    }
+                    let _ = cleaned_tx.send(i);
+                }
+            });
+        }
+        drop((votes_tx, cleaned_tx, verdict_rx));
+
+        let mut ballots: Vec<Option<Result<Ballot>>> = (0..n).map(|_| None).collect();
+        let (mut granted, mut refused) = (0, 0);
+        while let Some((i, ballot)) = votes_rx.recv().await {
+            match &ballot {
+                Ok(Ballot::Granted(_)) => granted += 1,
+                _ => refused += 1,
+            }
+            ballots[i] = Some(ballot);
+            if granted >= quorum || refused > n - quorum {
+                break;
+            }
+        }
+
+        if granted >= quorum && Instant::now() < valid_until {
+            let grants: Vec<(usize, u64)> = ballots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| match b {
+                    Some(Ok(Ballot::Granted(f))) => Some((i, *f)),
+                    _ => None,
+                })
+                .collect();
+            let fence = grants.iter().map(|(_, f)| *f).max().unwrap_or(0);
+            let settled = self
+                .settle_fence(key, token, &grants, fence, valid_until)
+                .await;
+            if settled && Instant::now() < valid_until {
+                let _ = verdict_tx.send(Verdict::Acquired);
+                return Ok(AcquireReply::Acquired {
+                    fence: Fence::new(fence),
+                    valid_until,
+                });
+            }
+        }
+
+        // Lost, split, too slow or too few nodes: undo every vote, and wait for
+        // the nodes that answered to confirm (they are quick), so a caller that
+        // sees `Held` leaves no key behind on a responsive node.
+        let _ = verdict_tx.send(Verdict::Failed);
+        let answered: Vec<usize> = ballots
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| matches!(b, Some(Ok(_))))
+            .map(|(i, _)| i)
+            .collect();
+        let mut pending = answered.clone();
+        let cleanup_deadline = Instant::now() + self.inner.options.node_timeout;
+        while !pending.is_empty() {
+            match timeout_at(cleanup_deadline, cleaned_rx.recv()).await {
+                Ok(Some(i)) => pending.retain(|p| *p != i),
+                Ok(None) | Err(_) => break,
+            }
+        }
+
+        let votes = self.votes(&ballots, |b| match b {
+            Ballot::Granted(_) => NodeOutcome::Granted,
+            Ballot::Held(ttl_left) => NodeOutcome::Held {
+                ttl_left: *ttl_left,
+            },
+        });
+        if answered.len() < quorum {
+            return Err(self.unavailable("acquire", key, votes));
+        }
+        let held: Vec<Duration> = ballots
+            .iter()
+            .filter_map(|b| match b {
+                Some(Ok(Ballot::Held(t))) => Some(t.unwrap_or(ttl)),
+                _ => None,
+            })
+            .collect();
+        let ttl_left = if held.len() >= quorum {
+            self.held_ttl(granted, held)
+        } else {
+            Some(self.retry_delay())
+        };
+        tracing::debug!(key, votes = %super::list_votes(&votes), "quorum acquire refused");
+        Ok(AcquireReply::Held { ttl_left })
+    }
+
+    async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
+        let n = self.inner.nodes.len();
+        let quorum = self.inner.quorum;
+        let sent = Instant::now();
+        let valid_until = self.validity_end(sent, ttl);
+        let deadline = (sent + self.inner.options.node_timeout).min(valid_until);
+        let replies = {
+            let (key, token) = (key.to_string(), token.clone());
+            self.gather(
+                deadline,
+                move |node| {
+                    let (key, token) = (key.clone(), token.clone());
+                    async move { node.extend(&key, &token, ttl).await }
+                },
+                |replies| {
+                    let ok = replies
+                        .iter()
+                        .filter(|r| matches!(r, Some(Ok(ExtendReply::Extended { .. }))))
+                        .count();
+                    let other = replies.iter().flatten().count() - ok;
+                    ok >= quorum || other > n - quorum
+                },
+            )
+            .await
+        };
+        let votes = self.votes(&replies, |r| match r {
+            ExtendReply::Extended { .. } => NodeOutcome::Granted,
+            _ => NodeOutcome::NotHeld,
+        });
+        if count(&votes, |o| *o == NodeOutcome::Granted) >= quorum && Instant::now() < valid_until {
+            return Ok(ExtendReply::Extended { valid_until });
+        }
+        if count(&votes, |o| *o == NodeOutcome::NotHeld) > n - quorum {
+            return Ok(ExtendReply::NotHeld);
+        }
+        // Not decided (too many nodes failed or answered too late): an error, so
+        // the watchdog tries again until the local deadline.
+        Err(self.unavailable("extend", key, votes))
+    }
+
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        let quorum = self.inner.quorum;
+        let deadline = Instant::now() + self.inner.options.node_timeout;
+        let replies = {
+            let (key, token) = (key.to_string(), token.clone());
+            self.gather(
+                deadline,
+                move |node| {
+                    let (key, token) = (key.clone(), token.clone());
+                    async move { node.release(&key, &token).await }
+                },
+                // Every node is asked; once a majority has answered and one of
+                // them released, the rest finish in the background.
+                |replies| {
+                    let answered = replies.iter().filter(|r| matches!(r, Some(Ok(_)))).count();
+                    let released = replies
+                        .iter()
+                        .filter(|r| matches!(r, Some(Ok(ReleaseOutcome::Released))))
+                        .count();
+                    answered >= quorum && released > 0
+                },
+            )
+            .await
+        };
+        let votes = self.votes(&replies, |r| match r {
+            ReleaseOutcome::Released => NodeOutcome::Granted,
+            _ => NodeOutcome::NotHeld,
+        });
+        if count(&votes, |o| *o == NodeOutcome::Granted) > 0 {
+            return Ok(ReleaseOutcome::Released);
+        }
+        if count(&votes, NodeOutcome::answered) >= quorum {
+            return Ok(ReleaseOutcome::NotHeld);
+        }
+        Err(self.unavailable("release", key, votes))
+    }
+
+    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        let quorum = self.inner.quorum;
+        let deadline = Instant::now() + self.inner.options.node_timeout;
+        let replies = {
+            let key = key.to_string();
+            self.gather(
+                deadline,
+                move |node| {
+                    let key = key.clone();
+                    async move { node.status(&key).await }
+                },
+                |_| false,
+            )
+            .await
+        };
+        let statuses: Vec<&LeaseStatus> = replies.iter().flatten().flatten().collect();
+        if statuses.len() < quorum {
+            let votes = self.votes(&replies, |_| NodeOutcome::Granted);
+            return Err(self.unavailable("status", key, votes));
+        }
+        // Held while a majority holds it; it stays held until the quorum-th
+        // longest TTL runs out.
+        let mut ttls: Vec<Duration> = statuses
+            .iter()
+            .filter(|s| s.held)
+            .map(|s| s.ttl_left.unwrap_or(Duration::MAX))
+            .collect();
+        ttls.sort_unstable_by(|a, b| b.cmp(a));
+        let held = ttls.len() >= quorum;
+        let ttl_left = if held {
+            ttls.get(quorum - 1)
+                .copied()
+                .filter(|t| *t != Duration::MAX)
+        } else {
+            None
+        };
+        Ok(LeaseStatus {
+            held,
+            ttl_left,
+            fence: statuses.iter().filter_map(|s| s.fence).max(),
+            storage_key: format!(
+                "{} on {} nodes",
+                self.inner.nodes[0].lease_key(key),
+                self.inner.nodes.len()
+            ),
+        })
+    }
+
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        // Subscribe on every node at once (bounded by the node timeout) and merge
+        // the notifications: a release is published on every node it reaches.
+        let deadline = Instant::now() + self.inner.options.node_timeout;
+        let (merged_tx, merged_rx) = watch::channel(0u64);
+        let merged_tx = Arc::new(merged_tx);
+        let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
+        for node in &self.inner.nodes {
+            let (node, key) = (node.clone(), key.to_string());
+            let (merged_tx, ready_tx) = (Arc::clone(&merged_tx), ready_tx.clone());
+            tokio::spawn(async move {
+                let mut watch = node.watch_releases(&key).await;
+                let _ = ready_tx.send(watch.is_push());
+                drop(ready_tx);
+                if !watch.is_push() {
+                    return;
+                }
+                while !merged_tx.is_closed() {
+                    if watch.wait(WATCH_POLL).await {
+                        merged_tx.send_modify(|n| *n = n.wrapping_add(1));
+                    }
+                }
+            });
+        }
+        drop(ready_tx);
+        let mut push = false;
+        while let Ok(Some(is_push)) = timeout_at(deadline, ready_rx.recv()).await {
+            push |= is_push;
+        }
+        if push {
+            ReleaseWatch::from_channel(merged_rx, Some(Box::new(merged_tx)))
+        } else {
+            ReleaseWatch::polling()
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("quorum({})", self.inner.names.join(", "))
+    }
+}

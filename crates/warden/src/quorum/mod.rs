@@ -1,0 +1,93 @@
+//! Quorum leases over N independent Redis masters (Redlock), with fencing tokens
+//! that stay monotonic across holders.
+//!
+//! [`QuorumBackend`] is a [`LeaseBackend`](crate::backend::LeaseBackend), so a
+//! quorum lease has the same guard, watchdog, lost-lease signal and waiting as a
+//! lease on one node:
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+//! use std::time::Duration;
+//! use warden::Warden;
+//!
+//! let warden = Warden::connect_quorum([
+//!     "redis://10.0.0.1:6379",
+//!     "redis://10.0.0.2:6379",
+//!     "redis://10.0.0.3:6379",
+//! ])
+//! .await?;
+//! let lease = warden.lease("orders:42").ttl(Duration::from_secs(10));
+//! if let Some(guard) = lease.try_acquire().await?.into_guard() {
+//!     println!("fence {}", guard.fence()); // pass it to the resource
+//!     guard.release().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # The protocol
+//!
+//! - **Acquire** sends the single-node acquire script to every node at once, each
+//!   call bounded by a short per-node timeout ([`QuorumOptions::node_timeout`]).
+//!   The lease is won with at least N/2+1 grants *and* a remaining validity
+//!   `ttl − elapsed − drift > 0`, where elapsed runs on the monotonic clock from
+//!   the moment the requests were sent. The answer is taken as soon as it is
+//!   decided: a slow or frozen node is not waited for once a majority has
+//!   answered either way. When the attempt fails, every node — including those
+//!   that timed out or had not answered yet — is told to release (the release
+//!   goes after the acquire on the same connection), and the caller gets
+//!   [`Held`](crate::backend::AcquireReply::Held) with a random retry delay as
+//!   `ttl_left` when the vote split, or the other holder's remaining TTL when a
+//!   majority holds the lease. [`Error::QuorumUnavailable`](crate::Error) is
+//!   returned only when fewer than N/2+1 nodes answered at all; it lists every
+//!   node's outcome.
+//! - **Extend** resets the TTL on every node that still holds our token; it
+//!   succeeds with a majority within the validity, and says `NotHeld` once a
+//!   majority no longer holds it (an expired key is never revived).
+//! - **Release** deletes the key on every node that holds our token.
+//!
+//! # Fencing tokens across holders
+//!
+//! Every node keeps a fence counter per key that the acquire script increments
+//! when — and only when — that node grants the lease. A winner takes `t`, the
+//! maximum over the grants it counts, and before it returns the lease (still
+//! within the validity) makes sure a majority `M` of the nodes has `counter ≥ t`
+//! while still holding our token there: the nodes whose grant returned `t` already
+//! do, the others get `counter = max(counter, t)` by a script that first checks
+//! the lease key still holds our token. When all grants returned the same value
+//! (the steady state) this costs no second round trip.
+//!
+//! *Why fences increase:* a later holder needs grants from a majority `M'`, and any
+//! two majorities of the same N nodes share a node `n`. On `n`, the later grant
+//! happened after our key there was gone, hence after our raise (which ran while
+//! the key held our token); so its increment returned at least `t + 1`, and its
+//! own maximum is greater than `t`.
+//!
+//! The argument holds under two assumptions, which Redlock needs anyway:
+//!
+//! 1. **Bounded clock drift.** Nodes expire keys by their own clocks; a node whose
+//!    clock runs fast by more than the drift margin can expire our key while we
+//!    still count on it. The margin defaults to `ttl·1% + 2 ms`
+//!    ([`DriftMargin`]).
+//! 2. **No node loses an acknowledged write.** A node restarted with an empty or
+//!    stale dataset forgets both our key and its fence counter. Either run every
+//!    node with `appendonly yes` and `appendfsync always`, or keep a restarted node
+//!    out of service for at least the longest TTL before it rejoins (the Redis
+//!    documentation's *delayed restart*). A delayed restart restores mutual
+//!    exclusion but not the fence counter it lost: with fences that must never go
+//!    back, use persistence.
+//!
+//! # What it does not give you
+//!
+//! Like any lease, a quorum lease limits concurrency; it cannot stop a holder that
+//! paused past its validity from acting late. Pass the fence to the resource and
+//! let the resource refuse stale ones (see [`fence`](crate::fence)).
+
+mod backend;
+mod options;
+mod vote;
+
+pub use backend::QuorumBackend;
+pub use options::{DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY, DriftMargin, QuorumOptions};
+pub use vote::{NodeOutcome, NodeVote};
+
+pub(crate) use vote::list_votes;
