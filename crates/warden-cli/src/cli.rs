@@ -82,7 +82,7 @@ pub struct RunArgs {
     pub grace: Duration,
 
     /// Exit status when the lease was not acquired (instead of 75).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8))]
     pub conflict_exit_code: Option<u8>,
 
     /// The command and its arguments, after `--`.

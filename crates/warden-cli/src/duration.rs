@@ -57,8 +57,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 fn nanos(number: &str, unit: u128, text: &str) -> Result<u128, String> {
     let bad = || format!("{number:?} in {text:?} is not a number");
     let (int, frac) = match number.split_once('.') {
-        Some((i, f)) if !f.contains('.') && !(i.is_empty() && f.is_empty()) => (i, f),
-        Some(_) => return Err(bad()),
+        Some((_, f)) if f.contains('.') => return Err(bad()),
+        Some(("", "")) => return Err(bad()),
+        Some((i, f)) => (i, f),
         None => (number, ""),
     };
     let too_long = || format!("{text:?} is too long");
@@ -92,7 +93,7 @@ pub fn show(d: Duration) -> String {
         format!("{ms}ms")
     } else if ms < 60_000 {
         format!("{:.1}s", d.as_secs_f64())
-    } else if ms % 60_000 == 0 {
+    } else if ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
     } else {
         format!("{}m{}s", ms / 60_000, (ms % 60_000) / 1000)

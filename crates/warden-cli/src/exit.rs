@@ -7,6 +7,7 @@ use std::fmt;
 /// backend scheme.
 pub const USAGE: u8 = 64;
 /// A `limit` cost above the quota's capacity: it could never be allowed.
+#[allow(dead_code)] // used by `warden limit`, which lands with the limiters
 pub const DATA: u8 = 65;
 /// The backend is unreachable or unusable.
 pub const UNAVAILABLE: u8 = 69;

@@ -3,10 +3,16 @@
 
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use warden::Warden;
+use warden::quorum::{QuorumBackend, QuorumOptions};
 
 use crate::cli::Global;
 use crate::exit::{Failure, UNAVAILABLE};
+
+/// Time budget of one quorum node's answer, connecting included.
+const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Connects to the configured store.
 pub async fn connect(global: &Global) -> Result<Warden, Failure> {
@@ -23,12 +29,22 @@ pub async fn connect(global: &Global) -> Result<Warden, Failure> {
             Ok(Warden::sqlite(path).await?)
         }
         [url] => Ok(Warden::connect(url).await?),
-        several => Err(Failure::usage(format!(
-            "{} backends given ({}): quorum leases over several Redis masters are not \
-             supported by this warden yet; give one --backend",
-            several.len(),
-            several.join(", ")
-        ))),
+        several => {
+            if let Some(other) = several
+                .iter()
+                .find(|u| !(u.starts_with("redis://") || u.starts_with("rediss://")))
+            {
+                return Err(Failure::usage(format!(
+                    "several backends form a quorum of Redis masters; {other:?} is not a \
+                     redis:// or rediss:// URL"
+                )));
+            }
+            // A one-shot process connects cold to every node; Redlock's usual
+            // 100 ms per node is too tight for that on a busy host.
+            let options = QuorumOptions::default().node_timeout(QUORUM_NODE_TIMEOUT);
+            let backend = QuorumBackend::connect(several, options).await?;
+            Ok(Warden::with_backend(backend))
+        }
     }
 }
 

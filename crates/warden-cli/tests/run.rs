@@ -7,7 +7,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Running, Sandbox, alive, output, stderr, stdout, wait_for_file};
+use common::{Sandbox, alive, output, stderr, stdout, wait_for_file};
 use nix::sys::signal::{Signal, kill};
 use warden_test::RedisServer;
 
@@ -87,28 +87,32 @@ fn patient_child(marker: &std::path::Path) -> String {
     )
 }
 
+/// A child that sets a trap, records its pid, and loops until stopped.
+fn looping_child(trap: &str, marker: &std::path::Path) -> String {
+    format!(
+        "trap {trap}; echo $$ > {}; while :; do sleep 0.05; done",
+        marker.display()
+    )
+}
+
 #[test]
 fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
     let server = RedisServer::start();
     let sandbox = Sandbox::new();
     let marker = sandbox.path("child");
-    let mut warden = Running(
-        sandbox
-            .warden()
-            .args([
-                "--backend",
-                &server.url(),
-                "run",
-                "--key",
-                "job",
-                "--ttl",
-                "1s",
-            ])
-            .args(["--", "sh", "-c", &patient_child(&marker)])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut warden = sandbox.start(&[
+        "--backend",
+        &server.url(),
+        "run",
+        "--key",
+        "job",
+        "--ttl",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &patient_child(&marker),
+    ]);
     let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
         .trim()
         .parse()
@@ -127,23 +131,21 @@ fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
 fn a_warden_paused_past_its_ttl_on_sqlite_kills_the_command_and_exits_76() {
     let sandbox = Sandbox::new();
     let marker = sandbox.path("child");
-    let mut warden = Running(
-        sandbox
-            .warden()
-            .args([
-                "--backend",
-                &sandbox.sqlite(),
-                "run",
-                "--key",
-                "job",
-                "--ttl",
-                "1s",
-            ])
-            .args(["--grace", "5s", "--", "sh", "-c", &patient_child(&marker)])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut warden = sandbox.start(&[
+        "--backend",
+        &sandbox.sqlite(),
+        "run",
+        "--key",
+        "job",
+        "--ttl",
+        "1s",
+        "--grace",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        &patient_child(&marker),
+    ]);
     wait_for_file(&marker, Duration::from_secs(10));
     let warden_pid = warden.pid();
     kill(warden_pid, Signal::SIGSTOP).unwrap();
@@ -180,19 +182,22 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
     let server = RedisServer::start();
     let sandbox = Sandbox::new();
     let marker = sandbox.path("child");
-    let script = format!(
-        "trap '' TERM; echo $$ > {}; while :; do sleep 0.05; done",
-        marker.display()
-    );
-    let mut warden = Running(
-        sandbox
-            .warden()
-            .args(["--backend", &server.url(), "run", "--key", "stubborn"])
-            .args(["--ttl", "1s", "--grace", "1s", "--", "sh", "-c", &script])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let script = looping_child("'' TERM", &marker);
+    let mut warden = sandbox.start(&[
+        "--backend",
+        &server.url(),
+        "run",
+        "--key",
+        "stubborn",
+        "--ttl",
+        "1s",
+        "--grace",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
     let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
         .trim()
         .parse()
@@ -247,18 +252,8 @@ fn exit_status_and_environment_reach_the_caller() {
 fn a_held_lease_gives_75_or_the_conflict_code_and_signals_are_forwarded() {
     let sandbox = Sandbox::new();
     let marker = sandbox.path("holder");
-    let script = format!(
-        "trap 'exit 7' INT; echo $$ > {}; while :; do sleep 0.05; done",
-        marker.display()
-    );
-    let mut holder = Running(
-        sandbox
-            .warden()
-            .args(["run", "--key", "busy", "--", "sh", "-c", &script])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let script = looping_child("'exit 7' INT", &marker);
+    let mut holder = sandbox.start(&["run", "--key", "busy", "--", "sh", "-c", &script]);
     wait_for_file(&marker, Duration::from_secs(10));
 
     let busy = |extra: &[&str]| {
@@ -312,4 +307,36 @@ fn a_held_lease_gives_75_or_the_conflict_code_and_signals_are_forwarded() {
     let status = holder.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(7));
     assert_eq!(busy(&["--no-wait"]).status.code(), Some(0), "released");
+}
+
+#[test]
+fn several_backends_form_a_quorum() {
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let sandbox = Sandbox::new();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let fence = |cmd: &mut std::process::Command| {
+        let out = output(cmd.args(["run", "--key", "q", "--", "sh", "-c", "echo $WARDEN_FENCE"]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).trim().parse::<u64>().unwrap()
+    };
+    let mut repeated = sandbox.warden();
+    for url in &urls {
+        repeated.args(["--backend", url]);
+    }
+    let first = fence(&mut repeated);
+    let mut from_env = sandbox.warden();
+    from_env.env("WARDEN_BACKEND", urls.join(","));
+    let second = fence(&mut from_env);
+    assert!(second > first, "{first} then {second}");
+    // A majority suffices: one node down, still served.
+    drop(servers.remove(0));
+    let third = fence(sandbox.warden().env("WARDEN_BACKEND", urls.join(",")));
+    assert!(third > second, "{second} then {third}");
+    let out = output(
+        sandbox
+            .warden()
+            .args(["--backend", &urls[1], "--backend", &sandbox.sqlite()])
+            .args(["status", "--key", "q"]),
+    );
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
 }

@@ -41,7 +41,7 @@ fn bad_usage_exits_64_with_one_line() {
     check(run(&["--ttl", "10"]), "no unit");
     check(run(&["--ttl", "0s"]), "greater than zero");
     check(run(&["--wait", "soon"]), "soon");
-    check(run(&["--conflict-exit-code", "0"]), "conflict-exit-code");
+    check(run(&["--conflict-exit-code", "256"]), "conflict-exit-code");
     check(
         vec![
             "run".into(),
@@ -114,32 +114,27 @@ fn an_unreachable_or_unusable_backend_exits_69() {
 #[test]
 fn the_backend_comes_from_the_environment_or_the_default_locations() {
     let s = Sandbox::new();
+    let succeeds = |var: &str, value: String, args: &[&str]| {
+        let out = output(s.warden().env(var, value).args(args));
+        assert!(out.status.success(), "{var}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let run = ["run", "--key", "k", "--", "true"];
     // WARDEN_BACKEND, one URL.
     let db = s.path("env.db");
-    let out = output(
-        s.warden()
-            .env("WARDEN_BACKEND", format!("sqlite:{}", db.display()))
-            .args(["run", "--key", "k", "--", "true"]),
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    succeeds("WARDEN_BACKEND", format!("sqlite:{}", db.display()), &run);
     assert!(db.is_file());
     // WARDEN_DB names the default database.
     let db = s.path("named.db");
-    let out = output(
-        s.warden()
-            .env("WARDEN_DB", &db)
-            .args(["run", "--key", "k", "--", "true"]),
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    succeeds("WARDEN_DB", db.display().to_string(), &run);
     assert!(db.is_file());
     // XDG_STATE_HOME is respected, and the directory created.
     let state = s.path("state");
-    let out = output(
-        s.warden()
-            .env("XDG_STATE_HOME", &state)
-            .args(["status", "--key", "k"]),
+    let printed = succeeds(
+        "XDG_STATE_HOME",
+        state.display().to_string(),
+        &["status", "--key", "k"],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
     assert!(state.join("warden/warden.db").is_file());
-    assert!(stdout(&out).contains("free"), "{}", stdout(&out));
+    assert!(printed.contains("free"), "{printed}");
 }

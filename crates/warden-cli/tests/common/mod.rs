@@ -27,6 +27,17 @@ impl Sandbox {
         format!("sqlite:{}", self.path("warden.db").display())
     }
 
+    /// Starts `warden ARGS` in the background, stderr captured.
+    pub fn start(&self, args: &[&str]) -> Running {
+        Running(
+            self.warden()
+                .args(args)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
+    }
+
     /// `warden` with a clean environment: HOME in the sandbox, no WARDEN_*.
     pub fn warden(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
@@ -57,10 +68,9 @@ pub fn stdout(out: &Output) -> String {
 pub fn wait_for_file(path: &Path, max: Duration) -> String {
     let start = Instant::now();
     loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if !text.is_empty() {
-                return text;
-            }
+        match std::fs::read_to_string(path) {
+            Ok(text) if !text.is_empty() => return text,
+            _ => {}
         }
         assert!(
             start.elapsed() < max,
