@@ -149,6 +149,16 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+
+    /// A rate-limit request costs more units than a policy's capacity: it could
+    /// never be admitted, so waiting would be in vain.
+    #[error("a cost of {cost} units exceeds the limiter's capacity of {capacity}")]
+    CostExceedsCapacity {
+        /// The units asked for.
+        cost: u64,
+        /// The largest cost the policy can ever admit.
+        capacity: u64,
+    },
 }
 
 impl Error {

@@ -42,6 +42,8 @@
 //! - [`lease`]: acquire, wait, renew, release; the lost-lease signal.
 //! - [`fence`]: fencing tokens and resource-side checks (Redis script, SQL pattern).
 //! - [`backend`]: the stores behind leases.
+//! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
+//!   fixed window), compound policies, waiting, an in-process keyed limiter.
 //! - [`quorum`]: leases over N independent Redis masters (Redlock) with fencing
 //!   tokens that stay monotonic across holders.
 
@@ -52,6 +54,7 @@ pub mod error;
 pub mod fence;
 mod key;
 pub mod lease;
+pub mod limit;
 pub mod quorum;
 pub mod redis_conn;
 mod token;

@@ -9,6 +9,7 @@ use crate::backend::{
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::lease::Lease;
+use crate::limit::{Algorithm, LimitBackend, Limiter, LocalLimits, Quota};
 use crate::quorum::{QuorumBackend, QuorumOptions};
 
 /// A handle on one coordination store. Cheap to clone (an `Arc` inside).
@@ -24,6 +25,7 @@ use crate::quorum::{QuorumBackend, QuorumOptions};
 #[derive(Debug, Clone)]
 pub struct Warden {
     backend: Arc<dyn LeaseBackend>,
+    limits: Arc<dyn LimitBackend>,
 }
 
 impl Warden {
@@ -98,11 +100,42 @@ impl Warden {
         Self::with_backend(MemoryBackend::new())
     }
 
-    /// A handle on any backend.
+    /// A handle on any lease backend, with rate-limit state in this process
+    /// (replace it with [`with_limits`](Self::with_limits)).
     pub fn with_backend(backend: impl LeaseBackend) -> Self {
         Warden {
             backend: Arc::new(backend),
+            limits: Arc::new(LocalLimits::new()),
         }
+    }
+
+    /// This handle with rate-limit state kept in `limits`.
+    #[must_use]
+    pub fn with_limits(mut self, limits: impl LimitBackend) -> Self {
+        self.limits = Arc::new(limits);
+        self
+    }
+
+    /// A rate limiter on this handle's store; see [`Limiter`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use warden::limit::{Algorithm, Quota};
+    ///
+    /// let warden = warden::Warden::memory();
+    /// let limiter = warden.limiter(Quota::per_minute(NonZeroU32::new(60).unwrap()), Algorithm::Gcra);
+    /// let d = limiter.check("ip:203.0.113.7").await?;
+    /// assert!(d.allowed && d.remaining == 59);
+    /// # Ok(()) }
+    /// ```
+    pub fn limiter(&self, quota: Quota, algorithm: Algorithm) -> Limiter {
+        Limiter::on(Arc::clone(&self.limits), quota, algorithm)
+    }
+
+    /// The rate-limit store behind this handle.
+    pub fn limits(&self) -> &Arc<dyn LimitBackend> {
+        &self.limits
     }
 
     /// Describes a lease on `key`; nothing is sent until it is acquired.

@@ -1,0 +1,298 @@
+//! The [`Limiter`] handle.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+
+use super::backend::{LimitBackend, LimitRequest};
+use super::decision::{Decision, Mode, Timestamp};
+use super::local::LocalLimits;
+use super::policy::Policy;
+use super::quota::{Algorithm, Quota};
+use super::step::check_cost;
+use crate::error::{Error, Result};
+use crate::key::validate_key;
+
+/// The most [`Limiter::wait`] adds to a wait as jitter.
+pub const MAX_JITTER: Duration = Duration::from_millis(100);
+
+/// A rate limiter on one store: one or more policies, checked together.
+/// Cheap to clone (an `Arc` inside).
+///
+/// Build it with [`Warden::limiter`](crate::Warden::limiter) (on the
+/// handle's store) or [`Limiter::local`] (in-process), add policies with
+/// [`and`](Self::and). Every check of a compound limiter is atomic: when any
+/// policy refuses, no policy consumes anything.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+/// use std::num::NonZeroU32;
+/// use warden::limit::{Algorithm, Quota};
+/// let nz = |n| NonZeroU32::new(n).unwrap();
+///
+/// let warden = warden::Warden::memory();
+/// let api = warden
+///     .limiter(Quota::per_second(nz(10)), Algorithm::Gcra)
+///     .and(Quota::per_day(nz(3)), Algorithm::FixedWindow); // 10/s and 3/day
+/// for _ in 0..3 {
+///     assert!(api.check("key:abc").await?.allowed);
+/// }
+/// let d = api.check("key:abc").await?;
+/// assert!(!d.allowed);                       // the daily policy refuses…
+/// assert_eq!(d.limit, 3);
+/// assert!(api.peek("key:abc").await?.remaining == 0);
+/// assert!(api.check_n("key:abc", 11).await.is_err()); // …and 11 > 10 never fits
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Clone)]
+struct Inner {
+    store: Arc<dyn LimitBackend>,
+    quotas: Vec<(Quota, Algorithm)>,
+    record_rejected: bool,
+    /// The checked policies, or why they are unusable (reported on every call:
+    /// building a limiter never fails, like `Quota`'s const constructors).
+    policies: std::result::Result<Vec<Policy>, (&'static str, String)>,
+}
+
+impl Inner {
+    fn build(
+        store: Arc<dyn LimitBackend>,
+        quotas: Vec<(Quota, Algorithm)>,
+        record_rejected: bool,
+    ) -> Self {
+        let policies = Self::policies(&quotas, record_rejected);
+        Inner {
+            store,
+            quotas,
+            record_rejected,
+            policies,
+        }
+    }
+
+    fn policies(
+        quotas: &[(Quota, Algorithm)],
+        record_rejected: bool,
+    ) -> std::result::Result<Vec<Policy>, (&'static str, String)> {
+        let mut out: Vec<Policy> = Vec::with_capacity(quotas.len());
+        for (quota, algorithm) in quotas {
+            let policy = Policy::new(*quota, *algorithm)
+                .map_err(|e| match e {
+                    Error::InvalidArgument { what, reason } => (what, reason),
+                    other => ("quota", other.to_string()),
+                })?
+                .record_rejected(record_rejected);
+            if out
+                .iter()
+                .any(|p| p.storage_key("", "") == policy.storage_key("", ""))
+            {
+                return Err((
+                    "policy",
+                    format!("{quota:?} with {algorithm} is given twice"),
+                ));
+            }
+            out.push(policy);
+        }
+        Ok(out)
+    }
+}
+
+impl Limiter {
+    /// A limiter with one policy on `store`.
+    pub fn new(store: impl LimitBackend, quota: Quota, algorithm: Algorithm) -> Self {
+        Self::on(Arc::new(store), quota, algorithm)
+    }
+
+    /// A limiter with one policy on a shared store.
+    pub fn on(store: Arc<dyn LimitBackend>, quota: Quota, algorithm: Algorithm) -> Self {
+        Limiter {
+            inner: Arc::new(Inner::build(store, vec![(quota, algorithm)], false)),
+        }
+    }
+
+    /// A limiter on a fresh in-process store of its own ([`LocalLimits`]):
+    /// keyed, bounded in memory, no I/O.
+    pub fn local(quota: Quota, algorithm: Algorithm) -> Self {
+        Self::new(LocalLimits::new(), quota, algorithm)
+    }
+
+    /// Adds a policy: requests must then pass this one too (compound limiter).
+    #[must_use]
+    pub fn and(self, quota: Quota, algorithm: Algorithm) -> Self {
+        let mut quotas = self.inner.quotas.clone();
+        quotas.push((quota, algorithm));
+        self.rebuild(quotas, self.inner.record_rejected)
+    }
+
+    /// Records refused requests in the sliding-log policies (see
+    /// [`Policy::record_rejected`]). Off by default.
+    #[must_use]
+    pub fn record_rejected(self, on: bool) -> Self {
+        let quotas = self.inner.quotas.clone();
+        self.rebuild(quotas, on)
+    }
+
+    fn rebuild(&self, quotas: Vec<(Quota, Algorithm)>, record_rejected: bool) -> Self {
+        Limiter {
+            inner: Arc::new(Inner::build(
+                Arc::clone(&self.inner.store),
+                quotas,
+                record_rejected,
+            )),
+        }
+    }
+
+    /// The checked policies.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when a quota does not fit its algorithm (see
+    /// [`Policy::new`]) or a policy is given twice.
+    pub fn policies(&self) -> Result<&[Policy]> {
+        self.inner
+            .policies
+            .as_deref()
+            .map_err(|(what, reason)| Error::invalid(what, reason.clone()))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn LimitBackend> {
+        &self.inner.store
+    }
+
+    /// Takes one unit for `key` if allowed.
+    ///
+    /// # Errors
+    /// Invalid key or policies, and store failures. A refusal is `Ok` with
+    /// `allowed == false`.
+    pub async fn check(&self, key: &str) -> Result<Decision> {
+        self.run(key, 1, Mode::Consume, None).await
+    }
+
+    /// Takes `cost` units for `key` if all are allowed (none are taken otherwise).
+    ///
+    /// # Errors
+    /// As [`check`](Self::check); also [`Error::InvalidArgument`] for a zero cost
+    /// and [`Error::CostExceedsCapacity`] for a cost no policy could ever admit.
+    pub async fn check_n(&self, key: &str, cost: u32) -> Result<Decision> {
+        self.run(key, cost, Mode::Consume, None).await
+    }
+
+    /// What [`check`](Self::check) would answer now, without taking anything;
+    /// `remaining` is what is available now.
+    ///
+    /// # Errors
+    /// As [`check`](Self::check).
+    pub async fn peek(&self, key: &str) -> Result<Decision> {
+        self.run(key, 1, Mode::Peek, None).await
+    }
+
+    /// What [`check_n`](Self::check_n) would answer now, without taking anything.
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub async fn peek_n(&self, key: &str, cost: u32) -> Result<Decision> {
+        self.run(key, cost, Mode::Peek, None).await
+    }
+
+    /// The general form: `cost` units, consume or peek, at the store's clock or
+    /// (for tests and simulations) at `now`.
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub async fn run(
+        &self,
+        key: &str,
+        cost: u32,
+        mode: Mode,
+        now: Option<Timestamp>,
+    ) -> Result<Decision> {
+        let decisions = self.run_each(key, cost, mode, now).await?;
+        Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))
+    }
+
+    /// Like [`run`](Self::run), but returns each policy's decision, in the
+    /// order the policies were added.
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub async fn run_each(
+        &self,
+        key: &str,
+        cost: u32,
+        mode: Mode,
+        now: Option<Timestamp>,
+    ) -> Result<Vec<Decision>> {
+        validate_key(key)?;
+        let policies = self.policies()?;
+        check_cost(policies, cost)?;
+        let request = LimitRequest::new(key, policies, cost, mode).at(now);
+        self.inner.store.apply(&request).await
+    }
+
+    /// Takes one unit for `key`, waiting up to `max_wait` for it. See
+    /// [`wait_n`](Self::wait_n).
+    ///
+    /// # Errors
+    /// As [`check`](Self::check).
+    pub async fn wait(&self, key: &str, max_wait: Duration) -> Result<Decision> {
+        self.wait_n(key, 1, max_wait).await
+    }
+
+    /// Takes `cost` units for `key`, sleeping until they are available, for at
+    /// most `max_wait`. Returns the admitting decision, or the last refusal as
+    /// soon as its `retry_after` shows the wait would exceed `max_wait` (it
+    /// does not sleep in vain).
+    ///
+    /// Each sleep is the refusal's `retry_after` plus a random jitter of up to a
+    /// quarter of it (at most [`MAX_JITTER`]), so waiters refused together do not
+    /// all come back in the same instant. Cancel-safe: dropping the future takes
+    /// nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use warden::limit::{Algorithm, Limiter, Quota};
+    ///
+    /// tokio::time::pause(); // virtual time: the waits below take no real time
+    /// let limiter = Limiter::local(Quota::per_second(NonZeroU32::new(10).unwrap()), Algorithm::Gcra);
+    /// limiter.check_n("job", 10).await?;                        // bucket empty
+    /// let d = limiter.wait("job", Duration::from_secs(1)).await?;
+    /// assert!(d.allowed);                                       // ~100 ms later
+    /// limiter.check_n("job", 10).await?;                        // refused: no wait
+    /// let d = limiter.wait_n("job", 10, Duration::from_millis(10)).await?;
+    /// assert!(!d.allowed);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub async fn wait_n(&self, key: &str, cost: u32, max_wait: Duration) -> Result<Decision> {
+        let deadline = Instant::now() + max_wait;
+        loop {
+            let decision = self.check_n(key, cost).await?;
+            let Some(retry) = decision.retry_after.filter(|_| !decision.allowed) else {
+                return Ok(decision);
+            };
+            let now = Instant::now();
+            if now + retry > deadline {
+                return Ok(decision);
+            }
+            let wake = (now + retry + jitter(retry)).min(deadline);
+            tokio::time::sleep_until(wake).await;
+        }
+    }
+}
+
+/// A random extra wait in `[0, min(retry / 4, MAX_JITTER)]`.
+fn jitter(retry: Duration) -> Duration {
+    let max = (retry / 4).min(MAX_JITTER);
+    let micros = u64::try_from(max.as_micros()).unwrap_or(0);
+    Duration::from_micros(rand::rng().random_range(0..=micros))
+}

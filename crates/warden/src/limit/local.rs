@@ -1,0 +1,197 @@
+//! The in-process limit store: a keyed map with bounded memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::backend::{LimitBackend, LimitRequest};
+use super::decision::{Decision, Timestamp, micros};
+use super::step::{Slot, State, apply};
+use crate::error::Result;
+
+/// The default bound on the keys a [`LocalLimits`] keeps.
+pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// Limiter state in this process's memory, for tests, single-instance services
+/// and as a fallback when the shared store is down.
+///
+/// Memory is bounded: a key whose state has expired (it would read as fresh
+/// anyway) is dropped by periodic sweeps, and when more than
+/// [`max_keys`](Self::max_keys) keys are live, those closest to expiry are
+/// evicted first. Evicting a live key forgets what it consumed, so size the
+/// bound above the number of keys active within one period.
+///
+/// Time is tokio's [`Instant`] (monotonic; `tokio::time::pause` works in tests),
+/// offset to start at the wall-clock time of creation so windows line up with
+/// the Unix epoch like on Redis.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+/// use std::num::NonZeroU32;
+/// use warden::limit::{Algorithm, Limiter, LocalLimits, Quota};
+///
+/// let store = LocalLimits::new().max_keys(10_000);
+/// let limiter = Limiter::new(store.clone(), Quota::per_second(NonZeroU32::new(5).unwrap()), Algorithm::Gcra);
+/// assert!(limiter.check("ip:192.0.2.1").await?.allowed);
+/// assert_eq!(store.len(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LocalLimits {
+    inner: Arc<Mutex<Map>>,
+    max_keys: usize,
+    origin: Instant,
+    origin_wall: Timestamp,
+}
+
+#[derive(Debug, Default)]
+struct Map {
+    entries: HashMap<String, Entry>,
+    ops: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    state: State,
+    expires_at: u64,
+}
+
+/// Sweep expired keys every this many writes.
+const SWEEP_EVERY: u64 = 4096;
+
+impl Default for LocalLimits {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LocalLimits {
+    /// An empty store bounded to [`DEFAULT_MAX_KEYS`] keys.
+    pub fn new() -> Self {
+        LocalLimits {
+            inner: Arc::default(),
+            max_keys: DEFAULT_MAX_KEYS,
+            origin: Instant::now(),
+            origin_wall: Timestamp::now_wall(),
+        }
+    }
+
+    /// Sets the bound on live keys (at least 1).
+    #[must_use]
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// The number of keys held (one per key and policy), expired ones included
+    /// until the next sweep.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The store's clock now.
+    pub fn now(&self) -> Timestamp {
+        self.origin_wall.plus(self.origin.elapsed())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Map> {
+        // The map is consistent between statements: a panic elsewhere while
+        // holding the lock cannot leave half a write behind.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs a request synchronously (the store never waits on I/O).
+    ///
+    /// # Errors
+    /// See [`apply`]: zero cost, cost over capacity, mismatched state.
+    pub fn apply_now(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        let now = request.now.unwrap_or_else(|| self.now());
+        let at = now.as_micros();
+        let keys: Vec<String> = request
+            .policies
+            .iter()
+            .map(|p| p.storage_key("", request.key))
+            .collect();
+        let mut map = self.lock();
+        let slots: Vec<Slot<'_>> = request
+            .policies
+            .iter()
+            .zip(&keys)
+            .map(|(policy, key)| Slot {
+                policy,
+                key,
+                state: map
+                    .entries
+                    .get(key)
+                    .filter(|e| e.expires_at > at)
+                    .map(|e| e.state.clone()),
+            })
+            .collect();
+        let applied = apply(&slots, now, request.cost, request.mode)?;
+        let mut wrote = false;
+        for (key, write) in keys.into_iter().zip(applied.writes) {
+            if let Some(next) = write {
+                let expires_at = at.saturating_add(micros(next.ttl));
+                map.entries.insert(
+                    key,
+                    Entry {
+                        state: next.state,
+                        expires_at,
+                    },
+                );
+                wrote = true;
+            }
+        }
+        if wrote {
+            map.ops += 1;
+            if map.ops.is_multiple_of(SWEEP_EVERY) || map.entries.len() > self.max_keys {
+                map.evict(at, self.max_keys);
+            }
+        }
+        Ok(applied.decisions)
+    }
+}
+
+impl Map {
+    /// Drops expired keys; if still over `max_keys`, drops the keys closest to
+    /// expiry down to 90 % of the bound, so a full map is not swept every write.
+    fn evict(&mut self, now: u64, max_keys: usize) {
+        self.entries.retain(|_, e| e.expires_at > now);
+        if self.entries.len() <= max_keys {
+            return;
+        }
+        let keep = max_keys - max_keys / 10;
+        let mut by_expiry: Vec<(u64, String)> = self
+            .entries
+            .iter()
+            .map(|(k, e)| (e.expires_at, k.clone()))
+            .collect();
+        let drop = by_expiry.len() - keep;
+        by_expiry.select_nth_unstable(drop.saturating_sub(1));
+        for (_, key) in by_expiry.into_iter().take(drop) {
+            self.entries.remove(&key);
+        }
+    }
+}
+
+#[async_trait]
+impl LimitBackend for LocalLimits {
+    async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        self.apply_now(request)
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(LocalLimits::now(self))
+    }
+
+    fn describe(&self) -> String {
+        "memory:".to_string()
+    }
+}

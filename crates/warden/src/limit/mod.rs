@@ -1,0 +1,60 @@
+//! Rate limiters: GCRA, token bucket, sliding log, sliding window counter and
+//! fixed window behind one API.
+//!
+//! A [`Limiter`] checks a key against one or more [`Policy`]s (a [`Quota`]
+//! counted by an [`Algorithm`]) and answers with a [`Decision`]: allowed,
+//! limit, remaining, reset-after, retry-after. Being refused is a decision, not
+//! an error; [`Error`](crate::Error) is for bad input (zero rate or window,
+//! zero cost, [a cost over the capacity](crate::Error::CostExceedsCapacity)),
+//! bad stored data and store failures.
+//!
+//! Each algorithm is a pure function `(state, now, policy, cost, mode) →
+//! (decision, next state)` ([`gcra::step`], [`token_bucket::step`],
+//! [`sliding_log::step`], [`sliding_window::step`], [`fixed_window::step`],
+//! and [`apply`] for several policies at once). The in-process store
+//! ([`LocalLimits`]) runs them under a mutex; the Redis store runs the same
+//! arithmetic as one Lua script on the server's clock (`TIME`), never the
+//! client's. A differential test feeds both the same sequences and compares
+//! every decision. All times are integer microseconds, exact in Lua's doubles.
+//!
+//! # Choosing an algorithm
+//!
+//! See `docs/limiters.md` for the long form and the README for measured Redis
+//! memory per key.
+//!
+//! - [`gcra`] — the default. One integer per key; smooth rate, bursts up to
+//!   the burst size. Not a per-window count.
+//! - [`token_bucket`] — admits exactly what GCRA admits; state reads as
+//!   "tokens left". Two integers.
+//! - [`sliding_log`] — exact: never more than `limit` in any window of length
+//!   `period`. One entry per unit: only for small limits.
+//! - [`sliding_window`] — approximate sliding window with three integers.
+//! - [`fixed_window`] — calendar quotas (per day from 00:00 UTC). Admits up to
+//!   2 × limit across a window boundary.
+//!
+//! # Compound policies
+//!
+//! [`Limiter::and`] adds policies ("10 per second and 1000 per day"). All are
+//! checked and committed in one step (one Lua script on Redis, whose keys share
+//! one hash tag): when any refuses, nothing is consumed.
+
+mod backend;
+mod decision;
+pub mod fixed_window;
+pub mod gcra;
+mod limiter;
+mod local;
+mod policy;
+mod quota;
+pub mod sliding_log;
+pub mod sliding_window;
+mod step;
+pub mod token_bucket;
+
+pub use backend::{LimitBackend, LimitRequest};
+pub use decision::{Decision, Mode, Timestamp};
+pub use limiter::{Limiter, MAX_JITTER};
+pub use local::{DEFAULT_MAX_KEYS, LocalLimits};
+pub use policy::{MAX_LOG_CAPACITY, MAX_SPAN, Policy};
+pub use quota::{Algorithm, Quota};
+pub use step::{Applied, MAX_STORED, Next, Slot, State, Step, apply, check_cost, step};

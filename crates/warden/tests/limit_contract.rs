@@ -1,0 +1,42 @@
+//! The limiter contract, run on every store: the in-process one here, Redis in
+//! `limit_redis.rs` (which calls the same functions through `mod common`).
+
+mod limit_common;
+
+use limit_common::*;
+use warden::Warden;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_never_admits_more_than_the_limit_under_concurrency() {
+    concurrent_requests_never_exceed_the_limit(&Warden::memory(), "mem").await;
+}
+
+#[tokio::test]
+async fn memory_bad_input_is_a_clear_error() {
+    bad_input_is_a_clear_error(&Warden::memory()).await;
+}
+
+#[tokio::test]
+async fn memory_compound_policies_commit_all_or_nothing() {
+    compound_policies_commit_all_or_nothing(&Warden::memory()).await;
+}
+
+#[tokio::test]
+async fn memory_peek_takes_nothing() {
+    peek_takes_nothing(&Warden::memory()).await;
+}
+
+#[tokio::test]
+async fn memory_costs_take_several_units() {
+    costs_take_several_units(&Warden::memory()).await;
+}
+
+#[tokio::test]
+async fn memory_keys_are_independent() {
+    keys_are_independent(&Warden::memory()).await;
+}
+
+#[tokio::test]
+async fn memory_sliding_log_records_rejections_only_when_asked() {
+    sliding_log_records_rejections_only_when_asked(&Warden::memory()).await;
+}
