@@ -1,9 +1,11 @@
 //! The command-line grammar (clap types only; no behaviour).
 
 use std::ffi::OsString;
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
+use warden::limit::Algorithm;
 
 use crate::duration;
 
@@ -53,6 +55,8 @@ pub enum Command {
     /// Run a command while holding a lease; WARDEN_FENCE and WARDEN_KEY are set
     /// in its environment.
     Run(RunArgs),
+    /// Take units from a rate limit: exit 0 when allowed, 75 when limited.
+    Limit(LimitArgs),
     /// Show whether a lease is held, its remaining TTL and last fence.
     Status(StatusArgs),
 }
@@ -91,6 +95,57 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// The rate-limit key (e.g. a user, an IP, a job name).
+    #[arg(long)]
+    pub key: String,
+
+    /// N units per PERIOD, e.g. 10/1m, 5/s, 1000/1d.
+    #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate)]
+    pub rate: Rate,
+
+    /// Bucket size of gcra and token-bucket (default: N).
+    #[arg(long, value_name = "B")]
+    pub burst: Option<NonZeroU32>,
+
+    /// gcra, token-bucket, sliding-log, sliding-window or fixed-window.
+    #[arg(long, value_name = "NAME", default_value = "gcra")]
+    pub algorithm: Algorithm,
+
+    /// Units this request takes.
+    #[arg(long, value_name = "C", default_value = "1")]
+    pub cost: NonZeroU32,
+
+    /// Print {"allowed","limit","remaining","retry_after_ms","reset_after_ms"}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `N/PERIOD` of `--rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub limit: NonZeroU32,
+    pub period: Duration,
+}
+
+/// Parses `N/PERIOD`: `10/1m`, `5/s` (a period without a number is one unit).
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let (n, period) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not N/PERIOD; write e.g. 10/1m"))?;
+    let limit: NonZeroU32 = n.trim().parse().map_err(|_| {
+        format!("{n:?} in {text:?} is not a whole number of units from 1 to 4294967295")
+    })?;
+    let period = period.trim();
+    let period = if period.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        duration::positive(period)?
+    } else {
+        duration::positive(&format!("1{period}"))?
+    };
+    Ok(Rate { limit, period })
+}
+
+#[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The lease key.
     #[arg(long)]
@@ -109,6 +164,24 @@ mod tests {
     #[test]
     fn the_grammar_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn rates_read_as_units_per_period() {
+        let r = parse_rate("10/1m").expect("rate");
+        assert_eq!((r.limit.get(), r.period), (10, Duration::from_secs(60)));
+        assert_eq!(
+            parse_rate("5/s").expect("rate").period,
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            parse_rate("3/500ms").expect("rate").period,
+            Duration::from_millis(500)
+        );
+        assert!(parse_rate("10").unwrap_err().contains("N/PERIOD"));
+        assert!(parse_rate("0/1m").unwrap_err().contains("whole number"));
+        assert!(parse_rate("10/0s").unwrap_err().contains("zero"));
+        assert!(parse_rate("10/1x").unwrap_err().contains("unknown unit"));
     }
 
     #[test]

@@ -7,7 +7,6 @@ use std::fmt;
 /// backend scheme.
 pub const USAGE: u8 = 64;
 /// A `limit` cost above the quota's capacity: it could never be allowed.
-#[allow(dead_code)] // used by `warden limit`, which lands with the limiters
 pub const DATA: u8 = 65;
 /// The backend is unreachable or unusable.
 pub const UNAVAILABLE: u8 = 69;
@@ -55,6 +54,7 @@ impl From<warden::Error> for Failure {
         let code = match &e {
             E::InvalidKey { .. } | E::InvalidArgument { .. } | E::Config { .. } => USAGE,
             E::LeaseLost { .. } => LEASE_LOST,
+            E::CostExceedsCapacity { .. } => DATA,
             _ => UNAVAILABLE,
         };
         Failure::new(code, e.to_string())

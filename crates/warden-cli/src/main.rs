@@ -1,11 +1,13 @@
 //! The `warden` command line: a thin layer over the warden library.
 //!
-//! `warden run` runs a command under a lease, `warden status` inspects one. See
+//! `warden run` runs a command under a lease, `warden limit` takes units from a
+//! rate limit, `warden status` inspects a lease. See
 //! docs/cli.md for the contract scripts rely on (options, output, exit statuses).
 
 mod cli;
 mod duration;
 mod exit;
+mod limit;
 mod output;
 mod run;
 mod status;
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
 async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
     match &cli.command {
         Command::Run(args) => run::run(&cli.global, args).await,
+        Command::Limit(args) => limit::limit(&cli.global, args).await,
         Command::Status(args) => status::status(&cli.global, args).await,
     }
 }
