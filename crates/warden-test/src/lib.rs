@@ -7,7 +7,8 @@
 //!
 //! The binary is `redis-server` from `PATH`, or the path in the
 //! `WARDEN_REDIS_SERVER` environment variable. [`PostgresServer`] does the same
-//! for a throwaway PostgreSQL cluster.
+//! for a throwaway PostgreSQL cluster. [`Proxy`] sits between a client and a
+//! server on loopback and delays or cuts their traffic.
 //!
 //! ```no_run
 //! let server = warden_test::RedisServer::start();
@@ -17,7 +18,9 @@
 //! ```
 
 mod postgres_server;
+mod proxy;
 mod redis_server;
 
 pub use postgres_server::{PG_BIN_ENV, PostgresServer};
+pub use proxy::{MAX_PROXY_CONNECTIONS, Proxy};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, RedisServerBuilder, free_port};

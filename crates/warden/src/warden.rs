@@ -9,7 +9,7 @@ use crate::backend::{
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::lease::Lease;
-use crate::limit::{Algorithm, LimitBackend, Limiter, LocalLimits, Quota};
+use crate::limit::{Algorithm, LimitBackend, Limiter, LocalLimits, Quota, RedisLimits};
 use crate::quorum::{QuorumBackend, QuorumOptions};
 
 /// A handle on one coordination store. Cheap to clone (an `Arc` inside).
@@ -33,7 +33,7 @@ impl Warden {
     ///
     /// - `memory:` — in this process only;
     /// - `redis://host:port[/db]` or `rediss://…` — one Redis master (checked with
-    ///   `PING` before returning);
+    ///   `PING` before returning), for leases and rate limits alike;
     /// - several Redis URLs separated by commas — a quorum of independent masters,
     ///   as [`connect_quorum`](Self::connect_quorum);
     /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
@@ -47,7 +47,8 @@ impl Warden {
             "memory" => Ok(Self::memory()),
             "redis" | "rediss" => {
                 let backend = RedisBackend::connect(url, RedisOptions::default()).await?;
-                Ok(Self::with_backend(backend))
+                let limits = RedisLimits::from_backend(&backend);
+                Ok(Self::with_backend(backend).with_limits(limits))
             }
             "sqlite" => Self::sqlite(sqlite_path(url)?).await,
             _ => Err(Error::Config {
@@ -112,7 +113,10 @@ impl Warden {
         self
     }
 
-    /// A rate limiter on this handle's store; see [`Limiter`].
+    /// A rate limiter on this handle's store; see [`Limiter`]. Limits live in
+    /// Redis when connected to one master (`redis://`), in this process
+    /// otherwise (memory, quorum, SQLite) unless set with
+    /// [`with_limits`](Self::with_limits).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {

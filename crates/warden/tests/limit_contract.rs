@@ -5,10 +5,14 @@ mod limit_common;
 
 use limit_common::*;
 use warden::Warden;
+use warden::limit::Algorithm;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_never_admits_more_than_the_limit_under_concurrency() {
-    concurrent_requests_never_exceed_the_limit(&Warden::memory(), "mem").await;
+    let w = Warden::memory();
+    for alg in Algorithm::ALL {
+        concurrent_requests_never_exceed_the_limit(&w, alg).await;
+    }
 }
 
 #[tokio::test]

@@ -373,14 +373,18 @@ impl LeaseBackend for QuorumBackend {
         drop((votes_tx, cleaned_tx, verdict_rx));
 
         let mut ballots: Vec<Option<Result<Ballot>>> = (0..n).map(|_| None).collect();
-        let (mut granted, mut refused) = (0, 0);
+        let (mut granted, mut held, mut failed) = (0, 0, 0);
         while let Some((i, ballot)) = votes_rx.recv().await {
             match &ballot {
                 Ok(Ballot::Granted(_)) => granted += 1,
-                _ => refused += 1,
+                Ok(Ballot::Held(_)) => held += 1,
+                Err(_) => failed += 1,
             }
             ballots[i] = Some(ballot);
-            if granted >= quorum || refused > n - quorum {
+            // Won; or lost and known why: a majority answered (contention) or too
+            // many nodes failed for a majority ever to answer (unavailable).
+            let lost = held + failed > n - quorum;
+            if granted >= quorum || (lost && (granted + held >= quorum || failed > n - quorum)) {
                 break;
             }
         }

@@ -1,0 +1,503 @@
+//! Which bucket a request counts against.
+//!
+//! A [`KeyExtractor`] maps a request to a key, or to `None` when the request
+//! carries none (the layer then refuses it with `400` or counts it in a default
+//! bucket, as configured — never lets it through unlimited). Built-ins:
+//!
+//! - [`PeerIp`]: the address of the TCP peer;
+//! - [`ClientIp`]: the client behind trusted reverse proxies, from
+//!   `X-Forwarded-For` or `Forwarded`, read right to left;
+//! - [`HeaderKey`]: a header value such as an API key;
+//! - any closure `Fn(&RequestHead<'_>) -> Option<String>`.
+//!
+//! The peer address comes from a [`PeerAddr`] request extension, or from axum's
+//! `ConnectInfo<SocketAddr>` (feature `axum`, on by default).
+
+mod forwarded;
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+
+use http::{Extensions, HeaderMap, HeaderName, Method, Request, Uri};
+use ipnet::IpNet;
+
+use forwarded::{Hop, parse_forwarded, parse_x_forwarded_for};
+
+/// The longest key a built-in extractor produces from a header value, in bytes;
+/// longer values count as no key at all.
+pub const MAX_HEADER_KEY_LEN: usize = 256;
+
+/// The address of the TCP peer, as a request extension.
+///
+/// Servers built on hyper insert it per connection; under axum,
+/// `into_make_service_with_connect_info::<SocketAddr>()` is read as well.
+///
+/// ```
+/// let mut req = http::Request::new(());
+/// req.extensions_mut().insert(warden_http::PeerAddr("192.0.2.1:4000".parse().unwrap()));
+/// let head = warden_http::RequestHead::new(&req);
+/// assert_eq!(head.peer_ip(), Some("192.0.2.1".parse().unwrap()));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// The parts of a request a [`KeyExtractor`] may look at (everything but the
+/// body, which the middleware never reads).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHead<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The request target.
+    pub uri: &'a Uri,
+    /// The header fields.
+    pub headers: &'a HeaderMap,
+    /// The extensions, e.g. [`PeerAddr`].
+    pub extensions: &'a Extensions,
+}
+
+impl<'a> RequestHead<'a> {
+    /// Borrows the head of any request.
+    pub fn new<B>(req: &'a Request<B>) -> Self {
+        RequestHead {
+            method: req.method(),
+            uri: req.uri(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+        }
+    }
+
+    /// The TCP peer's IP address (IPv4-mapped IPv6 folded to IPv4), if the
+    /// server recorded it.
+    pub fn peer_ip(&self) -> Option<IpAddr> {
+        if let Some(PeerAddr(addr)) = self.extensions.get::<PeerAddr>() {
+            return Some(addr.ip().to_canonical());
+        }
+        #[cfg(feature = "axum")]
+        if let Some(info) = self
+            .extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        {
+            return Some(info.0.ip().to_canonical());
+        }
+        None
+    }
+}
+
+/// Maps a request to the key of its bucket.
+///
+/// ```
+/// use warden_http::{KeyExtractor, RequestHead};
+///
+/// // Any closure is an extractor: here, one bucket per tenant path segment.
+/// let tenant = |head: &RequestHead<'_>| {
+///     head.uri.path().split('/').nth(1).filter(|s| !s.is_empty()).map(|t| format!("tenant:{t}"))
+/// };
+/// let req = http::Request::get("/acme/orders").body(()).unwrap();
+/// assert_eq!(tenant.extract(&RequestHead::new(&req)).as_deref(), Some("tenant:acme"));
+/// ```
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// The key, or `None` if the request carries none.
+    fn extract(&self, head: &RequestHead<'_>) -> Option<String>;
+}
+
+impl<F> KeyExtractor for F
+where
+    F: Fn(&RequestHead<'_>) -> Option<String> + Send + Sync + 'static,
+{
+    fn extract(&self, head: &RequestHead<'_>) -> Option<String> {
+        self(head)
+    }
+}
+
+/// Keys requests by the TCP peer's address: `ip:192.0.2.1`.
+///
+/// Behind a reverse proxy every request comes from the proxy; use [`ClientIp`].
+///
+/// ```
+/// use warden_http::{KeyExtractor, PeerAddr, PeerIp, RequestHead};
+/// let mut req = http::Request::new(());
+/// req.extensions_mut().insert(PeerAddr("[::ffff:192.0.2.1]:80".parse().unwrap()));
+/// assert_eq!(PeerIp.extract(&RequestHead::new(&req)).as_deref(), Some("ip:192.0.2.1"));
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PeerIp;
+
+impl KeyExtractor for PeerIp {
+    fn extract(&self, head: &RequestHead<'_>) -> Option<String> {
+        head.peer_ip().map(|ip| format!("ip:{ip}"))
+    }
+}
+
+/// Which forwarding header the trusted proxies write.
+///
+/// Exactly one is read: a proxy that appends to `X-Forwarded-For` passes a
+/// client's own `Forwarded` header through untouched, so reading both would let
+/// the client choose its bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (the default).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
+}
+
+/// A list of CIDR ranges, e.g. the addresses of your load balancers.
+///
+/// ```
+/// use warden_http::TrustedProxies;
+/// let t: TrustedProxies = "10.0.0.0/8, 127.0.0.1, ::1/128".parse()?;
+/// assert!(t.contains("10.1.2.3".parse().unwrap()));
+/// assert!(t.contains("::ffff:127.0.0.1".parse().unwrap())); // mapped IPv4 folds
+/// assert!(!t.contains("192.0.2.1".parse().unwrap()));
+/// assert!("10.0.0.0/33".parse::<TrustedProxies>().is_err());
+/// # Ok::<(), warden_http::InvalidCidr>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies {
+    nets: Vec<IpNet>,
+}
+
+/// A CIDR range that could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidCidr(pub String);
+
+impl fmt::Display for InvalidCidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid CIDR range {:?}: expected an address or address/prefix, e.g. 10.0.0.0/8 or 2001:db8::/32",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for InvalidCidr {}
+
+impl TrustedProxies {
+    /// No trusted proxies: forwarding headers are never read.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Adds one range (`10.0.0.0/8`) or single address (`127.0.0.1`).
+    pub fn add(&mut self, cidr: &str) -> Result<(), InvalidCidr> {
+        let cidr = cidr.trim();
+        let net = match cidr.parse::<IpNet>() {
+            Ok(net) => net.trunc(),
+            Err(_) => match cidr.parse::<IpAddr>() {
+                Ok(ip) => IpNet::from(ip),
+                Err(_) => return Err(InvalidCidr(cidr.to_owned())),
+            },
+        };
+        self.nets.push(net);
+        Ok(())
+    }
+
+    /// Whether `ip` is in one of the ranges (IPv4-mapped IPv6 folded to IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.nets.iter().any(|n| n.contains(&ip))
+    }
+
+    /// Whether no range is configured.
+    pub fn is_empty(&self) -> bool {
+        self.nets.is_empty()
+    }
+}
+
+impl FromStr for TrustedProxies {
+    type Err = InvalidCidr;
+
+    /// Comma-separated ranges.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut t = TrustedProxies::none();
+        for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+            t.add(part)?;
+        }
+        Ok(t)
+    }
+}
+
+/// Keys requests by the client's address, seen through trusted proxies:
+/// `ip:203.0.113.7`.
+///
+/// When the peer is a trusted proxy, the forwarding header is read **right to
+/// left**, skipping addresses that are themselves trusted; the first untrusted
+/// address is the client. Entries left of it were written by the client and are
+/// ignored, so a forged header cannot select another bucket. When the peer is not
+/// trusted, headers are ignored and the peer is the client. When every hop is
+/// trusted, the leftmost one is the client; when the header is absent, the peer
+/// is. An entry that is not an address (`unknown`, garbage) where the client
+/// should be gives no key at all (see [`MissingKey`](crate::MissingKey)).
+///
+/// ```
+/// use warden_http::{ClientIp, KeyExtractor, PeerAddr, RequestHead};
+///
+/// let key = ClientIp::new("10.0.0.0/8".parse()?);
+/// let mut req = http::Request::get("/")
+///     .header("x-forwarded-for", "6.6.6.6, 203.0.113.7, 10.0.0.2") // 6.6.6.6 is forged
+///     .body(()).unwrap();
+/// req.extensions_mut().insert(PeerAddr("10.0.0.1:5000".parse().unwrap()));
+/// assert_eq!(key.extract(&RequestHead::new(&req)).as_deref(), Some("ip:203.0.113.7"));
+///
+/// // The same header from an untrusted peer changes nothing.
+/// req.extensions_mut().insert(PeerAddr("198.51.100.9:5000".parse().unwrap()));
+/// assert_eq!(key.extract(&RequestHead::new(&req)).as_deref(), Some("ip:198.51.100.9"));
+/// # Ok::<(), warden_http::InvalidCidr>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ClientIp {
+    trusted: TrustedProxies,
+    header: ForwardedHeader,
+    ipv6_prefix: Option<u8>,
+}
+
+impl ClientIp {
+    /// Trusts forwarding headers from peers in `trusted`, reading
+    /// `X-Forwarded-For`.
+    pub fn new(trusted: TrustedProxies) -> Self {
+        ClientIp {
+            trusted,
+            header: ForwardedHeader::default(),
+            ipv6_prefix: None,
+        }
+    }
+
+    /// Reads this header instead of `X-Forwarded-For`.
+    #[must_use]
+    pub fn header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
+    /// Counts IPv6 clients per network of this prefix length (e.g. 64), since
+    /// one subscriber usually holds a whole /64. Values above 128 are clamped.
+    #[must_use]
+    pub fn ipv6_prefix(mut self, len: u8) -> Self {
+        self.ipv6_prefix = Some(len.min(128));
+        self
+    }
+
+    /// The client's address, or `None` (no peer address, or garbage where the
+    /// client's address should be).
+    pub fn client_ip(&self, head: &RequestHead<'_>) -> Option<IpAddr> {
+        let peer = head.peer_ip()?;
+        if !self.trusted.contains(peer) {
+            return Some(peer);
+        }
+        let mut hops = Vec::new();
+        let (name, parse): (&str, fn(&str, &mut Vec<Hop>)) = match self.header {
+            ForwardedHeader::XForwardedFor => ("x-forwarded-for", parse_x_forwarded_for),
+            ForwardedHeader::Forwarded => ("forwarded", parse_forwarded),
+        };
+        // Several header lines form one list, in order (RFC 9110 §5.3).
+        for value in head.headers.get_all(name) {
+            let Ok(value) = value.to_str() else {
+                hops.push(Hop::Opaque);
+                continue;
+            };
+            parse(value, &mut hops);
+        }
+        let mut client = peer;
+        for hop in hops.iter().rev() {
+            match *hop {
+                Hop::Ip(ip) if self.trusted.contains(ip) => client = ip,
+                Hop::Ip(ip) => return Some(ip),
+                Hop::Opaque => return None,
+            }
+        }
+        Some(client)
+    }
+}
+
+impl KeyExtractor for ClientIp {
+    fn extract(&self, head: &RequestHead<'_>) -> Option<String> {
+        let ip = self.client_ip(head)?;
+        match (ip, self.ipv6_prefix) {
+            (IpAddr::V6(v6), Some(len)) => {
+                let net = ipnet::Ipv6Net::new(v6, len).ok()?.trunc();
+                Some(format!("ip:{net}"))
+            }
+            _ => Some(format!("ip:{ip}")),
+        }
+    }
+}
+
+/// Keys requests by a header value, e.g. an API key: `key:<value>`.
+///
+/// A missing header, or a value that is empty, longer than
+/// [`MAX_HEADER_KEY_LEN`] or not visible ASCII, is no key.
+///
+/// ```
+/// use warden_http::{HeaderKey, KeyExtractor, RequestHead};
+/// let key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+/// let req = http::Request::get("/").header("x-api-key", "k-123").body(()).unwrap();
+/// assert_eq!(key.extract(&RequestHead::new(&req)).as_deref(), Some("key:k-123"));
+/// let req = http::Request::get("/").body(()).unwrap();
+/// assert_eq!(key.extract(&RequestHead::new(&req)), None);
+/// ```
+#[derive(Debug, Clone)]
+pub struct HeaderKey {
+    name: HeaderName,
+    prefix: String,
+}
+
+impl HeaderKey {
+    /// Reads header `name`; keys are prefixed with `key:`.
+    pub fn new(name: HeaderName) -> Self {
+        HeaderKey {
+            name,
+            prefix: "key:".to_owned(),
+        }
+    }
+
+    /// Uses another prefix, so two header extractors do not share buckets.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+}
+
+impl KeyExtractor for HeaderKey {
+    fn extract(&self, head: &RequestHead<'_>) -> Option<String> {
+        let value = head.headers.get(&self.name)?.to_str().ok()?.trim();
+        let usable = !value.is_empty()
+            && value.len() <= MAX_HEADER_KEY_LEN
+            && value.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+        usable.then(|| format!("{}{value}", self.prefix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(peer: &str, headers: &[(&str, &[u8])]) -> Request<()> {
+        let mut b = Request::get("/");
+        for (n, v) in headers {
+            b = b.header(*n, *v);
+        }
+        let mut r = b.body(()).expect("request");
+        r.extensions_mut()
+            .insert(PeerAddr(peer.parse().expect("peer")));
+        r
+    }
+
+    fn key(e: &impl KeyExtractor, r: &Request<()>) -> Option<String> {
+        e.extract(&RequestHead::new(r))
+    }
+
+    fn trusted(s: &str) -> TrustedProxies {
+        s.parse().expect("cidrs")
+    }
+
+    #[test]
+    fn untrusted_peer_ignores_forwarding_headers() {
+        let e = ClientIp::new(trusted("10.0.0.0/8"));
+        let r = req(
+            "192.0.2.5:1",
+            &[
+                ("x-forwarded-for", b"1.1.1.1"),
+                ("forwarded", b"for=2.2.2.2"),
+            ],
+        );
+        assert_eq!(key(&e, &r).as_deref(), Some("ip:192.0.2.5"));
+        let none = ClientIp::new(TrustedProxies::none());
+        let r = req("127.0.0.1:1", &[("x-forwarded-for", b"1.1.1.1")]);
+        assert_eq!(key(&none, &r).as_deref(), Some("ip:127.0.0.1"));
+    }
+
+    #[test]
+    fn reads_right_to_left_across_header_lines() {
+        let e = ClientIp::new(trusted("10.0.0.0/8"));
+        let r = req(
+            "10.0.0.1:1",
+            &[
+                ("x-forwarded-for", b"9.9.9.9, 198.51.100.4"),
+                ("x-forwarded-for", b"10.0.0.3, 10.0.0.2"),
+            ],
+        );
+        assert_eq!(key(&e, &r).as_deref(), Some("ip:198.51.100.4"));
+    }
+
+    #[test]
+    fn all_trusted_hops_give_the_leftmost_and_no_header_gives_the_peer() {
+        let e = ClientIp::new(trusted("10.0.0.0/8"));
+        let r = req("10.0.0.1:1", &[("x-forwarded-for", b"10.0.0.9, 10.0.0.2")]);
+        assert_eq!(key(&e, &r).as_deref(), Some("ip:10.0.0.9"));
+        let r = req("10.0.0.1:1", &[]);
+        assert_eq!(key(&e, &r).as_deref(), Some("ip:10.0.0.1"));
+    }
+
+    #[test]
+    fn garbage_where_the_client_should_be_is_no_key() {
+        let e = ClientIp::new(trusted("10.0.0.0/8"));
+        for bad in [&b"nonsense"[..], b"1.2.3.4, unknown", b"\xff\xfe", b""] {
+            let r = req("10.0.0.1:1", &[("x-forwarded-for", bad)]);
+            assert_eq!(key(&e, &r), None, "{bad:?}");
+        }
+        // Garbage left of the client is the client's own business.
+        let r = req("10.0.0.1:1", &[("x-forwarded-for", b"junk, 203.0.113.1")]);
+        assert_eq!(key(&e, &r).as_deref(), Some("ip:203.0.113.1"));
+    }
+
+    #[test]
+    fn forwarded_header_when_configured_and_only_then() {
+        let e = ClientIp::new(trusted("10.0.0.0/8")).header(ForwardedHeader::Forwarded);
+        let r = req(
+            "10.0.0.1:1",
+            &[
+                (
+                    "forwarded",
+                    br#"for=6.6.6.6, for="[2001:db8::7]:99";proto=https"#,
+                ),
+                ("x-forwarded-for", b"5.5.5.5"),
+            ],
+        );
+        assert_eq!(key(&e, &r).as_deref(), Some("ip:2001:db8::7"));
+        let xff = ClientIp::new(trusted("10.0.0.0/8"));
+        assert_eq!(key(&xff, &r).as_deref(), Some("ip:5.5.5.5"));
+    }
+
+    #[test]
+    fn ipv6_prefix_groups_a_subscriber() {
+        let e = ClientIp::new(TrustedProxies::none()).ipv6_prefix(64);
+        let r = req("[2001:db8:1:2:3:4:5:6]:80", &[]);
+        assert_eq!(key(&e, &r).as_deref(), Some("ip:2001:db8:1:2::/64"));
+        let r = req("192.0.2.1:80", &[]);
+        assert_eq!(key(&e, &r).as_deref(), Some("ip:192.0.2.1"));
+    }
+
+    #[test]
+    fn no_peer_address_is_no_key() {
+        let r = Request::new(());
+        assert_eq!(key(&PeerIp, &r), None);
+        assert_eq!(key(&ClientIp::default(), &r), None);
+    }
+
+    #[test]
+    fn header_key_refuses_unusable_values() {
+        let e = HeaderKey::new(HeaderName::from_static("x-api-key")).prefix("api:");
+        let long = vec![b'a'; MAX_HEADER_KEY_LEN + 1];
+        for bad in [&b""[..], b"   ", &long, b"a\tb", b"\xc3\xa9"] {
+            let r = req("1.1.1.1:1", &[("x-api-key", bad)]);
+            assert_eq!(key(&e, &r), None, "{bad:?}");
+        }
+        let r = req("1.1.1.1:1", &[("x-api-key", b" abc ")]);
+        assert_eq!(key(&e, &r).as_deref(), Some("api:abc"));
+    }
+
+    #[test]
+    fn cidr_parsing() {
+        let t = trusted("10.1.2.3/8");
+        assert!(t.contains("10.200.0.1".parse().expect("ip")));
+        assert!("".parse::<TrustedProxies>().expect("empty").is_empty());
+        for bad in ["10.0.0.0/33", "nope", "1.2.3.4/-1", "::/129"] {
+            assert!(bad.parse::<TrustedProxies>().is_err(), "{bad}");
+        }
+    }
+}

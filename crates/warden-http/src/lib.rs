@@ -1,0 +1,66 @@
+//! # warden-http — rate limits for tower and axum
+//!
+//! [`RateLimitLayer`] puts any [`RateLimitStore`] — warden's `Limiter` on Redis,
+//! SQLite or in-process memory, or your own — in front of a tower service or an
+//! axum router:
+//!
+//! - **one bucket per key** from a [`KeyExtractor`]: the peer address
+//!   ([`PeerIp`]), the client behind trusted proxies ([`ClientIp`], reading
+//!   `X-Forwarded-For` or `Forwarded` right to left, only from peers in the
+//!   configured CIDR ranges), a header such as an API key ([`HeaderKey`]), or a
+//!   closure; a request without a key is refused (`400`) or counted in a shared
+//!   bucket ([`MissingKey`]) — never let through unlimited;
+//! - **headers** on every decided response: `RateLimit-Policy: "default";q=60;w=60`
+//!   and `RateLimit: "default";r=12;t=41` (draft-ietf-httpapi-ratelimit-headers-11),
+//!   and the legacy `X-RateLimit-Limit`, `-Remaining`, `-Reset` (Unix seconds),
+//!   which can be turned off;
+//! - **refusals** are `429 Too Many Requests` with `Retry-After` (seconds) and an
+//!   `application/problem+json` body;
+//! - **failures** of the store are answered within a per-decision time budget,
+//!   by failing open or closed (`503`) as configured ([`FailurePolicy`]).
+//!
+//! See `docs/http.md` for what the middleware does not guarantee.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use axum::{Router, routing::get};
+//! use warden_http::{ClientIp, RateLimitLayer, TrustedProxies};
+//! # use warden_http::{BoxFuture, QuotaPolicy, RateLimitStore, StoreError, Verdict};
+//! # struct Always;
+//! # impl RateLimitStore for Always {
+//! #     fn check(&self, _: &str, _: u32) -> BoxFuture<Result<Verdict, StoreError>> {
+//! #         Box::pin(async { Ok(Verdict::allowed(60, 59, Duration::from_secs(1))) })
+//! #     }
+//! #     fn policy(&self) -> Option<QuotaPolicy> { None }
+//! # }
+//! # let limiter = Always;
+//! let clients = ClientIp::new("10.0.0.0/8".parse::<TrustedProxies>()?); // your load balancers
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::new(limiter, clients).budget(Duration::from_millis(100)));
+//! // axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+//! # let _ = app;
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod headers;
+pub mod key;
+mod problem;
+pub mod rate_limit;
+pub mod store;
+mod warden_limiter;
+
+pub use headers::{InvalidPolicyName, PolicyName};
+pub use key::{
+    ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, KeyExtractor, PeerAddr, PeerIp, RequestHead,
+    TrustedProxies,
+};
+pub use problem::PROBLEM_JSON;
+pub use rate_limit::{
+    DEFAULT_BUDGET, FailurePolicy, MissingKey, RateLimit, RateLimitBody, RateLimitLayer,
+    ResponseFuture,
+};
+pub use store::{BoxFuture, QuotaPolicy, RateLimitStore, StoreError, Verdict};

@@ -1,0 +1,75 @@
+//! [`RateLimit`]: the service that asks the limiter before calling its inner one.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response, StatusCode};
+use tower_service::Service;
+
+use super::body::RateLimitBody;
+use super::future::ResponseFuture;
+use super::layer::{MissingKey, Shared};
+use crate::key::RequestHead;
+use crate::problem::problem;
+
+/// A service rate-limited by a [`RateLimitLayer`](super::RateLimitLayer).
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for RateLimit<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> RateLimit<S> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
+        RateLimit { inner, shared }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+{
+    type Response = Response<RateLimitBody<ResB>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqB, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        // The service that was driven to readiness is the one to call; keep a
+        // fresh clone for the next request (tower's usual dance).
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let shared = Arc::clone(&self.shared);
+        let key = match shared.key.extract(&RequestHead::new(&req)) {
+            Some(key) => key,
+            None => match &shared.missing {
+                MissingKey::Bucket(bucket) => bucket.clone(),
+                MissingKey::Reject => {
+                    let res = problem(
+                        StatusCode::BAD_REQUEST,
+                        "the request carries no rate-limit key (client address or API key)",
+                    );
+                    return ResponseFuture::ready(res, shared);
+                }
+            },
+        };
+        let check = shared.store.check(&key, shared.cost);
+        ResponseFuture::checking(check, key, inner, req, shared)
+    }
+}

@@ -1,0 +1,72 @@
+//! [`RateLimitStore`] for warden's [`Limiter`].
+
+use std::time::Duration;
+
+use warden::Error;
+use warden::limit::{Decision, Limiter};
+
+use crate::store::{BoxFuture, QuotaPolicy, RateLimitStore, StoreError, Verdict};
+
+impl From<Decision> for Verdict {
+    fn from(d: Decision) -> Self {
+        Verdict {
+            allowed: d.allowed,
+            limit: d.limit,
+            remaining: d.remaining,
+            reset_after: d.reset_after,
+            retry_after: d.retry_after,
+        }
+    }
+}
+
+/// Sorts warden's errors into what the middleware does with them: a bad key
+/// is the client's (`400`), bad limiter settings are ours (`500`), everything
+/// else about the store (unreachable, timeout, unusable stored data) falls to
+/// the failure policy.
+fn classify(e: Error) -> StoreError {
+    match e {
+        Error::InvalidKey { .. } => StoreError::InvalidKey(e.to_string()),
+        Error::InvalidArgument { .. }
+        | Error::Config { .. }
+        | Error::CostExceedsCapacity { .. } => StoreError::Misconfigured(e.to_string()),
+        _ => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+/// warden's limiter — on Redis, SQLite or in-process memory — as the
+/// middleware's store. `RateLimit-Policy` advertises the first policy of a
+/// compound limiter.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::num::NonZeroU32;
+/// use warden::limit::{Algorithm, Quota};
+/// use warden_http::RateLimitStore;
+///
+/// let limiter = warden::Warden::memory()
+///     .limiter(Quota::per_minute(NonZeroU32::new(2).unwrap()), Algorithm::SlidingLog);
+/// assert_eq!(limiter.policy().unwrap().limit, 2);
+/// assert!(RateLimitStore::check(&limiter, "ip:192.0.2.1", 1).await.unwrap().allowed);
+/// # }
+/// ```
+impl RateLimitStore for Limiter {
+    fn check(&self, key: &str, cost: u32) -> BoxFuture<Result<Verdict, StoreError>> {
+        let limiter = self.clone();
+        let key = key.to_owned();
+        Box::pin(async move {
+            limiter
+                .check_n(&key, cost)
+                .await
+                .map(Verdict::from)
+                .map_err(classify)
+        })
+    }
+
+    fn policy(&self) -> Option<QuotaPolicy> {
+        let first = self.policies().ok()?.first()?.quota();
+        Some(QuotaPolicy {
+            limit: u64::from(first.limit().get()),
+            window: first.period().max(Duration::from_secs(1)),
+        })
+    }
+}

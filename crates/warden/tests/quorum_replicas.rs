@@ -1,0 +1,144 @@
+//! A lease on one master that requires replica acknowledgements (`WAIT`), with
+//! the replication link running through a proxy that can cut it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use warden::backend::{RedisBackend, RedisOptions};
+use warden::{Error, ExtendOutcome, Warden};
+use warden_test::{Proxy, RedisServer};
+
+/// A master, a proxy in front of it, and a replica that replicates through the
+/// proxy; returns once the replica's link is up.
+fn replicated_pair() -> (RedisServer, Proxy, RedisServer) {
+    let master = RedisServer::start();
+    let proxy = Proxy::start(&master.addr());
+    let replica = RedisServer::builder()
+        .args(["--replicaof", "127.0.0.1", &proxy.port().to_string()])
+        .start();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !replica
+        .command("INFO replication")
+        .unwrap()
+        .contains("master_link_status:up")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica never synced: {}",
+            replica.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (master, proxy, replica)
+}
+
+async fn with_acks(master: &RedisServer, wait: Duration) -> Warden {
+    let options = RedisOptions::default()
+        .timeout(Duration::from_secs(2))
+        .require_replicas(NonZeroU32::MIN, wait);
+    Warden::with_backend(RedisBackend::connect(&master.url(), options).await.unwrap())
+}
+
+async fn lease_key_exists(master: &RedisServer, key: &str) -> bool {
+    let client = redis::Client::open(master.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("EXISTS")
+        .arg(format!("warden:{{{key}}}"))
+        .query_async::<i64>(&mut c)
+        .await
+        .unwrap()
+        == 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_acknowledged_lease_fails_cleanly_when_the_link_is_cut() {
+    let (master, proxy, _replica) = replicated_pair();
+    let wait = Duration::from_millis(300);
+    let warden = with_acks(&master, wait).await;
+    let lease = warden.lease("acked").ttl(Duration::from_secs(30));
+
+    // Link up: the replica acknowledges acquire and extend.
+    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    assert!(matches!(
+        guard.extend().await.unwrap(),
+        ExtendOutcome::Extended { .. }
+    ));
+
+    // Link cut while held: the extend is not acknowledged, so the lease is given
+    // up at once rather than kept on a write a failover could lose.
+    proxy.cut();
+    let err = guard.extend().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::ReplicasUnacknowledged {
+                needed: 1,
+                acked: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        !lease_key_exists(&master, "acked").await,
+        "released after the failed extend"
+    );
+    drop(guard);
+
+    // Link cut: an acquire needing one acknowledgement fails within the wait and
+    // leaves no key behind.
+    let start = Instant::now();
+    let err = lease.try_acquire().await.unwrap_err();
+    let took = start.elapsed();
+    assert!(
+        matches!(
+            err,
+            Error::ReplicasUnacknowledged {
+                needed: 1,
+                acked: 0,
+                op: "acquire",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("acked"), "{err}");
+    assert!(
+        took >= wait && took < Duration::from_secs(2),
+        "took {took:?}"
+    );
+    assert!(
+        !lease_key_exists(&master, "acked").await,
+        "no key left behind"
+    );
+
+    // Link restored: acquisitions are acknowledged again.
+    proxy.restore();
+    let give_up = Instant::now() + Duration::from_secs(15);
+    let guard = loop {
+        match lease.try_acquire().await {
+            Ok(out) => break out.into_guard().unwrap(),
+            Err(Error::ReplicasUnacknowledged { .. }) if Instant::now() < give_up => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("after the link came back: {e}"),
+        }
+    };
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_replicas_an_acknowledged_lease_is_refused() {
+    let master = RedisServer::start();
+    let warden = with_acks(&master, Duration::from_millis(100)).await;
+    let err = warden.lease("lonely").try_acquire().await.unwrap_err();
+    assert!(
+        matches!(err, Error::ReplicasUnacknowledged { acked: 0, .. }),
+        "{err}"
+    );
+    assert!(err.is_infrastructure());
+    assert!(!lease_key_exists(&master, "lonely").await);
+}
