@@ -20,8 +20,8 @@ pub async fn limit(global: &Global, args: &LimitArgs) -> Result<u8, Failure> {
     let leases = warden.backend().describe();
     if warden.limits().describe() == "memory:" && leases != "memory:" {
         return Err(Failure::usage(format!(
-            "rate limits on {leases} are not supported by this warden yet; use the \
-             embedded SQLite store or a sqlite: backend"
+            "rate limits on {leases} are not supported (no shared limit store); use \
+             one redis:// backend or the embedded SQLite store"
         )));
     }
     let limiter = warden.limiter(quota, args.algorithm);

@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{Sandbox, output, stderr, stdout};
+use warden_test::RedisServer;
 
 /// Sleeps past the next minute boundary when fewer than `need` remain in this
 /// one, so a fixed one-minute window cannot start over during the test. (The
@@ -20,13 +21,39 @@ fn stay_within_one_minute(need: Duration) {
 }
 
 #[test]
-fn fifteen_calls_at_ten_per_minute_admit_exactly_ten() {
+fn fifteen_calls_at_ten_per_minute_admit_exactly_ten_on_sqlite() {
+    fifteen_calls_admit_ten(&Sandbox::new(), &[]);
+}
+
+#[test]
+fn fifteen_calls_at_ten_per_minute_admit_exactly_ten_on_redis() {
+    let server = RedisServer::start();
+    fifteen_calls_admit_ten(&Sandbox::new(), &["--backend", &server.url()]);
+}
+
+#[test]
+fn a_quorum_has_no_shared_limit_store_and_says_so() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let sandbox = Sandbox::new();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let out = output(
+        sandbox
+            .warden()
+            .env("WARDEN_BACKEND", urls.join(","))
+            .args(["limit", "--key", "k", "--rate", "1/s"]),
+    );
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not supported"), "{}", stderr(&out));
+}
+
+/// `warden limit --rate 10/1m --algorithm fixed-window` 15 times: exactly the
+/// first 10 are allowed.
+fn fifteen_calls_admit_ten(sandbox: &Sandbox, backend: &[&str]) {
     stay_within_one_minute(Duration::from_secs(20));
     let mut allowed = 0;
     let mut remaining = Vec::new();
     for _ in 0..15 {
-        let out = output(sandbox.warden().args([
+        let out = output(sandbox.warden().args(backend).args([
             "limit",
             "--key",
             "reports",
