@@ -63,7 +63,9 @@ async fn main() {
     .await;
     server.command("CONFIG RESETSTAT").unwrap();
     println!("PING baseline: {pings:.0}/s with {TASKS} tasks");
-    println!("| algorithm | Redis checks/s | ÷ PINGs/s | server µs per check | in-process checks/s |");
+    println!(
+        "| algorithm | Redis checks/s | ÷ PINGs/s | server µs per check | in-process checks/s |"
+    );
     println!("|---|---|---|---|---|");
     let quota = Quota::per_second(NonZeroU32::new(100).unwrap());
     for alg in Algorithm::ALL {

@@ -50,11 +50,7 @@ impl Warden {
                 let limits = RedisLimits::from_backend(&backend);
                 Ok(Self::with_backend(backend).with_limits(limits))
             }
-            "sqlite" => {
-                let path = sqlite_path(url)?;
-                let backend = SqliteBackend::open(path, SqliteOptions::default()).await?;
-                Ok(Self::with_backend(backend))
-            }
+            "sqlite" => Self::sqlite(sqlite_path(url)?).await,
             _ => Err(Error::Config {
                 url: crate::redis_conn::redact(url),
                 reason: "unknown scheme; expected memory:, sqlite:PATH, redis:// or rediss://"
@@ -90,10 +86,10 @@ impl Warden {
     }
 
     /// A SQLite file shared by the processes of this host (see
-    /// [`SqliteBackend`]), with default options.
+    /// [`SqliteBackend`]), with default options, for leases and rate limits.
     pub async fn sqlite(path: impl Into<std::path::PathBuf>) -> Result<Self> {
         let backend = SqliteBackend::open(path, SqliteOptions::default()).await?;
-        Ok(Self::with_backend(backend))
+        Ok(Self::with_backend(backend.clone()).with_limits(backend))
     }
 
     /// An in-process store.

@@ -56,7 +56,10 @@ async fn redis_memory_per_key() {
         .find(|l| l.starts_with("redis_version:"))
         .unwrap_or("redis_version:?")
         .to_string();
-    println!("\nRedis memory per limiter key ({version}, key name {} bytes)", rows[0].2);
+    println!(
+        "\nRedis memory per limiter key ({version}, key name {} bytes)",
+        rows[0].2
+    );
     println!("| algorithm | units logged | encoding | MEMORY USAGE (bytes) |");
     println!("|---|---|---|---|");
     for (alg, used, _, encoding, bytes) in &rows {

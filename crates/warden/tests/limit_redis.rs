@@ -353,10 +353,16 @@ async fn a_dead_server_is_an_error_not_a_refusal() {
     let local = Limiter::local(Quota::per_second(nz(2)), Algorithm::Gcra);
     let l = l.fallback(local);
     let d = l.check_n("down", 2).await.expect("fallback");
-    assert!(d.allowed && d.limit == 2, "the local policy answered: {d:?}");
+    assert!(
+        d.allowed && d.limit == 2,
+        "the local policy answered: {d:?}"
+    );
     assert!(!l.check("down").await.expect("fallback").allowed);
     // …and bad input is still an error, not a fallback.
-    assert!(matches!(l.check_n("down", 0).await, Err(Error::InvalidArgument { .. })));
+    assert!(matches!(
+        l.check_n("down", 0).await,
+        Err(Error::InvalidArgument { .. })
+    ));
     // Once the server is back, it answers again.
     server.restart();
     let mut answered_by = 0;

@@ -28,12 +28,19 @@ use std::sync::Arc;
 /// Where Linux publishes a random id that changes at every boot.
 const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
-/// A reading of the host clock: which boot, and milliseconds on the monotonic
+/// A reading of the host clock: which boot, and microseconds on the monotonic
 /// clock of that boot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HostTime {
     pub(crate) boot: Arc<str>,
-    pub(crate) ms: i64,
+    pub(crate) us: i64,
+}
+
+impl HostTime {
+    /// Milliseconds on the monotonic clock (lease expiries are stored in ms).
+    pub(crate) fn ms(&self) -> i64 {
+        self.us / 1000
+    }
 }
 
 /// The boot id of this host, read once per backend.
@@ -46,27 +53,32 @@ pub(crate) fn boot_id() -> Arc<str> {
     }
 }
 
-/// Milliseconds on the host's monotonic clock.
+/// Microseconds on the host's monotonic clock.
 #[cfg(unix)]
-pub(crate) fn monotonic_ms() -> Result<i64, String> {
+pub(crate) fn monotonic_us() -> Result<i64, String> {
     use nix::time::{ClockId, clock_gettime};
     let now = clock_gettime(ClockId::CLOCK_MONOTONIC)
         .map_err(|e| format!("clock_gettime(CLOCK_MONOTONIC) failed: {e}"))?;
     Ok(now
         .tv_sec()
-        .saturating_mul(1000)
-        .saturating_add(now.tv_nsec() / 1_000_000))
+        .saturating_mul(1_000_000)
+        .saturating_add(now.tv_nsec() / 1000))
 }
 
-/// Milliseconds on the host's monotonic clock. Without a system-wide monotonic
+/// Microseconds on the host's monotonic clock. Without a system-wide monotonic
 /// clock, the wall clock is the only time all processes share; a wall-clock step
 /// then shortens or lengthens the leases that are held at that moment.
 #[cfg(not(unix))]
-pub(crate) fn monotonic_ms() -> Result<i64, String> {
+pub(crate) fn monotonic_us() -> Result<i64, String> {
+    wall_us()
+}
+
+/// Microseconds since the Unix epoch on the wall clock.
+pub(crate) fn wall_us() -> Result<i64, String> {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|e| format!("wall clock before 1970: {e}"))?;
-    Ok(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+    Ok(i64::try_from(since.as_micros()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]
@@ -75,11 +87,10 @@ mod tests {
 
     #[test]
     fn the_monotonic_clock_moves_forward() {
-        let a = monotonic_ms().expect("clock");
+        let a = monotonic_us().expect("clock");
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let b = monotonic_ms().expect("clock");
-        // At least the sleep (minus one for rounding to whole milliseconds).
-        assert!(b - a >= 19, "{a} -> {b}");
+        let b = monotonic_us().expect("clock");
+        assert!(b - a >= 20_000, "{a} -> {b}");
     }
 
     #[test]

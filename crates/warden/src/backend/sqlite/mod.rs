@@ -1,6 +1,7 @@
 //! Leases in an embedded SQLite database: the single-host default.
 
 mod clock;
+mod limits;
 mod schema;
 
 use std::path::{Path, PathBuf};
@@ -116,6 +117,8 @@ enum Fault {
     Data(String),
     /// The host clock could not be read.
     Clock(String),
+    /// An error of warden's own (bad input, bad stored data), passed through.
+    Warden(Error),
 }
 
 impl From<rusqlite::Error> for Fault {
@@ -145,7 +148,7 @@ impl Row {
         if self.boot.as_deref() != Some(&*now.boot) {
             return None;
         }
-        let left = self.expires_at_ms?.checked_sub(now.ms)?;
+        let left = self.expires_at_ms?.checked_sub(now.ms())?;
         if left <= 0 || left > self.ttl_ms? {
             return None;
         }
@@ -230,7 +233,7 @@ impl SqliteBackend {
             let tx = conn.transaction_with_behavior(behavior)?;
             let now = HostTime {
                 boot: Arc::clone(&inner.boot),
-                ms: clock::monotonic_ms().map_err(Fault::Clock)?,
+                us: clock::monotonic_us().map_err(Fault::Clock)?,
             };
             let out = f(&tx, &now)?;
             tx.commit()?;
@@ -285,6 +288,7 @@ impl SqliteBackend {
                 key,
                 cause,
             },
+            Fault::Warden(e) => e,
         }
     }
 
@@ -332,7 +336,7 @@ impl LeaseBackend for SqliteBackend {
                             fence,
                             token,
                             &*now.boot,
-                            now.ms.saturating_add(ttl_ms),
+                            now.ms().saturating_add(ttl_ms),
                             ttl_ms
                         ],
                     )?;
@@ -368,7 +372,7 @@ impl LeaseBackend for SqliteBackend {
                     }
                     tx.execute(
                         "UPDATE warden_leases SET expires_at_ms = ?2, ttl_ms = ?3 WHERE key = ?1",
-                        params![owned_key, now.ms.saturating_add(ttl_ms), ttl_ms],
+                        params![owned_key, now.ms().saturating_add(ttl_ms), ttl_ms],
                     )?;
                     Ok(true)
                 },

@@ -29,6 +29,18 @@ CREATE TABLE IF NOT EXISTS warden_leases (
     expires_at_ms INTEGER,           -- CLOCK_MONOTONIC milliseconds
     ttl_ms        INTEGER            -- the TTL that expires_at_ms was set with
 ) STRICT, WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS warden_limits (
+    key           TEXT PRIMARY KEY NOT NULL,  -- a policy's storage key
+    state         BLOB NOT NULL,              -- the algorithm's state, encoded
+    expires_at_us INTEGER NOT NULL            -- limiter clock; after it, as no state
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS warden_limits_expiry ON warden_limits (expires_at_us);
+
+CREATE TABLE IF NOT EXISTS warden_clock (
+    boot_id   TEXT PRIMARY KEY NOT NULL,  -- the boot this origin belongs to
+    origin_us INTEGER NOT NULL            -- wall-clock µs at CLOCK_MONOTONIC zero
+) STRICT;
 ";
 
 /// Opens (creating if needed) the database at `path` and prepares it.

@@ -1,0 +1,235 @@
+//! The command-line grammar (clap types only; no behaviour).
+
+use std::ffi::OsString;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+use warden::limit::Algorithm;
+
+use crate::duration;
+
+/// Leases with fencing tokens and rate limits from the shell, on an embedded
+/// SQLite database (no setup) or on Redis.
+///
+/// Exit statuses: the command's own (128+N when it died by signal N) for `run`;
+/// 64 bad usage, 65 a `limit` cost above capacity, 69 backend unreachable,
+/// 75 not acquired in time / rate limited, 76 lease lost while running.
+#[derive(Debug, Parser)]
+#[command(name = "warden", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options accepted before or after the subcommand.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Store URL: sqlite:PATH, redis://HOST:PORT[/DB], rediss://… (repeatable;
+    /// several Redis URLs form a quorum). Default: SQLite at $WARDEN_DB, else
+    /// $XDG_STATE_HOME/warden/warden.db, else ~/.local/state/warden/warden.db.
+    #[arg(
+        long = "backend",
+        value_name = "URL",
+        global = true,
+        env = "WARDEN_BACKEND",
+        value_delimiter = ',',
+        action = ArgAction::Append,
+    )]
+    pub backends: Vec<String>,
+
+    /// Print nothing but errors (and what --json asks for).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// Log to stderr: -v info, -vv debug, -vvv trace.
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command while holding a lease; WARDEN_FENCE and WARDEN_KEY are set
+    /// in its environment.
+    Run(RunArgs),
+    /// Take units from a rate limit: exit 0 when allowed, 75 when limited.
+    Limit(LimitArgs),
+    /// Show whether a lease is held, its remaining TTL and last fence.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lease key.
+    #[arg(long)]
+    pub key: String,
+
+    /// How long the store keeps the lease without renewal; warden renews it
+    /// every third of this while the command runs.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    pub ttl: Duration,
+
+    /// How long to wait for a held lease before giving up (exit 75).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::parse)]
+    pub wait: Duration,
+
+    /// Give up at once if the lease is held (same as --wait 0s).
+    #[arg(long, conflicts_with = "wait")]
+    pub no_wait: bool,
+
+    /// After the lease is lost: how long the command's process group has
+    /// between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::parse)]
+    pub grace: Duration,
+
+    /// Exit status when the lease was not acquired (instead of 75).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8))]
+    pub conflict_exit_code: Option<u8>,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// The rate-limit key (e.g. a user, an IP, a job name).
+    #[arg(long)]
+    pub key: String,
+
+    /// N units per PERIOD, e.g. 10/1m, 5/s, 1000/1d.
+    #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate)]
+    pub rate: Rate,
+
+    /// Bucket size of gcra and token-bucket (default: N).
+    #[arg(long, value_name = "B")]
+    pub burst: Option<NonZeroU32>,
+
+    /// gcra, token-bucket, sliding-log, sliding-window or fixed-window.
+    #[arg(long, value_name = "NAME", default_value = "gcra")]
+    pub algorithm: Algorithm,
+
+    /// Units this request takes.
+    #[arg(long, value_name = "C", default_value = "1")]
+    pub cost: NonZeroU32,
+
+    /// Print {"allowed","limit","remaining","retry_after_ms","reset_after_ms"}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `N/PERIOD` of `--rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub limit: NonZeroU32,
+    pub period: Duration,
+}
+
+/// Parses `N/PERIOD`: `10/1m`, `5/s` (a period without a number is one unit).
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let (n, period) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not N/PERIOD; write e.g. 10/1m"))?;
+    let limit: NonZeroU32 = n.trim().parse().map_err(|_| {
+        format!("{n:?} in {text:?} is not a whole number of units from 1 to 4294967295")
+    })?;
+    let period = period.trim();
+    let period = if period.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        duration::positive(period)?
+    } else {
+        duration::positive(&format!("1{period}"))?
+    };
+    Ok(Rate { limit, period })
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The lease key.
+    #[arg(long)]
+    pub key: String,
+
+    /// Print {"key","held","ttl_ms","fence","storage_key"} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn rates_read_as_units_per_period() {
+        let r = parse_rate("10/1m").expect("rate");
+        assert_eq!((r.limit.get(), r.period), (10, Duration::from_secs(60)));
+        assert_eq!(
+            parse_rate("5/s").expect("rate").period,
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            parse_rate("3/500ms").expect("rate").period,
+            Duration::from_millis(500)
+        );
+        assert!(parse_rate("10").unwrap_err().contains("N/PERIOD"));
+        assert!(parse_rate("0/1m").unwrap_err().contains("whole number"));
+        assert!(parse_rate("10/0s").unwrap_err().contains("zero"));
+        assert!(parse_rate("10/1x").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn backend_goes_before_or_after_the_subcommand() {
+        let before =
+            Cli::try_parse_from(["warden", "--backend", "memory:", "status", "--key", "k"])
+                .expect("parses");
+        let after = Cli::try_parse_from([
+            "warden",
+            "status",
+            "--key",
+            "k",
+            "--backend",
+            "sqlite:a.db",
+            "--backend",
+            "redis://x",
+        ])
+        .expect("parses");
+        assert_eq!(before.global.backends, ["memory:"]);
+        assert_eq!(after.global.backends, ["sqlite:a.db", "redis://x"]);
+    }
+
+    #[test]
+    fn run_needs_the_command_after_a_double_dash() {
+        let cli = Cli::try_parse_from(["warden", "run", "--key", "k", "--", "echo", "--flag"])
+            .expect("parses");
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.command, ["echo", "--flag"]);
+        assert_eq!(run.ttl, Duration::from_secs(30));
+        assert!(Cli::try_parse_from(["warden", "run", "--key", "k"]).is_err());
+        assert!(
+            Cli::try_parse_from(["warden", "run", "--key", "k", "--ttl", "0s", "--", "x"]).is_err()
+        );
+        assert!(
+            Cli::try_parse_from([
+                "warden",
+                "run",
+                "--key",
+                "k",
+                "--no-wait",
+                "--wait",
+                "1s",
+                "--",
+                "x"
+            ])
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! Helpers for the tests that spawn the real `warden` binary.
+
+#![allow(clippy::unwrap_used, dead_code, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A scratch directory with a HOME, and the `warden` binary to run in it.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        Sandbox {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A `sqlite:` URL for a database in the sandbox.
+    pub fn sqlite(&self) -> String {
+        format!("sqlite:{}", self.path("warden.db").display())
+    }
+
+    /// Starts `warden ARGS` in the background, stderr captured.
+    pub fn start(&self, args: &[&str]) -> Running {
+        Running(
+            self.warden()
+                .args(args)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
+    }
+
+    /// `warden` with a clean environment: HOME in the sandbox, no WARDEN_*.
+    pub fn warden(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        cmd.env("HOME", self.dir.path())
+            .env_remove("WARDEN_BACKEND")
+            .env_remove("WARDEN_DB")
+            .env_remove("XDG_STATE_HOME")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        cmd
+    }
+}
+
+/// Runs to completion, capturing output.
+pub fn output(cmd: &mut Command) -> Output {
+    cmd.output().unwrap()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits until `path` exists and is not empty (or panics after `max`).
+pub fn wait_for_file(path: &Path, max: Duration) -> String {
+    let start = Instant::now();
+    loop {
+        match std::fs::read_to_string(path) {
+            Ok(text) if !text.is_empty() => return text,
+            _ => {}
+        }
+        assert!(
+            start.elapsed() < max,
+            "{} did not appear within {max:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for a child with a deadline; kills it and panics when it is exceeded.
+pub fn wait_with_deadline(
+    child: &mut std::process::Child,
+    max: Duration,
+) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > max {
+            let _ = child.kill();
+            panic!("warden did not exit within {max:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a process exists (and is not a zombie).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// A spawned `warden` that is killed if the test fails before it exits.
+pub struct Running(pub std::process::Child);
+
+impl Running {
+    pub fn pid(&self) -> nix::unistd::Pid {
+        nix::unistd::Pid::from_raw(i32::try_from(self.0.id()).unwrap())
+    }
+
+    pub fn wait(&mut self, max: Duration) -> std::process::ExitStatus {
+        wait_with_deadline(&mut self.0, max)
+    }
+
+    pub fn stderr(&mut self) -> String {
+        let mut err = String::new();
+        if let Some(mut pipe) = self.0.stderr.take() {
+            std::io::Read::read_to_string(&mut pipe, &mut err).unwrap();
+        }
+        err
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! `warden run` end to end: the real binary, real SQLite files, real Redis.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{Sandbox, alive, output, stderr, stdout, wait_for_file};
+use nix::sys::signal::{Signal, kill};
+use warden_test::RedisServer;
+
+/// Starts `n` concurrent `warden run` on one key; each child records its fence
+/// and start/end times (ns). Checks that no two intervals overlap and that fences
+/// strictly increase in the order the lease was acquired.
+fn eight_runs_never_overlap(sandbox: &Sandbox, backend: &str) {
+    let n = 8;
+    let mut children = Vec::new();
+    for i in 0..n {
+        let record = sandbox.path(&format!("run.{i}"));
+        let script = format!(
+            "s=$(date +%s%N); sleep 0.15; e=$(date +%s%N); echo \"$WARDEN_FENCE $s $e\" > {}",
+            record.display()
+        );
+        let child = sandbox
+            .warden()
+            .args([
+                "--backend",
+                backend,
+                "run",
+                "--key",
+                "batch",
+                "--wait",
+                "60s",
+            ])
+            .args(["--", "sh", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        children.push(child);
+    }
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+    }
+    let mut runs: Vec<(u64, u128, u128)> = (0..n)
+        .map(|i| {
+            let text = std::fs::read_to_string(sandbox.path(&format!("run.{i}"))).unwrap();
+            let f: Vec<&str> = text.split_whitespace().collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    runs.sort_by_key(|r| r.1);
+    for pair in runs.windows(2) {
+        let ((f1, _, end1), (f2, start2, _)) = (pair[0], pair[1]);
+        assert!(end1 <= start2, "two holders at once: {runs:?}");
+        assert!(
+            f2 > f1,
+            "fences must increase in acquisition order: {runs:?}"
+        );
+    }
+}
+
+#[test]
+fn eight_concurrent_runs_on_sqlite_take_turns_with_increasing_fences() {
+    let sandbox = Sandbox::new();
+    eight_runs_never_overlap(&sandbox, &sandbox.sqlite());
+}
+
+#[test]
+fn eight_concurrent_runs_on_redis_take_turns_with_increasing_fences() {
+    let server = RedisServer::start();
+    eight_runs_never_overlap(&Sandbox::new(), &server.url());
+}
+
+/// A child that records its pid, then waits; on SIGTERM it notes "term".
+fn patient_child(marker: &std::path::Path) -> String {
+    format!(
+        "trap 'echo term >> {m}; exit 143' TERM; echo $$ > {m}; sleep 30 & wait",
+        m = marker.display()
+    )
+}
+
+/// A child that sets a trap, records its pid, and loops until stopped.
+fn looping_child(trap: &str, marker: &std::path::Path) -> String {
+    format!(
+        "trap {trap}; echo $$ > {}; while :; do sleep 0.05; done",
+        marker.display()
+    )
+}
+
+#[test]
+fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
+    let server = RedisServer::start();
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("child");
+    let mut warden = sandbox.start(&[
+        "--backend",
+        &server.url(),
+        "run",
+        "--key",
+        "job",
+        "--ttl",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &patient_child(&marker),
+    ]);
+    let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
+        .trim()
+        .parse()
+        .unwrap();
+    let deleted = server.command("DEL warden:{job}").unwrap();
+    assert!(deleted.contains('1'), "DEL answered {deleted:?}");
+    let status = warden.wait(Duration::from_secs(15));
+    let err = warden.stderr();
+    assert_eq!(status.code(), Some(76), "{err}");
+    assert!(err.contains("lost"), "{err}");
+    assert!(std::fs::read_to_string(&marker).unwrap().contains("term"));
+    assert!(!alive(pid), "the command survived its lost lease");
+}
+
+#[test]
+fn a_warden_paused_past_its_ttl_on_sqlite_kills_the_command_and_exits_76() {
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("child");
+    let mut warden = sandbox.start(&[
+        "--backend",
+        &sandbox.sqlite(),
+        "run",
+        "--key",
+        "job",
+        "--ttl",
+        "1s",
+        "--grace",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        &patient_child(&marker),
+    ]);
+    wait_for_file(&marker, Duration::from_secs(10));
+    let warden_pid = warden.pid();
+    kill(warden_pid, Signal::SIGSTOP).unwrap();
+    // Paused: it cannot renew. Past the TTL another process takes the lease,
+    // exactly the situation fencing tokens exist for.
+    std::thread::sleep(Duration::from_millis(1500));
+    let other = output(
+        sandbox
+            .warden()
+            .args([
+                "--backend",
+                &sandbox.sqlite(),
+                "run",
+                "--key",
+                "job",
+                "--no-wait",
+            ])
+            .args(["--", "sh", "-c", "echo $WARDEN_FENCE"]),
+    );
+    kill(warden_pid, Signal::SIGCONT).unwrap();
+    assert_eq!(other.status.code(), Some(0), "{}", stderr(&other));
+    assert_eq!(
+        stdout(&other).trim(),
+        "2",
+        "the next holder gets a higher fence"
+    );
+    let status = warden.wait(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(76));
+    assert!(std::fs::read_to_string(&marker).unwrap().contains("term"));
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let server = RedisServer::start();
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("child");
+    let script = looping_child("'' TERM", &marker);
+    let mut warden = sandbox.start(&[
+        "--backend",
+        &server.url(),
+        "run",
+        "--key",
+        "stubborn",
+        "--ttl",
+        "1s",
+        "--grace",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
+        .trim()
+        .parse()
+        .unwrap();
+    let deleted = Instant::now();
+    server.command("DEL warden:{stubborn}").unwrap();
+    let status = warden.wait(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(76));
+    // SIGKILL comes a full grace period after SIGTERM, which follows the delete.
+    assert!(
+        deleted.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        deleted.elapsed()
+    );
+    assert!(!alive(pid), "the command survived SIGKILL");
+}
+
+#[test]
+fn exit_status_and_environment_reach_the_caller() {
+    let sandbox = Sandbox::new();
+    let out = output(
+        sandbox
+            .warden()
+            .args(["run", "--key", "env-check", "--"])
+            .args(["sh", "-c", "echo \"$WARDEN_KEY $WARDEN_FENCE\"; exit 3"]),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "env-check 1");
+    let out = output(sandbox.warden().args([
+        "run",
+        "--key",
+        "env-check",
+        "--",
+        "sh",
+        "-c",
+        "kill -KILL $$",
+    ]));
+    assert_eq!(out.status.code(), Some(128 + 9));
+    // The default store is a SQLite file under HOME, created on first use.
+    assert!(sandbox.path(".local/state/warden/warden.db").is_file());
+    let out = output(
+        sandbox
+            .warden()
+            .args(["status", "--key", "env-check", "--json"]),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["fence"], 2, "{json}");
+    assert_eq!(json["held"], false, "released after the command: {json}");
+}
+
+#[test]
+fn a_held_lease_gives_75_or_the_conflict_code_and_signals_are_forwarded() {
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("holder");
+    let script = looping_child("'exit 7' INT", &marker);
+    let mut holder = sandbox.start(&["run", "--key", "busy", "--", "sh", "-c", &script]);
+    wait_for_file(&marker, Duration::from_secs(10));
+
+    let busy = |extra: &[&str]| {
+        output(
+            sandbox
+                .warden()
+                .args(["run", "--key", "busy"])
+                .args(extra)
+                .args(["--", "true"]),
+        )
+    };
+    let out = busy(&["--no-wait"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("held by another process"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        busy(&["--no-wait", "--conflict-exit-code", "9"])
+            .status
+            .code(),
+        Some(9)
+    );
+    let start = Instant::now();
+    let out = busy(&["--wait", "400ms", "--quiet"]);
+    assert_eq!(out.status.code(), Some(75));
+    assert!(start.elapsed() >= Duration::from_millis(400));
+    assert!(stderr(&out).is_empty(), "--quiet: {}", stderr(&out));
+
+    let status = output(sandbox.warden().args(["status", "--key", "busy", "--json"]));
+    let json: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(json["held"], true, "{json}");
+    assert!(json["ttl_ms"].as_u64().unwrap() > 0, "{json}");
+    assert_eq!(json["storage_key"], "warden_leases/busy");
+    let mut keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["fence", "held", "key", "storage_key", "ttl_ms"],
+        "no owner token"
+    );
+
+    // SIGINT to warden reaches the command, whose status warden returns.
+    kill(holder.pid(), Signal::SIGINT).unwrap();
+    let status = holder.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(7));
+    assert_eq!(busy(&["--no-wait"]).status.code(), Some(0), "released");
+}
+
+#[test]
+fn several_backends_form_a_quorum() {
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let sandbox = Sandbox::new();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let fence = |cmd: &mut std::process::Command| {
+        let out = output(cmd.args(["run", "--key", "q", "--", "sh", "-c", "echo $WARDEN_FENCE"]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).trim().parse::<u64>().unwrap()
+    };
+    let mut repeated = sandbox.warden();
+    for url in &urls {
+        repeated.args(["--backend", url]);
+    }
+    let first = fence(&mut repeated);
+    let mut from_env = sandbox.warden();
+    from_env.env("WARDEN_BACKEND", urls.join(","));
+    let second = fence(&mut from_env);
+    assert!(second > first, "{first} then {second}");
+    // A majority suffices: one node down, still served.
+    drop(servers.remove(0));
+    let third = fence(sandbox.warden().env("WARDEN_BACKEND", urls.join(",")));
+    assert!(third > second, "{second} then {third}");
+    let out = output(
+        sandbox
+            .warden()
+            .args(["--backend", &urls[1], "--backend", &sandbox.sqlite()])
+            .args(["status", "--key", "q"]),
+    );
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+}
