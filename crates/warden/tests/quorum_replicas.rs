@@ -56,7 +56,8 @@ async fn lease_key_exists(master: &RedisServer, key: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_acknowledged_lease_fails_cleanly_when_the_link_is_cut() {
     let (master, proxy, _replica) = replicated_pair();
-    let wait = Duration::from_millis(300);
+    // Generous: a loaded machine must not make the healthy replica look absent.
+    let wait = Duration::from_secs(1);
     let warden = with_acks(&master, wait).await;
     let lease = warden.lease("acked").ttl(Duration::from_secs(30));
 
@@ -106,10 +107,7 @@ async fn replica_acknowledged_lease_fails_cleanly_when_the_link_is_cut() {
         "{err}"
     );
     assert!(err.to_string().contains("acked"), "{err}");
-    assert!(
-        took >= wait && took < Duration::from_secs(2),
-        "took {took:?}"
-    );
+    assert!(took >= wait && took < wait * 4, "took {took:?}");
     assert!(
         !lease_key_exists(&master, "acked").await,
         "no key left behind"
