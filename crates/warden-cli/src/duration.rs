@@ -91,6 +91,8 @@ pub fn show(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 1000 {
         format!("{ms}ms")
+    } else if ms < 60_000 && ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
     } else if ms < 60_000 {
         format!("{:.1}s", d.as_secs_f64())
     } else if ms.is_multiple_of(60_000) {
@@ -133,6 +135,7 @@ mod tests {
     fn shows_compactly() {
         assert_eq!(show(Duration::from_millis(250)), "250ms");
         assert_eq!(show(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(show(Duration::from_secs(10)), "10s");
         assert_eq!(show(Duration::from_secs(120)), "2m");
         assert_eq!(show(Duration::from_secs(90)), "1m30s");
     }

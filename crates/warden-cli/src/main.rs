@@ -12,6 +12,7 @@ mod output;
 mod run;
 mod status;
 mod store;
+mod terminal;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -31,6 +31,7 @@ pub async fn while_waiting<F: std::future::Future>(
     let start = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tokio::pin!(work);
+    let mut drawn = false;
     let out = loop {
         tokio::select! {
             out = &mut work => break out,
@@ -38,6 +39,7 @@ pub async fn while_waiting<F: std::future::Future>(
                 let waited = start.elapsed();
                 // Nothing to show in the first moments: most leases are free.
                 if waited >= Duration::from_millis(200) {
+                    drawn = true;
                     let _ = write!(
                         std::io::stderr().lock(),
                         "\r\x1b[2Kwarden: waiting for lease {key:?}: {} of {}",
@@ -48,6 +50,8 @@ pub async fn while_waiting<F: std::future::Future>(
             }
         }
     };
-    let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+    if drawn {
+        let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+    }
     out
 }

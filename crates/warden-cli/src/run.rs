@@ -20,7 +20,7 @@ use warden::{LeaseGuard, ReleaseOutcome, TryAcquire};
 
 use crate::cli::{Global, RunArgs};
 use crate::exit::{self, Failure};
-use crate::{duration, output, store};
+use crate::{duration, output, store, terminal};
 
 pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
     warden::validate_key(&args.key)?;
@@ -41,8 +41,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
         TryAcquire::Acquired(guard) => guard,
         TryAcquire::Held { ttl_left } => {
             if !global.quiet {
-                let free_in = ttl_left.map_or(String::new(), |t| {
-                    format!(", free in {} at the latest", duration::show(t))
+                let ttl = ttl_left.map_or(String::new(), |t| {
+                    format!(" (its TTL has {} left)", duration::show(t))
                 });
                 let waited = if args.no_wait {
                     String::new()
@@ -50,7 +50,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
                     format!(" after waiting {}", duration::show(args.wait))
                 };
                 output::note(&format!(
-                    "lease {:?} is held by another process{free_in}; not acquired{waited}",
+                    "lease {:?} is held by another process{ttl}; not acquired{waited}",
                     args.key
                 ));
             }
@@ -88,6 +88,8 @@ async fn supervise(global: &Global, args: &RunArgs, guard: &LeaseGuard) -> Resul
 
     let mut child = spawn(args, guard)?;
     let group = child_group(&child);
+    // Interactive use: the command gets the terminal (and Ctrl-C) while it runs.
+    let _terminal = group.and_then(terminal::hand_over);
     let lost = guard.lost();
     loop {
         tokio::select! {
@@ -168,6 +170,10 @@ fn forward(group: Option<Pid>, sig: Signal) {
     if let Some(group) = group {
         // ESRCH: the group is already gone; nothing to forward to.
         let _ = killpg(group, sig);
+        if matches!(sig, Signal::SIGTERM | Signal::SIGHUP) {
+            // A stopped command (Ctrl-Z, SIGTTIN) would never act on it.
+            let _ = killpg(group, Signal::SIGCONT);
+        }
     }
 }
 

@@ -340,3 +340,63 @@ fn several_backends_form_a_quorum() {
     );
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
 }
+
+/// On a terminal, the command (in its own process group) gets the terminal
+/// while it runs: it can read from it instead of being stopped by SIGTTIN.
+/// `script` (util-linux) provides the pseudo-terminal.
+#[test]
+fn on_a_terminal_the_command_can_read_from_it() {
+    use std::io::Write;
+    let sandbox = Sandbox::new();
+    let inner = format!(
+        "{} run --key tty -- sh -c 'read line; echo \"got $line\"'",
+        env!("CARGO_BIN_EXE_warden")
+    );
+    let mut script = std::process::Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env("HOME", sandbox.dir.path())
+        .env_remove("WARDEN_BACKEND")
+        .env_remove("WARDEN_DB")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = script.stdin.take().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    stdin.write_all(b"over the terminal\n").unwrap();
+    let mut running = common::Running(script);
+    let status = running.wait(Duration::from_secs(15));
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut running.0.stdout.take().unwrap(), &mut out).unwrap();
+    assert!(status.success(), "{status:?}: {out}");
+    assert!(out.contains("got over the terminal"), "{out:?}");
+}
+
+/// A stopped command (Ctrl-Z, SIGTTIN) cannot act on SIGTERM: warden continues
+/// it, so it ends at once rather than at the end of the grace period.
+#[test]
+fn a_stopped_command_is_continued_so_that_sigterm_ends_it() {
+    let server = RedisServer::start();
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("child");
+    let script = format!("echo $$ > {}; kill -STOP $$", marker.display());
+    let mut warden = sandbox.start(&[
+        "--backend",
+        &server.url(),
+        "run",
+        "--key",
+        "stopped",
+        "--ttl",
+        "1s",
+        "--grace",
+        "60s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    wait_for_file(&marker, Duration::from_secs(10));
+    server.command("DEL warden:{stopped}").unwrap();
+    let status = warden.wait(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(76), "{}", warden.stderr());
+}

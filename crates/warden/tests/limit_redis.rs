@@ -4,7 +4,6 @@
 
 mod limit_common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use limit_common::*;
@@ -350,7 +349,30 @@ async fn a_dead_server_is_an_error_not_a_refusal() {
     server.kill();
     let err = l.check("down").await.expect_err("server is gone");
     assert!(err.is_infrastructure(), "{err}");
-    let local = Limiter::local(Quota::per_second(nz(5)), Algorithm::Gcra);
-    assert!(local.check("down").await.expect("local").allowed);
-    let _ = Arc::new(());
+    // With a fallback, the local limiter answers while the server is away…
+    let local = Limiter::local(Quota::per_second(nz(2)), Algorithm::Gcra);
+    let l = l.fallback(local);
+    let d = l.check_n("down", 2).await.expect("fallback");
+    assert!(
+        d.allowed && d.limit == 2,
+        "the local policy answered: {d:?}"
+    );
+    assert!(!l.check("down").await.expect("fallback").allowed);
+    // …and bad input is still an error, not a fallback.
+    assert!(matches!(
+        l.check_n("down", 0).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    // Once the server is back, it answers again.
+    server.restart();
+    let mut answered_by = 0;
+    for _ in 0..50 {
+        answered_by = l.check("down").await.expect("server back").limit;
+        if answered_by == 5 {
+            break;
+        }
+        // The connection may need a moment to come back.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(answered_by, 5, "the Redis policy answers again");
 }

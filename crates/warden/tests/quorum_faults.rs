@@ -415,3 +415,175 @@ async fn a_slow_node_behind_a_proxy_is_not_waited_for() {
     let took = start.elapsed();
     assert!(took < Duration::from_millis(2500), "took {took:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_acquire_leaves_no_key_behind() {
+    let nodes = start(3);
+    // Two nodes answer only after 300 ms each way: the acquire is still open
+    // when the caller gives up after 100 ms.
+    let proxies: Vec<warden_test::Proxy> = nodes[1..]
+        .iter()
+        .map(|n| warden_test::Proxy::start(&n.addr()))
+        .collect();
+    let mut node_urls = vec![nodes[0].url()];
+    node_urls.extend(proxies.iter().map(warden_test::Proxy::url));
+    let backend = QuorumBackend::new(
+        node_urls,
+        QuorumOptions::default().node_timeout(Duration::from_secs(5)),
+    )
+    .unwrap();
+    let warden = Warden::with_backend(backend);
+    let lease = warden.lease("cancelled").ttl(Duration::from_secs(30));
+    let warm_up = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    warm_up.release().await.unwrap();
+    for p in &proxies {
+        p.delay(Duration::from_millis(300));
+    }
+    let out = tokio::time::timeout(Duration::from_millis(100), lease.try_acquire()).await;
+    assert!(out.is_err(), "the acquire was still waiting for a majority");
+    for p in &proxies {
+        p.delay(Duration::ZERO);
+    }
+    // Node 0 granted at once; the slow nodes grant later. Every vote is undone.
+    let seen = settle(&nodes, "cancelled", |s| s.iter().all(Option::is_none)).await;
+    assert!(seen.iter().all(Option::is_none), "left behind: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_without_a_majority_is_an_error_and_the_lost_signal_fires() {
+    let mut nodes = start(3);
+    let warden = quorum(&nodes, Duration::from_millis(300));
+    let ttl = Duration::from_millis(1200);
+    let guard = warden
+        .lease("majority-gone")
+        .ttl(ttl)
+        .watchdog(true)
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    nodes[0].kill();
+    nodes[1].kill();
+    let err = guard.extend().await.unwrap_err();
+    assert!(
+        matches!(err, Error::QuorumUnavailable { op: "extend", .. }),
+        "{err}"
+    );
+    assert!(
+        !guard.is_lost(),
+        "not known to be lost yet: the nodes may come back"
+    );
+    let start = Instant::now();
+    tokio::time::timeout(ttl * 2, guard.lost().wait())
+        .await
+        .expect("the watchdog cannot renew, so the deadline fires");
+    assert!(start.elapsed() < ttl, "{:?}", start.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_foreign_data_is_outvoted_and_reported() {
+    let nodes = start(3);
+    let warden = quorum(&nodes, Duration::from_millis(300));
+    nodes[0]
+        .command("HSET warden:{foreign} field value")
+        .unwrap();
+    let guard = warden.lease("foreign").try_acquire().await.unwrap();
+    assert!(guard.is_acquired(), "two of three nodes are a majority");
+    drop(guard);
+    nodes[1]
+        .command("HSET warden:{foreign2} field value")
+        .unwrap();
+    nodes[2]
+        .command("HSET warden:{foreign2} field value")
+        .unwrap();
+    let err = warden.lease("foreign2").try_acquire().await.unwrap_err();
+    let Error::QuorumUnavailable { ref votes, .. } = err else {
+        panic!("{err}");
+    };
+    assert!(
+        matches!(votes[1].outcome, NodeOutcome::WrongType { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("wrong type"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_configuration_is_checked() {
+    let nodes = start(3);
+    let err = QuorumBackend::new(Vec::<String>::new(), QuorumOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::Config { .. }), "{err}");
+    let twice = [nodes[0].url(), nodes[0].url(), nodes[1].url()];
+    let err = QuorumBackend::new(twice, QuorumOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("twice"), "{err}");
+    let err = QuorumBackend::new(["redis://"], QuorumOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::Config { .. }), "{err}");
+
+    // Several comma-separated URLs in `connect` form a quorum.
+    let joined = urls(&nodes).join(",");
+    let warden = Warden::connect(&joined).await.unwrap();
+    assert!(warden.backend().describe().starts_with("quorum("));
+    let backend = QuorumBackend::new(urls(&nodes), QuorumOptions::default()).unwrap();
+    assert_eq!((backend.len(), backend.quorum()), (3, 2));
+
+    // connect_quorum needs a majority to answer; `new` needs nothing.
+    let mut down = start(3);
+    down[0].kill();
+    down[1].kill();
+    let err = Warden::connect_quorum(urls(&down)).await.unwrap_err();
+    assert!(
+        matches!(err, Error::QuorumUnavailable { op: "connect", .. }),
+        "{err}"
+    );
+    assert!(QuorumBackend::new(urls(&down), QuorumOptions::default()).is_ok());
+}
+
+/// The fence counters of one key on every node.
+async fn counters(nodes: &[RedisServer], key: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    for n in nodes {
+        let client = redis::Client::open(n.url()).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        let v: Option<u64> = redis::cmd("GET")
+            .arg(format!("warden:{{{key}}}:fence"))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        out.push(v.unwrap_or(0));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_winner_settles_its_fence_on_a_majority_so_any_next_majority_exceeds_it() {
+    let nodes = start(3);
+    let warden = quorum(&nodes, Duration::from_millis(500));
+    // Diverged counters, as after votes that node 0 granted to losers.
+    nodes[0].command("SET warden:{settle}:fence 10").unwrap();
+    nodes[1].command("SET warden:{settle}:fence 2").unwrap();
+    nodes[2].command("SET warden:{settle}:fence 2").unwrap();
+    let lease = warden.lease("settle").ttl(Duration::from_secs(10));
+    let first = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let fence = first.fence().get();
+    let at_least = counters(&nodes, "settle").await;
+    assert!(
+        at_least.iter().filter(|c| **c >= fence).count() >= 2,
+        "fence {fence} is not settled on a majority: {at_least:?}"
+    );
+    first.release().await.unwrap();
+
+    // Whichever majority comes next, its fence is larger.
+    let mut last = fence;
+    for frozen in [0, 1, 2] {
+        nodes[frozen].pause();
+        let g = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        assert!(
+            g.fence().get() > last,
+            "node {frozen} frozen: fence {} after {last}",
+            g.fence()
+        );
+        last = g.fence().get();
+        g.release().await.unwrap();
+        nodes[frozen].resume();
+    }
+}
