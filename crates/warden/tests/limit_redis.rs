@@ -59,6 +59,7 @@ async fn redis_contract() {
     costs_take_several_units(&w).await;
     keys_are_independent(&w).await;
     sliding_log_records_rejections_only_when_asked(&w).await;
+    window_boundaries(&w).await;
 }
 
 /// One request of a generated sequence.

@@ -22,6 +22,20 @@ pub const MAX_STORED: u64 = (1 << 53) - 1;
 /// The state of one policy for one key. Small and fixed-size except for the
 /// sliding log; [`encode`](Self::encode) / [`decode`](Self::decode) round-trip it
 /// to bytes for stores that keep blobs (SQLite).
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use warden::limit::{step, Algorithm, Mode, Policy, Quota, State, Timestamp};
+///
+/// let p = Policy::new(Quota::per_minute(NonZeroU32::new(3).unwrap()), Algorithm::TokenBucket)?;
+/// let s = step(&p, "k", None, Timestamp::from_micros(42), 1, Mode::Consume)?
+///     .next.expect("consumed").state;
+/// assert_eq!(s.to_ints(), vec![2, 42]); // 2 tokens left, refilled at 42 µs
+/// let blob = s.encode();
+/// assert_eq!(State::decode(&blob, "k")?, s);
+/// assert!(State::decode(&blob[..5], "k").is_err()); // truncated: an error, not a guess
+/// # Ok::<(), warden::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum State {
