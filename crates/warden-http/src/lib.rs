@@ -21,28 +21,30 @@
 //!
 //! See `docs/http.md` for what the middleware does not guarantee.
 //!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::time::Duration;
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::{net::SocketAddr, num::NonZeroU32, time::Duration};
 //! use axum::{Router, routing::get};
-//! use warden_http::{ClientIp, RateLimitLayer, TrustedProxies};
-//! # use warden_http::{BoxFuture, QuotaPolicy, RateLimitStore, StoreError, Verdict};
-//! # struct Always;
-//! # impl RateLimitStore for Always {
-//! #     fn check(&self, _: &str, _: u32) -> BoxFuture<Result<Verdict, StoreError>> {
-//! #         Box::pin(async { Ok(Verdict::allowed(60, 59, Duration::from_secs(1))) })
-//! #     }
-//! #     fn policy(&self) -> Option<QuotaPolicy> { None }
-//! # }
-//! # let limiter = Always;
-//! let clients = ClientIp::new("10.0.0.0/8".parse::<TrustedProxies>()?); // your load balancers
-//! let app: Router = Router::new()
-//!     .route("/", get(|| async { "hello" }))
-//!     .layer(RateLimitLayer::new(limiter, clients).budget(Duration::from_millis(100)));
-//! // axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-//! # let _ = app;
+//! use warden::limit::{Algorithm, Quota};
+//! use warden_http::{ClientIp, FailurePolicy, RateLimitLayer};
+//!
+//! let warden = warden::Warden::connect("redis://127.0.0.1:6379").await?;
+//! let per_minute = Quota::per_minute(NonZeroU32::new(60).ok_or("zero")?);
+//! let limiter = warden.limiter(per_minute, Algorithm::SlidingLog);
+//! let clients = ClientIp::new("10.0.0.0/8".parse()?); // X-Forwarded-For only from these
+//! let app = Router::new().route("/", get(|| async { "hello" })).layer(
+//!     RateLimitLayer::new(limiter, clients)
+//!         .budget(Duration::from_millis(100)) // never wait longer on Redis
+//!         .on_store_failure(FailurePolicy::Closed), // 503 while it is down
+//! );
+//! let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Serve with `into_make_service_with_connect_info::<SocketAddr>()` (or insert a
+//! [`PeerAddr`] extension yourself): without a peer address, IP extractors find
+//! no key and requests get `400` (or the [`MissingKey::Bucket`] you configured).
 
 #![forbid(unsafe_code)]
 
@@ -58,7 +60,7 @@ pub use key::{
     ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, KeyExtractor, PeerAddr, PeerIp, RequestHead,
     TrustedProxies,
 };
-pub use problem::PROBLEM_JSON;
+pub use problem::{PROBLEM_JSON, problem};
 pub use rate_limit::{
     DEFAULT_BUDGET, FailurePolicy, MissingKey, RateLimit, RateLimitBody, RateLimitLayer,
     ResponseFuture,

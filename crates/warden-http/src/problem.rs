@@ -6,8 +6,16 @@ use http::{HeaderValue, Response, StatusCode};
 /// The media type of the bodies.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// A problem response with `status` and a human-readable `detail`.
-pub(crate) fn problem(status: StatusCode, detail: &str) -> Response<Bytes> {
+/// A problem response with `status` and a human-readable `detail`; services
+/// behind the middleware can use it to answer in the same format.
+///
+/// ```
+/// let res = warden_http::problem(http::StatusCode::CONFLICT, "insufficient funds");
+/// assert_eq!(res.status(), 409);
+/// assert_eq!(res.headers()["content-type"], warden_http::PROBLEM_JSON);
+/// assert!(std::str::from_utf8(res.body()).unwrap().contains("\"detail\":\"insufficient funds\""));
+/// ```
+pub fn problem(status: StatusCode, detail: &str) -> Response<Bytes> {
     let body = serde_json::json!({
         "type": "about:blank",
         "title": status.canonical_reason().unwrap_or("Error"),

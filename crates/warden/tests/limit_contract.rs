@@ -44,3 +44,8 @@ async fn memory_keys_are_independent() {
 async fn memory_sliding_log_records_rejections_only_when_asked() {
     sliding_log_records_rejections_only_when_asked(&Warden::memory()).await;
 }
+
+#[tokio::test]
+async fn memory_window_boundaries() {
+    window_boundaries(&Warden::memory()).await;
+}

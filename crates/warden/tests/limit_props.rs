@@ -203,6 +203,36 @@ proptest! {
         }
     }
 
+    /// Once its TTL has passed, a state reads exactly like no state, in both
+    /// modes and for any cost: stores may drop it then (Redis TTLs, sweeps).
+    #[test]
+    fn a_state_past_its_ttl_reads_as_fresh(
+        p in policies(),
+        reqs in reqs(8, 300_000),
+        after in 0u64..5_000_000,
+        cost in 1u32..8,
+    ) {
+        let mut state: Option<State> = None;
+        let mut expires = 0;
+        let mut now = T0;
+        for r in &reqs {
+            now += r.dt;
+            let cost = r.cost.min(u32::try_from(p.capacity()).unwrap_or(u32::MAX));
+            if let Some(n) = step(&p, "k", state.as_ref(), Timestamp::from_micros(now), cost, Mode::Consume)
+                .expect("step").next {
+                expires = now + u64::try_from(n.ttl.as_micros()).unwrap_or(u64::MAX);
+                state = Some(n.state);
+            }
+        }
+        let at = Timestamp::from_micros(expires.max(now) + after);
+        let cost = cost.min(u32::try_from(p.capacity()).unwrap_or(u32::MAX));
+        for mode in [Mode::Consume, Mode::Peek] {
+            let old = step(&p, "k", state.as_ref(), at, cost, mode).expect("step");
+            let fresh = step(&p, "k", None, at, cost, mode).expect("step");
+            prop_assert_eq!(old, fresh);
+        }
+    }
+
     /// States round-trip through bytes and integers.
     #[test]
     fn state_round_trips(alg in algs(), reqs in reqs(3, 400_000)) {

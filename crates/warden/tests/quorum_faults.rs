@@ -537,3 +537,56 @@ async fn quorum_configuration_is_checked() {
     );
     assert!(QuorumBackend::new(urls(&down), QuorumOptions::default()).is_ok());
 }
+
+/// The fence counters of one key on every node.
+async fn counters(nodes: &[RedisServer], key: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    for n in nodes {
+        let client = redis::Client::open(n.url()).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        let v: Option<u64> = redis::cmd("GET")
+            .arg(format!("warden:{{{key}}}:fence"))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        out.push(v.unwrap_or(0));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_winner_settles_its_fence_on_a_majority_so_any_next_majority_exceeds_it() {
+    let nodes = start(3);
+    let warden = quorum(&nodes, Duration::from_millis(500));
+    // Diverged counters, as after votes that node 0 granted to losers.
+    nodes[0].command("SET warden:{settle}:fence 10").unwrap();
+    nodes[1].command("SET warden:{settle}:fence 2").unwrap();
+    nodes[2].command("SET warden:{settle}:fence 2").unwrap();
+    let lease = warden.lease("settle").ttl(Duration::from_secs(10));
+    let first = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let fence = first.fence().get();
+    let at_least = counters(&nodes, "settle").await;
+    assert!(
+        at_least.iter().filter(|c| **c >= fence).count() >= 2,
+        "fence {fence} is not settled on a majority: {at_least:?}"
+    );
+    first.release().await.unwrap();
+
+    // Whichever majority comes next, its fence is larger.
+    let mut last = fence;
+    for frozen in [0, 1, 2] {
+        nodes[frozen].pause();
+        // Waits out a node resumed a moment ago that still runs its backlog (the
+        // acquire it missed, then the release that followed it).
+        let g = lease.acquire_within(Duration::from_secs(5)).await.unwrap();
+        let g = g.into_guard().unwrap();
+        assert!(
+            g.fence().get() > last,
+            "node {frozen} frozen: fence {} after {last}",
+            g.fence()
+        );
+        last = g.fence().get();
+        g.release().await.unwrap();
+        nodes[frozen].resume();
+    }
+}

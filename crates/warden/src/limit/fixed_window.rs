@@ -47,7 +47,7 @@ pub fn step(
     let cost = u64::from(cost);
     let period = policy.period_micros();
     let capacity = policy.capacity();
-    let (now, start) = align(policy, state.map(|s| s.start), now);
+    let (now, start, skew_us) = align(policy, state.map(|s| s.start), now);
     let count = match state {
         Some(s) if s.start == start => s.count,
         _ => 0,
@@ -58,6 +58,7 @@ pub fn step(
         retry_us: end,
         reset_us: if count > 0 { end } else { 0 },
         reset_consumed_us: end,
+        skew_us,
     }
     .finish(policy, cost, mode, || {
         (

@@ -56,6 +56,7 @@ pub fn step(
         retry_us: (backlog + need).saturating_sub(span),
         reset_us: backlog,
         reset_consumed_us: backlog + need,
+        skew_us: 0,
     }
     .finish(policy, cost, mode, || {
         (GcraState { tat: tat + need }, backlog + need)

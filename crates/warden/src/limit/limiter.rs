@@ -56,6 +56,8 @@ struct Inner {
     store: Arc<dyn LimitBackend>,
     quotas: Vec<(Quota, Algorithm)>,
     record_rejected: bool,
+    /// Asked instead when the store fails (unreachable, timeout, server error).
+    fallback: Option<Limiter>,
     /// The checked policies, or why they are unusable (reported on every call:
     /// building a limiter never fails, like `Quota`'s const constructors).
     policies: std::result::Result<Vec<Policy>, (&'static str, String)>,
@@ -72,6 +74,7 @@ impl Inner {
             store,
             quotas,
             record_rejected,
+            fallback: None,
             policies,
         }
     }
@@ -138,13 +141,40 @@ impl Limiter {
         self.rebuild(quotas, on)
     }
 
-    fn rebuild(&self, quotas: Vec<(Quota, Algorithm)>, record_rejected: bool) -> Self {
+    /// Asks `other` instead whenever this limiter's store fails with an
+    /// infrastructure error (unreachable, timeout, server error) — typically a
+    /// [`Limiter::local`] with a per-instance share of the quota, so a Redis
+    /// outage neither lets everything through nor refuses everything. Bad input
+    /// and corrupted keys are still errors. Each use is logged at `warn`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use warden::limit::{Algorithm, Limiter, Quota};
+    /// let nz = |n| NonZeroU32::new(n).unwrap();
+    ///
+    /// let warden = warden::Warden::memory(); // in production: connect("redis://…")
+    /// let limiter = warden
+    ///     .limiter(Quota::per_second(nz(100)), Algorithm::Gcra)
+    ///     // 4 instances: each admits a quarter locally while Redis is away
+    ///     .fallback(Limiter::local(Quota::per_second(nz(25)), Algorithm::Gcra));
+    /// assert!(limiter.check("tenant:1").await?.allowed);
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn fallback(self, other: Limiter) -> Self {
+        let mut inner = Inner::clone(&self.inner);
+        inner.fallback = Some(other);
         Limiter {
-            inner: Arc::new(Inner::build(
-                Arc::clone(&self.inner.store),
-                quotas,
-                record_rejected,
-            )),
+            inner: Arc::new(inner),
+        }
+    }
+
+    fn rebuild(&self, quotas: Vec<(Quota, Algorithm)>, record_rejected: bool) -> Self {
+        let mut inner = Inner::build(Arc::clone(&self.inner.store), quotas, record_rejected);
+        inner.fallback = self.inner.fallback.clone();
+        Limiter {
+            inner: Arc::new(inner),
         }
     }
 
@@ -232,7 +262,13 @@ impl Limiter {
         let policies = self.policies()?;
         check_cost(policies, cost)?;
         let request = LimitRequest::new(key, policies, cost, mode).at(now);
-        self.inner.store.apply(&request).await
+        match (self.inner.store.apply(&request).await, &self.inner.fallback) {
+            (Err(e), Some(fallback)) if e.is_infrastructure() => {
+                tracing::warn!(error = %e, key, "rate-limit store failed; using the fallback limiter");
+                Box::pin(fallback.run_each(key, cost, mode, now)).await
+            }
+            (result, _) => result,
+        }
     }
 
     /// Takes one unit for `key`, waiting up to `max_wait` for it. See

@@ -66,6 +66,7 @@ pub fn step(
         retry_us,
         reset_us: until_empty(newest),
         reset_consumed_us: until_empty(Some(newest.map_or(now, |n| n.max(now)))),
+        skew_us: 0,
     }
     .finish(policy, cost, mode, || {
         let mut next = live.to_vec();

@@ -86,7 +86,7 @@ pub fn step(
     let cost = u64::from(cost);
     let period = policy.period_micros();
     let capacity = policy.capacity();
-    let (now, start) = align(policy, state.map(|s| s.start), now);
+    let (now, start, skew_us) = align(policy, state.map(|s| s.start), now);
     let (current, previous) = match state {
         Some(s) if s.start == start => (s.current, s.previous),
         Some(s) if s.start + period == start => (0, s.current),
@@ -113,6 +113,7 @@ pub fn step(
         retry_us,
         reset_us: reset(current),
         reset_consumed_us: reset(current + cost),
+        skew_us,
     }
     .finish(policy, cost, mode, || {
         let next = SlidingWindowState {

@@ -22,6 +22,20 @@ pub const MAX_STORED: u64 = (1 << 53) - 1;
 /// The state of one policy for one key. Small and fixed-size except for the
 /// sliding log; [`encode`](Self::encode) / [`decode`](Self::decode) round-trip it
 /// to bytes for stores that keep blobs (SQLite).
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use warden::limit::{step, Algorithm, Mode, Policy, Quota, State, Timestamp};
+///
+/// let p = Policy::new(Quota::per_minute(NonZeroU32::new(3).unwrap()), Algorithm::TokenBucket)?;
+/// let s = step(&p, "k", None, Timestamp::from_micros(42), 1, Mode::Consume)?
+///     .next.expect("consumed").state;
+/// assert_eq!(s.to_ints(), vec![2, 42]); // 2 tokens left, refilled at 42 µs
+/// let blob = s.encode();
+/// assert_eq!(State::decode(&blob, "k")?, s);
+/// assert!(State::decode(&blob[..5], "k").is_err()); // truncated: an error, not a guess
+/// # Ok::<(), warden::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum State {
@@ -185,6 +199,11 @@ pub(crate) struct Eval {
     pub reset_us: u64,
     /// Microseconds until the untouched state, once `cost` units are taken.
     pub reset_consumed_us: u64,
+    /// How far the clock went back behind the stored state, which the
+    /// algorithm treats as time standing still: every duration above (and
+    /// the TTL) is counted from the stored instant, so this much is added to
+    /// make it count from the caller's `now`.
+    pub skew_us: u64,
 }
 
 impl Eval {
@@ -198,23 +217,28 @@ impl Eval {
         commit: impl FnOnce() -> (S, u64),
     ) -> Step<S> {
         let allowed = cost <= self.available;
+        let later = |us: u64| if us == 0 { 0 } else { us + self.skew_us };
         let decision = match (allowed, mode) {
             (true, Mode::Consume) => Decision::from_parts(
                 true,
                 policy.capacity(),
                 self.available - cost,
-                self.reset_consumed_us,
+                later(self.reset_consumed_us),
                 None,
             ),
-            (true, Mode::Peek) => {
-                Decision::from_parts(true, policy.capacity(), self.available, self.reset_us, None)
-            }
+            (true, Mode::Peek) => Decision::from_parts(
+                true,
+                policy.capacity(),
+                self.available,
+                later(self.reset_us),
+                None,
+            ),
             (false, _) => Decision::from_parts(
                 false,
                 policy.capacity(),
                 self.available,
-                self.reset_us,
-                Some(self.retry_us.max(1)),
+                later(self.reset_us),
+                Some(later(self.retry_us).max(1)),
             ),
         };
         let write = mode == Mode::Consume && (allowed || policy.records_rejected());
@@ -222,18 +246,26 @@ impl Eval {
             let (state, ttl_us) = commit();
             Next {
                 state,
-                ttl: Duration::from_micros(ttl_us.max(1)),
+                ttl: Duration::from_micros(later(ttl_us).max(1)),
             }
         });
         Step { decision, next }
     }
 }
 
-/// The aligned window containing `now`, and `now` itself, where a clock that
-/// went back behind the stored window's start is treated as standing still.
-pub(crate) fn align(policy: &Policy, stored_start: Option<u64>, now: Timestamp) -> (u64, u64) {
-    let now = now.as_micros().max(stored_start.unwrap_or(0));
-    (now, now - now % policy.period_micros())
+/// `now`, unless the clock went back behind `stored` (an instant the state
+/// already reached): then time is treated as standing still at `stored`.
+/// Returns that instant and how far it is ahead of `now` (the skew).
+pub(crate) fn not_before(stored: Option<u64>, now: Timestamp) -> (u64, u64) {
+    let raw = now.as_micros();
+    let now = raw.max(stored.unwrap_or(0));
+    (now, now - raw)
+}
+
+/// Like [`not_before`] for a window: also the start of the aligned window.
+pub(crate) fn align(policy: &Policy, stored_start: Option<u64>, now: Timestamp) -> (u64, u64, u64) {
+    let (now, skew) = not_before(stored_start, now);
+    (now, now - now % policy.period_micros(), skew)
 }
 
 /// Checks a request's cost against the policies.

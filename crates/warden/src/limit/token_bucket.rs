@@ -12,7 +12,7 @@
 
 use super::decision::{Mode, Timestamp};
 use super::policy::Policy;
-use super::step::{Eval, Step};
+use super::step::{Eval, Step, not_before};
 
 /// Token bucket state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,8 +54,7 @@ pub fn step(
         last: now.as_micros(),
     };
     let s = state.copied().unwrap_or(fresh);
-    // A clock that went back is treated as standing still.
-    let now = now.as_micros().max(s.last);
+    let (now, skew_us) = not_before(Some(s.last), now);
     let added = (now - s.last) / t;
     let (tokens, last) = if s.tokens + added >= capacity {
         (capacity, now)
@@ -80,6 +79,7 @@ pub fn step(
         retry_us,
         reset_us: until_full(tokens),
         reset_consumed_us: until_full(tokens.saturating_sub(cost)),
+        skew_us,
     }
     .finish(policy, cost, mode, || {
         let left = tokens - cost;

@@ -114,6 +114,7 @@ impl QuorumBackend {
         let quorum = backend.inner.quorum;
         let replies = backend
             .gather(
+                ("connect", ""),
                 deadline,
                 |node| async move {
                     node.conn()
@@ -206,6 +207,7 @@ impl QuorumBackend {
     /// decided operation.
     async fn gather<T, F, Fut>(
         &self,
+        (op_name, key): (&'static str, &str),
         deadline: Instant,
         op: F,
         mut decided: impl FnMut(&[Option<Result<T>>]) -> bool,
@@ -219,12 +221,17 @@ impl QuorumBackend {
         for (i, node) in self.inner.nodes.iter().enumerate() {
             let call = op(node.clone());
             let tx = tx.clone();
-            let me = self.clone();
+            let (backend, key) = (self.inner.names[i].clone(), key.to_string());
             tokio::spawn(async move {
                 let started = Instant::now();
                 let reply = match timeout_at(deadline, call).await {
                     Ok(reply) => reply,
-                    Err(_) => Err(me.timeout_error(i, "quorum call", "", started.elapsed())),
+                    Err(_) => Err(Error::Timeout {
+                        backend,
+                        op: op_name,
+                        key,
+                        after: started.elapsed(),
+                    }),
                 };
                 let _ = tx.send((i, reply));
             });
@@ -462,11 +469,12 @@ impl LeaseBackend for QuorumBackend {
         let valid_until = self.validity_end(sent, ttl);
         let deadline = (sent + self.inner.options.node_timeout).min(valid_until);
         let replies = {
-            let (key, token) = (key.to_string(), token.clone());
+            let (owned_key, owned_token) = (key.to_string(), token.clone());
             self.gather(
+                ("extend", key),
                 deadline,
                 move |node| {
-                    let (key, token) = (key.clone(), token.clone());
+                    let (key, token) = (owned_key.clone(), owned_token.clone());
                     async move { node.extend(&key, &token, ttl).await }
                 },
                 |replies| {
@@ -499,11 +507,12 @@ impl LeaseBackend for QuorumBackend {
         let quorum = self.inner.quorum;
         let deadline = Instant::now() + self.inner.options.node_timeout;
         let replies = {
-            let (key, token) = (key.to_string(), token.clone());
+            let (owned_key, owned_token) = (key.to_string(), token.clone());
             self.gather(
+                ("release", key),
                 deadline,
                 move |node| {
-                    let (key, token) = (key.clone(), token.clone());
+                    let (key, token) = (owned_key.clone(), owned_token.clone());
                     async move { node.release(&key, &token).await }
                 },
                 // Every node is asked; once a majority has answered and one of
@@ -536,11 +545,12 @@ impl LeaseBackend for QuorumBackend {
         let quorum = self.inner.quorum;
         let deadline = Instant::now() + self.inner.options.node_timeout;
         let replies = {
-            let key = key.to_string();
+            let owned_key = key.to_string();
             self.gather(
+                ("status", key),
                 deadline,
                 move |node| {
-                    let key = key.clone();
+                    let key = owned_key.clone();
                     async move { node.status(&key).await }
                 },
                 |_| false,

@@ -21,7 +21,16 @@ else
 end
 local cost, peek, nonce = tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
 
-local policies, decisions, commits = {}, {}, {}
+-- Durations are counted from the instant the state reached; when the clock
+-- went back behind it (`skew`), they are longer by that much from `now`.
+local function later(us, skew)
+  if us == 0 then
+    return 0
+  end
+  return us + skew
+end
+
+local policies, decisions, commits, skews = {}, {}, {}, {}
 local all = true
 for i = 1, #KEYS do
   local b = 4 + (i - 1) * 5
@@ -33,22 +42,24 @@ for i = 1, #KEYS do
   }
   local ev, commit = STEPS[tonumber(ARGV[b + 1])](p, KEYS[i], now, cost, nonce)
   local allowed = cost <= ev.available
+  local skew = ev.skew or 0
   if allowed and not peek then
-    decisions[i] = {1, p.cap, ev.available - cost, ev.reset_consumed, -1}
+    decisions[i] = {1, p.cap, ev.available - cost, later(ev.reset_consumed, skew), -1}
   elseif allowed then
-    decisions[i] = {1, p.cap, ev.available, ev.reset, -1}
+    decisions[i] = {1, p.cap, ev.available, later(ev.reset, skew), -1}
   else
-    decisions[i] = {0, p.cap, ev.available, ev.reset, math.max(ev.retry, 1)}
+    decisions[i] = {0, p.cap, ev.available, later(ev.reset, skew),
+      math.max(later(ev.retry, skew), 1)}
     all = false
   end
-  policies[i], commits[i] = p, commit
+  policies[i], commits[i], skews[i] = p, commit, skew
 end
 
 if not peek then
   for i = 1, #KEYS do
     if all or policies[i].record then
-      local ttl = commits[i]()
-      local ms = math.max(1, idiv(math.max(ttl, 1) + 999, 1000)) + pad_ms
+      local ttl = math.max(later(commits[i](), skews[i]), 1)
+      local ms = math.max(1, idiv(ttl + 999, 1000)) + pad_ms
       redis.call('PEXPIRE', KEYS[i], int(ms))
     end
   end

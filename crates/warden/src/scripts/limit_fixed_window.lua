@@ -5,8 +5,9 @@
 STEPS[5] = function(p, key, now, cost)
   local period, cap = p.period, p.cap
   local s = hash_fields(key, {'start', 'count'})
+  local skew = 0
   if s and now < s.start then
-    now = s.start -- a clock that went back stands still
+    skew, now = s.start - now, s.start -- a clock that went back stands still
   end
   local start = align(now, period)
   local count = 0
@@ -23,6 +24,7 @@ STEPS[5] = function(p, key, now, cost)
     retry = to_end,
     reset = reset,
     reset_consumed = to_end,
+    skew = skew,
   }
   return ev, function()
     redis.call('HSET', key, 'start', int(start), 'count', int(count + cost))

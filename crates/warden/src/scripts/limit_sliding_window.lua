@@ -39,8 +39,9 @@ end
 STEPS[4] = function(p, key, now, cost)
   local period, cap = p.period, p.cap
   local s = hash_fields(key, {'start', 'current', 'previous'})
+  local skew = 0
   if s and now < s.start then
-    now = s.start -- a clock that went back stands still
+    skew, now = s.start - now, s.start -- a clock that went back stands still
   end
   local start = align(now, period)
   local current, previous = 0, 0
@@ -72,6 +73,7 @@ STEPS[4] = function(p, key, now, cost)
     retry = retry,
     reset = reset(current),
     reset_consumed = reset(current + cost),
+    skew = skew,
   }
   return ev, function()
     redis.call('HSET', key, 'start', int(start), 'current', int(current + cost),

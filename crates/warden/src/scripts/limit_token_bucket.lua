@@ -8,8 +8,9 @@ STEPS[2] = function(p, key, now, cost)
   if s then
     tokens, last = s.tokens, s.last
   end
+  local skew = 0
   if now < last then
-    now = last -- a clock that went back stands still
+    skew, now = last - now, last -- a clock that went back stands still
   end
   local added = idiv(now - last, t)
   if tokens + added >= cap then
@@ -32,6 +33,7 @@ STEPS[2] = function(p, key, now, cost)
     retry = retry,
     reset = until_full(tokens),
     reset_consumed = until_full(math.max(tokens - cost, 0)),
+    skew = skew,
   }
   return ev, function()
     local left = tokens - cost

@@ -230,3 +230,62 @@ pub async fn sliding_log_records_rejections_only_when_asked(warden: &Warden) {
         assert_eq!(d.allowed, allowed_at_1s, "{key}");
     }
 }
+
+/// Window boundaries: the fixed window admits 2 × limit within 1 µs across a
+/// boundary (documented); the sliding log never exceeds the limit in any
+/// window of a long irregular run, and the sliding window counter never within
+/// an aligned window.
+pub async fn window_boundaries(warden: &Warden) {
+    const HOUR: u64 = 3_600_000_000;
+    // T0 is one second into an hour: the next hour starts at T0 + HOUR − 1 s.
+    let boundary = HOUR - 1_000_000;
+    let fixed = warden.limiter(Quota::per_hour(nz(10)), Algorithm::FixedWindow);
+    assert!(take(&fixed, "edge", 10, boundary - 1).await.allowed);
+    assert!(
+        take(&fixed, "edge", 10, boundary).await.allowed,
+        "fixed window: 2 × limit within 1 µs across the boundary"
+    );
+    let log = warden.limiter(Quota::per_hour(nz(10)), Algorithm::SlidingLog);
+    assert!(take(&log, "edge", 10, boundary - 1).await.allowed);
+    let d = take(&log, "edge", 1, boundary).await;
+    assert!(!d.allowed, "sliding log: no second batch within the hour");
+    assert_eq!(d.retry_after, Some(Duration::from_micros(HOUR - 1)));
+
+    // A long irregular run (deterministic pseudo-random gaps, 0–20 min).
+    for alg in [Algorithm::SlidingLog, Algorithm::SlidingWindow] {
+        let l = warden.limiter(Quota::per_hour(nz(10)), alg);
+        let key = format!("run:{alg}");
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut now = 0;
+        let mut admitted = Vec::new();
+        for _ in 0..400 {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            now += (seed >> 33) % (20 * 60_000_000);
+            let cost = u32::try_from((seed >> 20) % 3).unwrap_or(0) + 1;
+            if take(&l, &key, cost, now).await.allowed {
+                admitted.push((T0 + now, u64::from(cost)));
+            }
+        }
+        assert!(admitted.len() > 50, "{alg}: the run admits traffic");
+        for &(t, _) in &admitted {
+            let in_window: u64 = match alg {
+                Algorithm::SlidingLog => admitted
+                    .iter()
+                    .filter(|(u, _)| *u <= t && u + HOUR > t)
+                    .map(|(_, c)| c)
+                    .sum(),
+                _ => admitted
+                    .iter()
+                    .filter(|(u, _)| u / HOUR == t / HOUR)
+                    .map(|(_, c)| c)
+                    .sum(),
+            };
+            assert!(
+                in_window <= 10,
+                "{alg}: {in_window} units in the window of {t}"
+            );
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Rate-limit throughput on a real redis-server and in process.
+//!
+//! For each algorithm, 16 tasks check random keys for 2 s; the program prints
+//! checks per second and the ratio against `PING`s per second measured the same
+//! way in the same run (a check is one round trip, so the ratio shows what the
+//! script itself costs), and the in-process store's rate. Numbers are printed,
+//! never asserted. Run with `cargo bench -p warden --bench limit`.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+use warden::Warden;
+use warden::limit::{Algorithm, Limiter, Quota};
+use warden_test::RedisServer;
+
+const TASKS: usize = 16;
+const RUN_FOR: Duration = Duration::from_secs(2);
+const KEYS: u32 = 1000;
+
+/// Runs `op` from `TASKS` tasks for `RUN_FOR`; returns operations per second.
+async fn rate<F, Fut>(op: F) -> f64
+where
+    F: Fn(u32) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Instant::now() + RUN_FOR;
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let (op, done) = (op.clone(), Arc::clone(&done));
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < stop {
+                let key = rand::rng().random_range(0..KEYS);
+                op(key).await;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    done.load(Ordering::Relaxed) as f64 / RUN_FOR.as_secs_f64()
+}
+
+#[tokio::main]
+async fn main() {
+    let server = RedisServer::start();
+    let warden = Warden::connect(&server.url()).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let conn = client.get_multiplexed_async_connection().await.unwrap();
+    let pings = rate(move |_| {
+        let mut c = conn.clone();
+        async move {
+            let _: String = redis::cmd("PING").query_async(&mut c).await.unwrap();
+        }
+    })
+    .await;
+    server.command("CONFIG RESETSTAT").unwrap();
+    println!("PING baseline: {pings:.0}/s with {TASKS} tasks");
+    println!(
+        "| algorithm | Redis checks/s | ÷ PINGs/s | server µs per check | in-process checks/s |"
+    );
+    println!("|---|---|---|---|---|");
+    let quota = Quota::per_second(NonZeroU32::new(100).unwrap());
+    for alg in Algorithm::ALL {
+        let remote = warden.limiter(quota, alg);
+        let redis = rate(move |k| {
+            let l = remote.clone();
+            async move {
+                l.check(&format!("bench:{k}")).await.unwrap();
+            }
+        })
+        .await;
+        // Server-side time of the script, from Redis's own accounting.
+        let stats = server.command("INFO commandstats").unwrap();
+        server.command("CONFIG RESETSTAT").unwrap();
+        let server_us = stats
+            .lines()
+            .find(|l| l.starts_with("cmdstat_evalsha:"))
+            .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("usec_per_call=")))
+            .unwrap_or("?")
+            .to_string();
+        let local = Limiter::local(quota, alg);
+        let memory = rate(move |k| {
+            let l = local.clone();
+            async move {
+                l.check(&format!("bench:{k}")).await.unwrap();
+            }
+        })
+        .await;
+        println!(
+            "| {alg} | {redis:.0} | {:.2} | {server_us} | {memory:.0} |",
+            redis / pings
+        );
+    }
+}

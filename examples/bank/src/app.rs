@@ -1,0 +1,178 @@
+//! The HTTP API.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use warden::{TryAcquire, Warden};
+
+use crate::ledger::{Change, Ledger};
+
+/// The largest amount one request may move (keeps every sum far from `i64`
+/// overflow).
+pub const MAX_AMOUNT: u64 = 1_000_000_000_000;
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct Bank {
+    /// Leases (and, in the layer, rate limits).
+    pub warden: Warden,
+    /// The balances.
+    pub ledger: Arc<Ledger>,
+    /// TTL of an account's lease.
+    pub lease_ttl: Duration,
+    /// How long a change waits for the lease.
+    pub lease_wait: Duration,
+}
+
+/// The routes, without the rate-limit layer.
+pub fn routes(bank: Bank) -> Router {
+    Router::new()
+        .route("/accounts/{id}", get(get_account))
+        .route("/accounts/{id}/deposit", post(deposit))
+        .route("/accounts/{id}/withdraw", post(withdraw))
+        .with_state(bank)
+}
+
+fn problem(status: StatusCode, detail: &str) -> Response {
+    warden_http::problem(status, detail).map(Body::from)
+}
+
+fn unavailable(detail: &str) -> Response {
+    let mut res = problem(StatusCode::SERVICE_UNAVAILABLE, detail);
+    res.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        HeaderValue::from_static("1"),
+    );
+    res
+}
+
+fn balance(id: &str, balance: i64) -> Response {
+    axum::Json(serde_json::json!({ "id": id, "balance": balance })).into_response()
+}
+
+/// Account ids: 1 to 64 characters of `A-Z a-z 0-9 - _`. Errors are the
+/// detail of a `400`.
+fn check_id(id: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err("account ids are 1 to 64 characters of A-Z a-z 0-9 - _".into())
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Amount {
+    amount: u64,
+}
+
+fn parse_amount(body: &[u8]) -> Result<i64, String> {
+    let Amount { amount } = serde_json::from_slice(body)
+        .map_err(|e| format!("expected {{\"amount\": N}} with N a positive integer: {e}"))?;
+    if amount == 0 || amount > MAX_AMOUNT {
+        return Err(format!("amount must be between 1 and {MAX_AMOUNT}"));
+    }
+    i64::try_from(amount).map_err(|_| "amount too large".into())
+}
+
+fn bad_request(detail: &str) -> Response {
+    problem(StatusCode::BAD_REQUEST, detail)
+}
+
+async fn get_account(State(bank): State<Bank>, Path(id): Path<String>) -> Response {
+    if let Err(detail) = check_id(&id) {
+        return bad_request(&detail);
+    }
+    match bank.ledger.balance(&id).await {
+        Ok(Some(b)) => balance(&id, b),
+        Ok(None) => problem(StatusCode::NOT_FOUND, "no such account"),
+        Err(e) => {
+            tracing::error!(error = %e, "read failed");
+            unavailable("the database is unavailable")
+        }
+    }
+}
+
+async fn deposit(State(bank): State<Bank>, Path(id): Path<String>, body: Bytes) -> Response {
+    match (check_id(&id), parse_amount(&body)) {
+        (Ok(()), Ok(amount)) => change(&bank, &id, amount).await,
+        (Err(detail), _) | (_, Err(detail)) => bad_request(&detail),
+    }
+}
+
+async fn withdraw(State(bank): State<Bank>, Path(id): Path<String>, body: Bytes) -> Response {
+    match (check_id(&id), parse_amount(&body)) {
+        (Ok(()), Ok(amount)) => change(&bank, &id, -amount).await,
+        (Err(detail), _) | (_, Err(detail)) => bad_request(&detail),
+    }
+}
+
+/// The lease key of an account.
+pub fn lease_key(id: &str) -> String {
+    format!("bank:account:{id}")
+}
+
+/// One balance change: under the account's lease, fenced by its token.
+async fn change(bank: &Bank, id: &str, delta: i64) -> Response {
+    let lease = bank
+        .warden
+        .lease(lease_key(id))
+        .ttl(bank.lease_ttl)
+        .watchdog(true);
+    let guard = match lease.acquire_within(bank.lease_wait).await {
+        Ok(TryAcquire::Acquired(guard)) => guard,
+        Ok(TryAcquire::Held { .. }) => return unavailable("the account is busy; try again"),
+        Err(e) => {
+            tracing::error!(error = %e, "lease failed");
+            return unavailable("the lease store is unavailable");
+        }
+    };
+    let fence = guard.fence();
+    let work = async {
+        if delta > 0 {
+            bank.ledger.open(id).await?;
+        }
+        bank.ledger.change(id, fence, delta).await
+    };
+    let outcome = guard.run(work).await;
+    if let Err(e) = guard.release().await {
+        // The lease expires on its own; the change itself is settled.
+        tracing::warn!(error = %e, "lease release failed");
+    }
+    match outcome {
+        Ok(Ok(Change::Applied { balance: b })) => balance(id, b),
+        Ok(Ok(Change::Insufficient { balance })) => problem(
+            StatusCode::CONFLICT,
+            &format!("insufficient funds: the balance is {balance}"),
+        ),
+        Ok(Ok(Change::Missing)) => problem(StatusCode::NOT_FOUND, "no such account"),
+        Ok(Ok(Change::Overflow)) => problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "the balance would overflow",
+        ),
+        Ok(Ok(Change::Stale)) => {
+            unavailable("a newer lease holder changed the account first; nothing was applied")
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "change failed");
+            unavailable("the database is unavailable; check the balance before retrying")
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "lease lost during a change");
+            unavailable(
+                "the account's lease was lost during the change; check the balance before retrying",
+            )
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Command-line flags.
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use warden_http::{FailurePolicy, TrustedProxies};
+
+/// `bank`: balances under warden leases, fenced writes to PostgreSQL, rate
+/// limits per client IP.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "bank", version, about)]
+pub struct Config {
+    /// Address to listen on, e.g. 127.0.0.1:8080.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: SocketAddr,
+
+    /// warden store for leases and rate limits, e.g. redis://127.0.0.1:6379.
+    #[arg(long, value_name = "REDIS_URL")]
+    pub backend: String,
+
+    /// PostgreSQL holding the balances, e.g. postgres://postgres@127.0.0.1/bank.
+    #[arg(long, value_name = "POSTGRES_URL")]
+    pub database_url: String,
+
+    /// Requests per client IP: COUNT/PERIOD with PERIOD like 1m, 30s, 1h, 500ms.
+    #[arg(long, value_name = "RATE", default_value = "60/1m", value_parser = parse_rate)]
+    pub limit: Rate,
+
+    /// A reverse proxy whose X-Forwarded-For is believed (CIDR; repeatable).
+    #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = parse_cidr)]
+    pub trusted_proxy: Vec<String>,
+
+    /// What to do when the rate limiter's store fails or is too slow.
+    #[arg(long, value_enum, default_value_t = OnFailure::Open)]
+    pub on_limiter_failure: OnFailure,
+
+    /// The longest a request waits for the rate limiter.
+    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = parse_duration)]
+    pub limit_budget: Duration,
+
+    /// TTL of an account's lease (renewed by a watchdog while held).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub lease_ttl: Duration,
+
+    /// How long a balance change waits for an account's lease before `503`.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub lease_wait: Duration,
+}
+
+impl Config {
+    /// A configuration with the defaults of the command line.
+    pub fn new(listen: SocketAddr, backend: &str, database_url: &str) -> Self {
+        Config {
+            listen,
+            backend: backend.to_owned(),
+            database_url: database_url.to_owned(),
+            limit: Rate {
+                count: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
+                period: Duration::from_secs(60),
+            },
+            trusted_proxy: Vec::new(),
+            on_limiter_failure: OnFailure::Open,
+            limit_budget: Duration::from_millis(250),
+            lease_ttl: Duration::from_secs(5),
+            lease_wait: Duration::from_secs(10),
+        }
+    }
+
+    /// The trusted proxies, parsed.
+    pub fn trusted_proxies(&self) -> Result<TrustedProxies, warden_http::InvalidCidr> {
+        let mut t = TrustedProxies::none();
+        for cidr in &self.trusted_proxy {
+            t.add(cidr)?;
+        }
+        Ok(t)
+    }
+}
+
+/// The failure policy, as a flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnFailure {
+    /// Let requests through unlimited while the store is down.
+    Open,
+    /// Answer 503 while the store is down.
+    Closed,
+}
+
+impl From<OnFailure> for FailurePolicy {
+    fn from(f: OnFailure) -> Self {
+        match f {
+            OnFailure::Open => FailurePolicy::Open,
+            OnFailure::Closed => FailurePolicy::Closed,
+        }
+    }
+}
+
+/// `COUNT` requests per `PERIOD`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Requests per period.
+    pub count: NonZeroU32,
+    /// The period.
+    pub period: Duration,
+}
+
+/// Parses `60/1m`, `10/30s`, `1000/h`.
+///
+/// ```
+/// use std::time::Duration;
+/// let r = bank::config::parse_rate("60/1m").unwrap();
+/// assert_eq!((r.count.get(), r.period), (60, Duration::from_secs(60)));
+/// assert!(bank::config::parse_rate("0/1m").is_err());
+/// assert!(bank::config::parse_rate("60").is_err());
+/// ```
+pub fn parse_rate(s: &str) -> Result<Rate, String> {
+    let (count, period) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?}: expected COUNT/PERIOD, e.g. 60/1m"))?;
+    let count: u32 = count
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: the count must be a whole number"))?;
+    let count =
+        NonZeroU32::new(count).ok_or_else(|| format!("{s:?}: the count must be at least 1"))?;
+    let period = period.trim();
+    // "60/m" means one minute.
+    let period = if period.starts_with(|c: char| c.is_ascii_digit()) {
+        parse_duration(period)?
+    } else {
+        parse_duration(&format!("1{period}"))?
+    };
+    Ok(Rate { count, period })
+}
+
+/// Parses `250ms`, `5s`, `1m`, `2h` (non-zero).
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(bank::config::parse_duration("250ms"), Ok(Duration::from_millis(250)));
+/// assert!(bank::config::parse_duration("5").is_err());
+/// assert!(bank::config::parse_duration("0s").is_err());
+/// ```
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and a unit (ms, s, m, h), e.g. 30s"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        _ => return Err(format!("{s:?}: the unit must be ms, s, m or h")),
+    };
+    if d.is_zero() {
+        return Err(format!("{s:?}: must be longer than zero"));
+    }
+    Ok(d)
+}
+
+fn parse_cidr(s: &str) -> Result<String, String> {
+    TrustedProxies::none()
+        .add(s)
+        .map(|()| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags() {
+        let c = Config::try_parse_from([
+            "bank",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "redis://x",
+            "--database-url",
+            "postgres://y",
+            "--limit",
+            "5/30s",
+            "--trusted-proxy",
+            "10.0.0.0/8",
+            "--trusted-proxy",
+            "127.0.0.1",
+            "--on-limiter-failure",
+            "closed",
+        ])
+        .unwrap();
+        assert_eq!(c.limit.count.get(), 5);
+        assert_eq!(c.limit.period, Duration::from_secs(30));
+        assert!(
+            c.trusted_proxies()
+                .unwrap()
+                .contains("10.9.9.9".parse().unwrap())
+        );
+        assert_eq!(c.on_limiter_failure, OnFailure::Closed);
+        assert_eq!(c.limit_budget, Duration::from_millis(250));
+
+        let defaults = Config::new("127.0.0.1:0".parse().unwrap(), "redis://x", "postgres://y");
+        let parsed = Config::try_parse_from([
+            "bank",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "redis://x",
+            "--database-url",
+            "postgres://y",
+        ])
+        .unwrap();
+        assert_eq!(format!("{defaults:?}"), format!("{parsed:?}"));
+    }
+
+    #[test]
+    fn bad_flags_are_errors_not_panics() {
+        let base = [
+            "bank",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "r",
+            "--database-url",
+            "p",
+        ];
+        for bad in [
+            &["--limit", "60"][..],
+            &["--limit", "x/1m"],
+            &["--limit", "60/1y"],
+            &["--limit", "60/0s"],
+            &["--trusted-proxy", "10.0.0.0/99"],
+            &["--on-limiter-failure", "maybe"],
+            &["--limit-budget", "fast"],
+        ] {
+            let args = base.iter().chain(bad.iter()).copied();
+            assert!(Config::try_parse_from(args).is_err(), "{bad:?}");
+        }
+        assert!(Config::try_parse_from(["bank", "--listen", "nowhere"]).is_err());
+        assert_eq!(
+            parse_rate("100/h").unwrap().period,
+            Duration::from_secs(3600)
+        );
+    }
+}

@@ -1,0 +1,110 @@
+#![allow(clippy::unwrap_used)]
+//! The `bank` binary: flags, start-up errors, and one request end to end.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use warden_test::{PostgresServer, RedisServer, free_port};
+
+const BANK: &str = env!("CARGO_BIN_EXE_bank");
+
+#[test]
+fn bad_flags_exit_with_a_usage_error() {
+    for args in [
+        &["--listen", "127.0.0.1:0", "--backend", "redis://x"][..],
+        &[
+            "--listen",
+            "nowhere",
+            "--backend",
+            "r",
+            "--database-url",
+            "p",
+        ],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "r",
+            "--database-url",
+            "p",
+            "--limit",
+            "0/1m",
+        ],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "r",
+            "--database-url",
+            "p",
+            "--trusted-proxy",
+            "1.2.3.4/40",
+        ],
+    ] {
+        let out = Command::new(BANK).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+#[test]
+fn unreachable_stores_are_reported_not_panicked() {
+    let port = free_port();
+    let out = Command::new(BANK)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            "postgres://x@127.0.0.1:1/x",
+        ])
+        .args(["--backend", &format!("redis://127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--backend"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_requests() {
+    let redis = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap();
+    let pg = tokio::task::spawn_blocking(PostgresServer::start)
+        .await
+        .unwrap();
+    let port = free_port();
+    let mut child = Command::new(BANK)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--backend", &redis.url(), "--database-url", &pg.url()])
+        .args(["--limit", "5/1m"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let first_line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    });
+    let line = tokio::time::timeout(Duration::from_secs(30), first_line)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+    let client = reqwest::Client::new();
+    let res = client
+        .post(format!("http://127.0.0.1:{port}/accounts/a/deposit"))
+        .body(r#"{"amount": 7}"#)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    let policy = res.headers().get("ratelimit-policy").cloned();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200);
+    assert_eq!(policy.unwrap(), "\"default\";q=5;w=60");
+}

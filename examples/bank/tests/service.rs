@@ -1,0 +1,371 @@
+#![allow(clippy::unwrap_used)]
+//! The bank over real HTTP on loopback, against a real redis-server and a real
+//! PostgreSQL: lost updates, rate limits per IP, spoofed headers, a dead
+//! limiter store, and a stale lease holder.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bank::ledger::{Change, Claim};
+use bank::{Config, Ledger};
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use warden::Warden;
+use warden_test::{PostgresServer, RedisServer};
+
+struct Bank {
+    redis: RedisServer,
+    pg: PostgresServer,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Bank {
+    async fn start(configure: impl FnOnce(&mut Config)) -> Self {
+        let redis = tokio::task::spawn_blocking(RedisServer::start)
+            .await
+            .unwrap();
+        let pg = tokio::task::spawn_blocking(PostgresServer::start)
+            .await
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut config = Config::new(addr, &redis.url(), &pg.url());
+        configure(&mut config);
+        let app = bank::app(&config).await.unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(bank::serve(listener, app, async {
+            let _ = stopped.await;
+        }));
+        Bank {
+            redis,
+            pg,
+            addr,
+            stop: Some(stop),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Bank {
+    fn drop(&mut self) {
+        self.redis.resume(); // a paused server would not die on SIGKILL's heels
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// An HTTP client whose connections come from `ip` (any 127.0.0.0/8 address is
+/// local on Linux).
+fn client_from(ip: &str) -> Client {
+    Client::builder()
+        .local_address(ip.parse::<IpAddr>().unwrap())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn deposit(c: &Client, bank: &Bank, id: &str, amount: u64) -> (StatusCode, Value) {
+    let res = c
+        .post(bank.url(&format!("/accounts/{id}/deposit")))
+        .json(&json!({ "amount": amount }))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+async fn balance(c: &Client, bank: &Bank, id: &str) -> i64 {
+    let res = c
+        .get(bank.url(&format!("/accounts/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["id"], id);
+    v["balance"].as_i64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_parallel_deposits_all_land_in_the_balance() {
+    let bank = Bank::start(|c| c.limit = bank::config::parse_rate("10000/1m").unwrap()).await;
+    let bank = Arc::new(bank);
+    let client = client_from("127.0.0.1");
+    let tasks: Vec<_> = (1..=100u64)
+        .map(|amount| {
+            let (bank, client) = (Arc::clone(&bank), client.clone());
+            tokio::spawn(async move { (amount, deposit(&client, &bank, "shared", amount).await) })
+        })
+        .collect();
+    let mut landed = 0;
+    let mut balances = Vec::new();
+    for t in tasks {
+        let (amount, (status, body)) = t.await.unwrap();
+        assert_eq!(status, 200, "deposit of {amount}: {body}");
+        landed += amount;
+        balances.push(body["balance"].as_i64().unwrap());
+    }
+    // Every deposit is in the final balance (1 + 2 + … + 100), and each one
+    // saw a distinct balance: no two changes overlapped.
+    assert_eq!(landed, 5050);
+    assert_eq!(balance(&client, &bank, "shared").await, 5050);
+    balances.sort_unstable();
+    balances.dedup();
+    assert_eq!(balances.len(), 100);
+}
+
+fn header<'a>(res: &'a reqwest::Response, name: &str) -> &'a str {
+    res.headers()
+        .get(name)
+        .unwrap_or_else(|| panic!("missing {name}"))
+        .to_str()
+        .unwrap()
+}
+
+/// Parses `"default";r=0;t=41` into (r, t).
+fn parse_ratelimit(v: &str) -> (u64, u64) {
+    let rest = v.strip_prefix("\"default\";r=").unwrap();
+    let (r, t) = rest.split_once(";t=").unwrap();
+    (r.parse().unwrap(), t.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sixty_first_request_from_one_ip_is_refused_and_no_one_else_is() {
+    // 127.0.0.1 is a trusted proxy; 127.0.0.2 and 127.0.0.3 are plain clients.
+    let bank = Bank::start(|c| c.trusted_proxy = vec!["127.0.0.1/32".into()]).await;
+    let other = client_from("127.0.0.3");
+    assert_eq!(deposit(&other, &bank, "acct", 10).await.0, 200);
+
+    let client = client_from("127.0.0.2");
+    let mut passed = 0;
+    let mut last = None;
+    for i in 0..61 {
+        // A forged X-Forwarded-For from an untrusted peer must not move the
+        // request into another bucket: all 61 count against 127.0.0.2.
+        let res = client
+            .get(bank.url("/accounts/acct"))
+            .header("x-forwarded-for", format!("198.51.100.{i}"))
+            .send()
+            .await
+            .unwrap();
+        if res.status() == 200 {
+            passed += 1;
+            let (r, _) = parse_ratelimit(header(&res, "ratelimit"));
+            assert_eq!(r, 59 - i, "remaining after request {i}");
+        }
+        last = Some(res);
+    }
+    assert_eq!(passed, 60);
+    let refused = last.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = header(&refused, "retry-after").parse().unwrap();
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+    assert_eq!(
+        header(&refused, "ratelimit-policy"),
+        "\"default\";q=60;w=60"
+    );
+    let (r, t) = parse_ratelimit(header(&refused, "ratelimit"));
+    assert_eq!(r, 0);
+    assert!((1..=60).contains(&t), "t={t}");
+    assert_eq!(header(&refused, "x-ratelimit-limit"), "60");
+    assert_eq!(header(&refused, "x-ratelimit-remaining"), "0");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let reset: u64 = header(&refused, "x-ratelimit-reset").parse().unwrap();
+    assert!(now < reset && reset <= now + 61, "reset {reset}, now {now}");
+    assert_eq!(header(&refused, "content-type"), "application/problem+json");
+    let problem: Value = refused.json().await.unwrap();
+    assert_eq!(problem["status"], 429);
+
+    // Another IP is unaffected.
+    let res = other.get(bank.url("/accounts/acct")).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(parse_ratelimit(header(&res, "ratelimit")).0, 58);
+
+    // Through the trusted proxy, the forwarded address is the client: a fresh
+    // one has its own bucket, 127.0.0.2 is still refused.
+    let proxy = client_from("127.0.0.1");
+    let via = |xff: &'static str| {
+        proxy
+            .get(bank.url("/accounts/acct"))
+            .header("x-forwarded-for", xff)
+            .send()
+    };
+    let res = via("203.0.113.9").await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(parse_ratelimit(header(&res, "ratelimit")).0, 59);
+    assert_eq!(via("6.6.6.6, 127.0.0.2").await.unwrap().status(), 429);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_is_answered_by_fail_closed_within_the_budget() {
+    let budget = Duration::from_millis(300);
+    let bank = Bank::start(|c| {
+        c.on_limiter_failure = bank::config::OnFailure::Closed;
+        c.limit_budget = budget;
+    })
+    .await;
+    let client = client_from("127.0.0.1");
+    assert_eq!(deposit(&client, &bank, "acct", 5).await.0, 200);
+
+    bank.redis.pause(); // SIGSTOP: connections stay open, nothing answers
+    for _ in 0..3 {
+        let started = Instant::now();
+        let res = client.get(bank.url("/accounts/acct")).send().await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(header(&res, "retry-after"), "1");
+        assert_eq!(header(&res, "content-type"), "application/problem+json");
+        // The budget, plus generous slack for two noisy cores.
+        assert!(took >= budget, "answered before the budget: {took:?}");
+        assert!(took < budget + Duration::from_secs(2), "took {took:?}");
+    }
+    bank.redis.resume();
+    // Once Redis answers again, so does the limiter.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let res = client.get(bank.url("/accounts/acct")).send().await.unwrap();
+        if res.status() == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never recovered: {}",
+            res.status()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_redis_is_answered_by_fail_open_within_the_budget() {
+    let budget = Duration::from_millis(300);
+    let mut bank = Bank::start(|c| c.limit_budget = budget).await;
+    let client = client_from("127.0.0.1");
+    assert_eq!(deposit(&client, &bank, "acct", 5).await.0, 200);
+    bank.redis.kill();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let res = client.get(bank.url("/accounts/acct")).send().await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(
+            res.status(),
+            200,
+            "reads need no lease: fail open serves them"
+        );
+        assert!(
+            res.headers().get("ratelimit").is_none(),
+            "no decision, no numbers"
+        );
+        assert!(took < budget + Duration::from_secs(2), "took {took:?}");
+    }
+    // A balance change needs its lease: refused with 503, not applied.
+    let (status, _) = deposit(&client, &bank, "acct", 1).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let pg_check = Ledger::connect(&bank.pg.url()).await.unwrap();
+    assert_eq!(pg_check.balance("acct").await.unwrap(), Some(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_holder_s_write_is_rejected_by_the_fence() {
+    let bank = Bank::start(|_| {}).await;
+    let client = client_from("127.0.0.1");
+    assert_eq!(deposit(&client, &bank, "acct", 100).await.0, 200);
+
+    let warden = Warden::connect(&bank.redis.url()).await.unwrap();
+    let ledger = Ledger::connect(&bank.pg.url()).await.unwrap();
+    let lease = warden
+        .lease(bank::app::lease_key("acct"))
+        .ttl(Duration::from_millis(300));
+
+    // Holder A takes the lease and reads the balance…
+    let a = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let stale = a.fence();
+    assert_eq!(
+        ledger.claim("acct", stale).await.unwrap(),
+        Claim::Claimed { balance: 100 }
+    );
+    // …then pauses past its TTL (a GC pause, a stopped VM).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(a.is_lost());
+
+    // Meanwhile B (the service) takes the lease and deposits: newer fence.
+    let (status, body) = deposit(&client, &bank, "acct", 50).await;
+    assert_eq!(
+        (status, body["balance"].as_i64()),
+        (StatusCode::OK, Some(150))
+    );
+
+    // A wakes up and writes what it computed: refused, B's deposit survives.
+    assert_eq!(
+        ledger.write("acct", stale, 130).await.unwrap(),
+        Change::Stale
+    );
+    assert_eq!(
+        ledger.change("acct", stale, 30).await.unwrap(),
+        Change::Stale
+    );
+    assert!(matches!(
+        ledger.claim("acct", stale).await.unwrap(),
+        Claim::Stale { current } if current > stale.get()
+    ));
+    assert_eq!(balance(&client, &bank, "acct").await, 150);
+    drop(a);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overdrafts_bad_input_and_missing_accounts_are_client_errors() {
+    let bank = Bank::start(|_| {}).await;
+    let c = client_from("127.0.0.1");
+    assert_eq!(deposit(&c, &bank, "acct", 10).await.0, 200);
+    let withdraw = |id: &str, body: &'static str| {
+        c.post(bank.url(&format!("/accounts/{id}/withdraw")))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let res = withdraw("acct", r#"{"amount": 11}"#).await.unwrap();
+    assert_eq!(res.status(), StatusCode::CONFLICT);
+    assert_eq!(header(&res, "content-type"), "application/problem+json");
+    let res = withdraw("acct", r#"{"amount": 10}"#).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.json::<Value>().await.unwrap()["balance"], 0);
+
+    for body in [
+        "",
+        "nope",
+        r#"{"amount": -1}"#,
+        r#"{"amount": 0}"#,
+        r#"{"amount": 1.5}"#,
+        r#"{"amount": "1"}"#,
+        r#"{"amount": 1, "to": "x"}"#,
+        r#"{"amount": 99999999999999999999}"#,
+    ] {
+        let res = withdraw("acct", body).await.unwrap();
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(header(&res, "content-type"), "application/problem+json");
+    }
+    assert_eq!(
+        withdraw("nobody", r#"{"amount": 1}"#)
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    let res = c.get(bank.url("/accounts/nobody")).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    let res = c.get(bank.url("/accounts/bad%20id")).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(balance(&c, &bank, "acct").await, 0);
+}
