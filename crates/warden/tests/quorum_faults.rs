@@ -576,7 +576,10 @@ async fn a_winner_settles_its_fence_on_a_majority_so_any_next_majority_exceeds_i
     let mut last = fence;
     for frozen in [0, 1, 2] {
         nodes[frozen].pause();
-        let g = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        // Waits out a node resumed a moment ago that still runs its backlog (the
+        // acquire it missed, then the release that followed it).
+        let g = lease.acquire_within(Duration::from_secs(5)).await.unwrap();
+        let g = g.into_guard().unwrap();
         assert!(
             g.fence().get() > last,
             "node {frozen} frozen: fence {} after {last}",
