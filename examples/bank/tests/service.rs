@@ -67,7 +67,7 @@ impl Drop for Bank {
 fn client_from(ip: &str) -> Client {
     Client::builder()
         .local_address(ip.parse::<IpAddr>().unwrap())
-        .timeout(Duration::from_secs(30))
+        .timeout(Duration::from_secs(90))
         .build()
         .unwrap()
 }
@@ -97,7 +97,13 @@ async fn balance(c: &Client, bank: &Bank, id: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_parallel_deposits_all_land_in_the_balance() {
-    let bank = Bank::start(|c| c.limit = bank::config::parse_rate("10000/1m").unwrap()).await;
+    let bank = Bank::start(|c| {
+        c.limit = bank::config::parse_rate("10000/1m").unwrap();
+        // 100 changes queue on one account's lease: wait long enough for all
+        // of them even on two busy cores.
+        c.lease_wait = Duration::from_secs(60);
+    })
+    .await;
     let bank = Arc::new(bank);
     let client = client_from("127.0.0.1");
     let tasks: Vec<_> = (1..=100u64)
