@@ -114,9 +114,9 @@ impl Warden {
     }
 
     /// A rate limiter on this handle's store; see [`Limiter`]. Limits live in
-    /// Redis when connected to one master (`redis://`), in this process
-    /// otherwise (memory, quorum, SQLite) unless set with
-    /// [`with_limits`](Self::with_limits).
+    /// Redis when connected to one master (`redis://`), in the SQLite file for
+    /// `sqlite:`, and in this process otherwise (memory, quorum) unless set
+    /// with [`with_limits`](Self::with_limits).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {

@@ -36,6 +36,7 @@ on_sqlite!(
     costs_take_several_units,
     keys_are_independent,
     sliding_log_records_rejections_only_when_asked,
+    window_boundaries,
 );
 
 /// Two handles on one file (two connections, as two processes would have),

@@ -15,6 +15,11 @@ use super::step::check_cost;
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 
+/// The latest instant a caller may inject: with a policy's longest span
+/// ([`MAX_SPAN`](super::MAX_SPAN)) on top it stays below 2^53, where Lua's
+/// doubles are exact.
+const LATEST_NOW: u64 = (1 << 53) - (1 << 50) - 1;
+
 /// The most [`Limiter::wait`] adds to a wait as jitter.
 pub const MAX_JITTER: Duration = Duration::from_millis(100);
 
@@ -261,6 +266,12 @@ impl Limiter {
         validate_key(key)?;
         let policies = self.policies()?;
         check_cost(policies, cost)?;
+        if now.is_some_and(|t| t.as_micros() > LATEST_NOW) {
+            return Err(Error::invalid(
+                "now",
+                "an injected instant beyond 2^53 − 2^50 µs (year 2219) is not exact in Lua",
+            ));
+        }
         let request = LimitRequest::new(key, policies, cost, mode).at(now);
         match (self.inner.store.apply(&request).await, &self.inner.fallback) {
             (Err(e), Some(fallback)) if e.is_infrastructure() => {

@@ -121,6 +121,13 @@ pub async fn bad_input_is_a_clear_error(warden: &Warden) {
             Err(Error::InvalidArgument { what: "policy", .. })
         ));
     }
+    // Injected instants must stay exact in Lua's doubles.
+    let l = warden.limiter(Quota::per_second(nz(5)), Algorithm::Gcra);
+    let far = Some(Timestamp::from_micros(1 << 60));
+    assert!(matches!(
+        l.run("bad", 1, Mode::Consume, far).await,
+        Err(Error::InvalidArgument { what: "now", .. })
+    ));
     // The burst is the capacity of GCRA and the token bucket only.
     let l = warden.limiter(Quota::per_second(nz(5)).burst(nz(2)), Algorithm::Gcra);
     assert!(matches!(
