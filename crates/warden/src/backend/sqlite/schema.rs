@@ -99,6 +99,10 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare>
     // FULL: every commit is on disk before it returns, so a fence handed out is
     // never handed out again after a crash or a power cut.
     conn.pragma_update(None, "synchronous", "FULL")?;
+    if is_ready(conn)? {
+        // The usual case: no write (and no fsync) just to open the file.
+        return Ok(());
+    }
     // Creating the tables is serialised with other processes opening the same new
     // file; the ownership check is repeated under the write lock.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -108,6 +112,32 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare>
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())
+}
+
+/// Every object of [`CREATE`], for [`is_ready`].
+const OBJECTS: [&str; 4] = [
+    "warden_leases",
+    "warden_limits",
+    "warden_limits_expiry",
+    "warden_clock",
+];
+
+/// Whether the file is a warden database of this schema with all its objects.
+fn is_ready(conn: &Connection) -> rusqlite::Result<bool> {
+    let app: i32 = conn.pragma_query_value(None, "application_id", |row| row.get(0))?;
+    let version: i32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if app != APPLICATION_ID || version != SCHEMA_VERSION {
+        return Ok(false);
+    }
+    let mut found = 0;
+    for name in OBJECTS {
+        found += conn.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = ?1",
+            [name],
+            |row| row.get::<_, i64>(0),
+        )?;
+    }
+    Ok(found == 4)
 }
 
 /// Refuses databases that belong to another application or a newer warden.
