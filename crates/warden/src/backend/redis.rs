@@ -19,12 +19,12 @@ use crate::fence::Fence;
 use crate::redis_conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RedisConn};
 use crate::token::OwnerToken;
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/lease_acquire.lua")));
-static EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/lease_extend.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/lease_release.lua")));
+const ACQUIRE_LUA: &str = include_str!("../scripts/lease_acquire.lua");
+const EXTEND_LUA: &str = include_str!("../scripts/lease_extend.lua");
+const RELEASE_LUA: &str = include_str!("../scripts/lease_release.lua");
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "warden:";
@@ -125,6 +125,9 @@ pub struct RedisBackend {
     prefix: Arc<str>,
     subscriber: Arc<OnceCell<Subscriber>>,
     replicas: Option<ReplicaAcks>,
+    /// Send scripts with `EVAL` instead of `EVALSHA`: see
+    /// [`inline_scripts`](Self::inline_scripts).
+    inline_scripts: bool,
 }
 
 impl RedisBackend {
@@ -146,7 +149,51 @@ impl RedisBackend {
             prefix: options.prefix.into(),
             subscriber: Arc::new(OnceCell::new()),
             replicas: options.replicas,
+            inline_scripts: false,
         }
+    }
+
+    /// Sends every script with `EVAL` (the script's text) instead of `EVALSHA`.
+    /// A quorum needs it: a `NOSCRIPT` answer makes redis-rs load the script and
+    /// send the call again *later*, which can reorder it behind requests made
+    /// after it — an undo could then run before the vote it undoes, or after the
+    /// caller's next vote with the same token. `EVAL` is one self-contained
+    /// request, so requests reach a node in the order they were made.
+    pub(crate) fn inline_scripts(mut self) -> Self {
+        self.inline_scripts = true;
+        self
+    }
+
+    /// Runs a lease script by `EVALSHA` (with NOSCRIPT recovery) or, with
+    /// [`inline_scripts`](Self::inline_scripts), by `EVAL`.
+    pub(crate) async fn run_script<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        (script, source): (&Script, &str),
+        keys: &[String],
+        args: &[String],
+    ) -> Result<T> {
+        let key = keys.first().map_or("", String::as_str);
+        if self.inline_scripts {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(source).arg(keys.len()).arg(keys).arg(args);
+            return self
+                .conn
+                .call(
+                    op,
+                    key,
+                    |mut c| async move { cmd.query_async(&mut c).await },
+                )
+                .await;
+        }
+        let mut invocation = script.prepare_invoke();
+        for k in keys {
+            invocation.key(k);
+        }
+        for a in args {
+            invocation.arg(a);
+        }
+        self.conn.script(op, key, &invocation).await
     }
 
     /// The connection, shared with other Redis-based parts of warden.
@@ -190,10 +237,14 @@ impl RedisBackend {
         token: &OwnerToken,
         channel: String,
     ) -> Result<ReleaseOutcome> {
-        let lease_key = self.lease_key(key);
-        let mut script = RELEASE.key(&lease_key);
-        script.arg(token.as_str()).arg(channel);
-        let released: i64 = self.conn.script("release", &lease_key, &script).await?;
+        let released: i64 = self
+            .run_script(
+                "release",
+                (&RELEASE, RELEASE_LUA),
+                &[self.lease_key(key)],
+                &[token.as_str().to_string(), channel],
+            )
+            .await?;
         Ok(if released == 1 {
             ReleaseOutcome::Released
         } else {
@@ -272,14 +323,15 @@ impl LeaseBackend for RedisBackend {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<AcquireReply> {
-        let lease_key = self.lease_key(key);
         let start = Instant::now();
-        let mut script = ACQUIRE.key(&lease_key);
-        script
-            .key(self.fence_key(key))
-            .arg(token.as_str())
-            .arg(millis(ttl));
-        let (won, value): (i64, i64) = self.conn.script("acquire", &lease_key, &script).await?;
+        let (won, value): (i64, i64) = self
+            .run_script(
+                "acquire",
+                (&ACQUIRE, ACQUIRE_LUA),
+                &[self.lease_key(key), self.fence_key(key)],
+                &[token.as_str().to_string(), millis(ttl).to_string()],
+            )
+            .await?;
         if won == 1 {
             let fence = u64::try_from(value).map_err(|_| Error::WrongType {
                 key: self.fence_key(key),
@@ -298,11 +350,15 @@ impl LeaseBackend for RedisBackend {
     }
 
     async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
-        let lease_key = self.lease_key(key);
         let start = Instant::now();
-        let mut script = EXTEND.key(&lease_key);
-        script.arg(token.as_str()).arg(millis(ttl));
-        let extended: i64 = self.conn.script("extend", &lease_key, &script).await?;
+        let extended: i64 = self
+            .run_script(
+                "extend",
+                (&EXTEND, EXTEND_LUA),
+                &[self.lease_key(key)],
+                &[token.as_str().to_string(), millis(ttl).to_string()],
+            )
+            .await?;
         if extended == 1 {
             self.await_replicas("extend", key, token).await?;
         }

@@ -23,8 +23,8 @@ use crate::fence::Fence;
 use crate::redis_conn::redact;
 use crate::token::OwnerToken;
 
-static RAISE_FENCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/quorum_fence.lua")));
+const RAISE_FENCE_LUA: &str = include_str!("../scripts/quorum_fence.lua");
+static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
 
 /// How often a forwarding task checks whether the merged release watch is still
 /// wanted.
@@ -49,12 +49,26 @@ struct Inner {
     options: QuorumOptions,
 }
 
-/// What the acquiring client decided; every node task cleans up after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    Pending,
-    Acquired,
-    Failed,
+/// Undoes an acquisition attempt on every node when dropped armed: a caller
+/// dropped in the middle of an attempt leaves no key behind.
+struct UndoOnDrop<'a> {
+    backend: &'a QuorumBackend,
+    key: &'a str,
+    token: &'a OwnerToken,
+    armed: bool,
+}
+
+impl Drop for UndoOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            for task in self.backend.undo_tasks(self.key, self.token, None) {
+                runtime.spawn(task);
+            }
+        }
+    }
 }
 
 impl QuorumBackend {
@@ -84,7 +98,9 @@ impl QuorumBackend {
                     reason: "the same node is listed twice; it would vote twice".into(),
                 });
             }
-            nodes.push(RedisBackend::lazy(url, node_options.clone())?);
+            // EVAL, not EVALSHA: keeps each node's requests in call order (an
+            // undo behind its vote, a release ahead of the next acquire).
+            nodes.push(RedisBackend::lazy(url, node_options.clone())?.inline_scripts());
             names.push(name);
         }
         if nodes.is_empty() {
@@ -252,6 +268,30 @@ impl QuorumBackend {
         replies
     }
 
+    /// One task per node that deletes the lease key if it holds `token`, without
+    /// waking waiters; each reports its node's index on `done` when finished.
+    fn undo_tasks(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        done: Option<mpsc::UnboundedSender<usize>>,
+    ) -> Vec<NodeTask> {
+        let mut tasks = Vec::with_capacity(self.inner.nodes.len());
+        for (i, node) in self.inner.nodes.iter().enumerate() {
+            let (node, key, token, done) =
+                (node.clone(), key.to_string(), token.clone(), done.clone());
+            tasks.push(Box::pin(async move {
+                if let Err(e) = node.release_quietly(&key, &token).await {
+                    tracing::debug!(key, node = %node.describe(), error = %e, "undoing a quorum vote failed; the TTL will free the key");
+                }
+                if let Some(done) = done {
+                    let _ = done.send(i);
+                }
+            }) as NodeTask);
+        }
+        tasks
+    }
+
     /// A random pause before the next attempt after a split vote.
     fn retry_delay(&self) -> Duration {
         let max = self.inner.options.retry_delay;
@@ -296,15 +336,14 @@ impl QuorumBackend {
             let node = self.inner.nodes[i].clone();
             let (tx, key, token) = (tx.clone(), key.to_string(), token.clone());
             raises.push(Box::pin(async move {
-                let lease_key = node.lease_key(&key);
-                let mut script = RAISE_FENCE.key(&lease_key);
-                script
-                    .key(node.fence_key(&key))
-                    .arg(token.as_str())
-                    .arg(fence);
-                let call = node
-                    .conn()
-                    .script::<i64>("raise fence", &lease_key, &script);
+                let keys = [node.lease_key(&key), node.fence_key(&key)];
+                let args = [token.as_str().to_string(), fence.to_string()];
+                let call = node.run_script::<i64>(
+                    "raise fence",
+                    (&RAISE_FENCE, RAISE_FENCE_LUA),
+                    &keys,
+                    &args,
+                );
                 let ok = matches!(timeout_at(deadline, call).await, Ok(Ok(v)) if v >= 0 && v.unsigned_abs() >= fence);
                 let _ = tx.send(ok);
             }) as NodeTask);
@@ -374,17 +413,19 @@ impl LeaseBackend for QuorumBackend {
         let valid_until = self.validity_end(sent, ttl);
         let node_deadline = (sent + self.inner.options.node_timeout).min(valid_until);
 
-        // Every node runs in its own task: it votes, then waits for the verdict
-        // and undoes its vote unless the lease was won. A dropped caller counts as
-        // a failed attempt, so cancellation leaves no keys behind either.
+        // Every node votes in its own task. Unless the lease is won, the votes
+        // are undone on every node; a dropped caller counts as a failed attempt.
+        let mut undo = UndoOnDrop {
+            backend: self,
+            key,
+            token,
+            armed: true,
+        };
         let (votes_tx, mut votes_rx) = mpsc::unbounded_channel();
-        let (cleaned_tx, mut cleaned_rx) = mpsc::unbounded_channel();
-        let (verdict_tx, verdict_rx) = watch::channel(Verdict::Pending);
         let mut votes = Vec::with_capacity(n);
         for (i, node) in self.inner.nodes.iter().enumerate() {
             let (node, key, token) = (node.clone(), key.to_string(), token.clone());
-            let (votes_tx, cleaned_tx, mut verdict_rx) =
-                (votes_tx.clone(), cleaned_tx.clone(), verdict_rx.clone());
+            let votes_tx = votes_tx.clone();
             let me = self.clone();
             votes.push(Box::pin(async move {
                 let ballot =
@@ -397,22 +438,10 @@ impl LeaseBackend for QuorumBackend {
                         Err(_) => Err(me.timeout_error(i, "acquire", &key, sent.elapsed())),
                     };
                 let _ = votes_tx.send((i, ballot));
-                let verdict = verdict_rx
-                    .wait_for(|v| *v != Verdict::Pending)
-                    .await
-                    .map_or(Verdict::Failed, |v| *v);
-                if verdict != Verdict::Acquired {
-                    // Sent after our acquire on the same connection, so it also
-                    // undoes a grant whose answer timed out.
-                    if let Err(e) = node.release_quietly(&key, &token).await {
-                        tracing::debug!(key, node = %node.describe(), error = %e, "undoing a quorum vote failed; the TTL will free the key");
-                    }
-                    let _ = cleaned_tx.send(i);
-                }
             }) as NodeTask);
         }
         launch(votes).await;
-        drop((votes_tx, cleaned_tx, verdict_rx));
+        drop(votes_tx);
 
         let mut ballots: Vec<Option<Result<Ballot>>> = (0..n).map(|_| None).collect();
         let (mut granted, mut held, mut failed) = (0, 0, 0);
@@ -445,7 +474,7 @@ impl LeaseBackend for QuorumBackend {
                 .settle_fence(key, token, &grants, fence, valid_until)
                 .await;
             if settled && Instant::now() < valid_until {
-                let _ = verdict_tx.send(Verdict::Acquired);
+                undo.armed = false;
                 return Ok(AcquireReply::Acquired {
                     fence: Fence::new(fence),
                     valid_until,
@@ -453,10 +482,16 @@ impl LeaseBackend for QuorumBackend {
             }
         }
 
-        // Lost, split, too slow or too few nodes: undo every vote, and wait for
-        // the nodes that answered to confirm (they are quick), so a caller that
-        // sees `Held` leaves no key behind on a responsive node.
-        let _ = verdict_tx.send(Verdict::Failed);
+        // Lost, split, too slow or too few nodes: undo every vote — also on nodes
+        // that timed out or have not answered yet. The undo requests are on every
+        // connection before this call returns, behind this attempt's acquire
+        // requests and ahead of the caller's next attempt (which reuses the
+        // token), so an undo can only ever remove this attempt's grant. Then wait
+        // for the nodes that answered to confirm (they are quick), so a caller
+        // that sees `Held` leaves no key behind on a responsive node.
+        undo.armed = false;
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+        launch(self.undo_tasks(key, token, Some(done_tx))).await;
         let answered: Vec<usize> = ballots
             .iter()
             .enumerate()
@@ -466,7 +501,7 @@ impl LeaseBackend for QuorumBackend {
         let mut pending = answered.clone();
         let cleanup_deadline = Instant::now() + self.inner.options.node_timeout;
         while !pending.is_empty() {
-            match timeout_at(cleanup_deadline, cleaned_rx.recv()).await {
+            match timeout_at(cleanup_deadline, done_rx.recv()).await {
                 Ok(Some(i)) => pending.retain(|p| *p != i),
                 Ok(None) | Err(_) => break,
             }
