@@ -274,22 +274,67 @@ impl QuorumBackend {
         &self,
         key: &str,
         token: &OwnerToken,
-        done: Option<mpsc::UnboundedSender<usize>>,
+        done: Option<mpsc::UnboundedSender<(usize, bool)>>,
     ) -> Vec<NodeTask> {
         let mut tasks = Vec::with_capacity(self.inner.nodes.len());
         for (i, node) in self.inner.nodes.iter().enumerate() {
             let (node, key, token, done) =
                 (node.clone(), key.to_string(), token.clone(), done.clone());
             tasks.push(Box::pin(async move {
-                if let Err(e) = node.release_quietly(&key, &token).await {
-                    tracing::debug!(key, node = %node.describe(), error = %e, "undoing a quorum vote failed; the TTL will free the key");
-                }
+                let released = match node.release_quietly(&key, &token).await {
+                    Ok(outcome) => outcome == ReleaseOutcome::Released,
+                    Err(e) => {
+                        tracing::debug!(key, node = %node.describe(), error = %e, "undoing a quorum vote failed; the TTL will free the key");
+                        false
+                    }
+                };
                 if let Some(done) = done {
-                    let _ = done.send(i);
+                    let _ = done.send((i, released));
                 }
             }) as NodeTask);
         }
         tasks
+    }
+
+    /// Follows up on nodes whose vote had not arrived when an attempt failed. Their
+    /// undo went out at once, so it stays ahead of the caller's next attempt; but
+    /// on a connection still being (re)established it can overtake the vote it
+    /// undoes. When that happened — the undo found nothing and the vote then
+    /// granted — the grant is undone again. Only then: a second undo after the
+    /// vote found *our own* key, which no later attempt with the same token can
+    /// have been granted over, so it never removes a newer grant.
+    async fn undo_late_votes(
+        self,
+        (key, token): (String, OwnerToken),
+        late: Vec<usize>,
+        (mut votes, mut undos, mut undone): (VoteInbox, UndoInbox, Vec<Option<bool>>),
+        deadline: Instant,
+    ) {
+        let mut granted: Vec<Option<bool>> = vec![None; undone.len()];
+        let settled = |granted: &[Option<bool>], undone: &[Option<bool>]| {
+            late.iter()
+                .all(|i| granted[*i].is_some() && undone[*i].is_some())
+        };
+        while !settled(&granted, &undone) {
+            let next = tokio::select! {
+                Some((i, ballot)) = votes.recv() => {
+                    granted[i] = Some(matches!(ballot, Ok(Ballot::Granted(_))));
+                    continue;
+                }
+                Some((i, released)) = undos.recv() => (i, released),
+                () = tokio::time::sleep_until(deadline) => break,
+                else => break,
+            };
+            undone[next.0] = Some(next.1);
+        }
+        for &i in &late {
+            if granted[i] == Some(true) && undone[i] == Some(false) {
+                let node = &self.inner.nodes[i];
+                if let Err(e) = node.release_quietly(&key, &token).await {
+                    tracing::debug!(key, node = %node.describe(), error = %e, "undoing a late quorum vote failed; the TTL will free the key");
+                }
+            }
+        }
     }
 
     /// A random pause before the next attempt after a split vote.
@@ -391,6 +436,12 @@ async fn launch(tasks: Vec<NodeTask>) {
 fn count(votes: &[NodeVote], pred: impl Fn(&NodeOutcome) -> bool) -> usize {
     votes.iter().filter(|v| pred(&v.outcome)).count()
 }
+
+/// Where node tasks report their votes: (node, ballot).
+type VoteInbox = mpsc::UnboundedReceiver<(usize, Result<Ballot>)>;
+
+/// Where undo tasks report: (node, whether the undo deleted our key).
+type UndoInbox = mpsc::UnboundedReceiver<(usize, bool)>;
 
 /// A node's answer to an acquire attempt.
 #[derive(Debug, Clone)]
@@ -498,13 +549,23 @@ impl LeaseBackend for QuorumBackend {
             .filter(|(_, b)| matches!(b, Some(Ok(_))))
             .map(|(i, _)| i)
             .collect();
-        let mut pending = answered.clone();
+        let mut undone: Vec<Option<bool>> = vec![None; n];
         let cleanup_deadline = Instant::now() + self.inner.options.node_timeout;
-        while !pending.is_empty() {
+        while answered.iter().any(|i| undone[*i].is_none()) {
             match timeout_at(cleanup_deadline, done_rx.recv()).await {
-                Ok(Some(i)) => pending.retain(|p| *p != i),
+                Ok(Some((i, released))) => undone[i] = Some(released),
                 Ok(None) | Err(_) => break,
             }
+        }
+        let late: Vec<usize> = (0..n).filter(|i| ballots[*i].is_none()).collect();
+        if !late.is_empty() {
+            let late_deadline = node_deadline + self.inner.options.node_timeout;
+            tokio::spawn(self.clone().undo_late_votes(
+                (key.to_string(), token.clone()),
+                late,
+                (votes_rx, done_rx, undone),
+                late_deadline,
+            ));
         }
 
         let votes = self.votes(&ballots, |b| match b {
