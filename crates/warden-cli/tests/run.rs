@@ -405,3 +405,44 @@ fn a_stopped_command_is_continued_so_that_sigterm_ends_it() {
     let status = warden.wait(Duration::from_secs(20));
     assert_eq!(status.code(), Some(76), "{}", warden.stderr());
 }
+
+/// A frozen Redis (SIGSTOP) answers nothing: renewals time out, the local
+/// deadline passes, and the command is stopped before the store could have
+/// handed the lease to anyone else.
+#[test]
+fn a_frozen_redis_ends_the_run_with_76_at_the_local_deadline() {
+    let server = RedisServer::start();
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("child");
+    let mut warden = sandbox.start(&[
+        "--backend",
+        &server.url(),
+        "-v",
+        "run",
+        "--key",
+        "frozen",
+        "--ttl",
+        "1500ms",
+        "--grace",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &patient_child(&marker),
+    ]);
+    wait_for_file(&marker, Duration::from_secs(10));
+    server.pause();
+    let frozen = Instant::now();
+    let status = warden.wait(Duration::from_secs(20));
+    server.resume();
+    let err = warden.stderr();
+    assert_eq!(status.code(), Some(76), "{err}");
+    assert!(
+        frozen.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        frozen.elapsed()
+    );
+    assert!(std::fs::read_to_string(&marker).unwrap().contains("term"));
+    // -v logs through tracing on stderr.
+    assert!(err.contains("lease acquired"), "{err}");
+}

@@ -202,7 +202,7 @@ impl SqliteBackend {
             .await
             .map_err(|e| Error::Storage {
                 backend: display.clone(),
-                reason: format!("opening failed: {e}"),
+                reason: format!("opening it failed: {e}"),
             })??;
         Ok(SqliteBackend {
             inner: Arc::new(Inner {

@@ -51,14 +51,16 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
         reason,
     };
     if path.is_dir() {
-        return Err(unusable("is a directory, not a database file".into()));
+        return Err(unusable(
+            "the path is a directory, not a database file".into(),
+        ));
     }
     if let Some(parent) = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
     {
         return Err(unusable(format!(
-            "directory {} does not exist",
+            "its directory {} does not exist",
             parent.display()
         )));
     }
@@ -147,21 +149,21 @@ fn check_ownership(conn: &Connection) -> Result<(), Prepare> {
     if app == APPLICATION_ID {
         if version > SCHEMA_VERSION {
             return Err(Prepare::Foreign(format!(
-                "written by a newer warden (schema version {version}, this one knows {SCHEMA_VERSION})"
+                "the file was written by a newer warden (schema version {version}, this one knows {SCHEMA_VERSION})"
             )));
         }
         return Ok(());
     }
     if app != 0 {
         return Err(Prepare::Foreign(format!(
-            "belongs to another application (application_id {app:#x}); warden will not write into it"
+            "the file belongs to another application (application_id {app:#x}); warden will not write into it"
         )));
     }
     let objects: i64 =
         conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
     if objects > 0 {
         return Err(Prepare::Foreign(
-            "is a SQLite database of another application (it has tables warden did not create); \
+            "the file is a SQLite database of another application (it has tables warden did not create); \
              warden will not write into it"
                 .into(),
         ));
@@ -172,15 +174,17 @@ fn check_ownership(conn: &Connection) -> Result<(), Prepare> {
 /// A SQLite error in words a user can act on.
 pub(crate) fn explain(e: &rusqlite::Error) -> String {
     match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => "is not a SQLite database (or is encrypted)".into(),
-        Some(ErrorCode::DatabaseCorrupt) => format!("is corrupt: {e}"),
-        Some(ErrorCode::CannotOpen) => format!("cannot be opened: {e}"),
-        Some(ErrorCode::ReadOnly) | Some(ErrorCode::PermissionDenied) => {
-            format!("is not writable: {e}")
+        Some(ErrorCode::NotADatabase) => {
+            "the file is not a SQLite database (or is encrypted)".into()
         }
-        Some(ErrorCode::DiskFull) => format!("cannot grow, the disk is full: {e}"),
+        Some(ErrorCode::DatabaseCorrupt) => format!("the file is corrupt: {e}"),
+        Some(ErrorCode::CannotOpen) => format!("the file cannot be opened: {e}"),
+        Some(ErrorCode::ReadOnly) | Some(ErrorCode::PermissionDenied) => {
+            format!("the file is not writable: {e}")
+        }
+        Some(ErrorCode::DiskFull) => format!("the file cannot grow, the disk is full: {e}"),
         Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
-            format!("stayed locked by another process: {e}")
+            format!("the file stayed locked by another process: {e}")
         }
         _ => e.to_string(),
     }
