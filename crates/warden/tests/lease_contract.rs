@@ -70,7 +70,8 @@ async fn release_and_extend_by_a_stale_holder_change_nothing(fx: &Fixture) {
 }
 
 async fn watchdog_keeps_the_lease_for_ten_ttls(fx: &Fixture) {
-    let ttl = Duration::from_millis(200);
+    // Renewal every ttl/3 leaves ~260 ms of slack for a loaded CI machine.
+    let ttl = Duration::from_millis(400);
     let lease = fx.warden.lease("watchdog").ttl(ttl).watchdog(true);
     let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
     let other = fx.warden.lease("watchdog").ttl(ttl);
@@ -89,14 +90,23 @@ async fn lost_signal_fires_at_the_local_deadline_without_renewal(fx: &Fixture) {
     let lease = fx.warden.lease("deadline").ttl(SHORT);
     let start = Instant::now();
     let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    // The local deadline is counted from before the request was sent and is
+    // shorter than the TTL by the drift margin, so the holder stops believing
+    // in the lease before the store expires it. (Checked on the deadline
+    // itself: the signal's wake-up can be late on a loaded machine.)
+    let budget = SHORT - warden::backend::drift(SHORT);
+    assert!(guard.remaining() <= budget, "{:?}", guard.remaining());
+    assert!(guard.remaining() > budget / 2, "{:?}", guard.remaining());
     let lost = guard.lost();
-    tokio::time::timeout(SHORT * 3, lost.wait())
+    tokio::time::timeout(SHORT * 10, lost.wait())
         .await
         .expect("lost signal fires");
     let fired_after = start.elapsed();
-    // It fires before the store's expiry: by the drift margin (1% + 2 ms).
-    assert!(fired_after < SHORT, "fired after {fired_after:?}");
-    assert!(fired_after >= SHORT / 2, "fired too early: {fired_after:?}");
+    assert!(
+        fired_after >= budget / 2,
+        "fired too early: {fired_after:?}"
+    );
+    assert!(guard.is_lost());
     assert_eq!(guard.remaining(), Duration::ZERO);
 }
 

@@ -375,3 +375,26 @@ async fn overdrafts_bad_input_and_missing_accounts_are_client_errors() {
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
     assert_eq!(balance(&c, &bank, "acct").await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_database_is_a_prompt_503_and_frees_the_lease() {
+    let mut bank = Bank::start(|_| {}).await;
+    let client = client_from("127.0.0.1");
+    assert_eq!(deposit(&client, &bank, "acct", 5).await.0, 200);
+    bank.pg.kill();
+    let started = Instant::now();
+    let res = client.get(bank.url("/accounts/acct")).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(header(&res, "content-type"), "application/problem+json");
+    let (status, _) = deposit(&client, &bank, "acct", 1).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // The failed change released its lease: the account is free at once.
+    let warden = Warden::connect(&bank.redis.url()).await.unwrap();
+    let status = warden.status(&bank::app::lease_key("acct")).await.unwrap();
+    assert!(!status.held);
+}

@@ -492,6 +492,52 @@ mod tests {
     }
 
     #[test]
+    fn any_header_bytes_give_the_peer_a_listed_address_or_no_key() {
+        // A small deterministic generator (xorshift) over the characters that
+        // matter to the parsers: no panic, and the answer is always the peer,
+        // an address from the header, or nothing.
+        let alphabet = b"0123456789abcdef.:[]\", ;=_\\forFOR\xff";
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let trusted = trusted("10.0.0.0/8, 0.0.0.0/1");
+        let extractors = [
+            ClientIp::new(trusted.clone()),
+            ClientIp::new(trusted).header(ForwardedHeader::Forwarded),
+        ];
+        for _ in 0..5_000 {
+            let len = usize::try_from(next() % 40).expect("small");
+            let value: Vec<u8> = (0..len)
+                .map(|_| alphabet[usize::try_from(next()).expect("64-bit") % alphabet.len()])
+                .collect();
+            let Ok(header) = http::HeaderValue::from_bytes(&value) else {
+                continue;
+            };
+            for (e, name) in extractors.iter().zip(["x-forwarded-for", "forwarded"]) {
+                let mut r = Request::new(());
+                r.headers_mut().insert(name, header.clone());
+                r.extensions_mut()
+                    .insert(PeerAddr("10.0.0.1:1".parse().expect("peer")));
+                if let Some(ip) = e.client_ip(&RequestHead::new(&r)) {
+                    let text = String::from_utf8_lossy(&value).to_lowercase();
+                    let v4_mapped = format!("::ffff:{ip}");
+                    assert!(
+                        ip.to_string() == "10.0.0.1"
+                            || text.contains(&ip.to_string())
+                            || text.contains(&v4_mapped)
+                            || ip.is_ipv6(), // compressed forms may be written differently
+                        "{ip} from {text:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn cidr_parsing() {
         let t = trusted("10.1.2.3/8");
         assert!(t.contains("10.200.0.1".parse().expect("ip")));
