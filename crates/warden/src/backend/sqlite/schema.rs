@@ -1,7 +1,9 @@
 //! Opening a warden database: checks that the file is ours, creates the tables.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
@@ -43,7 +45,8 @@ CREATE TABLE IF NOT EXISTS warden_clock (
 ) STRICT;
 ";
 
-/// Opens (creating if needed) the database at `path` and prepares it.
+/// Opens (creating if needed) the database at `path` and prepares it. Runs on
+/// a blocking thread (it may sleep while another process holds the file).
 pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     let backend = super::display(path);
     let unusable = |reason: String| Error::Storage {
@@ -68,11 +71,29 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags).map_err(|e| unusable(explain(&e)))?;
-    prepare(&mut conn, busy_timeout).map_err(|e| match e {
-        Prepare::Sql(e) => unusable(explain(&e)),
-        Prepare::Foreign(reason) => unusable(reason),
-    })?;
-    Ok(conn)
+    // Switching a new file to WAL upgrades a read lock to an exclusive one, and
+    // SQLite answers BUSY at once (without waiting) when two connections try
+    // that together. Preparing is idempotent: try again until the busy timeout.
+    let deadline = Instant::now() + busy_timeout;
+    loop {
+        match prepare(&mut conn, busy_timeout) {
+            Ok(()) => return Ok(conn),
+            Err(Prepare::Sql(e)) if is_busy(&e) && Instant::now() < deadline => {
+                let pause = rand::rng().random_range(2..=20);
+                std::thread::sleep(Duration::from_millis(pause));
+            }
+            Err(Prepare::Sql(e)) => return Err(unusable(explain(&e))),
+            Err(Prepare::Foreign(reason)) => return Err(unusable(reason)),
+        }
+    }
+}
+
+/// SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock.
+pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 enum Prepare {
@@ -89,8 +110,12 @@ impl From<rusqlite::Error> for Prepare {
 fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare> {
     conn.busy_timeout(busy_timeout)?;
     // The first read of the header: a file that is not a SQLite database fails
-    // here with SQLITE_NOTADB.
-    check_ownership(conn)?;
+    // here with SQLITE_NOTADB. One read transaction, so that the header and the
+    // table list come from one snapshot: another process may be creating the
+    // tables right now.
+    let snapshot = conn.transaction()?;
+    check_ownership(&snapshot)?;
+    snapshot.finish()?;
     // WAL lets readers (status) run while a writer holds the lock, and makes a
     // commit one append. It is a property of the file: set once, kept.
     let mode: String =
