@@ -15,9 +15,15 @@
 //! the read closes that gap: A's late write is refused as soon as B has claimed.
 
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
+use tokio::sync::{Mutex, RwLock};
 use tokio_postgres::{Client, NoTls};
 use warden::Fence;
+
+/// The longest a (re)connection to PostgreSQL may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The table, created when missing.
 pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS accounts (
@@ -26,11 +32,15 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS accounts (
     fence   BIGINT NOT NULL DEFAULT 0
 )";
 
-/// A PostgreSQL connection holding the accounts. Cheap to share (`Arc` it);
-/// concurrent statements are pipelined on the one connection.
+/// A PostgreSQL connection holding the accounts. Share it with an `Arc`;
+/// concurrent statements are pipelined on the one connection, which is opened
+/// again when PostgreSQL closed it (restart, `pg_terminate_backend`).
 #[derive(Debug)]
 pub struct Ledger {
-    client: Client,
+    url: String,
+    client: RwLock<Arc<Client>>,
+    /// One reconnection at a time; the others wait for its result.
+    reconnecting: Mutex<()>,
 }
 
 /// A database failure.
@@ -89,6 +99,19 @@ pub enum Change {
     Missing,
 }
 
+async fn open_connection(url: &str) -> Result<Client, DbError> {
+    let (client, connection) =
+        tokio::time::timeout(CONNECT_TIMEOUT, tokio_postgres::connect(url, NoTls))
+            .await
+            .map_err(|_| DbError(format!("no connection within {CONNECT_TIMEOUT:?}")))??;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::error!(error = %e, "PostgreSQL connection ended");
+        }
+    });
+    Ok(client)
+}
+
 fn token(fence: Fence) -> Result<i64, DbError> {
     i64::try_from(fence.get()).map_err(|_| DbError(format!("fence {fence} exceeds BIGINT")))
 }
@@ -96,20 +119,37 @@ fn token(fence: Fence) -> Result<i64, DbError> {
 impl Ledger {
     /// Connects and creates the table if needed.
     pub async fn connect(url: &str) -> Result<Self, DbError> {
-        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::error!(error = %e, "PostgreSQL connection ended");
-            }
-        });
+        let client = open_connection(url).await?;
         client.batch_execute(SCHEMA).await?;
-        Ok(Ledger { client })
+        Ok(Ledger {
+            url: url.to_owned(),
+            client: RwLock::new(Arc::new(client)),
+            reconnecting: Mutex::new(()),
+        })
+    }
+
+    /// The connection, opened again if PostgreSQL closed it.
+    async fn client(&self) -> Result<Arc<Client>, DbError> {
+        let current = Arc::clone(&*self.client.read().await);
+        if !current.is_closed() {
+            return Ok(current);
+        }
+        let _one_at_a_time = self.reconnecting.lock().await;
+        let current = Arc::clone(&*self.client.read().await);
+        if !current.is_closed() {
+            return Ok(current); // someone else reconnected meanwhile
+        }
+        tracing::warn!("PostgreSQL connection closed; reconnecting");
+        let fresh = Arc::new(open_connection(&self.url).await?);
+        *self.client.write().await = Arc::clone(&fresh);
+        Ok(fresh)
     }
 
     /// The balance of `id`, if the account exists.
     pub async fn balance(&self, id: &str) -> Result<Option<i64>, DbError> {
         let row = self
-            .client
+            .client()
+            .await?
             .query_opt("SELECT balance FROM accounts WHERE id = $1", &[&id])
             .await?;
         Ok(row.map(|r| r.get(0)))
@@ -117,7 +157,8 @@ impl Ledger {
 
     /// Creates the account with balance 0 if it does not exist.
     pub async fn open(&self, id: &str) -> Result<(), DbError> {
-        self.client
+        self.client()
+            .await?
             .execute(
                 "INSERT INTO accounts (id) VALUES ($1) ON CONFLICT (id) DO NOTHING",
                 &[&id],
@@ -131,7 +172,8 @@ impl Ledger {
     pub async fn claim(&self, id: &str, fence: Fence) -> Result<Claim, DbError> {
         let t = token(fence)?;
         let row = self
-            .client
+            .client()
+            .await?
             .query_opt(
                 "UPDATE accounts SET fence = $2 WHERE id = $1 AND fence < $2 RETURNING balance",
                 &[&id, &t],
@@ -143,7 +185,8 @@ impl Ledger {
             });
         }
         let current = self
-            .client
+            .client()
+            .await?
             .query_opt("SELECT fence FROM accounts WHERE id = $1", &[&id])
             .await?;
         Ok(match current {
@@ -158,7 +201,8 @@ impl Ledger {
     pub async fn write(&self, id: &str, fence: Fence, balance: i64) -> Result<Change, DbError> {
         let t = token(fence)?;
         let n = self
-            .client
+            .client()
+            .await?
             .execute(
                 "UPDATE accounts SET balance = $3 WHERE id = $1 AND fence = $2",
                 &[&id, &t, &balance],

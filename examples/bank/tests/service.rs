@@ -381,6 +381,9 @@ async fn a_dead_database_is_a_prompt_503_and_frees_the_lease() {
     let mut bank = Bank::start(|_| {}).await;
     let client = client_from("127.0.0.1");
     assert_eq!(deposit(&client, &bank, "acct", 5).await.0, 200);
+    // SIGKILL reaches only the postmaster; the bank's session process would
+    // linger for a moment. End the sessions first, then the server.
+    end_client_sessions(&bank.pg.url()).await;
     bank.pg.kill();
     let started = Instant::now();
     let res = client.get(bank.url("/accounts/acct")).send().await.unwrap();
@@ -397,4 +400,45 @@ async fn a_dead_database_is_a_prompt_503_and_frees_the_lease() {
     let warden = Warden::connect(&bank.redis.url()).await.unwrap();
     let status = warden.status(&bank::app::lease_key("acct")).await.unwrap();
     assert!(!status.held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_database_connection_is_opened_again() {
+    let bank = Bank::start(|_| {}).await;
+    let client = client_from("127.0.0.1");
+    assert_eq!(deposit(&client, &bank, "acct", 5).await.0, 200);
+
+    // PostgreSQL ends the bank's session (as on a restart or a failover).
+    end_client_sessions(&bank.pg.url()).await;
+
+    // The next requests reconnect (the first may still see the old session die).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = deposit(&client, &bank, "acct", 1).await;
+        if status == 200 {
+            assert_eq!(body["balance"], 6);
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(Instant::now() < deadline, "never reconnected");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(balance(&client, &bank, "acct").await, 6);
+}
+
+/// Ends every client session but our own (`pg_terminate_backend`).
+async fn end_client_sessions(url: &str) {
+    let (admin, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let ended = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(!ended.is_empty(), "the bank's session was found");
 }

@@ -1,7 +1,9 @@
 //! The quorum backend: one [`RedisBackend`] per node, driven concurrently.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
+use std::task::Poll;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -218,11 +220,12 @@ impl QuorumBackend {
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
         let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut calls = Vec::with_capacity(self.inner.nodes.len());
         for (i, node) in self.inner.nodes.iter().enumerate() {
             let call = op(node.clone());
             let tx = tx.clone();
             let (backend, key) = (self.inner.names[i].clone(), key.to_string());
-            tokio::spawn(async move {
+            calls.push(Box::pin(async move {
                 let started = Instant::now();
                 let reply = match timeout_at(deadline, call).await {
                     Ok(reply) => reply,
@@ -234,8 +237,9 @@ impl QuorumBackend {
                     }),
                 };
                 let _ = tx.send((i, reply));
-            });
+            }) as NodeTask);
         }
+        launch(calls).await;
         drop(tx);
         let mut replies: Vec<Option<Result<T>>> =
             (0..self.inner.nodes.len()).map(|_| None).collect();
@@ -287,10 +291,11 @@ impl QuorumBackend {
             .map(|(i, _)| *i)
             .collect();
         let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut raises = Vec::with_capacity(to_raise.len());
         for &i in &to_raise {
             let node = self.inner.nodes[i].clone();
             let (tx, key, token) = (tx.clone(), key.to_string(), token.clone());
-            tokio::spawn(async move {
+            raises.push(Box::pin(async move {
                 let lease_key = node.lease_key(&key);
                 let mut script = RAISE_FENCE.key(&lease_key);
                 script
@@ -302,8 +307,9 @@ impl QuorumBackend {
                     .script::<i64>("raise fence", &lease_key, &script);
                 let ok = matches!(timeout_at(deadline, call).await, Ok(Ok(v)) if v >= 0 && v.unsigned_abs() >= fence);
                 let _ = tx.send(ok);
-            });
+            }) as NodeTask);
         }
+        launch(raises).await;
         drop(tx);
         let mut confirmed = at_fence;
         while let Some(ok) = rx.recv().await {
@@ -313,6 +319,33 @@ impl QuorumBackend {
             }
         }
         false
+    }
+}
+
+/// One node's part of an operation, run to its end even when the caller has its
+/// answer already.
+type NodeTask = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Polls every task once in the caller's context, then spawns those still
+/// running. The first poll puts each node's request on that node's connection
+/// *now*, so requests reach every node in the order the caller made them: a
+/// release that returned early (a majority answered) is never overtaken on a
+/// slower node by the caller's next acquire, and an acquire that returned early
+/// is never overtaken by its own release.
+async fn launch(tasks: Vec<NodeTask>) {
+    let mut tasks = tasks;
+    let mut running = Vec::with_capacity(tasks.len());
+    std::future::poll_fn(|cx| {
+        for mut task in tasks.drain(..) {
+            if task.as_mut().poll(cx).is_pending() {
+                running.push(task);
+            }
+        }
+        Poll::Ready(())
+    })
+    .await;
+    for task in running {
+        tokio::spawn(task);
     }
 }
 
@@ -347,12 +380,13 @@ impl LeaseBackend for QuorumBackend {
         let (votes_tx, mut votes_rx) = mpsc::unbounded_channel();
         let (cleaned_tx, mut cleaned_rx) = mpsc::unbounded_channel();
         let (verdict_tx, verdict_rx) = watch::channel(Verdict::Pending);
+        let mut votes = Vec::with_capacity(n);
         for (i, node) in self.inner.nodes.iter().enumerate() {
             let (node, key, token) = (node.clone(), key.to_string(), token.clone());
             let (votes_tx, cleaned_tx, mut verdict_rx) =
                 (votes_tx.clone(), cleaned_tx.clone(), verdict_rx.clone());
             let me = self.clone();
-            tokio::spawn(async move {
+            votes.push(Box::pin(async move {
                 let ballot =
                     match timeout_at(node_deadline, node.try_acquire(&key, &token, ttl)).await {
                         Ok(Ok(AcquireReply::Acquired { fence, .. })) => {
@@ -375,8 +409,9 @@ impl LeaseBackend for QuorumBackend {
                     }
                     let _ = cleaned_tx.send(i);
                 }
-            });
+            }) as NodeTask);
         }
+        launch(votes).await;
         drop((votes_tx, cleaned_tx, verdict_rx));
 
         let mut ballots: Vec<Option<Result<Ballot>>> = (0..n).map(|_| None).collect();
