@@ -26,6 +26,12 @@ echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== examples"
 cargo run -q -p lease-example
+echo "== README set-up command (warden run on the embedded SQLite default, fresh state dir)"
+state=$(mktemp -d)
+env -u WARDEN_DB -u WARDEN_BACKEND XDG_STATE_HOME="$state" \
+  cargo run -q -p warden-cli -- run --key demo -- sh -c 'echo "holding demo, fence $WARDEN_FENCE"'
+test -f "$state/warden/warden.db"
+rm -rf "$state"
 echo "== doctests"
 cargo test --workspace --doc
 echo "== tests"

@@ -72,7 +72,9 @@ fn nanos(number: &str, unit: u128, text: &str) -> Result<u128, String> {
     let mut scale = unit;
     for digit in frac.bytes().take(18) {
         scale /= 10;
-        value += u128::from(digit - b'0') * scale;
+        value = value
+            .checked_add(u128::from(digit - b'0') * scale)
+            .ok_or_else(too_long)?;
     }
     Ok(value)
 }
@@ -128,6 +130,8 @@ mod tests {
         assert!(parse("1..2s").unwrap_err().contains("not a number"));
         assert!(parse("-1s").unwrap_err().contains("not a duration"));
         assert!(parse("99999999999999999999999999999999999999d").is_err());
+        let edge = format!("{}.9ms", u128::MAX / 1_000_000);
+        assert!(parse(&edge).unwrap_err().contains("too long"));
         assert!(positive("0ms").unwrap_err().contains("zero"));
     }
 

@@ -95,24 +95,32 @@ fn looping_child(trap: &str, marker: &std::path::Path) -> String {
     )
 }
 
+/// Starts `warden --backend BACKEND run --key KEY OPTIONS… -- sh -c SCRIPT`.
+fn start_run(
+    sandbox: &Sandbox,
+    backend: &str,
+    key: &str,
+    options: &[&str],
+    script: &str,
+) -> common::Running {
+    let mut args = vec!["--backend", backend, "run", "--key", key];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    sandbox.start(&args)
+}
+
 #[test]
 fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
     let server = RedisServer::start();
     let sandbox = Sandbox::new();
     let marker = sandbox.path("child");
-    let mut warden = sandbox.start(&[
-        "--backend",
+    let mut warden = start_run(
+        &sandbox,
         &server.url(),
-        "run",
-        "--key",
         "job",
-        "--ttl",
-        "1s",
-        "--",
-        "sh",
-        "-c",
+        &["--ttl", "1s"],
         &patient_child(&marker),
-    ]);
+    );
     let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
         .trim()
         .parse()
@@ -131,21 +139,13 @@ fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
 fn a_warden_paused_past_its_ttl_on_sqlite_kills_the_command_and_exits_76() {
     let sandbox = Sandbox::new();
     let marker = sandbox.path("child");
-    let mut warden = sandbox.start(&[
-        "--backend",
+    let mut warden = start_run(
+        &sandbox,
         &sandbox.sqlite(),
-        "run",
-        "--key",
         "job",
-        "--ttl",
-        "1s",
-        "--grace",
-        "5s",
-        "--",
-        "sh",
-        "-c",
+        &["--ttl", "1s", "--grace", "5s"],
         &patient_child(&marker),
-    ]);
+    );
     wait_for_file(&marker, Duration::from_secs(10));
     let warden_pid = warden.pid();
     kill(warden_pid, Signal::SIGSTOP).unwrap();
@@ -183,21 +183,13 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
     let sandbox = Sandbox::new();
     let marker = sandbox.path("child");
     let script = looping_child("'' TERM", &marker);
-    let mut warden = sandbox.start(&[
-        "--backend",
+    let mut warden = start_run(
+        &sandbox,
         &server.url(),
-        "run",
-        "--key",
         "stubborn",
-        "--ttl",
-        "1s",
-        "--grace",
-        "1s",
-        "--",
-        "sh",
-        "-c",
+        &["--ttl", "1s", "--grace", "1s"],
         &script,
-    ]);
+    );
     let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
         .trim()
         .parse()
@@ -385,23 +377,47 @@ fn a_stopped_command_is_continued_so_that_sigterm_ends_it() {
     let sandbox = Sandbox::new();
     let marker = sandbox.path("child");
     let script = format!("echo $$ > {}; kill -STOP $$", marker.display());
-    let mut warden = sandbox.start(&[
-        "--backend",
+    let mut warden = start_run(
+        &sandbox,
         &server.url(),
-        "run",
-        "--key",
         "stopped",
-        "--ttl",
-        "1s",
-        "--grace",
-        "60s",
-        "--",
-        "sh",
-        "-c",
+        &["--ttl", "1s", "--grace", "60s"],
         &script,
-    ]);
+    );
     wait_for_file(&marker, Duration::from_secs(10));
     server.command("DEL warden:{stopped}").unwrap();
     let status = warden.wait(Duration::from_secs(20));
     assert_eq!(status.code(), Some(76), "{}", warden.stderr());
+}
+
+/// A frozen Redis (SIGSTOP) answers nothing: renewals time out, the local
+/// deadline passes, and the command is stopped before the store could have
+/// handed the lease to anyone else.
+#[test]
+fn a_frozen_redis_ends_the_run_with_76_at_the_local_deadline() {
+    let server = RedisServer::start();
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("child");
+    let mut warden = start_run(
+        &sandbox,
+        &server.url(),
+        "frozen",
+        &["--ttl", "1500ms", "--grace", "1s", "-v"],
+        &patient_child(&marker),
+    );
+    wait_for_file(&marker, Duration::from_secs(10));
+    server.pause();
+    let frozen = Instant::now();
+    let status = warden.wait(Duration::from_secs(20));
+    server.resume();
+    let err = warden.stderr();
+    assert_eq!(status.code(), Some(76), "{err}");
+    assert!(
+        frozen.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        frozen.elapsed()
+    );
+    assert!(std::fs::read_to_string(&marker).unwrap().contains("term"));
+    // -v logs through tracing on stderr.
+    assert!(err.contains("lease acquired"), "{err}");
 }

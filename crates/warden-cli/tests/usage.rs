@@ -124,6 +124,15 @@ fn the_backend_comes_from_the_environment_or_the_default_locations() {
     let db = s.path("env.db");
     succeeds("WARDEN_BACKEND", format!("sqlite:{}", db.display()), &run);
     assert!(db.is_file());
+    // --backend wins over WARDEN_BACKEND.
+    let db = s.path("flag.db");
+    let flag = format!("sqlite:{}", db.display());
+    succeeds(
+        "WARDEN_BACKEND",
+        "ftp://ignored".into(),
+        &["--backend", &flag, "status", "--key", "k"],
+    );
+    assert!(db.is_file());
     // WARDEN_DB names the default database.
     let db = s.path("named.db");
     succeeds("WARDEN_DB", db.display().to_string(), &run);

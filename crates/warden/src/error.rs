@@ -142,11 +142,12 @@ pub enum Error {
 
     /// The store's file cannot be used: it cannot be opened or created, is not a
     /// database, is corrupt, or belongs to another application.
-    #[error("backend {backend} cannot be used: it {reason}")]
+    #[error("backend {backend} cannot be used: {reason}")]
     Storage {
         /// Which backend, e.g. `sqlite:/var/lib/app/warden.db`.
         backend: String,
-        /// What is wrong with it.
+        /// What is wrong with it, as a sentence ("the file is not a SQLite
+        /// database").
         reason: String,
     },
 

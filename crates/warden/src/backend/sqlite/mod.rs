@@ -160,6 +160,23 @@ impl Row {
     }
 }
 
+/// One transaction: begin, read the host clock under the lock, run `f`, commit.
+fn attempt<T>(
+    conn: &mut Connection,
+    boot: &Arc<str>,
+    behavior: TransactionBehavior,
+    f: &impl Fn(&Connection, &HostTime) -> Result<T, Fault>,
+) -> Result<T, Fault> {
+    let tx = conn.transaction_with_behavior(behavior)?;
+    let now = HostTime {
+        boot: Arc::clone(boot),
+        us: clock::monotonic_us().map_err(Fault::Clock)?,
+    };
+    let out = f(&tx, &now)?;
+    tx.commit()?;
+    Ok(out)
+}
+
 fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1)
 }
@@ -202,7 +219,7 @@ impl SqliteBackend {
             .await
             .map_err(|e| Error::Storage {
                 backend: display.clone(),
-                reason: format!("opening failed: {e}"),
+                reason: format!("opening it failed: {e}"),
             })??;
         Ok(SqliteBackend {
             inner: Arc::new(Inner {
@@ -222,7 +239,7 @@ impl SqliteBackend {
         op: &'static str,
         key: &str,
         behavior: TransactionBehavior,
-        f: impl FnOnce(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
+        f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
     ) -> Result<T> {
         let inner = Arc::clone(&self.inner);
         let joined = tokio::task::spawn_blocking(move || {
@@ -230,14 +247,20 @@ impl SqliteBackend {
             // transaction (the Transaction rolls back on drop), so poisoning is
             // ignored.
             let mut conn = inner.conn.lock().unwrap_or_else(|e| e.into_inner());
-            let tx = conn.transaction_with_behavior(behavior)?;
-            let now = HostTime {
-                boot: Arc::clone(&inner.boot),
-                us: clock::monotonic_us().map_err(Fault::Clock)?,
-            };
-            let out = f(&tx, &now)?;
-            tx.commit()?;
-            Ok(out)
+            // SQLite sometimes answers BUSY without waiting (a lock upgrade that
+            // could deadlock, WAL recovery by another process). A failed
+            // transaction changed nothing: try again, within the busy timeout.
+            let deadline = std::time::Instant::now() + inner.busy_timeout;
+            loop {
+                match attempt(&mut conn, &inner.boot, behavior, &f) {
+                    Err(Fault::Sql(e))
+                        if schema::is_busy(&e) && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(Duration::from_millis(rand::random_range(1..=10)));
+                    }
+                    other => return other,
+                }
+            }
         })
         .await;
         let fault = match joined {

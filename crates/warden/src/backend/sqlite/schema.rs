@@ -1,7 +1,9 @@
 //! Opening a warden database: checks that the file is ours, creates the tables.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
@@ -43,7 +45,8 @@ CREATE TABLE IF NOT EXISTS warden_clock (
 ) STRICT;
 ";
 
-/// Opens (creating if needed) the database at `path` and prepares it.
+/// Opens (creating if needed) the database at `path` and prepares it. Runs on
+/// a blocking thread (it may sleep while another process holds the file).
 pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     let backend = super::display(path);
     let unusable = |reason: String| Error::Storage {
@@ -51,14 +54,16 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
         reason,
     };
     if path.is_dir() {
-        return Err(unusable("is a directory, not a database file".into()));
+        return Err(unusable(
+            "the path is a directory, not a database file".into(),
+        ));
     }
     if let Some(parent) = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
     {
         return Err(unusable(format!(
-            "directory {} does not exist",
+            "its directory {} does not exist",
             parent.display()
         )));
     }
@@ -66,11 +71,29 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags).map_err(|e| unusable(explain(&e)))?;
-    prepare(&mut conn, busy_timeout).map_err(|e| match e {
-        Prepare::Sql(e) => unusable(explain(&e)),
-        Prepare::Foreign(reason) => unusable(reason),
-    })?;
-    Ok(conn)
+    // Switching a new file to WAL upgrades a read lock to an exclusive one, and
+    // SQLite answers BUSY at once (without waiting) when two connections try
+    // that together. Preparing is idempotent: try again until the busy timeout.
+    let deadline = Instant::now() + busy_timeout;
+    loop {
+        match prepare(&mut conn, busy_timeout) {
+            Ok(()) => return Ok(conn),
+            Err(Prepare::Sql(e)) if is_busy(&e) && Instant::now() < deadline => {
+                let pause = rand::rng().random_range(2..=20);
+                std::thread::sleep(Duration::from_millis(pause));
+            }
+            Err(Prepare::Sql(e)) => return Err(unusable(explain(&e))),
+            Err(Prepare::Foreign(reason)) => return Err(unusable(reason)),
+        }
+    }
+}
+
+/// SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock.
+pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 enum Prepare {
@@ -87,8 +110,12 @@ impl From<rusqlite::Error> for Prepare {
 fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare> {
     conn.busy_timeout(busy_timeout)?;
     // The first read of the header: a file that is not a SQLite database fails
-    // here with SQLITE_NOTADB.
-    check_ownership(conn)?;
+    // here with SQLITE_NOTADB. One read transaction, so that the header and the
+    // table list come from one snapshot: another process may be creating the
+    // tables right now.
+    let snapshot = conn.transaction()?;
+    check_ownership(&snapshot)?;
+    snapshot.finish()?;
     // WAL lets readers (status) run while a writer holds the lock, and makes a
     // commit one append. It is a property of the file: set once, kept.
     let mode: String =
@@ -147,21 +174,21 @@ fn check_ownership(conn: &Connection) -> Result<(), Prepare> {
     if app == APPLICATION_ID {
         if version > SCHEMA_VERSION {
             return Err(Prepare::Foreign(format!(
-                "written by a newer warden (schema version {version}, this one knows {SCHEMA_VERSION})"
+                "the file was written by a newer warden (schema version {version}, this one knows {SCHEMA_VERSION})"
             )));
         }
         return Ok(());
     }
     if app != 0 {
         return Err(Prepare::Foreign(format!(
-            "belongs to another application (application_id {app:#x}); warden will not write into it"
+            "the file belongs to another application (application_id {app:#x}); warden will not write into it"
         )));
     }
     let objects: i64 =
         conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
     if objects > 0 {
         return Err(Prepare::Foreign(
-            "is a SQLite database of another application (it has tables warden did not create); \
+            "the file is a SQLite database of another application (it has tables warden did not create); \
              warden will not write into it"
                 .into(),
         ));
@@ -172,15 +199,17 @@ fn check_ownership(conn: &Connection) -> Result<(), Prepare> {
 /// A SQLite error in words a user can act on.
 pub(crate) fn explain(e: &rusqlite::Error) -> String {
     match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => "is not a SQLite database (or is encrypted)".into(),
-        Some(ErrorCode::DatabaseCorrupt) => format!("is corrupt: {e}"),
-        Some(ErrorCode::CannotOpen) => format!("cannot be opened: {e}"),
-        Some(ErrorCode::ReadOnly) | Some(ErrorCode::PermissionDenied) => {
-            format!("is not writable: {e}")
+        Some(ErrorCode::NotADatabase) => {
+            "the file is not a SQLite database (or is encrypted)".into()
         }
-        Some(ErrorCode::DiskFull) => format!("cannot grow, the disk is full: {e}"),
+        Some(ErrorCode::DatabaseCorrupt) => format!("the file is corrupt: {e}"),
+        Some(ErrorCode::CannotOpen) => format!("the file cannot be opened: {e}"),
+        Some(ErrorCode::ReadOnly) | Some(ErrorCode::PermissionDenied) => {
+            format!("the file is not writable: {e}")
+        }
+        Some(ErrorCode::DiskFull) => format!("the file cannot grow, the disk is full: {e}"),
         Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
-            format!("stayed locked by another process: {e}")
+            format!("the file stayed locked by another process: {e}")
         }
         _ => e.to_string(),
     }

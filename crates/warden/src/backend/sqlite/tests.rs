@@ -208,3 +208,26 @@ async fn status_names_the_table_and_never_the_token() {
     assert!(!format!("{status:?}").contains("token"));
     guard.release().await.unwrap();
 }
+
+/// Many processes may open a new file at once: whichever creates the tables,
+/// the others must see a warden database, never "tables of another
+/// application" from a half-seen creation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_opens_all_succeed() {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("fresh-{round}.db"));
+        let opens: Vec<_> = (0..12)
+            .map(|_| {
+                let path = path.clone();
+                tokio::spawn(
+                    async move { SqliteBackend::open(path, SqliteOptions::default()).await },
+                )
+            })
+            .collect();
+        for open in opens {
+            let backend = open.await.unwrap();
+            assert!(backend.is_ok(), "round {round}: {:?}", backend.err());
+        }
+    }
+}
