@@ -33,8 +33,10 @@
 //!   the moment the requests were sent. The answer is taken as soon as it is
 //!   decided: a slow or frozen node is not waited for once a majority has
 //!   answered either way. When the attempt fails, every node — including those
-//!   that timed out or had not answered yet — is told to release (the release
-//!   goes after the acquire on the same connection), and the caller gets
+//!   that timed out or had not answered yet — is told to undo our vote before
+//!   the call returns (scripts go by `EVAL`, so each node sees requests in the
+//!   order they were made: the undo after the vote, and before the caller's next
+//!   attempt with the same token), and the caller gets
 //!   [`Held`](crate::backend::AcquireReply::Held) with a random retry delay as
 //!   `ttl_left` when the vote split, or the other holder's remaining TTL when a
 //!   majority holds the lease. [`Error::QuorumUnavailable`](crate::Error) is
