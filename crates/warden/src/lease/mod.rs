@@ -150,8 +150,7 @@ impl Lease {
     /// Tries once, without waiting.
     pub async fn try_acquire(&self) -> Result<TryAcquire> {
         let renew = self.validate()?;
-        let token = OwnerToken::generate()?;
-        self.attempt(&token, renew).await
+        self.attempt(renew).await
     }
 
     /// Tries until acquired or until `max_wait` has passed.
@@ -163,12 +162,11 @@ impl Lease {
     /// Waiting is not FIFO: all woken waiters race and one wins.
     pub async fn acquire_within(&self, max_wait: Duration) -> Result<TryAcquire> {
         let renew = self.validate()?;
-        let token = OwnerToken::generate()?;
         let deadline = Instant::now() + max_wait.min(MAX_TTL);
         let mut watch: Option<ReleaseWatch> = None;
         let mut backoff = MIN_BACKOFF;
         loop {
-            let outcome = self.attempt(&token, renew).await?;
+            let outcome = self.attempt(renew).await?;
             let TryAcquire::Held { ttl_left } = outcome else {
                 return Ok(outcome);
             };
@@ -225,13 +223,21 @@ impl Lease {
         }
     }
 
-    async fn attempt(&self, token: &OwnerToken, renew: Option<Duration>) -> Result<TryAcquire> {
-        match self.backend.try_acquire(&self.key, token, self.ttl).await? {
+    /// One attempt with a fresh owner token. A new token per attempt means a
+    /// late clean-up of an earlier attempt (a quorum backend undoing a lost
+    /// vote, a delayed compare-and-delete) can never delete this attempt's grant.
+    async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
+        let token = OwnerToken::generate()?;
+        match self
+            .backend
+            .try_acquire(&self.key, &token, self.ttl)
+            .await?
+        {
             AcquireReply::Acquired { fence, valid_until } => {
                 Ok(TryAcquire::Acquired(LeaseGuard::start(
                     Arc::clone(&self.backend),
                     self.key.clone(),
-                    token.clone(),
+                    token,
                     self.ttl,
                     fence,
                     valid_until,

@@ -536,8 +536,9 @@ impl LeaseBackend for QuorumBackend {
         // Lost, split, too slow or too few nodes: undo every vote — also on nodes
         // that timed out or have not answered yet. The undo requests are on every
         // connection before this call returns, behind this attempt's acquire
-        // requests and ahead of the caller's next attempt (which reuses the
-        // token), so an undo can only ever remove this attempt's grant. Then wait
+        // requests and ahead of the caller's next attempt (which in any case
+        // carries a fresh owner token), so an undo can only ever remove this
+        // attempt's grant. Then wait
         // for the nodes that answered to confirm (they are quick), so a caller
         // that sees `Held` leaves no key behind on a responsive node.
         undo.armed = false;

@@ -35,8 +35,9 @@
 //!   answered either way. When the attempt fails, every node — including those
 //!   that timed out or had not answered yet — is told to undo our vote before
 //!   the call returns (scripts go by `EVAL`, so each node sees requests in the
-//!   order they were made: the undo after the vote, and before the caller's next
-//!   attempt with the same token), and the caller gets
+//!   order they were made: the undo after the vote; the caller's next attempt
+//!   carries a fresh owner token, so no undo can remove its grant), and the
+//!   caller gets
 //!   [`Held`](crate::backend::AcquireReply::Held) with a random retry delay as
 //!   `ttl_left` when the vote split, or the other holder's remaining TTL when a
 //!   majority holds the lease. [`Error::QuorumUnavailable`](crate::Error) is
