@@ -173,16 +173,20 @@ fn parse_cidr(s: &str) -> Result<String, String> {
 mod tests {
     use super::*;
 
+    /// The required flags, valid.
+    const REQUIRED: [&str; 7] = [
+        "bank",
+        "--listen",
+        "127.0.0.1:0",
+        "--backend",
+        "redis://x",
+        "--database-url",
+        "postgres://y",
+    ];
+
     #[test]
     fn flags() {
-        let c = Config::try_parse_from([
-            "bank",
-            "--listen",
-            "127.0.0.1:0",
-            "--backend",
-            "redis://x",
-            "--database-url",
-            "postgres://y",
+        let c = Config::try_parse_from(REQUIRED.into_iter().chain([
             "--limit",
             "5/30s",
             "--trusted-proxy",
@@ -191,7 +195,7 @@ mod tests {
             "127.0.0.1",
             "--on-limiter-failure",
             "closed",
-        ])
+        ]))
         .unwrap();
         assert_eq!(c.limit.count.get(), 5);
         assert_eq!(c.limit.period, Duration::from_secs(30));
@@ -204,30 +208,12 @@ mod tests {
         assert_eq!(c.limit_budget, Duration::from_millis(250));
 
         let defaults = Config::new("127.0.0.1:0".parse().unwrap(), "redis://x", "postgres://y");
-        let parsed = Config::try_parse_from([
-            "bank",
-            "--listen",
-            "127.0.0.1:0",
-            "--backend",
-            "redis://x",
-            "--database-url",
-            "postgres://y",
-        ])
-        .unwrap();
+        let parsed = Config::try_parse_from(REQUIRED).unwrap();
         assert_eq!(format!("{defaults:?}"), format!("{parsed:?}"));
     }
 
     #[test]
     fn bad_flags_are_errors_not_panics() {
-        let base = [
-            "bank",
-            "--listen",
-            "127.0.0.1:0",
-            "--backend",
-            "r",
-            "--database-url",
-            "p",
-        ];
         for bad in [
             &["--limit", "60"][..],
             &["--limit", "x/1m"],
@@ -237,7 +223,7 @@ mod tests {
             &["--on-limiter-failure", "maybe"],
             &["--limit-budget", "fast"],
         ] {
-            let args = base.iter().chain(bad.iter()).copied();
+            let args = REQUIRED.iter().chain(bad.iter()).copied();
             assert!(Config::try_parse_from(args).is_err(), "{bad:?}");
         }
         assert!(Config::try_parse_from(["bank", "--listen", "nowhere"]).is_err());

@@ -11,38 +11,26 @@ const BANK: &str = env!("CARGO_BIN_EXE_bank");
 
 #[test]
 fn bad_flags_exit_with_a_usage_error() {
+    let valid = [
+        "--listen",
+        "127.0.0.1:0",
+        "--backend",
+        "r",
+        "--database-url",
+        "p",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        valid.iter().chain(extra).copied().collect()
+    };
+    let mut nowhere = valid.to_vec();
+    nowhere[1] = "nowhere";
     for args in [
-        &["--listen", "127.0.0.1:0", "--backend", "redis://x"][..],
-        &[
-            "--listen",
-            "nowhere",
-            "--backend",
-            "r",
-            "--database-url",
-            "p",
-        ],
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--backend",
-            "r",
-            "--database-url",
-            "p",
-            "--limit",
-            "0/1m",
-        ],
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--backend",
-            "r",
-            "--database-url",
-            "p",
-            "--trusted-proxy",
-            "1.2.3.4/40",
-        ],
+        vec!["--listen", "127.0.0.1:0", "--backend", "redis://x"],
+        nowhere,
+        with(&["--limit", "0/1m"]),
+        with(&["--trusted-proxy", "1.2.3.4/40"]),
     ] {
-        let out = Command::new(BANK).args(args).output().unwrap();
+        let out = Command::new(BANK).args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty());
     }
