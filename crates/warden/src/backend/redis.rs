@@ -156,8 +156,9 @@ impl RedisBackend {
     /// Sends every script with `EVAL` (the script's text) instead of `EVALSHA`.
     /// A quorum needs it: a `NOSCRIPT` answer makes redis-rs load the script and
     /// send the call again *later*, which can reorder it behind requests made
-    /// after it — an undo could then run before the vote it undoes, or after the
-    /// caller's next vote with the same token. `EVAL` is one self-contained
+    /// after it — an undo could then run before the vote it undoes (a later
+    /// attempt is safe either way: it carries a fresh owner token). `EVAL` is one
+    /// self-contained
     /// request, so requests reach a node in the order they were made.
     pub(crate) fn inline_scripts(mut self) -> Self {
         self.inline_scripts = true;

@@ -301,8 +301,8 @@ impl QuorumBackend {
     /// on a connection still being (re)established it can overtake the vote it
     /// undoes. When that happened — the undo found nothing and the vote then
     /// granted — the grant is undone again. Only then: a second undo after the
-    /// vote found *our own* key, which no later attempt with the same token can
-    /// have been granted over, so it never removes a newer grant.
+    /// vote found *our own* key — this attempt's token, which no later attempt
+    /// carries — so it never removes a newer grant.
     async fn undo_late_votes(
         self,
         (key, token): (String, OwnerToken),
