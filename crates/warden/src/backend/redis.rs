@@ -158,8 +158,8 @@ impl RedisBackend {
     /// send the call again *later*, which can reorder it behind requests made
     /// after it — an undo could then run before the vote it undoes (a later
     /// attempt is safe either way: it carries a fresh owner token). `EVAL` is one
-    /// self-contained
-    /// request, so requests reach a node in the order they were made.
+    /// self-contained request, so requests reach a node in the order they were
+    /// made.
     pub(crate) fn inline_scripts(mut self) -> Self {
         self.inline_scripts = true;
         self
