@@ -1,8 +1,10 @@
 //! The quorum backend: one [`RedisBackend`] per node, driven concurrently.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -25,6 +27,8 @@ use crate::token::OwnerToken;
 
 const RAISE_FENCE_LUA: &str = include_str!("../scripts/quorum_fence.lua");
 static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
+const EXTEND_LUA: &str = include_str!("../scripts/quorum_extend.lua");
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 
 /// How often a forwarding task checks whether the merged release watch is still
 /// wanted.
@@ -47,6 +51,32 @@ struct Inner {
     names: Vec<String>,
     quorum: usize,
     options: QuorumOptions,
+    /// Per node: its last request timed out and it has not answered since. A
+    /// decision does not wait for such a node once the others have answered —
+    /// it is still asked every time, and its first answer clears the flag.
+    unresponsive: Vec<AtomicBool>,
+    /// The leases this handle holds, by (key, owner token): the fence and the
+    /// end of the validity last confirmed. Extend takes free nodes only for a
+    /// lease still valid here, so it never revives an expired one.
+    holdings: Mutex<HashMap<(String, String), Holding>>,
+}
+
+/// What this handle knows about a lease it won.
+#[derive(Debug, Clone, Copy)]
+struct Holding {
+    fence: u64,
+    valid_until: Instant,
+}
+
+/// One node's answer to [`QuorumBackend::extend`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewal {
+    /// The key held our token; its TTL was reset.
+    Extended,
+    /// The key was free and now holds our token.
+    Taken,
+    /// Another owner holds the key (or it was free and not ours to take).
+    NotOurs,
 }
 
 /// Undoes an acquisition attempt on every node when dropped armed: a caller
@@ -110,12 +140,15 @@ impl QuorumBackend {
             });
         }
         let quorum = nodes.len() / 2 + 1;
+        let unresponsive = nodes.iter().map(|_| AtomicBool::new(false)).collect();
         Ok(QuorumBackend {
             inner: Arc::new(Inner {
                 nodes,
                 names,
                 quorum,
                 options,
+                unresponsive,
+                holdings: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -180,6 +213,56 @@ impl QuorumBackend {
         sent + ttl.saturating_sub(self.inner.options.drift.of(ttl))
     }
 
+    /// Records whether node `i` answered: a timeout marks it unresponsive, any
+    /// answer (even an error reply) marks it responsive again.
+    fn note<T>(&self, i: usize, reply: &Result<T>) {
+        let unresponsive = matches!(reply, Err(Error::Timeout { .. }));
+        self.inner.unresponsive[i].store(unresponsive, Ordering::Relaxed);
+    }
+
+    /// How many nodes have not answered yet and may still answer soon: a node
+    /// that timed out last time and has not answered since is not counted, so
+    /// a decision that only that node could change is taken without it.
+    fn pending<T>(&self, replies: &[Option<T>]) -> usize {
+        replies
+            .iter()
+            .zip(&self.inner.unresponsive)
+            .filter(|(r, slow)| r.is_none() && !slow.load(Ordering::Relaxed))
+            .count()
+    }
+
+    fn holding(&self, key: &str, token: &OwnerToken) -> Option<Holding> {
+        let holdings = self
+            .inner
+            .holdings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        holdings
+            .get(&(key.to_string(), token.as_str().to_string()))
+            .copied()
+    }
+
+    /// Remembers (or, with `None`, forgets) a lease this handle holds; drops
+    /// entries whose validity has passed, so the map only holds live leases.
+    fn set_holding(&self, key: &str, token: &OwnerToken, holding: Option<Holding>) {
+        let mut holdings = self
+            .inner
+            .holdings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        holdings.retain(|_, h| h.valid_until > now);
+        let id = (key.to_string(), token.as_str().to_string());
+        match holding {
+            Some(h) => {
+                holdings.insert(id, h);
+            }
+            None => {
+                holdings.remove(&id);
+            }
+        }
+    }
+
     fn unavailable(&self, op: &'static str, key: &str, votes: Vec<NodeVote>) -> Error {
         Error::QuorumUnavailable {
             op,
@@ -241,6 +324,7 @@ impl QuorumBackend {
             let call = op(node.clone());
             let tx = tx.clone();
             let (backend, key) = (self.inner.names[i].clone(), key.to_string());
+            let me = self.clone();
             calls.push(Box::pin(async move {
                 let started = Instant::now();
                 let reply = match timeout_at(deadline, call).await {
@@ -252,6 +336,7 @@ impl QuorumBackend {
                         after: started.elapsed(),
                     }),
                 };
+                me.note(i, &reply);
                 let _ = tx.send((i, reply));
             }) as NodeTask);
         }
@@ -280,8 +365,11 @@ impl QuorumBackend {
         for (i, node) in self.inner.nodes.iter().enumerate() {
             let (node, key, token, done) =
                 (node.clone(), key.to_string(), token.clone(), done.clone());
+            let me = self.clone();
             tasks.push(Box::pin(async move {
-                let released = match node.release_quietly(&key, &token).await {
+                let reply = node.release_quietly(&key, &token).await;
+                me.note(i, &reply);
+                let released = match reply {
                     Ok(outcome) => outcome == ReleaseOutcome::Released,
                     Err(e) => {
                         tracing::debug!(key, node = %node.describe(), error = %e, "undoing a quorum vote failed; the TTL will free the key");
@@ -343,7 +431,10 @@ impl QuorumBackend {
         if max.is_zero() {
             return max;
         }
-        rand::rng().random_range(max / 2..=max)
+        // The whole range, not [max/2, max]: two clients that split a vote
+        // decide at the same moment, and the wider the spread of their pauses,
+        // the likelier one of them retries alone and wins.
+        rand::rng().random_range(Duration::ZERO..=max)
     }
 
     /// When a majority of the nodes holds the lease for others: the time until
@@ -488,6 +579,7 @@ impl LeaseBackend for QuorumBackend {
                         Ok(Err(e)) => Err(e),
                         Err(_) => Err(me.timeout_error(i, "acquire", &key, sent.elapsed())),
                     };
+                me.note(i, &ballot);
                 let _ = votes_tx.send((i, ballot));
             }) as NodeTask);
         }
@@ -495,18 +587,26 @@ impl LeaseBackend for QuorumBackend {
         drop(votes_tx);
 
         let mut ballots: Vec<Option<Result<Ballot>>> = (0..n).map(|_| None).collect();
-        let (mut granted, mut held, mut failed) = (0, 0, 0);
+        let (mut granted, mut held) = (0, 0);
         while let Some((i, ballot)) = votes_rx.recv().await {
             match &ballot {
                 Ok(Ballot::Granted(_)) => granted += 1,
                 Ok(Ballot::Held(_)) => held += 1,
-                Err(_) => failed += 1,
+                Err(_) => {}
             }
             ballots[i] = Some(ballot);
-            // Won; or lost and known why: a majority answered (contention) or too
-            // many nodes failed for a majority ever to answer (unavailable).
-            let lost = held + failed > n - quorum;
-            if granted >= quorum || (lost && (granted + held >= quorum || failed > n - quorum)) {
+            // Won; or lost and known why: a majority answered (contention) or
+            // too many nodes failed for a majority ever to answer (unavailable).
+            // Contention is decided without a node that timed out last time and
+            // has not answered since: after a split vote with one node frozen,
+            // waiting for it would cost every contender the whole node timeout
+            // and then fail the attempt all the same. Unavailability is only
+            // declared once every node has answered or failed.
+            let answered = granted + held;
+            let pending = ballots.iter().filter(|b| b.is_none()).count();
+            let contended = granted + self.pending(&ballots) < quorum && answered >= quorum;
+            let unavailable = answered + pending < quorum;
+            if granted >= quorum || contended || unavailable {
                 break;
             }
         }
@@ -526,6 +626,7 @@ impl LeaseBackend for QuorumBackend {
                 .await;
             if settled && Instant::now() < valid_until {
                 undo.armed = false;
+                self.set_holding(key, token, Some(Holding { fence, valid_until }));
                 return Ok(AcquireReply::Acquired {
                     fence: Fence::new(fence),
                     valid_until,
@@ -600,42 +701,113 @@ impl LeaseBackend for QuorumBackend {
         let sent = Instant::now();
         let valid_until = self.validity_end(sent, ttl);
         let deadline = (sent + self.inner.options.node_timeout).min(valid_until);
+        // A free node is taken only while the lease is still valid by the last
+        // confirmed deadline: then a majority holds our token, nobody else can
+        // have held the lease since, and taking a free node gives the lease back
+        // its margin (a lease won on exactly a majority would otherwise die
+        // with the first of its nodes that freezes). After the deadline a free
+        // node may mean the lease expired and changed hands: never revive it.
+        let holding = self.holding(key, token);
+        let may_take = holding.is_some_and(|h| sent < h.valid_until);
+        let fence = holding.map_or(0, |h| h.fence);
         let replies = {
             let (owned_key, owned_token) = (key.to_string(), token.clone());
+            let args_tail = [
+                u64::try_from(ttl.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .to_string(),
+                fence.to_string(),
+                if may_take { "1" } else { "0" }.to_string(),
+            ];
             self.gather(
                 ("extend", key),
                 deadline,
                 move |node| {
-                    let (key, token) = (owned_key.clone(), owned_token.clone());
-                    async move { node.extend(&key, &token, ttl).await }
+                    let keys = [node.lease_key(&owned_key), node.fence_key(&owned_key)];
+                    let mut args = vec![owned_token.as_str().to_string()];
+                    args.extend(args_tail.iter().cloned());
+                    async move {
+                        let code: i64 = node
+                            .run_script("extend", (&EXTEND, EXTEND_LUA), &keys, &args)
+                            .await?;
+                        Ok(match code {
+                            1 => Renewal::Extended,
+                            2 => Renewal::Taken,
+                            _ => Renewal::NotOurs,
+                        })
+                    }
                 },
                 |replies| {
-                    let ok = replies
-                        .iter()
-                        .filter(|r| matches!(r, Some(Ok(ExtendReply::Extended { .. }))))
-                        .count();
-                    let other = replies.iter().flatten().count() - ok;
-                    ok >= quorum || other > n - quorum
+                    let of = |want: Renewal| {
+                        replies
+                            .iter()
+                            .filter(|r| matches!(r, Some(Ok(got)) if *got == want))
+                            .count()
+                    };
+                    let (extended, taken) = (of(Renewal::Extended), of(Renewal::Taken));
+                    let ours = extended + taken;
+                    let answered = ours + of(Renewal::NotOurs);
+                    let pending = replies.iter().filter(|r| r.is_none()).count();
+                    // As for acquire: a node that timed out last time is not
+                    // waited for once a majority answered.
+                    let won = ours >= quorum && extended > 0;
+                    let lost = ours + self.pending(replies) < quorum && answered >= quorum;
+                    won || lost || answered + pending < quorum
                 },
             )
             .await
         };
+        let state = |i: usize| match &replies[i] {
+            Some(Ok(r)) => Some(*r),
+            _ => None,
+        };
+        let taken: Vec<usize> = (0..n)
+            .filter(|i| state(*i) == Some(Renewal::Taken))
+            .collect();
+        let extended = (0..n)
+            .filter(|i| state(*i) == Some(Renewal::Extended))
+            .count();
+        let not_ours = (0..n)
+            .filter(|i| state(*i) == Some(Renewal::NotOurs))
+            .count();
         let votes = self.votes(&replies, |r| match r {
-            ExtendReply::Extended { .. } => NodeOutcome::Granted,
-            _ => NodeOutcome::NotHeld,
+            Renewal::Extended | Renewal::Taken => NodeOutcome::Granted,
+            Renewal::NotOurs => NodeOutcome::NotHeld,
         });
-        if count(&votes, |o| *o == NodeOutcome::Granted) >= quorum && Instant::now() < valid_until {
+        if extended > 0 && extended + taken.len() >= quorum && Instant::now() < valid_until {
+            if let Some(h) = holding {
+                self.set_holding(key, token, Some(Holding { valid_until, ..h }));
+            }
+            if !taken.is_empty() {
+                tracing::debug!(key, taken = taken.len(), "quorum extend took free nodes");
+            }
             return Ok(ExtendReply::Extended { valid_until });
         }
-        if count(&votes, |o| *o == NodeOutcome::NotHeld) > n - quorum {
+        // No node still held our token, yet a majority was free: the lease
+        // expired everywhere (or the nodes lost it). Taking them would revive
+        // it, so the takes are undone and the lease is reported lost.
+        let vanished = extended == 0 && taken.len() >= quorum;
+        if not_ours > n - quorum || vanished {
+            self.set_holding(key, token, None);
+            for i in taken {
+                let (node, key, token) =
+                    (self.inner.nodes[i].clone(), key.to_string(), token.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = node.release_quietly(&key, &token).await {
+                        tracing::debug!(key, node = %node.describe(), error = %e, "undoing an extend's take failed; the TTL will free the key");
+                    }
+                });
+            }
             return Ok(ExtendReply::NotHeld);
         }
         // Not decided (too many nodes failed or answered too late): an error, so
-        // the watchdog tries again until the local deadline.
+        // the watchdog tries again until the local deadline. Nodes taken stay
+        // ours (they were taken within the validity) and are renewed next time.
         Err(self.unavailable("extend", key, votes))
     }
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        self.set_holding(key, token, None);
         let quorum = self.inner.quorum;
         let deadline = Instant::now() + self.inner.options.node_timeout;
         let replies = {
@@ -729,12 +901,12 @@ impl LeaseBackend for QuorumBackend {
         let (merged_tx, merged_rx) = watch::channel(0u64);
         let merged_tx = Arc::new(merged_tx);
         let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
-        for node in &self.inner.nodes {
+        for (i, node) in self.inner.nodes.iter().enumerate() {
             let (node, key) = (node.clone(), key.to_string());
             let (merged_tx, ready_tx) = (Arc::clone(&merged_tx), ready_tx.clone());
             tokio::spawn(async move {
                 let mut watch = node.watch_releases(&key).await;
-                let _ = ready_tx.send(watch.is_push());
+                let _ = ready_tx.send((i, watch.is_push()));
                 drop(ready_tx);
                 if !watch.is_push() {
                     return;
@@ -747,9 +919,20 @@ impl LeaseBackend for QuorumBackend {
             });
         }
         drop(ready_tx);
+        // Wait for every node that is answering; a node that timed out last
+        // time (frozen) is not waited for once a majority is subscribed — its
+        // subscription goes on in the background. Waiting for it would keep a
+        // waiter from its next attempt for the whole node timeout, while the
+        // lease may already be free.
         let mut push = false;
-        while let Ok(Some(is_push)) = timeout_at(deadline, ready_rx.recv()).await {
+        let mut ready: Vec<Option<bool>> = vec![None; self.inner.nodes.len()];
+        while let Ok(Some((i, is_push))) = timeout_at(deadline, ready_rx.recv()).await {
             push |= is_push;
+            ready[i] = Some(is_push);
+            let subscribed = ready.iter().flatten().count();
+            if subscribed >= self.inner.quorum && self.pending(&ready) == 0 {
+                break;
+            }
         }
         if push {
             ReleaseWatch::from_channel(merged_rx, Some(Box::new(merged_tx)))
