@@ -1,13 +1,18 @@
 //! What a quorum costs: uncontended acquire + release on one key, on one Redis
 //! master and on quorums of 3 and 5 masters (all real redis-server processes on
 //! loopback), and on 3 masters with one frozen (SIGSTOP) or one slowed by a proxy.
+//! Then contention: 20 clients, each running one 50 ms job under one lease with
+//! `acquire_within`, on 3 healthy masters and on 3 with one frozen.
 //!
 //! Prints the median and 99th percentile of each set-up and its ratio to the
-//! single master measured in the same run. Run with
+//! single master measured in the same run; for contention, the median over three
+//! rounds (after one warm-up round) of the whole run's time and of the longest
+//! time the lease sat free between two holders. Run with
 //! `cargo bench -p warden --bench quorum`.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -34,6 +39,67 @@ async fn measure(warden: &Warden) -> (Duration, Duration) {
     }
     times.sort();
     (times[ROUNDS / 2], times[ROUNDS * 99 / 100])
+}
+
+const CONTENDERS: usize = 20;
+const JOB: Duration = Duration::from_millis(50);
+
+/// One contention round: every client runs one job under the lease. Returns the
+/// round's time and the longest gap between a release and the next grant.
+async fn contend(clients: &[Warden], key: &str) -> (Duration, Duration) {
+    let spans = Arc::new(Mutex::new(Vec::new()));
+    let barrier = Arc::new(tokio::sync::Barrier::new(clients.len()));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in clients {
+        let lease = w.lease(key.to_string()).ttl(Duration::from_secs(10));
+        let (spans, barrier) = (Arc::clone(&spans), Arc::clone(&barrier));
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let guard = lease
+                .acquire_within(Duration::from_secs(120))
+                .await
+                .unwrap()
+                .into_guard()
+                .unwrap();
+            let got = Instant::now();
+            tokio::time::sleep(JOB).await;
+            let done = Instant::now();
+            guard.release().await.unwrap();
+            spans.lock().unwrap().push((got, done));
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = start.elapsed();
+    let mut spans = spans.lock().unwrap().clone();
+    spans.sort();
+    let gap = spans
+        .windows(2)
+        .map(|p| p[1].0.saturating_duration_since(p[0].1))
+        .max()
+        .unwrap_or_default();
+    (total, gap)
+}
+
+/// Median round time and median longest gap over three rounds, after a warm-up
+/// round (which also lets every client notice a frozen node once).
+async fn contention(urls: &[String], key: &str) -> (Duration, Duration) {
+    let clients: Vec<Warden> = (0..CONTENDERS)
+        .map(|_| Warden::with_backend(QuorumBackend::new(urls, QuorumOptions::default()).unwrap()))
+        .collect();
+    contend(&clients, &format!("{key}-warm-up")).await;
+    let mut totals = Vec::new();
+    let mut gaps = Vec::new();
+    for round in 0..3 {
+        let (t, g) = contend(&clients, &format!("{key}-{round}")).await;
+        totals.push(t);
+        gaps.push(g);
+    }
+    totals.sort();
+    gaps.sort();
+    (totals[1], gaps[1])
 }
 
 fn quorum(urls: Vec<String>) -> Warden {
@@ -72,5 +138,16 @@ async fn main() {
     measure(&frozen).await;
     servers[2].pause();
     report("3, one frozen", measure(&frozen).await);
+    servers[2].resume();
+
+    println!(
+        "contention: {CONTENDERS} clients x one {JOB:?} job, default node timeout, \
+         median of 3 rounds: whole run (longest time the lease sat free)"
+    );
+    let (t, g) = contention(&urls[..3], "contended").await;
+    println!("  quorum of 3             {t:>10.2?} ({g:.2?})");
+    servers[2].pause();
+    let (t, g) = contention(&urls[..3], "contended-frozen").await;
+    println!("  3, one frozen           {t:>10.2?} ({g:.2?})");
     servers[2].resume();
 }

@@ -425,6 +425,25 @@ impl QuorumBackend {
         }
     }
 
+    /// Follows up on the votes of a won attempt that had not arrived when it was
+    /// decided. Usually the release of the lease deletes them; but on a
+    /// connection still being (re)established the release can overtake the vote
+    /// and find nothing, and the vote then grants a key nobody will delete
+    /// before its TTL. A late grant that arrives once the lease is released (or
+    /// its validity over) is therefore undone — it carries this attempt's
+    /// token, so it is ours alone.
+    async fn follow_late_grants(self, (key, token): (String, OwnerToken), mut votes: VoteInbox) {
+        while let Some((i, ballot)) = votes.recv().await {
+            if !matches!(ballot, Ok(Ballot::Granted(_))) || self.holding(&key, &token).is_some() {
+                continue;
+            }
+            let node = &self.inner.nodes[i];
+            if let Err(e) = node.release_quietly(&key, &token).await {
+                tracing::debug!(key, node = %node.describe(), error = %e, "undoing a late grant failed; the TTL will free the key");
+            }
+        }
+    }
+
     /// A random pause before the next attempt after a split vote.
     fn retry_delay(&self) -> Duration {
         let max = self.inner.options.retry_delay;
@@ -627,6 +646,12 @@ impl LeaseBackend for QuorumBackend {
             if settled && Instant::now() < valid_until {
                 undo.armed = false;
                 self.set_holding(key, token, Some(Holding { fence, valid_until }));
+                if ballots.iter().any(Option::is_none) {
+                    tokio::spawn(
+                        self.clone()
+                            .follow_late_grants((key.to_string(), token.clone()), votes_rx),
+                    );
+                }
                 return Ok(AcquireReply::Acquired {
                     fence: Fence::new(fence),
                     valid_until,
