@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ProtocolVersion, PushInfo, PushKind, Script};
 use tokio::sync::{OnceCell, watch};
-use tokio::time::Instant;
 
 use super::{
     AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
@@ -324,7 +323,7 @@ impl LeaseBackend for RedisBackend {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<AcquireReply> {
-        let start = Instant::now();
+        let start = crate::clock::now();
         let (won, value): (i64, i64) = self
             .run_script(
                 "acquire",
@@ -351,7 +350,7 @@ impl LeaseBackend for RedisBackend {
     }
 
     async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
-        let start = Instant::now();
+        let start = crate::clock::now();
         let extended: i64 = self
             .run_script(
                 "extend",
