@@ -24,6 +24,9 @@ use ipnet::IpNet;
 
 use forwarded::{Hop, parse_forwarded, parse_x_forwarded_for};
 
+/// Parses one header line into hops, appended in header order.
+type HopParser = fn(&[u8], &mut Vec<Hop>);
+
 /// The longest key a built-in extractor produces from a header value, in bytes;
 /// longer values count as no key at all.
 pub const MAX_HEADER_KEY_LEN: usize = 256;
@@ -289,7 +292,7 @@ impl ClientIp {
             return Some(peer);
         }
         let mut hops = Vec::new();
-        let (name, parse): (&str, fn(&[u8], &mut Vec<Hop>)) = match self.header {
+        let (name, parse): (&str, HopParser) = match self.header {
             ForwardedHeader::XForwardedFor => ("x-forwarded-for", parse_x_forwarded_for),
             ForwardedHeader::Forwarded => ("forwarded", parse_forwarded),
         };
