@@ -340,8 +340,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_password_query_parameter_is_refused_without_echoing_it() {
+    #[tokio::test]
+    async fn a_password_query_parameter_is_refused_without_echoing_it() {
         let err = RedisConn::lazy(
             "redis://h:1/?password=s3cret",
             DEFAULT_TIMEOUT,

@@ -33,7 +33,11 @@ impl Warden {
     ///
     /// - `memory:` — in this process only;
     /// - `redis://host:port[/db]` or `rediss://…` — one Redis master (checked with
-    ///   `PING` before returning), for leases and rate limits alike;
+    ///   `PING` and its `maxmemory-policy` before returning, see
+    ///   [`RedisOptions::allow_eviction`]), for leases and rate limits alike.
+    ///   Credentials go in the user-info part, `redis://user:password@host`
+    ///   (percent-encode `@ / ? # %` in the password); a `?password=` query
+    ///   parameter is refused. Passwords are redacted wherever a URL is shown;
     /// - several Redis URLs separated by commas — a quorum of independent masters,
     ///   as [`connect_quorum`](Self::connect_quorum). A comma separates URLs only
     ///   where the next URL's scheme (`redis://`, `rediss://`) follows it, so

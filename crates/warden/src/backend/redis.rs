@@ -106,9 +106,14 @@ impl RedisOptions {
     }
 
     /// Requires `replicas` replicas to acknowledge every acquire and extend
-    /// (`WAIT replicas timeout` after the write). When fewer acknowledge within
-    /// `timeout`, the lease is released again and the call fails with
-    /// [`Error::ReplicasUnacknowledged`].
+    /// (`WAIT replicas timeout`, sent in one pipeline with the write so it
+    /// always refers to that write). When fewer acknowledge within `timeout`,
+    /// the call fails with [`Error::ReplicasUnacknowledged`]: after an acquire
+    /// the lease is released again; after an extend the key is kept, because
+    /// the guard still counts on its last confirmed deadline (releasing would
+    /// let a second holder in while the first believes it holds). `timeout`
+    /// should stay well below the per-call [`timeout`](Self::timeout): the
+    /// pipeline's reply must arrive within the call's time budget.
     ///
     /// This **narrows but does not close** the failover window: Redis replication
     /// stays asynchronous, `WAIT` only reports how far it got, and a failover can
@@ -132,7 +137,13 @@ impl RedisOptions {
 /// | `warden:{orders:42}:fence` | string, no TTL | the last fence handed out |
 ///
 /// Both keys share the hash tag `{orders:42}`, so they live in one slot of a
-/// Redis Cluster. The lease key's value is a plain random string, the convention
+/// Redis Cluster (the layout is ready for one; warden has no cluster client
+/// yet). A key starting with `}` or `\` gets a `\` in front inside the braces
+/// (`}x` → `warden:{\}x}`), since `{}` would be an empty hash tag and split the
+/// keys across slots; every other key is used as it is. A prefix should not
+/// contain `{}` for the same reason.
+///
+/// The lease key's value is a plain random string, the convention
 /// of most Redis lock clients, so a lock taken by another client on the same key
 /// excludes warden and vice versa. Releases are published on
 /// `warden:{orders:42}:released`, which waiters subscribe to (RESP3 pub/sub) so a
@@ -612,5 +623,76 @@ impl Subscriber {
             }
         }
         ReleaseWatch::from_channel(rx, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CRC16/XMODEM of the hash tag, modulo 16384: Redis Cluster's key slot.
+    fn slot(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let hashed = bytes
+            .iter()
+            .position(|&b| b == b'{')
+            .and_then(|open| {
+                let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+                (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+            })
+            .unwrap_or(bytes);
+        let mut crc: u16 = 0;
+        for &b in hashed {
+            crc ^= u16::from(b) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc % 16384
+    }
+
+    #[tokio::test]
+    async fn every_key_of_a_lease_shares_one_slot() {
+        // Known slots from the Redis Cluster specification.
+        assert_eq!(slot("123456789"), 0x31C3);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        let backend = RedisBackend::lazy("redis://127.0.0.1:1", RedisOptions::default())
+            .expect("a valid URL");
+        for key in [
+            "}x",
+            "}",
+            "}}",
+            "{}",
+            "{",
+            "a}b",
+            "}{x}",
+            "\\}x",
+            "\\",
+            "{a}b",
+            "orders:42",
+        ] {
+            let lease = backend.lease_key(key);
+            let others = [
+                backend.fence_key(key),
+                backend.release_channel(key),
+                format!("{lease}:undone"),
+            ];
+            for other in &others {
+                assert_eq!(slot(&lease), slot(other), "{key:?}: {lease} vs {other}");
+            }
+        }
+        // One-to-one: escaped keys never collide with a plain key.
+        let keys = ["}x", "\\}x", "\\\\}x", "x", "\\x", "\\\\x"];
+        let mut seen: Vec<String> = keys.iter().map(|k| backend.lease_key(k)).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), keys.len(), "{seen:?}");
+        // Plain keys keep the layout existing fence counters live under.
+        assert_eq!(backend.lease_key("orders:42"), "warden:{orders:42}");
+        assert_eq!(backend.lease_key("}x"), "warden:{\\}x}");
     }
 }
