@@ -80,6 +80,7 @@ async fn an_unacknowledged_extend_keeps_the_key_so_no_second_holder_gets_in() {
         matches!(err, Error::ReplicasUnacknowledged { op: "extend", .. }),
         "{err}"
     );
+    assert!(err.to_string().contains("kept"), "{err}");
     // The guard still believes in its lease (last confirmed deadline) ...
     assert!(!guard.is_lost());
     assert!(guard.remaining() > Duration::ZERO);
@@ -99,6 +100,19 @@ async fn an_unacknowledged_extend_keeps_the_key_so_no_second_holder_gets_in() {
 }
 
 // ---- item 18: WAIT travels with the write it acknowledges ----
+
+#[tokio::test]
+async fn a_replica_wait_longer_than_the_call_timeout_is_refused() {
+    let master = RedisServer::start();
+    let options = RedisOptions::default()
+        .timeout(Duration::from_millis(500))
+        .require_replicas(NonZeroU32::MIN, Duration::from_millis(500));
+    let err = RedisBackend::connect(&master.url(), options.clone())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    assert!(RedisBackend::lazy(&master.url(), options).is_err());
+}
 
 /// A one-connection-at-a-time TCP relay that, once the client has sent a script
 /// call, holds the server's replies back until the client has also sent `WAIT`.

@@ -48,6 +48,24 @@ pub struct RedisOptions {
     pub allow_eviction: bool,
 }
 
+impl RedisOptions {
+    /// The write and its `WAIT` share one reply, which must arrive within the
+    /// per-call timeout: a `WAIT` as long as that could never succeed.
+    fn check_replica_wait(&self) -> Result<()> {
+        match self.replicas {
+            Some(acks) if acks.timeout >= self.timeout => Err(Error::invalid(
+                "require_replicas",
+                format!(
+                    "the replica wait ({:?}) must be shorter than the per-call timeout ({:?}): \
+                     the write and its WAIT are answered together within that timeout",
+                    acks.timeout, self.timeout
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// How many replicas must acknowledge a lease write, and how long the master waits
 /// for them (`WAIT numreplicas timeout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,8 +130,9 @@ impl RedisOptions {
     /// the lease is released again; after an extend the key is kept, because
     /// the guard still counts on its last confirmed deadline (releasing would
     /// let a second holder in while the first believes it holds). `timeout`
-    /// should stay well below the per-call [`timeout`](Self::timeout): the
-    /// pipeline's reply must arrive within the call's time budget.
+    /// must be shorter than the per-call [`timeout`](Self::timeout) (connecting
+    /// refuses it otherwise): the write and its `WAIT` are answered together
+    /// within that budget.
     ///
     /// This **narrows but does not close** the failover window: Redis replication
     /// stays asynchronous, `WAIT` only reports how far it got, and a failover can
@@ -168,6 +187,7 @@ impl RedisBackend {
     /// Also reads the server's `maxmemory-policy` and refuses one that may evict
     /// keys unless [`RedisOptions::allow_eviction`] is set.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self> {
+        options.check_replica_wait()?;
         let conn = RedisConn::connect(url, options.timeout, options.connect_timeout).await?;
         conn.check_eviction_policy(options.allow_eviction).await?;
         Ok(Self::with_conn(conn, options))
@@ -178,6 +198,7 @@ impl RedisBackend {
     /// [`connect`](Self::connect) is not made: a quorum node should run with
     /// `maxmemory-policy noeviction` too.
     pub fn lazy(url: &str, options: RedisOptions) -> Result<Self> {
+        options.check_replica_wait()?;
         let conn = RedisConn::lazy(url, options.timeout, options.connect_timeout)?;
         Ok(Self::with_conn(conn, options))
     }
