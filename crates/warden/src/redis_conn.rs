@@ -327,6 +327,22 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn malformed_urls_never_echo_their_password() {
+        for url in [
+            "redis://:se,cret@h:notaport",
+            "redis://:se,cret@",
+            "redis://u:se%2Ccret@[::1",
+            "redis://:se/cret@h:1",
+            "rediss://:se,cret@h:1/notadb",
+        ] {
+            if let Err(e) = RedisConn::lazy(url, DEFAULT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT) {
+                let msg = format!("{e} {e:?}");
+                assert!(!msg.contains("se,cret") && !msg.contains("cret"), "{msg}");
+            }
+        }
+    }
+
     #[test]
     fn splitting_keeps_commas_inside_passwords() {
         assert_eq!(split_redis_urls("redis://a"), ["redis://a"]);

@@ -11,7 +11,8 @@ use warden_http::{FailurePolicy, ForwardedHeader, TrustedProxies};
 /// `bank`: balances under warden leases, fenced writes to PostgreSQL, rate
 /// limits per client IP.
 ///
-/// `Debug` never shows the database password (see [`DatabaseUrl`]).
+/// `Debug` never shows a password of the database or the backend (see
+/// [`SecretUrl`]).
 #[derive(Debug, Clone, Parser)]
 #[command(name = "bank", version, about)]
 pub struct Config {
@@ -20,8 +21,8 @@ pub struct Config {
     pub listen: SocketAddr,
 
     /// warden store for leases and rate limits, e.g. redis://127.0.0.1:6379.
-    #[arg(long, value_name = "REDIS_URL")]
-    pub backend: String,
+    #[arg(long, value_name = "REDIS_URL", value_parser = parse_url)]
+    pub backend: SecretUrl,
 
     /// PostgreSQL holding the balances, e.g. postgres://postgres@127.0.0.1/bank
     /// (a URL or `key=value` pairs). Prefer the environment for a password.
@@ -31,9 +32,9 @@ pub struct Config {
         value_name = "POSTGRES_URL",
         env = "DATABASE_URL",
         hide_env_values = true,
-        value_parser = parse_database_url
+        value_parser = parse_url
     )]
-    pub database_url: DatabaseUrl,
+    pub database_url: SecretUrl,
 
     /// Requests per client IP: COUNT/PERIOD with PERIOD like 1m, 30s, 1h, 500ms.
     #[arg(long, value_name = "RATE", default_value = "60/1m", value_parser = parse_rate)]
@@ -70,8 +71,8 @@ impl Config {
     pub fn new(listen: SocketAddr, backend: &str, database_url: &str) -> Self {
         Config {
             listen,
-            backend: backend.to_owned(),
-            database_url: DatabaseUrl::new(database_url),
+            backend: SecretUrl::new(backend),
+            database_url: SecretUrl::new(database_url),
             limit: Rate {
                 count: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
                 period: Duration::from_secs(60),
@@ -113,18 +114,18 @@ impl From<ForwardedHeaderArg> for ForwardedHeader {
     }
 }
 
-/// A PostgreSQL connection string whose password never shows: `Debug` and
+/// A connection string (PostgreSQL, Redis) whose password never shows: `Debug` and
 /// `Display` print it with the password replaced by `***` — in the URL's
 /// user info (`postgres://user:***@host/db`), in a `password=` query
 /// parameter, or in a `password=` key of the `key=value` form.
 /// [`expose`](Self::expose) gives the real string, for connecting only.
 #[derive(Clone, PartialEq, Eq)]
-pub struct DatabaseUrl(String);
+pub struct SecretUrl(String);
 
-impl DatabaseUrl {
+impl SecretUrl {
     /// Wraps a connection string.
     pub fn new(url: &str) -> Self {
-        DatabaseUrl(url.to_owned())
+        SecretUrl(url.to_owned())
     }
 
     /// The connection string, password included.
@@ -133,13 +134,13 @@ impl DatabaseUrl {
     }
 }
 
-impl fmt::Debug for DatabaseUrl {
+impl fmt::Debug for SecretUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&redact(&self.0), f)
     }
 }
 
-impl fmt::Display for DatabaseUrl {
+impl fmt::Display for SecretUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&redact(&self.0))
     }
@@ -200,11 +201,11 @@ fn redact(url: &str) -> String {
     out
 }
 
-fn parse_database_url(s: &str) -> Result<DatabaseUrl, String> {
+fn parse_url(s: &str) -> Result<SecretUrl, String> {
     if s.trim().is_empty() {
-        return Err("the database URL is empty".into());
+        return Err("empty: expected a URL".into());
     }
-    Ok(DatabaseUrl::new(s))
+    Ok(SecretUrl::new(s))
 }
 
 /// The failure policy, as a flag value.
@@ -400,6 +401,17 @@ mod tests {
             format!("{c:?}").contains("postgres://u@h/db"),
             "nothing to hide"
         );
+        for (backend, secret) in [
+            ("redis://:s3cret@127.0.0.1:6379", "s3cret"),
+            ("rediss://app:s3cret@10.0.0.1/0", "s3cret"),
+            ("redis://:one1@h1,redis://:two2@h2", "one1"),
+            ("redis://:one1@h1,redis://:two2@h2", "two2"),
+            ("redis://127.0.0.1/?password=s3cret", "s3cret"),
+        ] {
+            let c = Config::new("127.0.0.1:0".parse().unwrap(), backend, "postgres://h/db");
+            assert!(!format!("{c:?}").contains(secret), "{c:?}");
+            assert_eq!(c.backend.expose(), backend);
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ use tokio::sync::{Mutex, RwLock};
 use tokio_postgres::{Client, NoTls};
 use warden::Fence;
 
-use crate::config::DatabaseUrl;
+use crate::config::SecretUrl;
 
 /// The longest a (re)connection to PostgreSQL may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -40,7 +40,7 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS accounts (
 #[derive(Debug)]
 pub struct Ledger {
     /// Redacted in `Debug`: the connection string may hold a password.
-    url: DatabaseUrl,
+    url: SecretUrl,
     client: RwLock<Arc<Client>>,
     /// One reconnection at a time; the others wait for its result.
     reconnecting: Mutex<()>,
@@ -125,7 +125,7 @@ impl Ledger {
         let client = open_connection(url).await?;
         client.batch_execute(SCHEMA).await?;
         Ok(Ledger {
-            url: DatabaseUrl::new(url),
+            url: SecretUrl::new(url),
             client: RwLock::new(Arc::new(client)),
             reconnecting: Mutex::new(()),
         })

@@ -59,7 +59,7 @@ impl std::error::Error for StartError {}
 
 /// Connects to the stores and builds the router with its rate-limit layer.
 pub async fn app(config: &Config) -> Result<Router, StartError> {
-    let warden = Warden::connect(&config.backend)
+    let warden = Warden::connect(config.backend.expose())
         .await
         .map_err(|e| StartError(format!("--backend: {e}")))?;
     let ledger = Ledger::connect(config.database_url.expose())

@@ -136,6 +136,26 @@ fn the_database_url_comes_from_the_environment_and_its_password_never_shows() {
         !stderr.contains("flag-s3cret") && !stderr.contains(SECRET),
         "{stderr}"
     );
+    // Malformed connection strings: the error names the problem, not the
+    // password.
+    for bad in [
+        format!("postgres://u:{SECRET}@127.0.0.1:badport/db"),
+        format!("postgres://u:{SECRET}@[::1/db"),
+        format!("host=127.0.0.1 port=1 password={SECRET} bogus=1"),
+        format!("host=127.0.0.1 password='{SECRET}"),
+        format!("postgres://u@127.0.0.1:{port}/db?password={SECRET}&x=y"),
+        format!("postgres://u@127.0.0.1:{port}/db?sslpassword={SECRET}"),
+    ] {
+        let out = Command::new(BANK)
+            .args(["--listen", "127.0.0.1:0", "--backend", &redis.url()])
+            .args(["--database-url", &bad])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("--database-url"), "{stderr}");
+        assert!(!stderr.contains(SECRET), "{stderr}");
+    }
     // --help names the variable but not its value; neither do usage errors.
     for args in [&["--help"][..], &["--listen", "nowhere"]] {
         let out = Command::new(BANK)
