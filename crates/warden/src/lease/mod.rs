@@ -16,6 +16,7 @@
 //! write. Pass [`LeaseGuard::fence`] to the protected resource and let it refuse
 //! stale tokens (see [`fence`](crate::fence)).
 
+mod attempt;
 mod guard;
 mod monitor;
 
@@ -239,14 +240,18 @@ impl Lease {
 
     /// One attempt with a fresh owner token. A new token per attempt means a
     /// late clean-up of an earlier attempt (a quorum backend undoing a lost
-    /// vote, a delayed compare-and-delete) can never delete this attempt's grant.
+    /// vote, a delayed compare-and-delete, an abandoned attempt undone by
+    /// [`attempt`]) can never delete this attempt's grant.
     async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
         let token = OwnerToken::generate()?;
-        match self
-            .backend
-            .try_acquire(&self.key, &token, self.ttl)
-            .await?
-        {
+        let reply = attempt::acquire(
+            Arc::clone(&self.backend),
+            self.key.clone(),
+            token.clone(),
+            self.ttl,
+        )
+        .await?;
+        match reply {
             AcquireReply::Acquired { fence, valid_until } => {
                 Ok(TryAcquire::Acquired(LeaseGuard::start(
                     Arc::clone(&self.backend),
