@@ -120,10 +120,11 @@ pub enum Error {
         votes: Vec<NodeVote>,
     },
 
-    /// Fewer replicas than required acknowledged a lease write (`WAIT`); the lease
-    /// was released again (see [`RedisOptions::require_replicas`](crate::backend::RedisOptions::require_replicas)).
+    /// Fewer replicas than required acknowledged a lease write (`WAIT`); after an
+    /// acquire the lease was released again, after an extend it was kept (see [`RedisOptions::require_replicas`](crate::backend::RedisOptions::require_replicas)).
     #[error(
-        "backend {backend}: only {acked} of {needed} required replicas acknowledged {op} on key {key:?} within {waited:?}; the lease was released"
+        "backend {backend}: only {acked} of {needed} required replicas acknowledged {op} on key {key:?} within {waited:?}; {}",
+        if *.op == "extend" { "the lease was kept until its last confirmed deadline" } else { "the lease was released" }
     )]
     ReplicasUnacknowledged {
         /// Which master.
