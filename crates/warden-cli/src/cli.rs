@@ -14,7 +14,8 @@ use crate::duration;
 ///
 /// Exit statuses: the command's own (128+N when it died by signal N) for `run`;
 /// 64 bad usage, 65 a `limit` cost above capacity, 69 backend unreachable,
-/// 75 not acquired in time / rate limited, 76 lease lost while running.
+/// 75 not acquired in time / rate limited, 76 the command may not have run
+/// alone (lease lost, deleted or taken while it ran).
 #[derive(Debug, Parser)]
 #[command(name = "warden", version, about, long_about = None)]
 pub struct Cli {
