@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ProtocolVersion, PushInfo, PushKind, Script};
 use tokio::sync::{OnceCell, watch};
-use tokio::time::Instant;
 
 use super::{
     AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
@@ -413,7 +412,7 @@ impl LeaseBackend for RedisBackend {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<AcquireReply> {
-        let start = Instant::now();
+        let start = crate::clock::now();
         let keys = [self.lease_key(key), self.fence_key(key)];
         let args = [token.as_str().to_string(), millis(ttl).to_string()];
         let written = self
@@ -454,7 +453,7 @@ impl LeaseBackend for RedisBackend {
     }
 
     async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
-        let start = Instant::now();
+        let start = crate::clock::now();
         let (extended, acks): (i64, _) = self
             .run_write(
                 "extend",

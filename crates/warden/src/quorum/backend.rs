@@ -462,6 +462,8 @@ impl LeaseBackend for QuorumBackend {
         let quorum = self.inner.quorum;
         let sent = Instant::now();
         let valid_until = self.validity_end(sent, ttl);
+        // The holder's deadline, on the clock that counts suspended time.
+        let valid_at = crate::clock::now() + ttl.saturating_sub(self.inner.options.drift.of(ttl));
         let node_deadline = (sent + self.inner.options.node_timeout).min(valid_until);
 
         // Every node votes in its own task. Unless the lease is won, the votes
@@ -511,7 +513,7 @@ impl LeaseBackend for QuorumBackend {
             }
         }
 
-        if granted >= quorum && Instant::now() < valid_until {
+        if granted >= quorum && crate::clock::now() < valid_at {
             let grants: Vec<(usize, u64)> = ballots
                 .iter()
                 .enumerate()
@@ -524,11 +526,11 @@ impl LeaseBackend for QuorumBackend {
             let settled = self
                 .settle_fence(key, token, &grants, fence, valid_until)
                 .await;
-            if settled && Instant::now() < valid_until {
+            if settled && crate::clock::now() < valid_at {
                 undo.armed = false;
                 return Ok(AcquireReply::Acquired {
                     fence: Fence::new(fence),
-                    valid_until,
+                    valid_until: valid_at,
                 });
             }
         }
@@ -599,6 +601,8 @@ impl LeaseBackend for QuorumBackend {
         let quorum = self.inner.quorum;
         let sent = Instant::now();
         let valid_until = self.validity_end(sent, ttl);
+        // The holder's deadline, on the clock that counts suspended time.
+        let valid_at = crate::clock::now() + ttl.saturating_sub(self.inner.options.drift.of(ttl));
         let deadline = (sent + self.inner.options.node_timeout).min(valid_until);
         let replies = {
             let (owned_key, owned_token) = (key.to_string(), token.clone());
@@ -624,8 +628,11 @@ impl LeaseBackend for QuorumBackend {
             ExtendReply::Extended { .. } => NodeOutcome::Granted,
             _ => NodeOutcome::NotHeld,
         });
-        if count(&votes, |o| *o == NodeOutcome::Granted) >= quorum && Instant::now() < valid_until {
-            return Ok(ExtendReply::Extended { valid_until });
+        if count(&votes, |o| *o == NodeOutcome::Granted) >= quorum && crate::clock::now() < valid_at
+        {
+            return Ok(ExtendReply::Extended {
+                valid_until: valid_at,
+            });
         }
         if count(&votes, |o| *o == NodeOutcome::NotHeld) > n - quorum {
             return Ok(ExtendReply::NotHeld);
