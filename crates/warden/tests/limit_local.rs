@@ -1,5 +1,6 @@
-//! The in-process keyed limiter: bounded memory, idle keys evicted; waiting
-//! with jitter on tokio's paused clock.
+//! The in-process keyed limiter: bounded memory, idle keys dropped, live keys
+//! never evicted (a full store refuses new keys); waiting with jitter on
+//! tokio's paused clock.
 
 mod limit_common;
 
