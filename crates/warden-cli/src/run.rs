@@ -150,6 +150,9 @@ enum Ended {
     Exited(ExitStatus),
     /// The lease was lost (or about to be) first; the command was terminated.
     Lost,
+    /// The store said the lease was no longer ours (renewal found the key gone
+    /// or taken) before the local deadline; the command was terminated.
+    Gone,
 }
 
 async fn supervise(
@@ -188,9 +191,10 @@ async fn supervise(
                         duration::show(grace),
                     ));
                 }
-                let kill_at = (Instant::now() + grace).min(deadline);
-                terminate(&mut child, group, kill_at).await;
-                return Ok(Ended::Lost);
+                let at = Instant::now();
+                terminate(&mut child, group, (at + grace).min(deadline)).await;
+                // Before the local deadline only the store can have said so.
+                return Ok(if at < deadline { Ended::Gone } else { Ended::Lost });
             }
             status = child.wait() => {
                 let status = status.map_err(|e| {
@@ -345,6 +349,17 @@ async fn finish(
             let _ = guard.release().await;
             return Ok(exit::LEASE_LOST);
         }
+        Ended::Gone => {
+            let _ = guard.release().await;
+            if !global.quiet {
+                output::note(&format!(
+                    "lease {:?} {} while the command ran",
+                    args.key,
+                    what_happened(warden, &args.key).await
+                ));
+            }
+            return Ok(exit::LEASE_LOST);
+        }
         Ended::Exited(status) => status,
     };
     // Ask the store whether the lease is still ours before letting it go. A
@@ -370,13 +385,7 @@ async fn finish(
         Ok(_) => {
             // The store no longer had our lease: someone may have held it while
             // the command ran. Say which, when the store can tell.
-            let what = match warden.status(&args.key).await {
-                Ok(s) if s.held => "was taken by another holder".to_string(),
-                Ok(_) => "was deleted or expired in the store (key deleted, store restarted \
-                          without persistence, or evicted)"
-                    .to_string(),
-                Err(e) => format!("was gone from the store (its state now is unknown: {e})"),
-            };
+            let what = what_happened(warden, &args.key).await;
             if !global.quiet {
                 output::note(&format!(
                     "lease {:?} {what} before the command finished; it may not have run \
@@ -395,6 +404,18 @@ async fn finish(
             }
             Ok(exit_code(status))
         }
+    }
+}
+
+/// What became of a lease the store no longer holds for us, as far as the
+/// store can tell now.
+async fn what_happened(warden: &Warden, key: &str) -> String {
+    match warden.status(key).await {
+        Ok(s) if s.held => "was taken by another holder".to_string(),
+        Ok(_) => "was deleted or expired in the store (key deleted, store restarted without \
+                  persistence, or evicted)"
+            .to_string(),
+        Err(e) => format!("was gone from the store (its state now is unknown: {e})"),
     }
 }
 
