@@ -16,6 +16,7 @@
 //! write. Pass [`LeaseGuard::fence`] to the protected resource and let it refuse
 //! stale tokens (see [`fence`](crate::fence)).
 
+mod attempt;
 mod guard;
 mod monitor;
 
@@ -27,7 +28,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::backend::{AcquireReply, LeaseBackend, ReleaseWatch};
+use crate::backend::{AcquireReply, LeaseBackend, ReleaseWatch, drift};
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::token::OwnerToken;
@@ -39,8 +40,16 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// and they would outlive any realistic process anyway.
 pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// The shortest TTL warden accepts: the store counts in milliseconds.
-pub const MIN_TTL: Duration = Duration::from_millis(1);
+/// The shortest TTL warden accepts.
+///
+/// The holder's local validity is the TTL minus the clock-drift margin (1% +
+/// 2 ms, see [`drift`](crate::backend::drift)) minus the round trip of the
+/// acquire request. A TTL of 10 ms leaves 7.9 ms before the round trip; a
+/// shorter one would hand out a guard that is lost (or nearly so) the moment it
+/// exists, so it is refused with [`Error::InvalidArgument`] naming `ttl`. The
+/// round trip is only known at run time: it is subtracted from the deadline
+/// then, and a guard whose round trip ate its validity reports itself lost.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
 
 /// First retry delay when polling a contended lease.
 const MIN_BACKOFF: Duration = Duration::from_millis(5);
@@ -136,7 +145,9 @@ impl Lease {
     }
 
     /// Turns automatic renewal on with the given interval, which must be shorter
-    /// than the TTL.
+    /// than the TTL minus the drift margin (the validity the holder counts on);
+    /// a longer interval would report the lease lost before its first renewal,
+    /// so acquiring fails with [`Error::InvalidArgument`].
     pub fn renew_every(mut self, interval: Duration) -> Self {
         self.renew_every = Some(interval);
         self
@@ -200,7 +211,10 @@ impl Lease {
         if self.ttl < MIN_TTL {
             return Err(Error::invalid(
                 "ttl",
-                format!("{:?} is below the minimum of 1ms", self.ttl),
+                format!(
+                    "{:?} is below the minimum of {MIN_TTL:?}: the clock-drift margin (1% + 2ms) would leave the holder (almost) no validity",
+                    self.ttl
+                ),
             ));
         }
         if self.ttl > MAX_TTL {
@@ -209,13 +223,14 @@ impl Lease {
                 format!("{:?} is above the maximum of 7 days", self.ttl),
             ));
         }
+        let validity = self.ttl.saturating_sub(drift(self.ttl));
         match self.renew_every {
             None => Ok(None),
             Some(Duration::ZERO) => Ok(Some(self.ttl / 3)),
-            Some(every) if every >= self.ttl => Err(Error::invalid(
+            Some(every) if every >= validity => Err(Error::invalid(
                 "renewal interval",
                 format!(
-                    "{every:?} must be shorter than the ttl {:?}, or the lease expires between renewals",
+                    "{every:?} must be shorter than {validity:?} (the ttl {:?} minus the clock-drift margin), or the lease is reported lost before it is renewed",
                     self.ttl
                 ),
             )),
@@ -225,14 +240,18 @@ impl Lease {
 
     /// One attempt with a fresh owner token. A new token per attempt means a
     /// late clean-up of an earlier attempt (a quorum backend undoing a lost
-    /// vote, a delayed compare-and-delete) can never delete this attempt's grant.
+    /// vote, a delayed compare-and-delete, an abandoned attempt undone by
+    /// [`attempt`]) can never delete this attempt's grant.
     async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
         let token = OwnerToken::generate()?;
-        match self
-            .backend
-            .try_acquire(&self.key, &token, self.ttl)
-            .await?
-        {
+        let reply = attempt::acquire(
+            Arc::clone(&self.backend),
+            self.key.clone(),
+            token.clone(),
+            self.ttl,
+        )
+        .await?;
+        match reply {
             AcquireReply::Acquired { fence, valid_until } => {
                 Ok(TryAcquire::Acquired(LeaseGuard::start(
                     Arc::clone(&self.backend),
