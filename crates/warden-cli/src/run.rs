@@ -61,19 +61,21 @@ const GROUP_EXIT_WAIT: Duration = Duration::from_secs(1);
 /// grace period to use.
 ///
 /// - The validity of a lease is its TTL minus the drift margin (1% + 2 ms),
-///   counted from when the request was sent. The first renewal comes after a
-///   third of the TTL; a TTL whose validity does not outlast that is refused.
+///   counted from when the request was sent. The margin may take at most a
+///   quarter of the TTL: renewals come every third of it, and SIGTERM up to a
+///   third before the deadline, so a quarter leaves a twelfth of the TTL for a
+///   renewal's round trip before a healthy lease would be mistaken for a lost
+///   one. (A TTL whose validity is not even positive is refused by this too.)
 /// - `--grace` is at most a third of the TTL (the renewal interval): SIGTERM
 ///   then comes no earlier than one missed renewal, and the group is gone at
 ///   the local deadline, before the store could grant the lease again.
 pub fn timing(args: &RunArgs) -> Result<Duration, Failure> {
     let ttl = args.ttl;
-    let validity = ttl.saturating_sub(warden::backend::drift(ttl));
     let renewal = ttl / 3;
-    if validity <= renewal {
+    if warden::backend::drift(ttl) > ttl / 4 {
         return Err(Failure::usage(format!(
-            "--ttl {} is too short: after the clock-drift margin (1% + 2 ms) its validity \
-             would end before the first renewal; use at least 4ms",
+            "--ttl {} is too short: the clock-drift margin (1% + 2 ms) would take more than \
+             a quarter of it, leaving no time to renew the lease; use at least 9ms",
             duration::show(ttl)
         )));
     }
