@@ -61,19 +61,21 @@ const GROUP_EXIT_WAIT: Duration = Duration::from_secs(1);
 /// grace period to use.
 ///
 /// - The validity of a lease is its TTL minus the drift margin (1% + 2 ms),
-///   counted from when the request was sent. The first renewal comes after a
-///   third of the TTL; a TTL whose validity does not outlast that is refused.
+///   counted from when the request was sent. The margin may take at most a
+///   quarter of the TTL: renewals come every third of it, and SIGTERM up to a
+///   third before the deadline, so a quarter leaves a twelfth of the TTL for a
+///   renewal's round trip before a healthy lease would be mistaken for a lost
+///   one. (A TTL whose validity is not even positive is refused by this too.)
 /// - `--grace` is at most a third of the TTL (the renewal interval): SIGTERM
 ///   then comes no earlier than one missed renewal, and the group is gone at
 ///   the local deadline, before the store could grant the lease again.
 pub fn timing(args: &RunArgs) -> Result<Duration, Failure> {
     let ttl = args.ttl;
-    let validity = ttl.saturating_sub(warden::backend::drift(ttl));
     let renewal = ttl / 3;
-    if validity <= renewal {
+    if warden::backend::drift(ttl) > ttl / 4 {
         return Err(Failure::usage(format!(
-            "--ttl {} is too short: after the clock-drift margin (1% + 2 ms) its validity \
-             would end before the first renewal; use at least 4ms",
+            "--ttl {} is too short: the clock-drift margin (1% + 2 ms) would take more than \
+             a quarter of it, leaving no time to renew the lease; use at least 9ms",
             duration::show(ttl)
         )));
     }
@@ -150,6 +152,9 @@ enum Ended {
     Exited(ExitStatus),
     /// The lease was lost (or about to be) first; the command was terminated.
     Lost,
+    /// The store said the lease was no longer ours (renewal found the key gone
+    /// or taken) before the local deadline; the command was terminated.
+    Gone,
 }
 
 async fn supervise(
@@ -188,9 +193,10 @@ async fn supervise(
                         duration::show(grace),
                     ));
                 }
-                let kill_at = (Instant::now() + grace).min(deadline);
-                terminate(&mut child, group, kill_at).await;
-                return Ok(Ended::Lost);
+                let at = Instant::now();
+                terminate(&mut child, group, (at + grace).min(deadline)).await;
+                // Before the local deadline only the store can have said so.
+                return Ok(if at < deadline { Ended::Gone } else { Ended::Lost });
             }
             status = child.wait() => {
                 let status = status.map_err(|e| {
@@ -345,6 +351,17 @@ async fn finish(
             let _ = guard.release().await;
             return Ok(exit::LEASE_LOST);
         }
+        Ended::Gone => {
+            let _ = guard.release().await;
+            if !global.quiet {
+                output::note(&format!(
+                    "lease {:?} {} while the command ran",
+                    args.key,
+                    what_happened(warden, &args.key).await
+                ));
+            }
+            return Ok(exit::LEASE_LOST);
+        }
         Ended::Exited(status) => status,
     };
     // Ask the store whether the lease is still ours before letting it go. A
@@ -370,13 +387,7 @@ async fn finish(
         Ok(_) => {
             // The store no longer had our lease: someone may have held it while
             // the command ran. Say which, when the store can tell.
-            let what = match warden.status(&args.key).await {
-                Ok(s) if s.held => "was taken by another holder".to_string(),
-                Ok(_) => "was deleted or expired in the store (key deleted, store restarted \
-                          without persistence, or evicted)"
-                    .to_string(),
-                Err(e) => format!("was gone from the store (its state now is unknown: {e})"),
-            };
+            let what = what_happened(warden, &args.key).await;
             if !global.quiet {
                 output::note(&format!(
                     "lease {:?} {what} before the command finished; it may not have run \
@@ -395,6 +406,18 @@ async fn finish(
             }
             Ok(exit_code(status))
         }
+    }
+}
+
+/// What became of a lease the store no longer holds for us, as far as the
+/// store can tell now.
+async fn what_happened(warden: &Warden, key: &str) -> String {
+    match warden.status(key).await {
+        Ok(s) if s.held => "was taken by another holder".to_string(),
+        Ok(_) => "was deleted or expired in the store (key deleted, store restarted without \
+                  persistence, or evicted)"
+            .to_string(),
+        Err(e) => format!("was gone from the store (its state now is unknown: {e})"),
     }
 }
 

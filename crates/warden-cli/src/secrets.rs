@@ -21,7 +21,10 @@ const MIN_PIECE: usize = 3;
 pub fn collect<I: IntoIterator<Item = String>>(values: I) {
     let mut found: Vec<String> = Vec::new();
     for value in values {
-        secrets_of(&value, &mut found);
+        // One URL at a time: a list's userinfo must not run into the next URL.
+        for url in crate::store::split_urls(&value) {
+            secrets_of(url, &mut found);
+        }
     }
     found.sort_by_key(|s| std::cmp::Reverse(s.len()));
     found.dedup();
@@ -131,6 +134,12 @@ mod tests {
         ] {
             assert!(found.iter().any(|f| f == s), "{s} missing from {found:?}");
         }
+        let mut list = Vec::new();
+        for url in crate::store::split_urls("redis://:pw9,x@h:1,redis://:other@h:2") {
+            secrets_of(url, &mut list);
+        }
+        assert!(list.iter().any(|f| f == "pw9,x") && list.iter().any(|f| f == "other"));
+        assert!(!list.iter().any(|f| f == "redis" || f == "h:1"), "{list:?}");
         let mut none = Vec::new();
         secrets_of("redis://h:1/0", &mut none);
         secrets_of("sqlite:/tmp/a.db", &mut none);

@@ -131,6 +131,8 @@ fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
     let err = warden.stderr();
     assert_eq!(status.code(), Some(76), "{err}");
     assert!(err.contains("lost"), "{err}");
+    // The store can tell the key is simply gone (nobody took it).
+    assert!(err.contains("deleted or expired"), "{err}");
     assert!(std::fs::read_to_string(&marker).unwrap().contains("term"));
     assert!(!alive(pid), "the command survived its lost lease");
 }
