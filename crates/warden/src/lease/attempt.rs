@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::backend::{AcquireReply, LeaseBackend};
+use crate::backend::{AcquireReply, LeaseBackend, ReleaseOutcome};
 use crate::error::{Error, Result};
 use crate::token::OwnerToken;
 
@@ -52,8 +52,10 @@ pub(super) async fn acquire(
             Ok(()) => false,
             Err(reply) => matches!(reply, Ok(AcquireReply::Acquired { .. })),
         };
-        if unclaimed || maybe_applied {
+        if unclaimed {
             undo(&*backend, &key, &token).await;
+        } else if maybe_applied {
+            undo_unknown(&*backend, &key, &token, ttl).await;
         }
     });
     let reply = (&mut waiting.rx).await;
@@ -78,6 +80,54 @@ async fn undo(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken) {
         }
     }
 }
+
+/// Undoes a request whose fate is unknown (it timed out, the connection
+/// broke). The request may still be sitting in a frozen server's socket, on a
+/// connection the client has already replaced — so a release on the new
+/// connection can run *before* the grant. The release is therefore repeated:
+/// while it fails (the server is still away), and a few times after it first
+/// answers "not held", spaced out so that requests queued on other connections
+/// have run by then. Each try is a compare-and-delete with this attempt's own
+/// token, harmless to everyone else. After the TTL there is nothing to undo.
+async fn undo_unknown(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken, ttl: Duration) {
+    let give_up = tokio::time::Instant::now() + ttl;
+    let mut pause = UNDO_FIRST_PAUSE;
+    let mut not_held = 0;
+    loop {
+        match backend.release(key, token).await {
+            Ok(ReleaseOutcome::Released) => {
+                tracing::debug!(key, "undid a grant of a failed acquire");
+                return;
+            }
+            Ok(_) => {
+                not_held += 1;
+                if not_held >= UNDO_CONFIRMATIONS {
+                    return;
+                }
+            }
+            Err(e) if !e.is_transient() => {
+                tracing::warn!(key, error = %e, "undoing a failed acquire failed; its TTL will free the key");
+                return;
+            }
+            Err(_) => {}
+        }
+        if tokio::time::Instant::now() + pause >= give_up {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(UNDO_MAX_PAUSE);
+    }
+}
+
+/// First pause between undo tries of a request with an unknown fate.
+const UNDO_FIRST_PAUSE: Duration = Duration::from_millis(100);
+
+/// Longest pause between undo tries.
+const UNDO_MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// "Not held" answers after which a request with an unknown fate is taken as
+/// never applied (spread over 100 + 200 ms after the first answer).
+const UNDO_CONFIRMATIONS: u32 = 3;
 
 /// The caller's side: undoes an answer that arrived but was never read.
 struct Waiting {

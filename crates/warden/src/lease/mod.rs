@@ -57,6 +57,13 @@ const MIN_BACKOFF: Duration = Duration::from_millis(5);
 /// Longest retry delay when polling a contended lease.
 const MAX_BACKOFF: Duration = Duration::from_millis(250);
 
+/// First retry delay after a transient backend error while waiting.
+const MIN_ERROR_BACKOFF: Duration = Duration::from_millis(20);
+
+/// Longest retry delay after transient backend errors while waiting: a
+/// restarted server is noticed within about this long.
+const MAX_ERROR_BACKOFF: Duration = Duration::from_millis(500);
+
 /// Longest wait for a pushed release notification before trying again anyway
 /// (a notification can be lost while the subscriber reconnects).
 const MAX_PUSH_WAIT: Duration = Duration::from_secs(1);
@@ -171,13 +178,54 @@ impl Lease {
     /// without notifications they poll with jittered exponential backoff. A lease
     /// that expires instead of being released is retried when its TTL runs out.
     /// Waiting is not FIFO: all woken waiters race and one wins.
+    ///
+    /// A [transient](Error::is_transient) backend error (a restart, a frozen or
+    /// overloaded server, a failover) does not end the wait: attempts go on with
+    /// jittered backoff (20 ms doubling up to 500 ms) until `max_wait` is spent,
+    /// and only then is the last error returned (a retry still running then is
+    /// abandoned, and undone). Permanent errors (bad input or
+    /// configuration, authentication, data of the wrong type) return at once.
+    /// Every abandoned or failed attempt is undone with its own owner token, so
+    /// retrying never leaves a stray grant behind.
     pub async fn acquire_within(&self, max_wait: Duration) -> Result<TryAcquire> {
         let renew = self.validate()?;
         let deadline = Instant::now() + max_wait.min(MAX_TTL);
         let mut watch: Option<ReleaseWatch> = None;
         let mut backoff = MIN_BACKOFF;
+        let mut error_backoff = MIN_ERROR_BACKOFF;
+        // The last transient error, while the backend keeps failing.
+        let mut failing: Option<Error> = None;
         loop {
-            let outcome = self.attempt(renew).await?;
+            let attempt = match failing.take() {
+                None => self.attempt(renew).await,
+                // A retry after an error ends with the budget: the error is the
+                // answer then. (An attempt cut short is undone by its own task.)
+                Some(last) => match tokio::time::timeout_at(deadline, self.attempt(renew)).await {
+                    Ok(attempt) => attempt,
+                    Err(_elapsed) => return Err(last),
+                },
+            };
+            let outcome = match attempt {
+                Ok(outcome) => {
+                    error_backoff = MIN_ERROR_BACKOFF;
+                    outcome
+                }
+                // A restart, a failover, a frozen server: worth waiting for
+                // while the budget lasts. Everything else ends the wait now.
+                Err(e) if e.is_transient() => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(e);
+                    }
+                    tracing::debug!(key = %self.key, error = %e, "transient error while waiting; retrying");
+                    let pause = rand::rng().random_range(error_backoff / 2..=error_backoff);
+                    error_backoff = (error_backoff * 2).min(MAX_ERROR_BACKOFF);
+                    tokio::time::sleep(pause.min(deadline - now)).await;
+                    failing = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let TryAcquire::Held { ttl_left } = outcome else {
                 return Ok(outcome);
             };
