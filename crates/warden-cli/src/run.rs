@@ -315,8 +315,8 @@ async fn terminate(child: &mut Child, group: Option<Pid>, kill_at: Instant) {
     kill_group(group).await;
 }
 
-/// SIGKILL to what is left of the command's group, and a short wait until it
-/// is gone (`killpg` with no signal fails with ESRCH then).
+/// SIGKILL to what is left of the command's group, and a short wait until no
+/// member runs any more.
 async fn kill_group(group: Option<Pid>) {
     let Some(group) = group else { return };
     if killpg(group, Signal::SIGKILL) == Err(Errno::ESRCH) {
@@ -324,11 +324,33 @@ async fn kill_group(group: Option<Pid>) {
     }
     tracing::info!("killed what the command left running in its process group");
     let until = Instant::now() + GROUP_EXIT_WAIT;
-    // Killed processes are reaped by their new parent; a zombie still counts as
-    // a member, but runs nothing: the wait is bounded.
-    while killpg(group, None) != Err(Errno::ESRCH) && Instant::now() < until {
+    while group_runs(group) && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Whether some member of `group` is still running. A killed member stays a
+/// zombie until its new parent reaps it — which may be never, under an init
+/// that does not reap (some containers) — and `killpg` counts zombies, so on
+/// Linux the members' states are read from /proc.
+fn group_runs(group: Pid) -> bool {
+    if killpg(group, None) == Err(Errno::ESRCH) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    let wanted = group.as_raw().to_string();
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // "pid (comm) STATE PPID PGRP …"; comm may hold spaces and parentheses.
+        let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+        let state = fields.next().unwrap_or("Z");
+        let pgrp = fields.nth(1).unwrap_or("");
+        pgrp == wanted && !matches!(state, "Z" | "X")
+    })
 }
 
 /// Releases the lease and turns the outcome into warden's exit status.
