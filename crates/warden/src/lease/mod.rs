@@ -4,8 +4,43 @@
 //! [`Lease::acquire_within`] turn it into a [`LeaseGuard`] when the key is free.
 //! The guard knows its fencing token, renews in the background when asked to, and
 //! tells its holder when it may no longer be alone — *before* the store expires the
-//! key, because its local deadline is computed on a monotonic clock from the moment
-//! the request was *sent*, minus a clock-drift margin.
+//! key, because its local deadline is computed from the moment the request was
+//! *sent*, minus a clock-drift margin (1% + 2 ms; hence [`MIN_TTL`]).
+//!
+//! # The local deadline
+//!
+//! - **Checked by whoever asks.** [`LeaseGuard::is_lost`],
+//!   [`LostSignal::is_lost`], [`LeaseGuard::remaining`] and [`LeaseGuard::run`]
+//!   compare the clock with the deadline themselves; they do not depend on the
+//!   guard's background task, which blocking code or a busy single-threaded
+//!   runtime can starve. `run` checks before every poll of its work and races a
+//!   timer, but cannot interrupt code that blocks inside one poll.
+//! - **On a clock that counts suspended time.** The store's clock (a Redis
+//!   server elsewhere, or the SQLite store's host clock) runs on while this host
+//!   sleeps, so deadlines are read on [`SystemClock`](crate::clock::SystemClock):
+//!   `CLOCK_BOOTTIME` on Linux, `CLOCK_MONOTONIC` on macOS (which counts sleep
+//!   there, unlike `std::time::Instant`); other Unix systems use
+//!   `CLOCK_MONOTONIC`, whose behaviour across suspend depends on the OS. The
+//!   SQLite store expires leases on the same clock. tokio's timers stop during a
+//!   suspend, so the guard's task and [`LostSignal::wait`] re-read the clock at
+//!   least every 100 ms: after a resume past the deadline, the signal fires within
+//!   about that long, and every check above says "lost" at once.
+//! - **What the tests show, and what they cannot.** A [`FakeClock`](crate::clock::FakeClock)
+//!   that jumps forward stands in for a suspend in the tests (is_lost,
+//!   remaining, run and the signal all report the loss). A real suspend and
+//!   resume of the test host cannot be run in CI; that the chosen clocks count
+//!   suspended time rests on the OS documentation (`clock_gettime(2)` on Linux,
+//!   `mach_continuous_time` behind `CLOCK_MONOTONIC` on macOS).
+//!
+//! # Waiting and failures
+//!
+//! [`Lease::acquire_within`] retries [transient](Error::is_transient) backend
+//! errors with backoff until its budget is spent; permanent ones end it at once.
+//! An attempt abandoned by its caller (dropped by a `timeout` or `select!`) or
+//! failed after its request may have been applied undoes its grant with its own
+//! owner token when the answer arrives, so no grant is left without a guard
+//! until its TTL. (If the store stays unreachable for longer than the TTL, the
+//! TTL is what frees the key.)
 //!
 //! # What a lease does not guarantee
 //!
@@ -43,7 +78,7 @@ pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The shortest TTL warden accepts.
 ///
 /// The holder's local validity is the TTL minus the clock-drift margin (1% +
-/// 2 ms, see [`drift`](crate::backend::drift)) minus the round trip of the
+/// 2 ms, see [`drift`]) minus the round trip of the
 /// acquire request. A TTL of 10 ms leaves 7.9 ms before the round trip; a
 /// shorter one would hand out a guard that is lost (or nearly so) the moment it
 /// exists, so it is refused with [`Error::InvalidArgument`] naming `ttl`. The
