@@ -72,11 +72,14 @@ const GROUP_EXIT_WAIT: Duration = Duration::from_secs(1);
 pub fn timing(args: &RunArgs) -> Result<Duration, Failure> {
     let ttl = args.ttl;
     let renewal = ttl / 3;
-    if warden::backend::drift(ttl) > ttl / 4 {
+    // The library refuses a TTL below its MIN_TTL too; this says why in terms
+    // of `warden run`, whose renewals and SIGTERM need the room.
+    if ttl < warden::lease::MIN_TTL || warden::backend::drift(ttl) > ttl / 4 {
         return Err(Failure::usage(format!(
             "--ttl {} is too short: the clock-drift margin (1% + 2 ms) would take more than \
-             a quarter of it, leaving no time to renew the lease; use at least 9ms",
-            duration::show(ttl)
+             a quarter of it, leaving no time to renew the lease; use at least {}",
+            duration::show(ttl),
+            duration::show(warden::lease::MIN_TTL),
         )));
     }
     match args.grace {

@@ -20,7 +20,10 @@ const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 const SCHEMES: [&str; 4] = ["redis://", "rediss://", "sqlite:", "memory:"];
 
 /// Splits a `--backend` / `WARDEN_BACKEND` value into URLs: only at a comma that
-/// starts another URL, never inside a password.
+/// starts another URL, never inside a password. The library's
+/// `redis_conn::split_redis_urls` follows the same rule for Redis lists; this
+/// one also cuts before `sqlite:` and `memory:` so that a mixed list is refused
+/// by name rather than read as one odd Redis URL.
 pub fn split_urls(value: &str) -> Vec<&str> {
     let mut urls = Vec::new();
     let mut start = 0;

@@ -250,7 +250,7 @@ fn an_undisturbed_run_returns_the_command_status() {
                 "--key",
                 "calm",
                 "--ttl",
-                "1s",
+                "3s",
             ])
             .args(["--", "sh", "-c", "sleep 1.2; echo done; exit 4"]),
     );

@@ -118,7 +118,7 @@ fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
         &sandbox,
         &server.url(),
         "job",
-        &["--ttl", "1s"],
+        &["--ttl", "3s"],
         &patient_child(&marker),
     );
     let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
