@@ -88,9 +88,12 @@ async fn undo(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken) {
 /// while it fails (the server is still away), and a few times after it first
 /// answers "not held", spaced out so that requests queued on other connections
 /// have run by then. Each try is a compare-and-delete with this attempt's own
-/// token, harmless to everyone else. After the TTL there is nothing to undo.
+/// token, harmless to everyone else. After the TTL there is nothing to undo;
+/// and after [`UNDO_WINDOW`] the task gives up too, so that a waiter retrying
+/// against a store that is down for long does not pile up undo traffic (a
+/// grant applied by a server frozen for longer than that lasts until its TTL).
 async fn undo_unknown(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken, ttl: Duration) {
-    let give_up = tokio::time::Instant::now() + ttl;
+    let give_up = tokio::time::Instant::now() + ttl.min(UNDO_WINDOW);
     let mut pause = UNDO_FIRST_PAUSE;
     let mut not_held = 0;
     loop {
@@ -123,7 +126,10 @@ async fn undo_unknown(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken,
 const UNDO_FIRST_PAUSE: Duration = Duration::from_millis(100);
 
 /// Longest pause between undo tries.
-const UNDO_MAX_PAUSE: Duration = Duration::from_secs(2);
+const UNDO_MAX_PAUSE: Duration = Duration::from_secs(5);
+
+/// How long a request with an unknown fate is undone at most.
+const UNDO_WINDOW: Duration = Duration::from_secs(60);
 
 /// "Not held" answers after which a request with an unknown fate is taken as
 /// never applied (spread over 100 + 200 ms after the first answer).

@@ -39,8 +39,9 @@
 //! An attempt abandoned by its caller (dropped by a `timeout` or `select!`) or
 //! failed after its request may have been applied undoes its grant with its own
 //! owner token when the answer arrives, so no grant is left without a guard
-//! until its TTL. (If the store stays unreachable for longer than the TTL, the
-//! TTL is what frees the key.)
+//! until its TTL. An attempt whose fate is unknown (timed out, connection
+//! broken) is undone repeatedly for up to a minute; a server frozen for longer
+//! than that which then applies the request leaves the grant to its TTL.
 //!
 //! # What a lease does not guarantee
 //!
