@@ -14,7 +14,8 @@ use crate::duration;
 ///
 /// Exit statuses: the command's own (128+N when it died by signal N) for `run`;
 /// 64 bad usage, 65 a `limit` cost above capacity, 69 backend unreachable,
-/// 75 not acquired in time / rate limited, 76 lease lost while running.
+/// 75 not acquired in time / rate limited, 76 the command may not have run
+/// alone (lease lost, deleted or taken while it ran).
 #[derive(Debug, Parser)]
 #[command(name = "warden", version, about, long_about = None)]
 pub struct Cli {
@@ -29,14 +30,18 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Store URL: sqlite:PATH, redis://HOST:PORT[/DB], rediss://… (repeatable;
-    /// several Redis URLs form a quorum). Default: SQLite at $WARDEN_DB, else
+    /// several Redis URLs form a quorum; in WARDEN_BACKEND, separate them with
+    /// commas). Default: this user's SQLite file at $WARDEN_DB, else
     /// $XDG_STATE_HOME/warden/warden.db, else ~/.local/state/warden/warden.db.
+    // No `value_delimiter`: a comma may be part of a password, so splitting is
+    // left to `store::split_urls`, which only cuts before another URL. The
+    // environment's value is never shown in --help (it may hold a password).
     #[arg(
         long = "backend",
         value_name = "URL",
         global = true,
         env = "WARDEN_BACKEND",
-        value_delimiter = ',',
+        hide_env_values = true,
         action = ArgAction::Append,
     )]
     pub backends: Vec<String>,
@@ -80,10 +85,12 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "wait")]
     pub no_wait: bool,
 
-    /// After the lease is lost: how long the command's process group has
-    /// between SIGTERM and SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::parse)]
-    pub grace: Duration,
+    /// How long the command's process group has between SIGTERM and SIGKILL
+    /// when the lease is (about to be) lost: SIGTERM comes this long before
+    /// the local deadline, SIGKILL at it. At most a third of --ttl (default:
+    /// 10s, or a third of --ttl if that is shorter).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub grace: Option<Duration>,
 
     /// Exit status when the lease was not acquired (instead of 75).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8))]
@@ -202,6 +209,17 @@ mod tests {
         .expect("parses");
         assert_eq!(before.global.backends, ["memory:"]);
         assert_eq!(after.global.backends, ["sqlite:a.db", "redis://x"]);
+        // A comma is not split here: it may belong to a password.
+        let comma = Cli::try_parse_from([
+            "warden",
+            "--backend",
+            "redis://:a,b@h",
+            "status",
+            "--key",
+            "k",
+        ])
+        .expect("parses");
+        assert_eq!(comma.global.backends, ["redis://:a,b@h"]);
     }
 
     #[test]

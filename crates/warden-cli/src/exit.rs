@@ -14,7 +14,8 @@ pub const UNAVAILABLE: u8 = 69;
 pub const SOFTWARE: u8 = 70;
 /// The lease was not acquired in time, or the rate limit refused.
 pub const NOT_ACQUIRED: u8 = 75;
-/// The lease was lost while the command ran.
+/// The command may not have run alone: the lease was lost, deleted or taken
+/// while it ran.
 pub const LEASE_LOST: u8 = 76;
 /// The command could not be executed (found but not executable).
 pub const CANNOT_EXECUTE: u8 = 126;

@@ -10,6 +10,7 @@ mod exit;
 mod limit;
 mod output;
 mod run;
+mod secrets;
 mod status;
 mod store;
 mod terminal;
@@ -23,6 +24,13 @@ use crate::cli::{Cli, Command};
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
+    // First of all, so that not even a usage error can print a password.
+    secrets::collect(
+        std::env::args_os()
+            .skip(1)
+            .chain(std::env::var_os("WARDEN_BACKEND"))
+            .map(|v| v.to_string_lossy().into_owned()),
+    );
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -74,7 +82,7 @@ fn init_logging(verbose: u8) {
         _ => tracing::Level::TRACE,
     };
     let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| secrets::ScrubbedStderr)
         .with_max_level(level)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

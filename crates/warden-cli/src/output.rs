@@ -3,17 +3,18 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use crate::duration;
+use crate::{duration, secrets};
 
 /// Prints a line on stdout; a closed pipe (`warden status | head -0`) is not an
 /// error worth a panic.
 pub fn line(text: &str) {
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    let _ = writeln!(std::io::stdout().lock(), "{}", secrets::scrub(text));
 }
 
-/// Prints `warden: TEXT` on stderr.
+/// Prints `warden: TEXT` on stderr (both without any password from the
+/// command line or the environment).
 pub fn note(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "warden: {text}");
+    let _ = writeln!(std::io::stderr().lock(), "warden: {}", secrets::scrub(text));
 }
 
 /// Runs `work` while showing a live "waiting" line on stderr, redrawn every

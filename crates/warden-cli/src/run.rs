@@ -2,28 +2,102 @@
 //!
 //! The command runs in its own process group with `WARDEN_FENCE` and
 //! `WARDEN_KEY` in its environment. warden renews the lease in the background
-//! (every third of the TTL), forwards SIGINT, SIGTERM and SIGHUP to the group,
-//! and releases the lease when the command exits. If the lease is lost — renewal
-//! found the key gone or taken, or the local deadline passed without a confirmed
-//! renewal (store unreachable, warden itself paused) — the group gets SIGTERM,
-//! then SIGKILL after `--grace`, and warden exits 76.
+//! (every third of the TTL), forwards signals to the group, and releases the
+//! lease when the command exits — after killing whatever the command left
+//! running in its group, so nothing of it runs without the lease.
+//!
+//! The group is never left running past the lease's local deadline (which
+//! comes a drift margin before the store's expiry): when renewals stop being
+//! confirmed and the validity left shrinks to `--grace`, the group gets SIGTERM,
+//! and SIGKILL at the deadline. When the store says the lease is gone (renewal
+//! found the key deleted or taken), SIGTERM comes at once and SIGKILL after
+//! `--grace` or at the deadline, whichever is first. Either way warden exits
+//! 76, as it does when the final release finds the lease gone: 76 means the
+//! command may not have run alone.
 
 use std::io::ErrorKind;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
+use std::time::Duration;
 
+use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
-use warden::{LeaseGuard, ReleaseOutcome, TryAcquire};
+use tokio::time::Instant;
+use warden::{LeaseGuard, ReleaseOutcome, TryAcquire, Warden};
 
 use crate::cli::{Global, RunArgs};
 use crate::exit::{self, Failure};
 use crate::{duration, output, store, terminal};
 
+/// `--grace` unless given (shortened to a third of the TTL when that is less).
+const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// Signals warden passes on to the command's group. Besides the usual three,
+/// every signal whose default action would end warden and orphan the command
+/// (SIGKILL cannot be caught; SIGPIPE is ignored by Rust programs).
+const FORWARDED: [Signal; 13] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGXCPU,
+    Signal::SIGXFSZ,
+    Signal::SIGPWR,
+    Signal::SIGSYS,
+];
+
+/// How long warden waits for the killed rest of a group to disappear.
+const GROUP_EXIT_WAIT: Duration = Duration::from_secs(1);
+
+/// Checks `--ttl` and `--grace` against the lease's timing and returns the
+/// grace period to use.
+///
+/// - The validity of a lease is its TTL minus the drift margin (1% + 2 ms),
+///   counted from when the request was sent. The margin may take at most a
+///   quarter of the TTL: renewals come every third of it, and SIGTERM up to a
+///   third before the deadline, so a quarter leaves a twelfth of the TTL for a
+///   renewal's round trip before a healthy lease would be mistaken for a lost
+///   one. (A TTL whose validity is not even positive is refused by this too.)
+/// - `--grace` is at most a third of the TTL (the renewal interval): SIGTERM
+///   then comes no earlier than one missed renewal, and the group is gone at
+///   the local deadline, before the store could grant the lease again.
+pub fn timing(args: &RunArgs) -> Result<Duration, Failure> {
+    let ttl = args.ttl;
+    let renewal = ttl / 3;
+    // The library refuses a TTL below its MIN_TTL too; this says why in terms
+    // of `warden run`, whose renewals and SIGTERM need the room.
+    if ttl < warden::lease::MIN_TTL || warden::backend::drift(ttl) > ttl / 4 {
+        return Err(Failure::usage(format!(
+            "--ttl {} is too short: the clock-drift margin (1% + 2 ms) would take more than \
+             a quarter of it, leaving no time to renew the lease; use at least {}",
+            duration::show(ttl),
+            duration::show(warden::lease::MIN_TTL),
+        )));
+    }
+    match args.grace {
+        None => Ok(DEFAULT_GRACE.min(renewal)),
+        Some(grace) if grace <= renewal => Ok(grace),
+        Some(grace) => Err(Failure::usage(format!(
+            "--grace {} cannot be honoured with --ttl {}: the command must be gone before \
+             the lease could be granted again, so the grace is at most a third of the TTL ({})",
+            duration::show(grace),
+            duration::show(ttl),
+            duration::show(renewal),
+        ))),
+    }
+}
+
 pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
     warden::validate_key(&args.key)?;
+    let grace = timing(args)?;
     let warden = store::connect(global).await?;
     let lease = warden.lease(&args.key).ttl(args.ttl).watchdog(true);
     let outcome = if args.no_wait {
@@ -58,61 +132,85 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
         }
     };
     tracing::info!(key = %args.key, fence = %guard.fence(), "lease acquired");
-    let code = supervise(global, args, &guard).await;
-    finish(global, args, guard, code).await
+    if guard.remaining() <= grace {
+        // The round trip ate the validity: the command would be terminated as
+        // soon as it started.
+        let _ = guard.release().await;
+        return Err(Failure::new(
+            exit::LEASE_LOST,
+            format!(
+                "lease {:?} was acquired with too little validity left to run the command; \
+                 use a longer --ttl",
+                args.key
+            ),
+        ));
+    }
+    let code = supervise(global, args, &guard, grace).await;
+    finish(global, args, &warden, guard, code).await
 }
 
 /// How the command ended, as far as the lease is concerned.
 enum Ended {
     /// It exited while the lease was held.
     Exited(ExitStatus),
-    /// The lease was lost first; the command was terminated.
+    /// The lease was lost (or about to be) first; the command was terminated.
     Lost,
+    /// The store said the lease was no longer ours (renewal found the key gone
+    /// or taken) before the local deadline; the command was terminated.
+    Gone,
 }
 
-async fn supervise(global: &Global, args: &RunArgs, guard: &LeaseGuard) -> Result<Ended, Failure> {
-    let signals = [
-        SignalKind::interrupt(),
-        SignalKind::terminate(),
-        SignalKind::hangup(),
-    ];
+async fn supervise(
+    global: &Global,
+    args: &RunArgs,
+    guard: &LeaseGuard,
+    grace: Duration,
+) -> Result<Ended, Failure> {
     let mut streams = Vec::new();
-    for kind in signals {
-        let stream = signal(kind)
+    for sig in FORWARDED {
+        let stream = signal(SignalKind::from_raw(sig as i32))
             .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {e}")))?;
-        streams.push(stream);
+        streams.push((sig, stream));
     }
-    let [sigint, sigterm, sighup] = &mut streams[..] else {
-        return Err(Failure::new(exit::SOFTWARE, "cannot handle signals"));
-    };
-
     let mut child = spawn(args, guard)?;
     let group = child_group(&child);
     // Interactive use: the command gets the terminal (and Ctrl-C) while it runs.
     let _terminal = group.and_then(terminal::hand_over);
     let lost = guard.lost();
+    let quiet = global.quiet;
     loop {
+        // The local deadline as of the last confirmed renewal.
+        let now = Instant::now();
+        let deadline = now + guard.remaining();
+        let term_at = deadline.checked_sub(grace).unwrap_or(now).max(now);
+        let any_signal = futures_any(&mut streams);
         tokio::select! {
             biased;
             () = lost.wait() => {
-                if !global.quiet {
+                if !quiet {
                     output::note(&format!(
-                        "lease {:?} lost while the command ran; terminating it (SIGTERM, SIGKILL after {})",
+                        "lease {:?} lost while the command ran (the store no longer holds it \
+                         for us, or renewal was not confirmed in time); terminating the \
+                         command (SIGTERM, SIGKILL after at most {})",
                         args.key,
-                        duration::show(args.grace),
+                        duration::show(grace),
                     ));
                 }
-                terminate(&mut child, group, args).await;
-                return Ok(Ended::Lost);
+                let at = Instant::now();
+                terminate(&mut child, group, (at + grace).min(deadline)).await;
+                // Before the local deadline only the store can have said so.
+                return Ok(if at < deadline { Ended::Gone } else { Ended::Lost });
             }
             status = child.wait() => {
                 let status = status.map_err(|e| {
                     Failure::new(exit::SOFTWARE, format!("cannot wait for the command: {e}"))
                 })?;
+                // What it left running in its group must not outlive the lease.
+                kill_group(group).await;
                 // Seen exiting after the lease's validity ran out (warden itself
                 // was paused past the TTL): it may not have run alone to the end.
                 if guard.is_lost() || guard.remaining().is_zero() {
-                    if !global.quiet {
+                    if !quiet {
                         output::note(&format!(
                             "lease {:?} expired before the command finished; another holder may have overlapped",
                             args.key
@@ -122,11 +220,38 @@ async fn supervise(global: &Global, args: &RunArgs, guard: &LeaseGuard) -> Resul
                 }
                 return Ok(Ended::Exited(status));
             }
-            Some(()) = sigint.recv() => forward(group, Signal::SIGINT),
-            Some(()) = sigterm.recv() => forward(group, Signal::SIGTERM),
-            Some(()) = sighup.recv() => forward(group, Signal::SIGHUP),
+            () = tokio::time::sleep_until(term_at) => {
+                let left = guard.remaining();
+                if left > grace {
+                    continue; // a renewal moved the deadline meanwhile
+                }
+                if !quiet {
+                    output::note(&format!(
+                        "lease {:?}: no renewal confirmed and {} of validity left; terminating \
+                         the command (SIGTERM now, SIGKILL at the lease's local deadline)",
+                        args.key,
+                        duration::show(left),
+                    ));
+                }
+                terminate(&mut child, group, Instant::now() + left).await;
+                return Ok(Ended::Lost);
+            }
+            sig = any_signal => forward(group, sig),
         }
     }
+}
+
+/// Completes with the first signal received on any of `streams`.
+async fn futures_any(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> Signal {
+    std::future::poll_fn(|cx| {
+        for (sig, stream) in streams.iter_mut() {
+            if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
+                return std::task::Poll::Ready(*sig);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 fn spawn(args: &RunArgs, guard: &LeaseGuard) -> Result<Child, Failure> {
@@ -177,52 +302,148 @@ fn forward(group: Option<Pid>, sig: Signal) {
     }
 }
 
-/// SIGTERM to the group, then SIGKILL after the grace period; reaps the child.
-async fn terminate(child: &mut Child, group: Option<Pid>, args: &RunArgs) {
+/// SIGTERM to the group, then SIGKILL at `kill_at`; reaps the child and kills
+/// the rest of its group.
+async fn terminate(child: &mut Child, group: Option<Pid>, kill_at: Instant) {
     forward(group, Signal::SIGTERM);
-    if tokio::time::timeout(args.grace, child.wait())
+    if tokio::time::timeout_at(kill_at, child.wait())
         .await
         .is_err()
     {
-        tracing::warn!("the command outlived the grace period; SIGKILL");
+        tracing::warn!("the command outlived its grace; SIGKILL");
         forward(group, Signal::SIGKILL);
         let _ = child.wait().await;
-    } else {
-        // The leader exited; stragglers in its group get no more time.
-        let _ = group.map(|g| killpg(g, Signal::SIGKILL));
     }
+    // The leader exited; stragglers in its group get no more time.
+    kill_group(group).await;
+}
+
+/// SIGKILL to what is left of the command's group, and a short wait until no
+/// member runs any more.
+async fn kill_group(group: Option<Pid>) {
+    let Some(group) = group else { return };
+    if killpg(group, Signal::SIGKILL) == Err(Errno::ESRCH) {
+        return;
+    }
+    tracing::info!("killed what the command left running in its process group");
+    let until = Instant::now() + GROUP_EXIT_WAIT;
+    while group_runs(group) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Whether some member of `group` is still running. A killed member stays a
+/// zombie until its new parent reaps it — which may be never, under an init
+/// that does not reap (some containers) — and `killpg` counts zombies, so on
+/// Linux the members' states are read from /proc.
+fn group_runs(group: Pid) -> bool {
+    if killpg(group, None) == Err(Errno::ESRCH) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    let wanted = group.as_raw().to_string();
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // "pid (comm) STATE PPID PGRP …"; comm may hold spaces and parentheses.
+        let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+        let state = fields.next().unwrap_or("Z");
+        let pgrp = fields.nth(1).unwrap_or("");
+        pgrp == wanted && !matches!(state, "Z" | "X")
+    })
 }
 
 /// Releases the lease and turns the outcome into warden's exit status.
 async fn finish(
     global: &Global,
     args: &RunArgs,
+    warden: &Warden,
     guard: LeaseGuard,
     ended: Result<Ended, Failure>,
 ) -> Result<u8, Failure> {
-    let released = guard.release().await;
-    let status = match ended? {
-        Ended::Lost => return Ok(exit::LEASE_LOST),
-        Ended::Exited(status) => status,
+    let ended = match ended {
+        Ok(ended) => ended,
+        Err(e) => {
+            let _ = guard.release().await;
+            return Err(e);
+        }
     };
-    match released {
-        Ok(ReleaseOutcome::Released) => {}
-        Ok(_) => {
+    let status = match ended {
+        Ended::Lost => {
+            let _ = guard.release().await;
+            return Ok(exit::LEASE_LOST);
+        }
+        Ended::Gone => {
+            let _ = guard.release().await;
             if !global.quiet {
                 output::note(&format!(
-                    "lease {:?} had already expired when the command finished",
-                    args.key
+                    "lease {:?} {} while the command ran",
+                    args.key,
+                    what_happened(warden, &args.key).await
                 ));
             }
+            return Ok(exit::LEASE_LOST);
+        }
+        Ended::Exited(status) => status,
+    };
+    // Ask the store whether the lease is still ours before letting it go. A
+    // renewal does that (it never revives a lost lease); it is tried twice,
+    // because the first call after a store restart can fail on the broken
+    // connection, and a release that fails would leave the question open.
+    for _ in 0..2 {
+        match guard.extend().await {
+            Ok(_) => break,
+            Err(e) => tracing::info!(error = %e, "checking the lease before release failed"),
+        }
+    }
+    // NotHeld above fired the lost signal; the release then changes nothing.
+    let found_lost = guard.is_lost();
+    let released = guard.release().await;
+    let released = if found_lost {
+        Ok(ReleaseOutcome::NotHeld)
+    } else {
+        released
+    };
+    match released {
+        Ok(ReleaseOutcome::Released) => Ok(exit_code(status)),
+        Ok(_) => {
+            // The store no longer had our lease: someone may have held it while
+            // the command ran. Say which, when the store can tell.
+            let what = what_happened(warden, &args.key).await;
+            if !global.quiet {
+                output::note(&format!(
+                    "lease {:?} {what} before the command finished; it may not have run \
+                     alone (exit 76; the command itself exited with {})",
+                    args.key,
+                    exit_code(status)
+                ));
+            }
+            Ok(exit::LEASE_LOST)
         }
         Err(e) => {
-            // The TTL frees the key; the command's own status matters more.
+            // The command finished within the lease's validity; only the
+            // release failed, and the TTL frees the key.
             if !global.quiet {
                 output::note(&format!("could not release lease {:?}: {e}", args.key));
             }
+            Ok(exit_code(status))
         }
     }
-    Ok(exit_code(status))
+}
+
+/// What became of a lease the store no longer holds for us, as far as the
+/// store can tell now.
+async fn what_happened(warden: &Warden, key: &str) -> String {
+    match warden.status(key).await {
+        Ok(s) if s.held => "was taken by another holder".to_string(),
+        Ok(_) => "was deleted or expired in the store (key deleted, store restarted without \
+                  persistence, or evicted)"
+            .to_string(),
+        Err(e) => format!("was gone from the store (its state now is unknown: {e})"),
+    }
 }
 
 /// The command's exit status, or 128+N when it died by signal N (as shells do).

@@ -1,8 +1,9 @@
 //! Which store to use: `--backend` / `WARDEN_BACKEND`, else the embedded SQLite
-//! default.
+//! default (one file per user).
 
-use std::path::PathBuf;
-
+use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use warden::Warden;
@@ -14,30 +15,68 @@ use crate::exit::{Failure, UNAVAILABLE};
 /// Time budget of one quorum node's answer, connecting included.
 const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Schemes that start a new URL in a comma-separated list. A comma followed by
+/// anything else belongs to the URL before it (a password may contain one).
+const SCHEMES: [&str; 4] = ["redis://", "rediss://", "sqlite:", "memory:"];
+
+/// Splits a `--backend` / `WARDEN_BACKEND` value into URLs: only at a comma that
+/// starts another URL, never inside a password. The library's
+/// `redis_conn::split_redis_urls` follows the same rule for Redis lists; this
+/// one also cuts before `sqlite:` and `memory:` so that a mixed list is refused
+/// by name rather than read as one odd Redis URL.
+pub fn split_urls(value: &str) -> Vec<&str> {
+    let mut urls = Vec::new();
+    let mut start = 0;
+    for (i, _) in value.match_indices(',') {
+        let rest = value[i + 1..].trim_start();
+        let next_is_url = SCHEMES.iter().any(|s| {
+            rest.get(..s.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(s))
+        });
+        if next_is_url {
+            urls.push(&value[start..i]);
+            start = i + 1;
+        }
+    }
+    urls.push(&value[start..]);
+    urls.into_iter()
+        .map(|u| u.trim().trim_end_matches(',').trim())
+        .filter(|u| !u.is_empty())
+        .collect()
+}
+
 /// Connects to the configured store.
 pub async fn connect(global: &Global) -> Result<Warden, Failure> {
-    let urls: Vec<&str> = global
-        .backends
-        .iter()
-        .map(|u| u.trim())
-        .filter(|u| !u.is_empty())
-        .collect();
+    let urls: Vec<&str> = global.backends.iter().flat_map(|v| split_urls(v)).collect();
+    // In-process state coordinates nothing between two warden invocations: each
+    // would hold every lease and a full rate-limit budget alone.
+    if urls.iter().any(|u| {
+        u.split_once(':')
+            .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("memory"))
+    }) {
+        return Err(Failure::usage(
+            "memory: keeps leases and limits inside one warden process, so separate \
+             invocations would never coordinate; use sqlite:PATH or redis://",
+        ));
+    }
     match urls.as_slice() {
         [] => {
             let path = default_path()?;
             tracing::info!(path = %path.display(), "using the embedded SQLite default");
             Ok(Warden::sqlite(path).await?)
         }
+        // The library reads the URL (and redacts it in its errors).
         [url] => Ok(Warden::connect(url).await?),
         several => {
-            if let Some(other) = several
+            if several
                 .iter()
-                .find(|u| !(u.starts_with("redis://") || u.starts_with("rediss://")))
+                .any(|u| !(starts_with_ci(u, "redis://") || starts_with_ci(u, "rediss://")))
             {
-                return Err(Failure::usage(format!(
-                    "several backends form a quorum of Redis masters; {other:?} is not a \
-                     redis:// or rediss:// URL"
-                )));
+                // The offending URL is not repeated: it may carry a password.
+                return Err(Failure::usage(
+                    "several backends form a quorum of Redis masters; each must be a \
+                     redis:// or rediss:// URL",
+                ));
             }
             // A one-shot process connects cold to every node; Redlock's usual
             // 100 ms per node is too tight for that on a busy host.
@@ -48,35 +87,111 @@ pub async fn connect(global: &Global) -> Result<Warden, Failure> {
     }
 }
 
+fn starts_with_ci(text: &str, prefix: &str) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+}
+
 /// `$WARDEN_DB`, else `$XDG_STATE_HOME/warden/warden.db`, else
-/// `$HOME/.local/state/warden/warden.db`; the directory is created.
+/// `$HOME/.local/state/warden/warden.db`.
+///
+/// The default is per user: the directory is created 0700 and the file 0600,
+/// since it holds the holders' owner tokens. A `warden` directory or file
+/// under the state home that an older version left readable by others is
+/// tightened. A database named by `$WARDEN_DB` is created 0600 when missing
+/// and otherwise left as its owner set it (it may be shared on purpose).
 pub fn default_path() -> Result<PathBuf, Failure> {
     let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    let path = if let Some(db) = non_empty("WARDEN_DB") {
-        PathBuf::from(db)
+    let (path, ours) = if let Some(db) = non_empty("WARDEN_DB") {
+        (PathBuf::from(db), false)
     } else if let Some(state) = non_empty("XDG_STATE_HOME") {
-        PathBuf::from(state).join("warden").join("warden.db")
+        (PathBuf::from(state).join("warden").join("warden.db"), true)
     } else if let Some(home) = non_empty("HOME") {
-        PathBuf::from(home)
+        let path = PathBuf::from(home)
             .join(".local")
             .join("state")
             .join("warden")
-            .join("warden.db")
+            .join("warden.db");
+        (path, true)
     } else {
         return Err(Failure::usage(
             "no place for the default database: HOME is not set; set WARDEN_DB or give --backend",
         ));
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            Failure::new(
-                UNAVAILABLE,
-                format!(
-                    "cannot create the directory of the default database {}: {e}",
-                    dir.display()
-                ),
-            )
-        })?;
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| unusable("create the directory", dir, &e))?;
+        if ours {
+            tighten(dir, 0o700)?;
+        }
+    }
+    // SQLite would create the file with the umask's mode; create it first
+    // (an empty file is an empty database). Its -wal and -shm files copy the
+    // database file's mode.
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if ours {
+                tighten(&path, 0o600)?;
+                for suffix in ["-wal", "-shm"] {
+                    let mut side = path.clone().into_os_string();
+                    side.push(suffix);
+                    let side = PathBuf::from(side);
+                    if side.exists() {
+                        tighten(&side, 0o600)?;
+                    }
+                }
+            }
+        }
+        Err(e) => return Err(unusable("create", &path, &e)),
     }
     Ok(path)
+}
+
+/// Removes the group and other permission bits of `path` beyond `mode`.
+fn tighten(path: &Path, mode: u32) -> Result<(), Failure> {
+    let meta = std::fs::metadata(path).map_err(|e| unusable("inspect", path, &e))?;
+    if meta.permissions().mode() & 0o777 & !mode != 0 {
+        let narrowed = meta.permissions().mode() & 0o777 & mode;
+        std::fs::set_permissions(path, Permissions::from_mode(narrowed))
+            .map_err(|e| unusable("restrict the permissions of", path, &e))?;
+    }
+    Ok(())
+}
+
+fn unusable(what: &str, path: &Path, e: &std::io::Error) -> Failure {
+    Failure::new(
+        UNAVAILABLE,
+        format!("cannot {what} the default database {}: {e}", path.display()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_urls;
+
+    #[test]
+    fn commas_split_only_before_another_url() {
+        assert_eq!(
+            split_urls("redis://a:1, redis://b:2,rediss://c:3"),
+            ["redis://a:1", "redis://b:2", "rediss://c:3"]
+        );
+        assert_eq!(
+            split_urls("redis://:p,w@ss,word@h:1"),
+            ["redis://:p,w@ss,word@h:1"]
+        );
+        assert_eq!(
+            split_urls("redis://:pw@h:1,sqlite:x.db"),
+            ["redis://:pw@h:1", "sqlite:x.db"]
+        );
+        assert!(split_urls(" , ").is_empty());
+    }
 }

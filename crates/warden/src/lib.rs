@@ -42,6 +42,8 @@
 //! - [`lease`]: acquire, wait, renew, release; the lost-lease signal.
 //! - [`fence`]: fencing tokens and resource-side checks (Redis script, SQL pattern).
 //! - [`backend`]: the stores behind leases.
+//! - [`clock`]: the clock of local lease deadlines (counts suspended time) and
+//!   a fake clock for tests.
 //! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
 //!   fixed window), compound policies, waiting, an in-process keyed limiter.
 //! - [`quorum`]: leases over N independent Redis masters (Redlock) with fencing
@@ -50,6 +52,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod clock;
 pub mod error;
 pub mod fence;
 mod key;

@@ -35,15 +35,76 @@ impl std::fmt::Debug for RedisConn {
     }
 }
 
-/// Strips credentials from a URL for messages and logs.
+/// Strips credentials from a URL for messages and logs: everything between
+/// `://` and the *last* `@` (a password may contain `@`, `,`, `?` or `%2C`; hiding
+/// a little too much is harmless), and every query parameter value (the query
+/// is shown as `?…`).
 pub fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((_creds, host)) => format!("{scheme}://***@{host}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let rest = match rest.rfind('@') {
+        Some(at) => format!("***@{}", &rest[at + 1..]),
+        None => rest.to_string(),
+    };
+    match rest.split_once('?') {
+        Some((head, _query)) => format!("{scheme}://{head}?…"),
+        None => format!("{scheme}://{rest}"),
     }
+}
+
+/// Splits a comma-separated list of Redis URLs (a quorum) into its URLs.
+///
+/// A comma separates two URLs only when the next URL's scheme follows it
+/// (`redis://` or `rediss://`, case-insensitive, after optional spaces), so a
+/// password containing commas stays in one piece:
+/// `redis://:a,b@h1,redis://h2` is two URLs. A password that itself contains
+/// `,redis://` must percent-encode its comma (`%2C`). A string without such a
+/// comma is one URL.
+pub fn split_redis_urls(list: &str) -> Vec<&str> {
+    let mut urls = Vec::new();
+    let mut start = 0;
+    for (i, _) in list.match_indices(',') {
+        let next = list[i + 1..].trim_start().to_ascii_lowercase();
+        if next.starts_with("redis://") || next.starts_with("rediss://") {
+            urls.push(list[start..i].trim());
+            start = i + 1;
+        }
+    }
+    urls.push(list[start..].trim());
+    urls
+}
+
+/// Query parameters that would carry a credential. redis-rs reads the password
+/// only from the user-info part and ignores these, so a URL using them would
+/// connect without authenticating: refuse it instead.
+const CREDENTIAL_PARAMS: [&str; 5] = ["password", "pass", "passwd", "user", "username"];
+
+fn refuse_query_credentials(url: &str, display: &str) -> Result<()> {
+    let after_userinfo = url.rfind('@').map_or(url, |at| &url[at + 1..]);
+    let Some((_, query)) = after_userinfo.split_once('?') else {
+        return Ok(());
+    };
+    for pair in query.split('&') {
+        let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+        if CREDENTIAL_PARAMS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(Error::Config {
+                url: display.to_string(),
+                reason: format!(
+                    "a `{name}` query parameter is not supported (it would be ignored and \
+                     the connection made without authentication); put credentials in the \
+                     URL as redis://user:password@host:port (percent-encode `@`, `/`, `?`, \
+                     `#` and `%` in the password)"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Memory policies under which Redis may delete keys that warden must keep.
+fn evicts(policy: &str) -> bool {
+    policy.starts_with("allkeys-") || policy.starts_with("volatile-")
 }
 
 impl RedisConn {
@@ -57,6 +118,7 @@ impl RedisConn {
                 "Redis timeouts must be greater than zero",
             ));
         }
+        refuse_query_credentials(url, &display)?;
         let info = url.into_connection_info().map_err(|e| Error::Config {
             url: display.clone(),
             reason: e.to_string(),
@@ -94,6 +156,55 @@ impl RedisConn {
         })
         .await?;
         Ok(conn)
+    }
+
+    /// Reads `maxmemory-policy` and refuses (or, with `allow`, warns about) a
+    /// policy that may evict warden's keys: an evicted lease key lets a second
+    /// holder in, an evicted fence counter makes fences start over. Where
+    /// `CONFIG` is disabled or denied (managed services), the policy cannot be
+    /// read and the check is skipped.
+    pub(crate) async fn check_eviction_policy(&self, allow: bool) -> Result<()> {
+        let reply = self
+            .call("connect", "", |mut c| async move {
+                redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg("maxmemory-policy")
+                    .query_async::<Vec<String>>(&mut c)
+                    .await
+            })
+            .await;
+        let policy = match reply {
+            Ok(pair) => match pair.into_iter().nth(1) {
+                Some(policy) => policy,
+                None => return Ok(()),
+            },
+            // An error *answer* (unknown command, NOPERM): CONFIG is not ours to use.
+            Err(Error::Backend { cause, .. }) => {
+                tracing::debug!(backend = %self.display, %cause, "cannot read maxmemory-policy; eviction check skipped");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        if !evicts(&policy) {
+            return Ok(());
+        }
+        if allow {
+            tracing::warn!(
+                backend = %self.display,
+                policy = %policy,
+                "maxmemory-policy may evict lease keys and fence counters: a full memory can let two holders in and restart fences at 1; use noeviction"
+            );
+            return Ok(());
+        }
+        Err(Error::Config {
+            url: self.display.clone(),
+            reason: format!(
+                "maxmemory-policy is {policy}: when memory runs full Redis may evict a lease \
+                 key (a second holder gets in) or a fence counter (fences start over at 1); \
+                 set maxmemory-policy noeviction, or accept the risk with \
+                 RedisOptions::allow_eviction(true)"
+            ),
+        })
     }
 
     /// The URL without credentials.
@@ -196,5 +307,73 @@ impl RedisConn {
                 cause,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_hides_passwords_with_delimiters() {
+        for (url, shown) in [
+            ("redis://:p,w@d?x@h:1/0", "redis://***@h:1/0"),
+            ("redis://u:a%2Cb@h:1", "redis://***@h:1"),
+            ("rediss://user:pw@h", "rediss://***@h"),
+            ("redis://h:1/0?password=s3cret", "redis://h:1/0?…"),
+            ("redis://h:1", "redis://h:1"),
+        ] {
+            assert_eq!(redact(url), shown);
+        }
+    }
+
+    #[tokio::test]
+    async fn malformed_urls_never_echo_their_password() {
+        for url in [
+            "redis://:se,cret@h:notaport",
+            "redis://:se,cret@",
+            "redis://u:se%2Ccret@[::1",
+            "redis://:se/cret@h:1",
+            "rediss://:se,cret@h:1/notadb",
+        ] {
+            if let Err(e) = RedisConn::lazy(url, DEFAULT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT) {
+                let msg = format!("{e} {e:?}");
+                assert!(!msg.contains("se,cret") && !msg.contains("cret"), "{msg}");
+            }
+        }
+    }
+
+    #[test]
+    fn splitting_keeps_commas_inside_passwords() {
+        assert_eq!(split_redis_urls("redis://a"), ["redis://a"]);
+        assert_eq!(
+            split_redis_urls("redis://:p,w@a,redis://b, REDISS://c"),
+            ["redis://:p,w@a", "redis://b", "REDISS://c"]
+        );
+        assert_eq!(
+            split_redis_urls("redis://:a,b,c@h:1"),
+            ["redis://:a,b,c@h:1"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_password_query_parameter_is_refused_without_echoing_it() {
+        let err = RedisConn::lazy(
+            "redis://h:1/?password=s3cret",
+            DEFAULT_TIMEOUT,
+            DEFAULT_CONNECT_TIMEOUT,
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("redis://user:password@host"), "{msg}");
+        assert!(!msg.contains("s3cret"), "{msg}");
+        assert!(
+            RedisConn::lazy(
+                "redis://:p%3Fx@h:1/0?protocol=resp3",
+                DEFAULT_TIMEOUT,
+                DEFAULT_CONNECT_TIMEOUT
+            )
+            .is_ok()
+        );
     }
 }

@@ -33,15 +33,25 @@ impl Warden {
     ///
     /// - `memory:` — in this process only;
     /// - `redis://host:port[/db]` or `rediss://…` — one Redis master (checked with
-    ///   `PING` before returning), for leases and rate limits alike;
+    ///   `PING` and its `maxmemory-policy` before returning, see
+    ///   [`RedisOptions::allow_eviction`]), for leases and rate limits alike.
+    ///   Credentials go in the user-info part, `redis://user:password@host`
+    ///   (percent-encode `@ / ? # %` in the password); a `?password=` query
+    ///   parameter is refused. Passwords are redacted wherever a URL is shown;
     /// - several Redis URLs separated by commas — a quorum of independent masters,
-    ///   as [`connect_quorum`](Self::connect_quorum);
+    ///   as [`connect_quorum`](Self::connect_quorum). A comma separates URLs only
+    ///   where the next URL's scheme (`redis://`, `rediss://`) follows it, so
+    ///   commas inside a password are kept (see
+    ///   [`split_redis_urls`](crate::redis_conn::split_redis_urls));
     /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
     ///   processes of this host, created if missing (its directory must exist).
     pub async fn connect(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
-        if url.contains(',') && matches!(scheme, "redis" | "rediss") {
-            return Self::connect_quorum(url.split(',')).await;
+        if matches!(scheme, "redis" | "rediss") {
+            let urls = crate::redis_conn::split_redis_urls(url);
+            if urls.len() > 1 {
+                return Self::connect_quorum(urls).await;
+            }
         }
         match scheme {
             "memory" => Ok(Self::memory()),

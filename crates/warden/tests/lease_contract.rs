@@ -24,6 +24,7 @@ contract!(
     sixty_four_tasks_lose_no_increment_and_fences_increase,
     run_cancels_work_when_the_lease_is_lost,
     bad_input_is_a_clear_error,
+    a_ttl_or_renewal_that_leaves_no_validity_is_refused,
 );
 
 const SHORT: Duration = Duration::from_millis(300);
@@ -282,4 +283,71 @@ async fn bad_input_is_a_clear_error(fx: &Fixture) {
         .unwrap_err();
     assert!(err.to_string().contains("renewal interval"), "{err}");
     assert!(fx.warden.status("").await.is_err());
+}
+
+/// Issue 9, item 6: a TTL eaten up by the drift margin, or a renewal interval
+/// longer than the validity, is refused before anything is written.
+async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(fx: &Fixture) {
+    use warden::lease::MIN_TTL;
+    for ms in [1, 2, 3, 9] {
+        let err = fx
+            .warden
+            .lease("short")
+            .ttl(Duration::from_millis(ms))
+            .try_acquire()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument { what: "ttl", .. }),
+            "{ms} ms: {err}"
+        );
+        let err = fx
+            .warden
+            .lease("short")
+            .ttl(Duration::from_millis(ms))
+            .acquire_within(Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument { what: "ttl", .. }),
+            "{ms} ms: {err}"
+        );
+    }
+    let status = fx.warden.status("short").await.unwrap();
+    assert!(!status.held && status.fence.is_none(), "{status:?}");
+
+    // The shortest accepted TTL still leaves validity after the drift margin.
+    let guard = fx
+        .warden
+        .lease("shortest")
+        .ttl(MIN_TTL)
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    drop(guard);
+
+    // 1 s leaves 988 ms after the drift margin: renewing every 990 ms would
+    // report the lease lost before the first renewal.
+    let err = fx
+        .warden
+        .lease("renew-late")
+        .ttl(Duration::from_secs(1))
+        .renew_every(Duration::from_millis(990))
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("renewal interval"), "{err}");
+    let guard = fx
+        .warden
+        .lease("renew-late")
+        .ttl(Duration::from_secs(1))
+        .renew_every(Duration::from_millis(900))
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    guard.release().await.unwrap();
 }

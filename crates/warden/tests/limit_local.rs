@@ -1,5 +1,6 @@
-//! The in-process keyed limiter: bounded memory, idle keys evicted; waiting
-//! with jitter on tokio's paused clock.
+//! The in-process keyed limiter: bounded memory, idle keys dropped, live keys
+//! never evicted (a full store refuses new keys); waiting with jitter on
+//! tokio's paused clock.
 
 mod limit_common;
 
@@ -14,11 +15,77 @@ async fn memory_stays_bounded_under_many_keys() {
     let store = LocalLimits::new().max_keys(100);
     let l = Limiter::new(store.clone(), Quota::per_hour(nz(5)), Algorithm::Gcra);
     for i in 0..10_000 {
-        assert!(l.check(&format!("ip:{i}")).await.expect("check").allowed);
+        let d = l.check(&format!("ip:{i}")).await.expect("check");
+        // The first 100 keys fit; after that the store is full of keys that
+        // still remember what they consumed, and a new key is refused until
+        // one of them is back to fresh (not let in by forgetting another).
+        assert_eq!(d.allowed, i < 100, "key {i}: {d:?}");
+        if !d.allowed {
+            let wait = d.retry_after.expect("a refusal says when");
+            assert!(wait <= Duration::from_secs(3600), "{wait:?}");
+        }
         assert!(store.len() <= 100, "{} keys after {i}", store.len());
     }
-    // The most recent keys survive eviction (the oldest expire first).
-    assert!(!l.check_n("ip:9999", 5).await.expect("check").allowed);
+    // Keys already held keep working, and keep their state.
+    assert!(l.check_n("ip:99", 4).await.expect("check").allowed);
+    assert!(!l.check("ip:99").await.expect("check").allowed);
+}
+
+#[tokio::test]
+async fn a_flood_of_new_keys_never_resets_a_victim() {
+    for alg in Algorithm::ALL {
+        let store = LocalLimits::new().max_keys(100);
+        let login = Limiter::new(store.clone(), Quota::per_hour(nz(10)), alg);
+        // The victim's key is at its limit: ten guesses in the first second.
+        for i in 0..10 {
+            assert!(take(&login, "user:victim", 1, i).await.allowed, "{alg}");
+        }
+        assert!(!take(&login, "user:victim", 1, 20).await.allowed, "{alg}");
+        // The attacker floods throwaway keys, ten times the bound, over the
+        // next minute: each one would expire after the victim's key.
+        let mut refused = 0;
+        for i in 0..1000u64 {
+            let d = take(&login, &format!("junk:{i}"), 1, 1_000_000 + i * 60_000).await;
+            if !d.allowed {
+                refused += 1;
+                assert!(d.retry_after.is_some(), "{alg}: {d:?}");
+            }
+            assert!(store.len() <= 100, "{alg}: {} keys", store.len());
+        }
+        // The victim's key still remembers its ten guesses.
+        let d = take(&login, "user:victim", 1, 61_000_000).await;
+        assert!(!d.allowed, "{alg}: the flood reset the victim: {d:?}");
+        assert!(!look(&login, "user:victim", 1, 61_000_000).await.allowed);
+        assert!(
+            refused >= 900,
+            "{alg}: only {refused} throwaway keys refused"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_full_store_takes_new_keys_again_once_a_key_is_fresh() {
+    let store = LocalLimits::new().max_keys(10);
+    let l = Limiter::new(
+        store.clone(),
+        Quota::per_second(nz(5)),
+        Algorithm::SlidingLog,
+    );
+    for i in 0..10 {
+        assert!(take(&l, &format!("k:{i}"), 1, i * 1000).await.allowed);
+    }
+    // Full: the next new key waits until the oldest key (k:0, used at 0 µs)
+    // is back to fresh, one period later.
+    let d = take(&l, "new", 1, 500_000).await;
+    assert!(!d.allowed, "{d:?}");
+    assert_eq!(d.retry_after, Some(Duration::from_micros(500_000)));
+    assert_eq!(d.remaining, 0);
+    // Peeking at a new key never needs room.
+    assert!(look(&l, "new", 1, 500_000).await.allowed);
+    // Once k:0 reads as fresh, dropping it forgets nothing: "new" gets in.
+    assert!(take(&l, "new", 1, 1_000_000).await.allowed);
+    assert!(store.len() <= 10);
+    assert!(!take(&l, "newer", 1, 1_000_500).await.allowed);
 }
 
 #[tokio::test]

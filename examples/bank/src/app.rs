@@ -31,13 +31,65 @@ pub struct Bank {
     pub lease_wait: Duration,
 }
 
-/// The routes, without the rate-limit layer.
+/// The routes, without the rate-limit layer. Every error answer is
+/// `application/problem+json`, including the router's own (unknown route,
+/// wrong method) and its extractors' (a path that is not UTF-8, a body over
+/// the size limit).
 pub fn routes(bank: Bank) -> Router {
     Router::new()
         .route("/accounts/{id}", get(get_account))
         .route("/accounts/{id}/deposit", post(deposit))
         .route("/accounts/{id}/withdraw", post(withdraw))
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(axum::middleware::map_response(errors_as_problems))
         .with_state(bank)
+}
+
+async fn no_route() -> Response {
+    problem(
+        StatusCode::NOT_FOUND,
+        "no such route: GET /accounts/{id}, POST /accounts/{id}/deposit, POST /accounts/{id}/withdraw",
+    )
+}
+
+async fn wrong_method() -> Response {
+    // The router adds the `Allow` header.
+    problem(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this route (see the Allow header)",
+    )
+}
+
+/// The longest error body of the framework kept as a problem's detail.
+const MAX_DETAIL: usize = 512;
+
+/// Turns any error answer that is not a problem yet (the framework's
+/// extractor rejections are `text/plain`) into one, keeping its status, its
+/// other headers (`Allow`) and its text as the detail.
+async fn errors_as_problems(res: Response) -> Response {
+    let status = res.status();
+    let is_problem = res
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == warden_http::PROBLEM_JSON.as_bytes());
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let text = axum::body::to_bytes(body, MAX_DETAIL)
+        .await
+        .ok()
+        .and_then(|b| String::from_utf8(b.to_vec()).ok())
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty());
+    let detail = text.unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned());
+    let fresh = problem(status, &detail);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    for (name, value) in fresh.headers() {
+        parts.headers.insert(name.clone(), value.clone());
+    }
+    Response::from_parts(parts, fresh.into_body())
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response {
@@ -78,8 +130,16 @@ struct Amount {
 }
 
 fn parse_amount(body: &[u8]) -> Result<i64, String> {
-    let Amount { amount } = serde_json::from_slice(body)
-        .map_err(|e| format!("expected {{\"amount\": N}} with N a positive integer: {e}"))?;
+    const EXPECTED: &str = "expected {\"amount\": N} with N a positive integer";
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("{EXPECTED}: {e}"))?;
+    // serde would read a struct from an array too (`[5]`): only an object is
+    // a request body.
+    if !value.is_object() {
+        return Err(format!("{EXPECTED}: the body is not a JSON object"));
+    }
+    let Amount { amount } =
+        serde_json::from_value(value).map_err(|e| format!("{EXPECTED}: {e}"))?;
     if amount == 0 || amount > MAX_AMOUNT {
         return Err(format!("amount must be between 1 and {MAX_AMOUNT}"));
     }

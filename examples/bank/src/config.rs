@@ -1,14 +1,18 @@
 //! Command-line flags.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use warden_http::{FailurePolicy, TrustedProxies};
+use warden_http::{FailurePolicy, ForwardedHeader, TrustedProxies};
 
 /// `bank`: balances under warden leases, fenced writes to PostgreSQL, rate
 /// limits per client IP.
+///
+/// `Debug` never shows a password of the database or the backend (see
+/// [`SecretUrl`]).
 #[derive(Debug, Clone, Parser)]
 #[command(name = "bank", version, about)]
 pub struct Config {
@@ -17,20 +21,33 @@ pub struct Config {
     pub listen: SocketAddr,
 
     /// warden store for leases and rate limits, e.g. redis://127.0.0.1:6379.
-    #[arg(long, value_name = "REDIS_URL")]
-    pub backend: String,
+    #[arg(long, value_name = "REDIS_URL", value_parser = parse_url)]
+    pub backend: SecretUrl,
 
-    /// PostgreSQL holding the balances, e.g. postgres://postgres@127.0.0.1/bank.
-    #[arg(long, value_name = "POSTGRES_URL")]
-    pub database_url: String,
+    /// PostgreSQL holding the balances, e.g. postgres://postgres@127.0.0.1/bank
+    /// (a URL or `key=value` pairs). Prefer the environment for a password.
+    // `hide_env_values`: `--help` would otherwise print the variable's value.
+    #[arg(
+        long,
+        value_name = "POSTGRES_URL",
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        value_parser = parse_url
+    )]
+    pub database_url: SecretUrl,
 
     /// Requests per client IP: COUNT/PERIOD with PERIOD like 1m, 30s, 1h, 500ms.
     #[arg(long, value_name = "RATE", default_value = "60/1m", value_parser = parse_rate)]
     pub limit: Rate,
 
-    /// A reverse proxy whose X-Forwarded-For is believed (CIDR; repeatable).
+    /// A reverse proxy whose forwarding header is believed (CIDR; repeatable).
     #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = parse_cidr)]
     pub trusted_proxy: Vec<String>,
+
+    /// The header the trusted proxies write: X-Forwarded-For, or RFC 7239
+    /// Forwarded. Only this one is read; the other is the client's.
+    #[arg(long, value_enum, default_value_t = ForwardedHeaderArg::XForwardedFor)]
+    pub forwarded_header: ForwardedHeaderArg,
 
     /// What to do when the rate limiter's store fails or is too slow.
     #[arg(long, value_enum, default_value_t = OnFailure::Open)]
@@ -54,13 +71,14 @@ impl Config {
     pub fn new(listen: SocketAddr, backend: &str, database_url: &str) -> Self {
         Config {
             listen,
-            backend: backend.to_owned(),
-            database_url: database_url.to_owned(),
+            backend: SecretUrl::new(backend),
+            database_url: SecretUrl::new(database_url),
             limit: Rate {
                 count: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
                 period: Duration::from_secs(60),
             },
             trusted_proxy: Vec::new(),
+            forwarded_header: ForwardedHeaderArg::XForwardedFor,
             on_limiter_failure: OnFailure::Open,
             limit_budget: Duration::from_millis(250),
             lease_ttl: Duration::from_secs(5),
@@ -76,6 +94,118 @@ impl Config {
         }
         Ok(t)
     }
+}
+
+/// The forwarding header, as a flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ForwardedHeaderArg {
+    /// `X-Forwarded-For: client, proxy1` (the default).
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
+}
+
+impl From<ForwardedHeaderArg> for ForwardedHeader {
+    fn from(h: ForwardedHeaderArg) -> Self {
+        match h {
+            ForwardedHeaderArg::XForwardedFor => ForwardedHeader::XForwardedFor,
+            ForwardedHeaderArg::Forwarded => ForwardedHeader::Forwarded,
+        }
+    }
+}
+
+/// A connection string (PostgreSQL, Redis) whose password never shows: `Debug` and
+/// `Display` print it with the password replaced by `***` — in the URL's
+/// user info (`postgres://user:***@host/db`), in a `password=` query
+/// parameter, or in a `password=` key of the `key=value` form.
+/// [`expose`](Self::expose) gives the real string, for connecting only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    /// Wraps a connection string.
+    pub fn new(url: &str) -> Self {
+        SecretUrl(url.to_owned())
+    }
+
+    /// The connection string, password included.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&redact(&self.0), f)
+    }
+}
+
+impl fmt::Display for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redact(&self.0))
+    }
+}
+
+/// The connection string with every password replaced by `***`. When in
+/// doubt it hides more (a `:` … `@` span of a URL is hidden whole, even if
+/// the `@` was in the path), never less.
+fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    // URL user info: `scheme://user:password@host`. The password may hold
+    // unescaped `@` `/` `:`, so hide from the first `:` after the user up to
+    // the *last* `@`.
+    if let Some(scheme_end) = out.find("://") {
+        let rest = scheme_end + 3;
+        if let Some(at) = out[rest..].rfind('@').map(|i| rest + i)
+            && let Some(colon) = out[rest..at].find(':').map(|i| rest + i)
+        {
+            out.replace_range(colon + 1..at, "***");
+        }
+    }
+    // `password=` as a query parameter (up to `&`) or a `key=value` pair (up
+    // to white space, or a quoted value with `\` escapes), any case, `sslpassword` too.
+    let mut from = 0;
+    while let Some(i) = out[from..]
+        .to_ascii_lowercase()
+        .find("password")
+        .map(|i| from + i)
+    {
+        let mut j = i + "password".len();
+        let bytes = out.as_bytes();
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        if bytes.get(j) != Some(&b'=') {
+            from = j;
+            continue;
+        }
+        j += 1;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        let start = j;
+        if bytes.get(j) == Some(&b'\'') {
+            j += 1;
+            while j < bytes.len() && bytes[j] != b'\'' {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            j = (j + 1).min(bytes.len());
+        } else {
+            while j < bytes.len() && !matches!(bytes[j], b'&' | b' ' | b'#') {
+                j += 1;
+            }
+        }
+        out.replace_range(start..j, "***");
+        from = start + 3;
+    }
+    out
+}
+
+fn parse_url(s: &str) -> Result<SecretUrl, String> {
+    if s.trim().is_empty() {
+        return Err("empty: expected a URL".into());
+    }
+    Ok(SecretUrl::new(s))
 }
 
 /// The failure policy, as a flag value.
@@ -210,6 +340,78 @@ mod tests {
         let defaults = Config::new("127.0.0.1:0".parse().unwrap(), "redis://x", "postgres://y");
         let parsed = Config::try_parse_from(REQUIRED).unwrap();
         assert_eq!(format!("{defaults:?}"), format!("{parsed:?}"));
+    }
+
+    #[test]
+    fn forwarded_header_flag() {
+        let c = Config::try_parse_from(REQUIRED).unwrap();
+        assert_eq!(c.forwarded_header, ForwardedHeaderArg::XForwardedFor);
+        let c = Config::try_parse_from(
+            REQUIRED
+                .into_iter()
+                .chain(["--forwarded-header", "forwarded"]),
+        )
+        .unwrap();
+        assert_eq!(c.forwarded_header, ForwardedHeaderArg::Forwarded);
+        assert_eq!(
+            warden_http::ForwardedHeader::from(c.forwarded_header),
+            warden_http::ForwardedHeader::Forwarded
+        );
+    }
+
+    #[test]
+    fn the_database_password_is_never_printed() {
+        for (url, secret) in [
+            ("postgres://bank:s3cret@127.0.0.1:5432/bank", "s3cret"),
+            (
+                "postgresql://bank:p%40ss@db.internal/bank?sslmode=disable",
+                "p%40ss",
+            ),
+            ("postgres://bank:a@b:c/d@127.0.0.1/bank", "a@b:c/d"),
+            (
+                "postgres://bank@127.0.0.1/bank?password=s3cret&sslmode=disable",
+                "s3cret",
+            ),
+            (
+                "postgres://127.0.0.1/bank?sslmode=disable&PASSWORD=s3cret",
+                "s3cret",
+            ),
+            (
+                "host=127.0.0.1 user=bank password=s3cret dbname=bank",
+                "s3cret",
+            ),
+            ("host=127.0.0.1 password = 'se cr\\'et' user=bank", "cr"),
+        ] {
+            let c = Config::new("127.0.0.1:0".parse().unwrap(), "redis://x", url);
+            let debug = format!("{c:?}");
+            assert!(!debug.contains(secret), "{debug}");
+            assert!(
+                debug.contains("127.0.0.1"),
+                "the rest stays readable: {debug}"
+            );
+            assert!(!format!("{}", c.database_url).contains(secret));
+            assert_eq!(c.database_url.expose(), url);
+        }
+        let c = Config::new(
+            "127.0.0.1:0".parse().unwrap(),
+            "redis://x",
+            "postgres://u@h/db",
+        );
+        assert!(
+            format!("{c:?}").contains("postgres://u@h/db"),
+            "nothing to hide"
+        );
+        for (backend, secret) in [
+            ("redis://:s3cret@127.0.0.1:6379", "s3cret"),
+            ("rediss://app:s3cret@10.0.0.1/0", "s3cret"),
+            ("redis://:one1@h1,redis://:two2@h2", "one1"),
+            ("redis://:one1@h1,redis://:two2@h2", "two2"),
+            ("redis://127.0.0.1/?password=s3cret", "s3cret"),
+        ] {
+            let c = Config::new("127.0.0.1:0".parse().unwrap(), backend, "postgres://h/db");
+            assert!(!format!("{c:?}").contains(secret), "{c:?}");
+            assert_eq!(c.backend.expose(), backend);
+        }
     }
 
     #[test]

@@ -22,6 +22,8 @@ use tokio::sync::{Mutex, RwLock};
 use tokio_postgres::{Client, NoTls};
 use warden::Fence;
 
+use crate::config::SecretUrl;
+
 /// The longest a (re)connection to PostgreSQL may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -37,7 +39,8 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS accounts (
 /// again when PostgreSQL closed it (restart, `pg_terminate_backend`).
 #[derive(Debug)]
 pub struct Ledger {
-    url: String,
+    /// Redacted in `Debug`: the connection string may hold a password.
+    url: SecretUrl,
     client: RwLock<Arc<Client>>,
     /// One reconnection at a time; the others wait for its result.
     reconnecting: Mutex<()>,
@@ -122,7 +125,7 @@ impl Ledger {
         let client = open_connection(url).await?;
         client.batch_execute(SCHEMA).await?;
         Ok(Ledger {
-            url: url.to_owned(),
+            url: SecretUrl::new(url),
             client: RwLock::new(Arc::new(client)),
             reconnecting: Mutex::new(()),
         })
@@ -140,7 +143,7 @@ impl Ledger {
             return Ok(current); // someone else reconnected meanwhile
         }
         tracing::warn!("PostgreSQL connection closed; reconnecting");
-        let fresh = Arc::new(open_connection(&self.url).await?);
+        let fresh = Arc::new(open_connection(self.url.expose()).await?);
         *self.client.write().await = Arc::clone(&fresh);
         Ok(fresh)
     }

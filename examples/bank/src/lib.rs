@@ -8,8 +8,10 @@
 //! written to PostgreSQL fenced by the lease's token (see [`ledger`]), so a
 //! holder whose lease expired cannot overwrite a newer write. Requests are
 //! rate-limited per client IP (sliding log, default 60/minute) by
-//! [`warden_http::RateLimitLayer`], trusting `X-Forwarded-For` only from
-//! `--trusted-proxy` ranges. Errors are `application/problem+json`.
+//! [`warden_http::RateLimitLayer`], trusting `X-Forwarded-For` (or, with
+//! `--forwarded-header forwarded`, RFC 7239 `Forwarded`) only from
+//! `--trusted-proxy` ranges. Every error — unknown routes, wrong methods and
+//! bad bodies included — is `application/problem+json`.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -57,10 +59,10 @@ impl std::error::Error for StartError {}
 
 /// Connects to the stores and builds the router with its rate-limit layer.
 pub async fn app(config: &Config) -> Result<Router, StartError> {
-    let warden = Warden::connect(&config.backend)
+    let warden = Warden::connect(config.backend.expose())
         .await
         .map_err(|e| StartError(format!("--backend: {e}")))?;
-    let ledger = Ledger::connect(&config.database_url)
+    let ledger = Ledger::connect(config.database_url.expose())
         .await
         .map_err(|e| StartError(format!("--database-url: {e}")))?;
     let quota = Quota::new(config.limit.count.get(), config.limit.period)
@@ -71,7 +73,8 @@ pub async fn app(config: &Config) -> Result<Router, StartError> {
     let trusted = config
         .trusted_proxies()
         .map_err(|e| StartError(format!("--trusted-proxy: {e}")))?;
-    let layer = RateLimitLayer::new(limiter, ClientIp::new(trusted))
+    let clients = ClientIp::new(trusted).header(config.forwarded_header.into());
+    let layer = RateLimitLayer::new(limiter, clients)
         .on_store_failure(config.on_limiter_failure.into())
         .budget(config.limit_budget);
     let bank = Bank {

@@ -442,3 +442,162 @@ async fn end_client_sessions(url: &str) {
         .unwrap();
     assert!(!ended.is_empty(), "the bank's session was found");
 }
+
+/// Sends GET /accounts/acct through the trusted proxy (127.0.0.1) with raw
+/// forwarding header lines; returns the status and the units remaining.
+async fn via_proxy(bank: &Bank, lines: &[(&str, &[u8])]) -> (StatusCode, Option<u64>) {
+    let mut req = client_from("127.0.0.1").get(bank.url("/accounts/acct"));
+    for (name, value) in lines {
+        req = req.header(
+            *name,
+            reqwest::header::HeaderValue::from_bytes(value).unwrap(),
+        );
+    }
+    let res = req.send().await.unwrap();
+    let remaining = res
+        .headers()
+        .get("ratelimit")
+        .map(|v| parse_ratelimit(v.to_str().unwrap()).0);
+    (res.status(), remaining)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_quote_injection_and_non_ascii_hops_select_no_other_bucket() {
+    let bank = Bank::start(|c| {
+        c.trusted_proxy = vec!["127.0.0.1/32".into()];
+        c.forwarded_header = bank::config::ForwardedHeaderArg::Forwarded;
+        c.limit = bank::config::parse_rate("2/1m").unwrap();
+    })
+    .await;
+    let real = &b"for=198.51.100.7"[..];
+    assert_eq!(via_proxy(&bank, &[("forwarded", real)]).await.0, 404);
+    assert_eq!(via_proxy(&bank, &[("forwarded", real)]).await.0, 404);
+    assert_eq!(via_proxy(&bank, &[("forwarded", real)]).await.0, 429);
+    // The client opens a quoted string and never closes it; the proxy
+    // appends its entry to the same line or adds a line: still 198.51.100.7.
+    let forged = &br#"for=6.6.6.6;x=""#[..];
+    let mut appended = forged.to_vec();
+    appended.extend_from_slice(b", for=198.51.100.7");
+    for lines in [
+        &[("forwarded", &appended[..])][..],
+        &[("forwarded", forged), ("forwarded", real)],
+        // A non-ASCII byte in the client's own element spoils only that one.
+        &[("forwarded", b"for=\"\xff\", for=198.51.100.7")],
+        // X-Forwarded-For is not read: a client cannot switch headers.
+        &[("x-forwarded-for", b"6.6.6.6"), ("forwarded", real)],
+    ] {
+        let readable: Vec<_> = lines
+            .iter()
+            .map(|(n, v)| (*n, String::from_utf8_lossy(v)))
+            .collect();
+        assert_eq!(
+            via_proxy(&bank, lines).await.0,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{readable:?}"
+        );
+    }
+    // 6.6.6.6 never spent a unit.
+    let (status, remaining) = via_proxy(&bank, &[("forwarded", b"for=6.6.6.6")]).await;
+    assert_eq!((status, remaining), (StatusCode::NOT_FOUND, Some(1)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_ascii_x_forwarded_for_hop_spoils_only_itself() {
+    let bank = Bank::start(|c| c.trusted_proxy = vec!["127.0.0.1/32".into()]).await;
+    for (i, value) in [
+        &b"\xff, 198.51.100.8"[..],
+        b"caf\xc3\xa9, 198.51.100.8",
+        b"198.51.100.8",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (status, remaining) = via_proxy(&bank, &[("x-forwarded-for", value)]).await;
+        let readable = String::from_utf8_lossy(value);
+        assert_eq!(status, StatusCode::NOT_FOUND, "{readable}");
+        assert_eq!(remaining, Some(59 - i as u64), "{readable}");
+    }
+    // Garbage where the client should be is still no key: 400, never a pass.
+    let (status, _) = via_proxy(&bank, &[("x-forwarded-for", b"198.51.100.8, \xff")]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// Asserts an RFC 9457 problem answer with this status.
+async fn assert_problem(res: reqwest::Response, status: StatusCode, what: &str) {
+    assert_eq!(res.status(), status, "{what}");
+    assert_eq!(
+        header(&res, "content-type"),
+        "application/problem+json",
+        "{what}"
+    );
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["status"], status.as_u16(), "{what}: {body}");
+    assert!(
+        body["detail"].as_str().is_some_and(|d| !d.is_empty()),
+        "{what}: {body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_object_bodies_are_refused_and_every_error_is_problem_json() {
+    let bank = Bank::start(|c| c.limit = bank::config::parse_rate("1000/1m").unwrap()).await;
+    let c = client_from("127.0.0.1");
+    for body in [
+        "[5]",
+        "[5, 6]",
+        "5",
+        "\"5\"",
+        "null",
+        "true",
+        "[{\"amount\": 5}]",
+    ] {
+        let res = c
+            .post(bank.url("/accounts/acct/deposit"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(res, StatusCode::BAD_REQUEST, body).await;
+    }
+    // Nothing was deposited: the account does not exist.
+    let res = c.get(bank.url("/accounts/acct")).send().await.unwrap();
+    assert_problem(res, StatusCode::NOT_FOUND, "no account").await;
+
+    for path in [
+        "/",
+        "/nope",
+        "/accounts",
+        "/accounts/a/b/c",
+        "/accounts/a/deposit/x",
+    ] {
+        let res = c.get(bank.url(path)).send().await.unwrap();
+        assert_problem(res, StatusCode::NOT_FOUND, path).await;
+    }
+    for (method, path) in [
+        (reqwest::Method::POST, "/accounts/a"),
+        (reqwest::Method::DELETE, "/accounts/a"),
+        (reqwest::Method::GET, "/accounts/a/deposit"),
+        (reqwest::Method::PUT, "/accounts/a/withdraw"),
+    ] {
+        let res = c
+            .request(method.clone(), bank.url(path))
+            .send()
+            .await
+            .unwrap();
+        let what = format!("{method} {path}");
+        assert!(res.headers().get("allow").is_some(), "{what}: no Allow");
+        assert_problem(res, StatusCode::METHOD_NOT_ALLOWED, &what).await;
+    }
+    // A path segment that is not UTF-8 is refused by the router's extractor.
+    let res = c.get(bank.url("/accounts/%FF")).send().await.unwrap();
+    assert_problem(res, StatusCode::BAD_REQUEST, "%FF").await;
+    // A body over the extractor's limit.
+    let res = c
+        .post(bank.url("/accounts/acct/deposit"))
+        .body(vec![b' '; 3 << 20])
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, StatusCode::PAYLOAD_TOO_LARGE, "3 MiB body").await;
+}

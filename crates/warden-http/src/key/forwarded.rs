@@ -1,8 +1,13 @@
 //! Parsing of `X-Forwarded-For` and `Forwarded` (RFC 7239) into hop lists.
 //!
 //! Both parsers are total: any byte sequence gives a list of hops, where a hop
-//! that is not an IP address (garbage, `unknown`, an obfuscated `_node`) is
-//! [`Hop::Opaque`]. The caller decides what an opaque hop means.
+//! that is not an IP address (garbage, `unknown`, an obfuscated `_node`, a
+//! non-ASCII byte, an unclosed quoted string) is [`Hop::Opaque`]. The caller
+//! decides what an opaque hop means.
+//!
+//! They work on bytes and hop by hop, so one bad hop never spoils the others:
+//! a client's garbage stays in the client's own (leftmost) hops, and the hops a
+//! trusted proxy appended to its right are always read as written.
 
 use std::net::IpAddr;
 
@@ -15,42 +20,98 @@ pub(crate) enum Hop {
     Opaque,
 }
 
-/// Parses one `X-Forwarded-For` value: comma-separated addresses, each
-/// optionally with a port (`192.0.2.1:1234`, `[2001:db8::1]:80`).
-pub(crate) fn parse_x_forwarded_for(value: &str, out: &mut Vec<Hop>) {
-    for item in value.split(',') {
-        out.push(parse_node(item.trim()));
+/// Parses one `X-Forwarded-For` line: comma-separated addresses, each
+/// optionally with a port (`192.0.2.1:1234`, `[2001:db8::1]:80`). Hops are
+/// pushed in header order.
+pub(crate) fn parse_x_forwarded_for(value: &[u8], out: &mut Vec<Hop>) {
+    for item in value.split(|&b| b == b',') {
+        out.push(ascii(item).map_or(Hop::Opaque, |s| parse_node(s.trim())));
     }
 }
 
-/// Parses one `Forwarded` value: comma-separated elements of `;`-separated
-/// `name=value` pairs; the `for` parameter of each element is its hop.
-/// Quoted strings may contain `,` `;` and `\`-escapes.
-pub(crate) fn parse_forwarded(value: &str, out: &mut Vec<Hop>) {
-    for element in split_outside_quotes(value, ',') {
-        let mut hop = Hop::Opaque;
-        let mut seen_for = false;
-        for pair in split_outside_quotes(element, ';') {
-            let Some((name, raw)) = pair.split_once('=') else {
-                continue;
-            };
-            if !name.trim().eq_ignore_ascii_case("for") {
-                continue;
+/// Parses one `Forwarded` line: comma-separated elements of `;`-separated
+/// `name=value` pairs; the `for` parameter of each element is its hop. Quoted
+/// strings may contain `,` `;` and `\`-escapes. Hops are pushed in header order.
+///
+/// Elements are split **right to left**. The right end of the line is what the
+/// trusted proxies appended, and it is well-formed; the left end is the
+/// client's. Splitting left to right would let a client open a quoted string
+/// that never closes (`for=6.6.6.6;x="`) and so swallow the proxy's
+/// `, for=<real address>` into its own element. From the right, the proxies'
+/// elements are split before the client's bytes are looked at, whatever those
+/// are; a quoted string still open at the start of the line makes the rest
+/// one opaque hop.
+pub(crate) fn parse_forwarded(value: &[u8], out: &mut Vec<Hop>) {
+    let first = out.len();
+    let (mut end, mut quoted) = (value.len(), false);
+    for i in (0..value.len()).rev() {
+        match value[i] {
+            // Seen from the right, a quote closes the string unless an odd run
+            // of backslashes escapes it (`\\"` is an escaped backslash, then
+            // the quote).
+            b'"' if quoted => quoted = is_escaped(value, i),
+            b'"' => quoted = true,
+            b',' if !quoted => {
+                out.push(parse_element(&value[i + 1..end]));
+                end = i;
             }
-            // Two `for` parameters in one element: ambiguous, trust neither.
-            hop = if seen_for {
-                Hop::Opaque
-            } else {
-                unquote(raw.trim()).map_or(Hop::Opaque, |v| parse_node(&v))
-            };
-            seen_for = true;
+            _ => {}
         }
-        out.push(hop);
+    }
+    out.push(if quoted {
+        Hop::Opaque
+    } else {
+        parse_element(&value[..end])
+    });
+    out[first..].reverse();
+}
+
+/// Whether the byte at `i` follows an odd number of backslashes.
+fn is_escaped(value: &[u8], i: usize) -> bool {
+    let run = value[..i].iter().rev().take_while(|&&b| b == b'\\').count();
+    run % 2 == 1
+}
+
+/// The bytes as text if they are all ASCII (a hop with any other byte is
+/// opaque: no address or parameter name contains one).
+fn ascii(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        std::str::from_utf8(bytes).ok()
+    } else {
+        None
     }
 }
 
-/// Splits at `sep` where it is not inside a quoted string.
-fn split_outside_quotes(s: &str, sep: char) -> Vec<&str> {
+/// One `Forwarded` element: the address of its single `for` parameter.
+fn parse_element(element: &[u8]) -> Hop {
+    // An element that ends inside a quoted string is malformed as a whole:
+    // its parameters cannot be told apart.
+    let Some(pairs) = ascii(element).and_then(|e| split_outside_quotes(e, ';')) else {
+        return Hop::Opaque;
+    };
+    let mut hop = Hop::Opaque;
+    let mut seen_for = false;
+    for pair in pairs {
+        let Some((name, raw)) = pair.split_once('=') else {
+            continue;
+        };
+        if !name.trim().eq_ignore_ascii_case("for") {
+            continue;
+        }
+        // Two `for` parameters in one element: ambiguous, trust neither.
+        hop = if seen_for {
+            Hop::Opaque
+        } else {
+            unquote(raw.trim()).map_or(Hop::Opaque, |v| parse_node(&v))
+        };
+        seen_for = true;
+    }
+    hop
+}
+
+/// Splits at `sep` where it is not inside a quoted string; `None` if the text
+/// ends inside one (or right after a `\` in one).
+fn split_outside_quotes(s: &str, sep: char) -> Option<Vec<&str>> {
     let mut parts = Vec::new();
     let (mut start, mut quoted, mut escaped) = (0, false, false);
     for (i, c) in s.char_indices() {
@@ -65,8 +126,11 @@ fn split_outside_quotes(s: &str, sep: char) -> Vec<&str> {
             start = i + c.len_utf8();
         }
     }
+    if quoted {
+        return None;
+    }
     parts.push(&s[start..]);
-    parts
+    Some(parts)
 }
 
 /// A token or a quoted string with its escapes resolved; `None` if malformed.
@@ -121,13 +185,13 @@ mod tests {
 
     fn xff(v: &str) -> Vec<Hop> {
         let mut out = Vec::new();
-        parse_x_forwarded_for(v, &mut out);
+        parse_x_forwarded_for(v.as_bytes(), &mut out);
         out
     }
 
     fn fwd(v: &str) -> Vec<Hop> {
         let mut out = Vec::new();
-        parse_forwarded(v, &mut out);
+        parse_forwarded(v.as_bytes(), &mut out);
         out
     }
 
@@ -155,9 +219,10 @@ mod tests {
             vec![ip("192.0.2.60"), ip("2001:db8:cafe::17")]
         );
         assert_eq!(
-            fwd(r#"for="_hidden", for=unknown, proto=https, for="1.2.3.4"#),
-            vec![Hop::Opaque, Hop::Opaque, Hop::Opaque, Hop::Opaque]
+            fwd(r#"for="_hidden", for=unknown, proto=https"#),
+            vec![Hop::Opaque, Hop::Opaque, Hop::Opaque]
         );
+        assert_eq!(fwd(r#"for="1.2.3.4"#), vec![Hop::Opaque]);
         // A comma inside a quoted string does not split elements.
         assert_eq!(
             fwd(r#"by="a,b";for=198.51.100.1"#),
@@ -166,5 +231,36 @@ mod tests {
         // Two `for` in one element: ambiguous.
         assert_eq!(fwd("for=1.1.1.1;for=2.2.2.2"), vec![Hop::Opaque]);
         assert_eq!(fwd(r#"for="1.2.3.4\"""#), vec![Hop::Opaque]);
+    }
+
+    #[test]
+    fn forwarded_elements_split_from_the_right() {
+        // An open quote in the client's element swallows nothing to its right.
+        assert_eq!(
+            fwd(r#"for=6.6.6.6;x=", for=1.2.3.4"#),
+            vec![Hop::Opaque, ip("1.2.3.4")]
+        );
+        assert_eq!(
+            fwd(r#"for="6.6.6.6\", for=1.2.3.4"#),
+            vec![Hop::Opaque, ip("1.2.3.4")]
+        );
+        // Escaped quotes and backslashes in well-formed strings still pair.
+        assert_eq!(
+            fwd(r#"by="a\",b\\";for=1.1.1.1, for="2.2.2.2";by="\\\"""#),
+            vec![ip("1.1.1.1"), ip("2.2.2.2")]
+        );
+        // An unclosed quote takes everything left of it (the client's side)
+        // into one opaque hop, never anything right of it.
+        assert_eq!(
+            fwd(r#"for=1.1.1.1, for=2.2.2.2;x="y, for=3.3.3.3"#),
+            vec![Hop::Opaque, ip("3.3.3.3")]
+        );
+        // Non-ASCII bytes make their hop opaque, and only that one.
+        let mut out = Vec::new();
+        parse_forwarded(b"for=1.1.1.1, for=\"\xff\", for=3.3.3.3", &mut out);
+        assert_eq!(out, vec![ip("1.1.1.1"), Hop::Opaque, ip("3.3.3.3")]);
+        let mut out = Vec::new();
+        parse_x_forwarded_for(b"1.1.1.1,\xc3\xa9 ,3.3.3.3", &mut out);
+        assert_eq!(out, vec![ip("1.1.1.1"), Hop::Opaque, ip("3.3.3.3")]);
     }
 }

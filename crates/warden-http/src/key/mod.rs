@@ -24,6 +24,9 @@ use ipnet::IpNet;
 
 use forwarded::{Hop, parse_forwarded, parse_x_forwarded_for};
 
+/// Parses one header line into hops, appended in header order.
+type HopParser = fn(&[u8], &mut Vec<Hop>);
+
 /// The longest key a built-in extractor produces from a header value, in bytes;
 /// longer values count as no key at all.
 pub const MAX_HEADER_KEY_LEN: usize = 256;
@@ -289,17 +292,17 @@ impl ClientIp {
             return Some(peer);
         }
         let mut hops = Vec::new();
-        let (name, parse): (&str, fn(&str, &mut Vec<Hop>)) = match self.header {
+        let (name, parse): (&str, HopParser) = match self.header {
             ForwardedHeader::XForwardedFor => ("x-forwarded-for", parse_x_forwarded_for),
             ForwardedHeader::Forwarded => ("forwarded", parse_forwarded),
         };
-        // Several header lines form one list, in order (RFC 9110 §5.3).
+        // Several header lines form one list, in order (RFC 9110 §5.3): a
+        // proxy may append its entry to the last line or add a line of its
+        // own. Each line is parsed on its own, as bytes, hop by hop, so nothing
+        // a client writes on its line (an open quote, a non-ASCII byte) can
+        // reach into the hops the proxies wrote to its right.
         for value in head.headers.get_all(name) {
-            let Ok(value) = value.to_str() else {
-                hops.push(Hop::Opaque);
-                continue;
-            };
-            parse(value, &mut hops);
+            parse(value.as_bytes(), &mut hops);
         }
         let mut client = peer;
         for hop in hops.iter().rev() {
@@ -461,6 +464,83 @@ mod tests {
         assert_eq!(key(&e, &r).as_deref(), Some("ip:2001:db8::7"));
         let xff = ClientIp::new(trusted("10.0.0.0/8"));
         assert_eq!(key(&xff, &r).as_deref(), Some("ip:5.5.5.5"));
+    }
+
+    #[test]
+    fn an_unclosed_quote_cannot_swallow_the_proxy_s_entry() {
+        // The client ends its own element inside a quoted string; the trusted
+        // proxy appends its entry to the same line, or adds a line. Either way
+        // the proxy's entry is found and the client's element is opaque.
+        let e = ClientIp::new(trusted("10.0.0.0/8")).header(ForwardedHeader::Forwarded);
+        for forged in [
+            &br#"for=6.6.6.6;x=""#[..],
+            br#"for="6.6.6.6"#,
+            br#"for=6.6.6.6;x="\"#,
+            br#"for=6.6.6.6;x="\\\""#,
+            br#"for=6.6.6.6, by=";for=7.7.7.7"#,
+        ] {
+            let mut appended = forged.to_vec();
+            appended.extend_from_slice(b", for=198.51.100.7");
+            let r = req("10.0.0.1:1", &[("forwarded", &appended)]);
+            assert_eq!(
+                key(&e, &r).as_deref(),
+                Some("ip:198.51.100.7"),
+                "{}",
+                String::from_utf8_lossy(&appended)
+            );
+            // Behind two proxies, the inner one's entry is skipped as trusted.
+            appended.extend_from_slice(br#", for="10.0.0.2:80";proto=https"#);
+            let r = req("10.0.0.1:1", &[("forwarded", &appended)]);
+            assert_eq!(key(&e, &r).as_deref(), Some("ip:198.51.100.7"));
+            // The proxy adds a header line of its own.
+            let r = req(
+                "10.0.0.1:1",
+                &[("forwarded", forged), ("forwarded", b"for=198.51.100.7")],
+            );
+            assert_eq!(key(&e, &r).as_deref(), Some("ip:198.51.100.7"));
+        }
+        // Where the client's own element is the one to use (every hop right of
+        // it trusted), an unclosed quote makes it no key, not another key.
+        let r = req(
+            "10.0.0.1:1",
+            &[("forwarded", br#"for=6.6.6.6;x=", for=10.0.0.2"#)],
+        );
+        assert_eq!(key(&e, &r), None);
+    }
+
+    #[test]
+    fn a_non_ascii_hop_is_opaque_and_the_others_still_parse() {
+        let e = ClientIp::new(trusted("10.0.0.0/8"));
+        for value in [
+            &b"\xc3\xa9t\xc3\xa9, 203.0.113.7"[..],
+            b"\xff, 203.0.113.7, 10.0.0.2",
+            b"1.1.1.1 \xfe, 203.0.113.7",
+        ] {
+            let r = req("10.0.0.1:1", &[("x-forwarded-for", value)]);
+            assert_eq!(key(&e, &r).as_deref(), Some("ip:203.0.113.7"), "{value:?}");
+        }
+        let r = req("10.0.0.1:1", &[("x-forwarded-for", b"203.0.113.7, \xff")]);
+        assert_eq!(key(&e, &r), None, "garbage where the client should be");
+        let r = req(
+            "10.0.0.1:1",
+            &[
+                ("x-forwarded-for", b"\xff"),
+                ("x-forwarded-for", b"203.0.113.7"),
+            ],
+        );
+        assert_eq!(key(&e, &r).as_deref(), Some("ip:203.0.113.7"));
+
+        let e = e.header(ForwardedHeader::Forwarded);
+        for value in [
+            &b"for=\xc3\xa9, for=203.0.113.7"[..],
+            b"for=\"\xff\";by=x, for=203.0.113.7;proto=http",
+            b"by=\"caf\xc3\xa9, x\";for=1.1.1.1, for=\"203.0.113.7:8080\"",
+        ] {
+            let r = req("10.0.0.1:1", &[("forwarded", value)]);
+            assert_eq!(key(&e, &r).as_deref(), Some("ip:203.0.113.7"), "{value:?}");
+        }
+        let r = req("10.0.0.1:1", &[("forwarded", b"for=203.0.113.7;by=\xff")]);
+        assert_eq!(key(&e, &r), None, "the client's own element is garbage");
     }
 
     #[test]

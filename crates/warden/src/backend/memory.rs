@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use super::{
     AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
 };
+use crate::clock::{Clock, Moment, SystemClock};
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::token::OwnerToken;
@@ -18,8 +18,9 @@ use crate::token::OwnerToken;
 /// Leases held in this process's memory, with the same semantics as Redis: TTLs,
 /// owner tokens, fence counters and release notifications.
 ///
-/// Time is tokio's [`Instant`], so tests can use `tokio::time::pause` and
-/// `advance` to expire leases without sleeping.
+/// Time is the backend's [`Clock`]: the [`SystemClock`] by default, or a
+/// [`FakeClock`](crate::clock::FakeClock) given to [`with_clock`](Self::with_clock),
+/// which expires leases (and passes the holders' deadlines) without sleeping.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
@@ -33,9 +34,16 @@ use crate::token::OwnerToken;
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MemoryBackend {
     inner: Arc<Mutex<State>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::with_clock(SystemClock)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -48,12 +56,12 @@ struct State {
 #[derive(Debug)]
 struct Entry {
     token: OwnerToken,
-    expires_at: Instant,
+    expires_at: Moment,
 }
 
 impl State {
     /// The live entry for `key`, dropping it first if it has expired.
-    fn live(&mut self, key: &str, now: Instant) -> Option<&mut Entry> {
+    fn live(&mut self, key: &str, now: Moment) -> Option<&mut Entry> {
         if self.leases.get(key).is_some_and(|e| e.expires_at <= now) {
             self.leases.remove(key);
         }
@@ -65,6 +73,15 @@ impl MemoryBackend {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store whose leases expire on `clock`, and whose holders'
+    /// deadlines are read on it too.
+    pub fn with_clock(clock: impl Clock) -> Self {
+        MemoryBackend {
+            inner: Arc::default(),
+            clock: Arc::new(clock),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -82,11 +99,11 @@ impl LeaseBackend for MemoryBackend {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<AcquireReply> {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut state = self.lock();
         if let Some(entry) = state.live(key, now) {
             return Ok(AcquireReply::Held {
-                ttl_left: Some(entry.expires_at - now),
+                ttl_left: Some(entry.expires_at.saturating_duration_since(now)),
             });
         }
         state.leases.insert(
@@ -105,7 +122,7 @@ impl LeaseBackend for MemoryBackend {
     }
 
     async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut state = self.lock();
         match state.live(key, now) {
             Some(entry) if entry.token == *token => {
@@ -119,7 +136,7 @@ impl LeaseBackend for MemoryBackend {
     }
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut state = self.lock();
         match state.live(key, now) {
             Some(entry) if entry.token == *token => {
@@ -134,9 +151,11 @@ impl LeaseBackend for MemoryBackend {
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut state = self.lock();
-        let ttl_left = state.live(key, now).map(|e| e.expires_at - now);
+        let ttl_left = state
+            .live(key, now)
+            .map(|e| e.expires_at.saturating_duration_since(now));
         Ok(LeaseStatus {
             held: ttl_left.is_some(),
             ttl_left,
@@ -159,5 +178,9 @@ impl LeaseBackend for MemoryBackend {
 
     fn describe(&self) -> String {
         "memory:".to_string()
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        &*self.clock
     }
 }

@@ -27,8 +27,8 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::time::Instant;
 
+use crate::clock::{Clock, Moment, SystemClock};
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::token::OwnerToken;
@@ -39,9 +39,10 @@ pub fn drift(ttl: Duration) -> Duration {
 }
 
 /// The local validity deadline of a lease whose request was sent at `sent`: the
-/// TTL minus the drift margin, measured on the monotonic clock from the moment the
-/// request left (not from when the answer came back).
-pub fn valid_until(sent: Instant, ttl: Duration) -> Instant {
+/// TTL minus the drift margin, measured on the deadline clock (see
+/// [`clock`](crate::clock)) from the moment the request left (not from when the
+/// answer came back), so the round trip is subtracted too.
+pub fn valid_until(sent: Moment, ttl: Duration) -> Moment {
     sent + ttl.saturating_sub(drift(ttl))
 }
 
@@ -53,9 +54,10 @@ pub enum AcquireReply {
     Acquired {
         /// The fencing token of this acquisition.
         fence: Fence,
-        /// Monotonic instant until which the holder may assume it is alone
-        /// (already shortened by the clock-drift margin).
-        valid_until: Instant,
+        /// The reading of the backend's [`clock`](LeaseBackend::clock) until
+        /// which the holder may assume it is alone (already shortened by the
+        /// clock-drift margin).
+        valid_until: Moment,
     },
     /// Someone else holds it.
     Held {
@@ -70,8 +72,8 @@ pub enum AcquireReply {
 pub enum ExtendReply {
     /// The TTL was reset; the lease is valid until the given instant.
     Extended {
-        /// New monotonic validity deadline.
-        valid_until: Instant,
+        /// New validity deadline on the backend's [`clock`](LeaseBackend::clock).
+        valid_until: Moment,
     },
     /// The key no longer holds our token (expired, deleted or taken over).
     NotHeld,
@@ -133,4 +135,12 @@ pub trait LeaseBackend: Debug + Send + Sync + 'static {
     /// A short description for error messages and logs, e.g. the URL without
     /// credentials.
     fn describe(&self) -> String;
+
+    /// The clock the `valid_until` deadlines of this backend are read on; the
+    /// lease layer compares them with this clock's `now`. The default is the
+    /// [`SystemClock`], which counts suspended time; a test backend may inject a
+    /// [`FakeClock`](crate::clock::FakeClock).
+    fn clock(&self) -> &dyn Clock {
+        &SystemClock
+    }
 }

@@ -9,13 +9,13 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ProtocolVersion, PushInfo, PushKind, Script};
 use tokio::sync::{OnceCell, watch};
-use tokio::time::Instant;
 
 use super::{
     AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
 };
 use crate::error::{Error, Result};
 use crate::fence::Fence;
+use crate::key::hash_tag;
 use crate::redis_conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RedisConn};
 use crate::token::OwnerToken;
 
@@ -42,6 +42,27 @@ pub struct RedisOptions {
     /// Replica acknowledgements required after acquire and extend (default none);
     /// see [`require_replicas`](Self::require_replicas).
     pub replicas: Option<ReplicaAcks>,
+    /// Connect to a server whose `maxmemory-policy` may evict keys (default
+    /// `false`); see [`allow_eviction`](Self::allow_eviction).
+    pub allow_eviction: bool,
+}
+
+impl RedisOptions {
+    /// The write and its `WAIT` share one reply, which must arrive within the
+    /// per-call timeout: a `WAIT` as long as that could never succeed.
+    fn check_replica_wait(&self) -> Result<()> {
+        match self.replicas {
+            Some(acks) if acks.timeout >= self.timeout => Err(Error::invalid(
+                "require_replicas",
+                format!(
+                    "the replica wait ({:?}) must be shorter than the per-call timeout ({:?}): \
+                     the write and its WAIT are answered together within that timeout",
+                    acks.timeout, self.timeout
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// How many replicas must acknowledge a lease write, and how long the master waits
@@ -61,6 +82,7 @@ impl Default for RedisOptions {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             replicas: None,
+            allow_eviction: false,
         }
     }
 }
@@ -84,10 +106,32 @@ impl RedisOptions {
         self
     }
 
+    /// Accepts a server whose `maxmemory-policy` is `allkeys-*` or `volatile-*`.
+    ///
+    /// By default [`RedisBackend::connect`] and
+    /// [`RedisFencedStore::connect`](crate::fence::RedisFencedStore::connect) read
+    /// `CONFIG GET maxmemory-policy` and refuse such a server: when memory runs
+    /// full it may evict a lease key (a second holder gets in while the first
+    /// still holds it) and the fence counter (fences start over at 1, so a stale
+    /// holder's token looks new). `noeviction` is the requirement. With this set,
+    /// the connection is made and a warning is logged instead. Where `CONFIG` is
+    /// disabled or denied (many managed services), the policy cannot be read and
+    /// the check is skipped: make sure of `noeviction` yourself.
+    pub fn allow_eviction(mut self, allow: bool) -> Self {
+        self.allow_eviction = allow;
+        self
+    }
+
     /// Requires `replicas` replicas to acknowledge every acquire and extend
-    /// (`WAIT replicas timeout` after the write). When fewer acknowledge within
-    /// `timeout`, the lease is released again and the call fails with
-    /// [`Error::ReplicasUnacknowledged`].
+    /// (`WAIT replicas timeout`, sent in one pipeline with the write so it
+    /// always refers to that write). When fewer acknowledge within `timeout`,
+    /// the call fails with [`Error::ReplicasUnacknowledged`]: after an acquire
+    /// the lease is released again; after an extend the key is kept, because
+    /// the guard still counts on its last confirmed deadline (releasing would
+    /// let a second holder in while the first believes it holds). `timeout`
+    /// must be shorter than the per-call [`timeout`](Self::timeout) (connecting
+    /// refuses it otherwise): the write and its `WAIT` are answered together
+    /// within that budget.
     ///
     /// This **narrows but does not close** the failover window: Redis replication
     /// stays asynchronous, `WAIT` only reports how far it got, and a failover can
@@ -111,7 +155,13 @@ impl RedisOptions {
 /// | `warden:{orders:42}:fence` | string, no TTL | the last fence handed out |
 ///
 /// Both keys share the hash tag `{orders:42}`, so they live in one slot of a
-/// Redis Cluster. The lease key's value is a plain random string, the convention
+/// Redis Cluster (the layout is ready for one; warden has no cluster client
+/// yet). A key starting with `}` or `\` gets a `\` in front inside the braces
+/// (`}x` → `warden:{\}x}`), since `{}` would be an empty hash tag and split the
+/// keys across slots; every other key is used as it is. A prefix should not
+/// contain `{}` for the same reason.
+///
+/// The lease key's value is a plain random string, the convention
 /// of most Redis lock clients, so a lock taken by another client on the same key
 /// excludes warden and vice versa. Releases are published on
 /// `warden:{orders:42}:released`, which waiters subscribe to (RESP3 pub/sub) so a
@@ -132,13 +182,22 @@ pub struct RedisBackend {
 
 impl RedisBackend {
     /// Connects to `url` (`redis://` or `rediss://`) and checks it answers.
+    ///
+    /// Also reads the server's `maxmemory-policy` and refuses one that may evict
+    /// keys unless [`RedisOptions::allow_eviction`] is set.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self> {
+        options.check_replica_wait()?;
         let conn = RedisConn::connect(url, options.timeout, options.connect_timeout).await?;
+        conn.check_eviction_policy(options.allow_eviction).await?;
         Ok(Self::with_conn(conn, options))
     }
 
     /// Prepares a backend for `url` without connecting; the first call connects.
+    /// Nothing is checked before that call, so the `maxmemory-policy` check of
+    /// [`connect`](Self::connect) is not made: a quorum node should run with
+    /// `maxmemory-policy noeviction` too.
     pub fn lazy(url: &str, options: RedisOptions) -> Result<Self> {
+        options.check_replica_wait()?;
         let conn = RedisConn::lazy(url, options.timeout, options.connect_timeout)?;
         Ok(Self::with_conn(conn, options))
     }
@@ -208,16 +267,17 @@ impl RedisBackend {
     }
 
     /// The Redis key that holds the lease `key`.
+    /// See the layout table on [`RedisBackend`].
     pub fn lease_key(&self, key: &str) -> String {
-        format!("{}{{{key}}}", self.prefix)
+        format!("{}{{{}}}", self.prefix, hash_tag(key))
     }
 
     pub(crate) fn fence_key(&self, key: &str) -> String {
-        format!("{}{{{key}}}:fence", self.prefix)
+        format!("{}:fence", self.lease_key(key))
     }
 
     fn release_channel(&self, key: &str) -> String {
-        format!("{}{{{key}}}:released", self.prefix)
+        format!("{}:released", self.lease_key(key))
     }
 
     /// Deletes `key` if it holds `token`, like [`release`](LeaseBackend::release),
@@ -228,7 +288,7 @@ impl RedisBackend {
         key: &str,
         token: &OwnerToken,
     ) -> Result<ReleaseOutcome> {
-        let channel = format!("{}{{{key}}}:undone", self.prefix);
+        let channel = format!("{}:undone", self.lease_key(key));
         self.release_on(key, token, channel).await
     }
 
@@ -253,53 +313,67 @@ impl RedisBackend {
         })
     }
 
-    /// Waits until the configured number of replicas has every write sent so far
-    /// on this connection; on too few, releases `key` and fails.
-    async fn await_replicas(&self, op: &'static str, key: &str, token: &OwnerToken) -> Result<()> {
+    /// Runs a lease write script and, with [`RedisOptions::require_replicas`],
+    /// `WAIT` right behind it **in one pipeline on one connection**: the
+    /// acknowledgement always counts the replicas that have *this* write. Were
+    /// `WAIT` sent separately, a reconnect in between would put it on a fresh
+    /// connection, which has written nothing and is acknowledged at once. If the
+    /// connection breaks, both fail together. The script goes by `EVAL` (its
+    /// text) so a `NOSCRIPT` cannot split the pair either.
+    ///
+    /// Returns the script's reply and the number of acknowledging replicas
+    /// (`None` without `require_replicas`).
+    async fn run_write<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        script: (&Script, &str),
+        keys: &[String],
+        args: &[String],
+    ) -> Result<(T, Option<ReplicaReply>)> {
         let Some(acks) = self.replicas else {
-            return Ok(());
+            return Ok((self.run_script(op, script, keys, args).await?, None));
         };
-        let lease_key = self.lease_key(key);
+        let key = keys.first().map_or("", String::as_str);
         // WAIT 0 would block forever: wait at least 1 ms.
         let wait_ms = millis(acks.timeout).max(1);
         let needed = acks.replicas.get();
-        // The same multiplexed connection carried the write, so WAIT covers it.
-        let acked: Result<i64> = self
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVAL")
+            .arg(script.1)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args)
+            .cmd("WAIT")
+            .arg(needed)
+            .arg(wait_ms);
+        let (reply, acked): (T, i64) = self
             .conn
             .call_within(
-                "wait",
-                &lease_key,
+                op,
+                key,
                 self.conn.timeout().saturating_add(acks.timeout),
-                |mut c| async move {
-                    redis::cmd("WAIT")
-                        .arg(needed)
-                        .arg(wait_ms)
-                        .query_async(&mut c)
-                        .await
-                },
+                |mut c| async move { pipe.query_async(&mut c).await },
             )
-            .await;
-        let acked = match acked {
-            Ok(n) => u32::try_from(n).unwrap_or(0),
-            Err(e) => {
-                let _ = self.release(key, token).await;
-                return Err(e);
-            }
-        };
-        if acked >= needed {
-            return Ok(());
-        }
-        if let Err(e) = self.release(key, token).await {
-            tracing::warn!(key, error = %e, "release after missing replica acknowledgements failed; the TTL will free the key");
-        }
-        Err(Error::ReplicasUnacknowledged {
+            .await?;
+        Ok((
+            reply,
+            Some(ReplicaReply {
+                needed,
+                acked: u32::try_from(acked).unwrap_or(0),
+                waited: acks.timeout,
+            }),
+        ))
+    }
+
+    fn unacknowledged(&self, op: &'static str, key: &str, acks: ReplicaReply) -> Error {
+        Error::ReplicasUnacknowledged {
             backend: self.describe(),
             op,
             key: key.to_string(),
-            needed,
-            acked,
-            waited: acks.timeout,
-        })
+            needed: acks.needed,
+            acked: acks.acked,
+            waited: acks.waited,
+        }
     }
 
     /// The release subscriber, opened on first contention. A failed open is not
@@ -309,6 +383,20 @@ impl RedisBackend {
             .get_or_try_init(|| async { Subscriber::open(&self.conn).await.ok_or(()) })
             .await
             .ok()
+    }
+}
+
+/// What `WAIT` answered after a lease write.
+#[derive(Debug, Clone, Copy)]
+struct ReplicaReply {
+    needed: u32,
+    acked: u32,
+    waited: Duration,
+}
+
+impl ReplicaReply {
+    fn enough(self) -> bool {
+        self.acked >= self.needed
     }
 }
 
@@ -324,51 +412,68 @@ impl LeaseBackend for RedisBackend {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<AcquireReply> {
-        let start = Instant::now();
-        let (won, value): (i64, i64) = self
-            .run_script(
-                "acquire",
-                (&ACQUIRE, ACQUIRE_LUA),
-                &[self.lease_key(key), self.fence_key(key)],
-                &[token.as_str().to_string(), millis(ttl).to_string()],
-            )
-            .await?;
-        if won == 1 {
-            let fence = u64::try_from(value).map_err(|_| Error::WrongType {
-                key: self.fence_key(key),
-                detail: format!("fence counter is {value}"),
-            })?;
-            self.await_replicas("acquire", key, token).await?;
-            Ok(AcquireReply::Acquired {
-                fence: Fence::new(fence),
-                valid_until: valid_until(start, ttl),
-            })
-        } else {
-            Ok(AcquireReply::Held {
+        let start = crate::clock::now();
+        let keys = [self.lease_key(key), self.fence_key(key)];
+        let args = [token.as_str().to_string(), millis(ttl).to_string()];
+        let written = self
+            .run_write("acquire", (&ACQUIRE, ACQUIRE_LUA), &keys, &args)
+            .await;
+        let ((won, value), acks): ((i64, i64), _) = match written {
+            Ok(reply) => reply,
+            Err(e) => {
+                // With acknowledgements the failure may have come after the
+                // script granted the lease (the pipeline's WAIT): undo it with
+                // this attempt's own token. No guard exists yet, so releasing
+                // cannot leave anyone believing in it.
+                if self.replicas.is_some() {
+                    let _ = self.release(key, token).await;
+                }
+                return Err(e);
+            }
+        };
+        if won != 1 {
+            return Ok(AcquireReply::Held {
                 ttl_left: u64::try_from(value).ok().map(Duration::from_millis),
-            })
+            });
         }
+        let fence = u64::try_from(value).map_err(|_| Error::WrongType {
+            key: self.fence_key(key),
+            detail: format!("fence counter is {value}"),
+        })?;
+        if let Some(acks) = acks.filter(|a| !a.enough()) {
+            if let Err(e) = self.release(key, token).await {
+                tracing::warn!(key, error = %e, "release after missing replica acknowledgements failed; the TTL will free the key");
+            }
+            return Err(self.unacknowledged("acquire", key, acks));
+        }
+        Ok(AcquireReply::Acquired {
+            fence: Fence::new(fence),
+            valid_until: valid_until(start, ttl),
+        })
     }
 
     async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
-        let start = Instant::now();
-        let extended: i64 = self
-            .run_script(
+        let start = crate::clock::now();
+        let (extended, acks): (i64, _) = self
+            .run_write(
                 "extend",
                 (&EXTEND, EXTEND_LUA),
                 &[self.lease_key(key)],
                 &[token.as_str().to_string(), millis(ttl).to_string()],
             )
             .await?;
-        if extended == 1 {
-            self.await_replicas("extend", key, token).await?;
+        if extended != 1 {
+            return Ok(ExtendReply::NotHeld);
         }
-        Ok(if extended == 1 {
-            ExtendReply::Extended {
-                valid_until: valid_until(start, ttl),
-            }
-        } else {
-            ExtendReply::NotHeld
+        // Too few acknowledgements: fail, but keep the key. The guard still
+        // holds its last confirmed deadline and retries; deleting the key here
+        // would let a second holder in while the guard still reports the lease
+        // as held.
+        if let Some(acks) = acks.filter(|a| !a.enough()) {
+            return Err(self.unacknowledged("extend", key, acks));
+        }
+        Ok(ExtendReply::Extended {
+            valid_until: valid_until(start, ttl),
         })
     }
 
@@ -379,12 +484,14 @@ impl LeaseBackend for RedisBackend {
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let lease_key = self.lease_key(key);
         let fence_key = self.fence_key(key);
-        let (pttl, fence): (i64, Option<String>) = self
+        let (kind, pttl, fence): (String, i64, Option<String>) = self
             .conn
             .call("status", &lease_key, |mut c| {
                 let (lease_key, fence_key) = (lease_key.clone(), fence_key.clone());
                 async move {
                     redis::pipe()
+                        .cmd("TYPE")
+                        .arg(&lease_key)
                         .pttl(&lease_key)
                         .get(&fence_key)
                         .query_async(&mut c)
@@ -392,6 +499,14 @@ impl LeaseBackend for RedisBackend {
                 }
             })
             .await?;
+        // A key of another type is not a lease: reporting it as held would be a
+        // guess (acquire refuses it the same way).
+        if kind != "none" && kind != "string" {
+            return Err(Error::WrongType {
+                key: lease_key,
+                detail: format!("lease key holds a {kind}"),
+            });
+        }
         let fence = match fence {
             None => None,
             Some(s) => Some(Fence::new(s.parse().map_err(|_| Error::WrongType {
@@ -528,5 +643,76 @@ impl Subscriber {
             }
         }
         ReleaseWatch::from_channel(rx, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CRC16/XMODEM of the hash tag, modulo 16384: Redis Cluster's key slot.
+    fn slot(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let hashed = bytes
+            .iter()
+            .position(|&b| b == b'{')
+            .and_then(|open| {
+                let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+                (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+            })
+            .unwrap_or(bytes);
+        let mut crc: u16 = 0;
+        for &b in hashed {
+            crc ^= u16::from(b) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc % 16384
+    }
+
+    #[tokio::test]
+    async fn every_key_of_a_lease_shares_one_slot() {
+        // Known slots from the Redis Cluster specification.
+        assert_eq!(slot("123456789"), 0x31C3);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        let backend = RedisBackend::lazy("redis://127.0.0.1:1", RedisOptions::default())
+            .expect("a valid URL");
+        for key in [
+            "}x",
+            "}",
+            "}}",
+            "{}",
+            "{",
+            "a}b",
+            "}{x}",
+            "\\}x",
+            "\\",
+            "{a}b",
+            "orders:42",
+        ] {
+            let lease = backend.lease_key(key);
+            let others = [
+                backend.fence_key(key),
+                backend.release_channel(key),
+                format!("{lease}:undone"),
+            ];
+            for other in &others {
+                assert_eq!(slot(&lease), slot(other), "{key:?}: {lease} vs {other}");
+            }
+        }
+        // One-to-one: escaped keys never collide with a plain key.
+        let keys = ["}x", "\\}x", "\\\\}x", "x", "\\x", "\\\\x"];
+        let mut seen: Vec<String> = keys.iter().map(|k| backend.lease_key(k)).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), keys.len(), "{seen:?}");
+        // Plain keys keep the layout existing fence counters live under.
+        assert_eq!(backend.lease_key("orders:42"), "warden:{orders:42}");
+        assert_eq!(backend.lease_key("}x"), "warden:{\\}x}");
     }
 }

@@ -5,7 +5,9 @@
 //! up after its lease expired and another holder has written. Only the protected
 //! resource can tell the two apart: every acquisition returns a [`Fence`] that is
 //! strictly greater than every fence handed out before for the same key, and the
-//! resource refuses a write whose fence is not greater than the last one it
+//! resource refuses a write whose fence is *older* than the last one it accepted.
+//! A fence equal to the stored one comes from the same acquisition — the same
+//! holder retrying a write whose reply was lost, or writing twice — and is
 //! accepted.
 //!
 //! - [`RedisFencedStore`] is such a resource in Redis: a fenced `SET` done by one
@@ -16,11 +18,12 @@
 //! ```sql
 //! UPDATE accounts
 //!    SET balance = $2, fence = $3
-//!  WHERE id = $1 AND fence < $3;   -- 0 rows updated: a newer holder wrote first
+//!  WHERE id = $1 AND fence <= $3;  -- 0 rows updated: a newer holder wrote first
 //! ```
 //!
-//! An `UPDATE` that touches zero rows means the token is stale: the caller must not
-//! retry with the same token, it must give up (its lease is gone).
+//! An `UPDATE` that touches zero rows means the token is stale: a newer holder
+//! wrote, so the caller must give up (its lease is gone). Retrying with the same
+//! token after a lost reply is safe: it updates the row again.
 
 mod redis_store;
 

@@ -5,9 +5,10 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use super::Fence;
+use crate::backend::RedisOptions;
 use crate::error::{Error, Result};
 use crate::key::validate_key;
-use crate::redis_conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RedisConn};
+use crate::redis_conn::RedisConn;
 
 static FENCED_WRITE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/fenced_write.lua")));
@@ -19,9 +20,13 @@ const MAX_EXACT_FENCE: u64 = 1 << 53;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FencedWrite {
-    /// The token was newer than any accepted before: the value was stored.
+    /// The token was not older than any accepted before: the value was stored.
+    /// A token *equal* to the stored one is the same holder writing again (each
+    /// acquisition has its own fence): a retry whose first reply was lost, or a
+    /// second write under the same lease. Both are applied.
     Applied,
-    /// A write with this or a newer token was accepted before: nothing changed.
+    /// A write with a newer token was accepted before: a newer holder wrote,
+    /// this holder's lease is gone, nothing changed.
     Rejected {
         /// The token of the last accepted write.
         current: Fence,
@@ -31,7 +36,13 @@ pub enum FencedWrite {
 /// Values in Redis that only accept writes with increasing fencing tokens.
 ///
 /// Each resource is a hash `{prefix}resource:{name}` with the fields `fence` (the
-/// last accepted token) and `value`. One script compares and writes atomically.
+/// last accepted token) and `value`. One script compares and writes atomically:
+/// a write is applied when its fence is **greater than or equal to** the stored
+/// one (equal means the same holder: a retry is safe), rejected when older.
+///
+/// The resource is one key, so it needs no hash tag in a Redis Cluster. Like the
+/// lease keys it must not be evicted: [`connect`](Self::connect) refuses a server
+/// whose `maxmemory-policy` may evict (see [`RedisOptions::allow_eviction`]).
 ///
 /// ```no_run
 /// # async fn demo(guard: warden::LeaseGuard) -> warden::Result<()> {
@@ -54,13 +65,23 @@ pub struct RedisFencedStore {
 }
 
 impl RedisFencedStore {
-    /// Connects to `url` with the default prefix `warden:`.
+    /// Connects to `url` with default [`RedisOptions`]: the prefix
+    /// [`DEFAULT_PREFIX`](crate::backend::DEFAULT_PREFIX) (the one leases use) and a refusal of servers whose
+    /// `maxmemory-policy` may evict keys — an evicted resource would forget its
+    /// last fence and accept a stale holder's write.
     pub async fn connect(url: &str) -> Result<Self> {
-        let conn = RedisConn::connect(url, DEFAULT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT).await?;
-        Ok(Self::with_conn(conn, "warden:"))
+        Self::connect_with(url, RedisOptions::default()).await
     }
 
-    /// Uses an existing connection (e.g. [`RedisBackend::conn`](crate::backend::RedisBackend::conn)).
+    /// Connects to `url` with the prefix, time budgets and eviction policy check
+    /// of `options` (replica acknowledgements do not apply to the store).
+    pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self> {
+        let conn = RedisConn::connect(url, options.timeout, options.connect_timeout).await?;
+        conn.check_eviction_policy(options.allow_eviction).await?;
+        Ok(Self::with_conn(conn, options.prefix))
+    }
+
+    /// Uses an existing connection, as it is (no policy check) (e.g. [`RedisBackend::conn`](crate::backend::RedisBackend::conn)).
     pub fn with_conn(conn: RedisConn, prefix: impl Into<String>) -> Self {
         RedisFencedStore {
             conn,
@@ -73,7 +94,8 @@ impl RedisFencedStore {
         format!("{}resource:{resource}", self.prefix)
     }
 
-    /// Stores `value` if `fence` is greater than the last accepted token.
+    /// Stores `value` if `fence` is not older than the last accepted token (equal
+    /// is the same holder writing again, e.g. a retry after a lost reply).
     pub async fn write(
         &self,
         resource: &str,

@@ -1,14 +1,16 @@
 //! The holder's side of a lease.
 
-use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::monitor;
 use crate::backend::{ExtendReply, LeaseBackend, ReleaseOutcome};
+use crate::clock::Moment;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::token::OwnerToken;
@@ -20,8 +22,9 @@ pub(super) struct Shared {
     pub(super) key: String,
     pub(super) token: OwnerToken,
     pub(super) ttl: Duration,
-    /// Local validity deadline (monotonic), moved forward by each renewal.
-    deadline: Mutex<Instant>,
+    /// Local validity deadline on the backend's clock, moved forward by each
+    /// renewal.
+    deadline: Mutex<Moment>,
     /// Fired when the holder may no longer be alone.
     pub(super) lost: CancellationToken,
     /// Fired when the guard is released or dropped: stops the monitor.
@@ -29,12 +32,53 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub(super) fn deadline(&self) -> Instant {
+    pub(super) fn deadline(&self) -> Moment {
         *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn set_deadline(&self, at: Instant) {
+    pub(super) fn set_deadline(&self, at: Moment) {
         *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    }
+
+    /// Now, on the clock the deadline is on.
+    pub(super) fn now(&self) -> Moment {
+        self.backend.clock().now()
+    }
+
+    /// Whether the lease is lost: the signal fired, or the local deadline has
+    /// passed (then the signal is fired here, so nobody depends on the monitor
+    /// task having run — it may be starved by blocking code on the runtime).
+    /// A guard released on purpose is never reported lost.
+    pub(super) fn check_lost(&self) -> bool {
+        if self.lost.is_cancelled() {
+            return true;
+        }
+        if self.stop.is_cancelled() || self.now() < self.deadline() {
+            return false;
+        }
+        self.mark_lost();
+        true
+    }
+
+    /// Completes once [`check_lost`](Self::check_lost) is true: on the signal,
+    /// or by re-reading the clock at least every [`monitor::SLICE`] (tokio's
+    /// timers stop while the host is suspended; the deadline clock does not).
+    pub(super) async fn until_lost(&self) {
+        loop {
+            if self.stop.is_cancelled() {
+                // Released on purpose: only a signal fired before counts.
+                self.lost.cancelled().await;
+                return;
+            }
+            if self.check_lost() {
+                return;
+            }
+            let left = self.deadline().saturating_duration_since(self.now());
+            tokio::select! {
+                () = self.lost.cancelled() => return,
+                () = tokio::time::sleep(left.min(monitor::SLICE)) => {}
+            }
+        }
     }
 
     /// Marks the lease lost, unless the guard already let go of it on purpose.
@@ -50,7 +94,7 @@ impl Shared {
             ExtendReply::Extended { valid_until } => {
                 self.set_deadline(valid_until);
                 ExtendOutcome::Extended {
-                    valid_for: valid_until.saturating_duration_since(Instant::now()),
+                    valid_for: valid_until.saturating_duration_since(self.now()),
                 }
             }
             ExtendReply::NotHeld => {
@@ -79,19 +123,42 @@ pub enum ExtendOutcome {
 ///
 /// It fires when renewal finds the key gone or taken, or when the local deadline
 /// passes without a confirmed renewal — so the holder hears about it before the
-/// store expires the key (by the drift margin, at least).
+/// store expires the key (by the drift margin, at least). The deadline is
+/// checked by whoever asks, not only by the guard's background task: once it has
+/// passed, [`is_lost`](Self::is_lost) is true even if that task never ran.
 #[derive(Debug, Clone)]
-pub struct LostSignal(CancellationToken);
+pub struct LostSignal {
+    lost: CancellationToken,
+    shared: Weak<Shared>,
+}
 
 impl LostSignal {
-    /// Whether the lease is known or presumed lost.
+    /// Whether the lease is known or presumed lost (the local deadline passed).
     pub fn is_lost(&self) -> bool {
-        self.0.is_cancelled()
+        match self.shared.upgrade() {
+            Some(shared) => shared.check_lost(),
+            None => self.lost.is_cancelled(),
+        }
     }
 
-    /// Completes when the lease is lost.
+    /// Completes when the lease is lost, at the latest shortly after the local
+    /// deadline (the clock is re-read at least every 100 ms, so a resume from
+    /// suspend is noticed promptly).
     pub async fn wait(&self) {
-        self.0.cancelled().await;
+        match self.shared.upgrade() {
+            Some(shared) => {
+                // Stop waiting on the deadline once the guard is gone (released
+                // or dropped): then only an already fired signal completes this.
+                let stop = shared.stop.clone();
+                tokio::select! {
+                    () = shared.until_lost() => return,
+                    () = stop.cancelled() => {}
+                }
+                drop(shared);
+                self.lost.cancelled().await;
+            }
+            None => self.lost.cancelled().await,
+        }
     }
 }
 
@@ -135,7 +202,7 @@ impl LeaseGuard {
         token: OwnerToken,
         ttl: Duration,
         fence: Fence,
-        valid_until: Instant,
+        valid_until: Moment,
         renew_every: Option<Duration>,
     ) -> Self {
         let shared = Arc::new(Shared {
@@ -179,32 +246,47 @@ impl LeaseGuard {
         }
         self.shared
             .deadline()
-            .saturating_duration_since(Instant::now())
+            .saturating_duration_since(self.shared.now())
     }
 
-    /// Whether the lease is known or presumed lost.
+    /// Whether the lease is known or presumed lost: the lost signal fired, or
+    /// the local deadline has passed (checked here, on the deadline clock, so it
+    /// holds even when the guard's background task could not run).
     pub fn is_lost(&self) -> bool {
-        self.shared.lost.is_cancelled()
+        self.shared.check_lost()
     }
 
     /// A signal that fires when the lease is lost.
     pub fn lost(&self) -> LostSignal {
-        LostSignal(self.shared.lost.clone())
+        LostSignal {
+            lost: self.shared.lost.clone(),
+            shared: Arc::downgrade(&self.shared),
+        }
     }
 
     /// Runs `work` under the lease: if the lease is lost first, `work` is dropped
     /// (cancelled at its next `.await`) and [`Error::LeaseLost`] is returned.
     ///
+    /// The deadline is checked before every poll of `work`, and a timer races
+    /// it, so `work` is not polled again once the local deadline has passed —
+    /// even when blocking code starved the runtime past it.
+    ///
     /// Cancellation is cooperative: a write already sent to a resource may still
-    /// land. Only a fenced resource rejects it for sure.
+    /// land, and code that blocks inside one poll cannot be interrupted. Only a
+    /// fenced resource rejects a late write for sure.
     pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
-        tokio::select! {
-            biased;
-            () = self.shared.lost.cancelled() => Err(Error::LeaseLost {
-                key: self.shared.key.clone(),
-            }),
-            out = work => Ok(out),
-        }
+        let shared = &*self.shared;
+        let mut work = pin!(work);
+        let mut lost = pin!(shared.until_lost());
+        poll_fn(|cx| {
+            if shared.check_lost() || lost.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(Error::LeaseLost {
+                    key: shared.key.clone(),
+                }));
+            }
+            work.as_mut().poll(cx).map(Ok)
+        })
+        .await
     }
 
     /// Resets the TTL now. Never revives a lease that has expired: then it returns

@@ -4,8 +4,44 @@
 //! [`Lease::acquire_within`] turn it into a [`LeaseGuard`] when the key is free.
 //! The guard knows its fencing token, renews in the background when asked to, and
 //! tells its holder when it may no longer be alone — *before* the store expires the
-//! key, because its local deadline is computed on a monotonic clock from the moment
-//! the request was *sent*, minus a clock-drift margin.
+//! key, because its local deadline is computed from the moment the request was
+//! *sent*, minus a clock-drift margin (1% + 2 ms; hence [`MIN_TTL`]).
+//!
+//! # The local deadline
+//!
+//! - **Checked by whoever asks.** [`LeaseGuard::is_lost`],
+//!   [`LostSignal::is_lost`], [`LeaseGuard::remaining`] and [`LeaseGuard::run`]
+//!   compare the clock with the deadline themselves; they do not depend on the
+//!   guard's background task, which blocking code or a busy single-threaded
+//!   runtime can starve. `run` checks before every poll of its work and races a
+//!   timer, but cannot interrupt code that blocks inside one poll.
+//! - **On a clock that counts suspended time.** The store's clock (a Redis
+//!   server elsewhere, or the SQLite store's host clock) runs on while this host
+//!   sleeps, so deadlines are read on [`SystemClock`](crate::clock::SystemClock):
+//!   `CLOCK_BOOTTIME` on Linux, `CLOCK_MONOTONIC` on macOS (which counts sleep
+//!   there, unlike `std::time::Instant`); other Unix systems use
+//!   `CLOCK_MONOTONIC`, whose behaviour across suspend depends on the OS. The
+//!   SQLite store expires leases on the same clock. tokio's timers stop during a
+//!   suspend, so the guard's task and [`LostSignal::wait`] re-read the clock at
+//!   least every 100 ms: after a resume past the deadline, the signal fires within
+//!   about that long, and every check above says "lost" at once.
+//! - **What the tests show, and what they cannot.** A [`FakeClock`](crate::clock::FakeClock)
+//!   that jumps forward stands in for a suspend in the tests (is_lost,
+//!   remaining, run and the signal all report the loss). A real suspend and
+//!   resume of the test host cannot be run in CI; that the chosen clocks count
+//!   suspended time rests on the OS documentation (`clock_gettime(2)` on Linux,
+//!   `mach_continuous_time` behind `CLOCK_MONOTONIC` on macOS).
+//!
+//! # Waiting and failures
+//!
+//! [`Lease::acquire_within`] retries [transient](Error::is_transient) backend
+//! errors with backoff until its budget is spent; permanent ones end it at once.
+//! An attempt abandoned by its caller (dropped by a `timeout` or `select!`) or
+//! failed after its request may have been applied undoes its grant with its own
+//! owner token when the answer arrives, so no grant is left without a guard
+//! until its TTL. An attempt whose fate is unknown (timed out, connection
+//! broken) is undone repeatedly for up to a minute; a server frozen for longer
+//! than that which then applies the request leaves the grant to its TTL.
 //!
 //! # What a lease does not guarantee
 //!
@@ -16,6 +52,7 @@
 //! write. Pass [`LeaseGuard::fence`] to the protected resource and let it refuse
 //! stale tokens (see [`fence`](crate::fence)).
 
+mod attempt;
 mod guard;
 mod monitor;
 
@@ -27,7 +64,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::backend::{AcquireReply, LeaseBackend, ReleaseWatch};
+use crate::backend::{AcquireReply, LeaseBackend, ReleaseWatch, drift};
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::token::OwnerToken;
@@ -39,14 +76,29 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// and they would outlive any realistic process anyway.
 pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// The shortest TTL warden accepts: the store counts in milliseconds.
-pub const MIN_TTL: Duration = Duration::from_millis(1);
+/// The shortest TTL warden accepts.
+///
+/// The holder's local validity is the TTL minus the clock-drift margin (1% +
+/// 2 ms, see [`drift`]) minus the round trip of the
+/// acquire request. A TTL of 10 ms leaves 7.9 ms before the round trip; a
+/// shorter one would hand out a guard that is lost (or nearly so) the moment it
+/// exists, so it is refused with [`Error::InvalidArgument`] naming `ttl`. The
+/// round trip is only known at run time: it is subtracted from the deadline
+/// then, and a guard whose round trip ate its validity reports itself lost.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
 
 /// First retry delay when polling a contended lease.
 const MIN_BACKOFF: Duration = Duration::from_millis(5);
 
 /// Longest retry delay when polling a contended lease.
 const MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+/// First retry delay after a transient backend error while waiting.
+const MIN_ERROR_BACKOFF: Duration = Duration::from_millis(20);
+
+/// Longest retry delay after transient backend errors while waiting: a
+/// restarted server is noticed within about this long.
+const MAX_ERROR_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Longest wait for a pushed release notification before trying again anyway
 /// (a notification can be lost while the subscriber reconnects).
@@ -136,7 +188,9 @@ impl Lease {
     }
 
     /// Turns automatic renewal on with the given interval, which must be shorter
-    /// than the TTL.
+    /// than the TTL minus the drift margin (the validity the holder counts on);
+    /// a longer interval would report the lease lost before its first renewal,
+    /// so acquiring fails with [`Error::InvalidArgument`].
     pub fn renew_every(mut self, interval: Duration) -> Self {
         self.renew_every = Some(interval);
         self
@@ -160,13 +214,54 @@ impl Lease {
     /// without notifications they poll with jittered exponential backoff. A lease
     /// that expires instead of being released is retried when its TTL runs out.
     /// Waiting is not FIFO: all woken waiters race and one wins.
+    ///
+    /// A [transient](Error::is_transient) backend error (a restart, a frozen or
+    /// overloaded server, a failover) does not end the wait: attempts go on with
+    /// jittered backoff (20 ms doubling up to 500 ms) until `max_wait` is spent,
+    /// and only then is the last error returned (a retry still running then is
+    /// abandoned, and undone). Permanent errors (bad input or
+    /// configuration, authentication, data of the wrong type) return at once.
+    /// Every abandoned or failed attempt is undone with its own owner token, so
+    /// retrying never leaves a stray grant behind.
     pub async fn acquire_within(&self, max_wait: Duration) -> Result<TryAcquire> {
         let renew = self.validate()?;
         let deadline = Instant::now() + max_wait.min(MAX_TTL);
         let mut watch: Option<ReleaseWatch> = None;
         let mut backoff = MIN_BACKOFF;
+        let mut error_backoff = MIN_ERROR_BACKOFF;
+        // The last transient error, while the backend keeps failing.
+        let mut failing: Option<Error> = None;
         loop {
-            let outcome = self.attempt(renew).await?;
+            let attempt = match failing.take() {
+                None => self.attempt(renew).await,
+                // A retry after an error ends with the budget: the error is the
+                // answer then. (An attempt cut short is undone by its own task.)
+                Some(last) => match tokio::time::timeout_at(deadline, self.attempt(renew)).await {
+                    Ok(attempt) => attempt,
+                    Err(_elapsed) => return Err(last),
+                },
+            };
+            let outcome = match attempt {
+                Ok(outcome) => {
+                    error_backoff = MIN_ERROR_BACKOFF;
+                    outcome
+                }
+                // A restart, a failover, a frozen server: worth waiting for
+                // while the budget lasts. Everything else ends the wait now.
+                Err(e) if e.is_transient() => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(e);
+                    }
+                    tracing::debug!(key = %self.key, error = %e, "transient error while waiting; retrying");
+                    let pause = rand::rng().random_range(error_backoff / 2..=error_backoff);
+                    error_backoff = (error_backoff * 2).min(MAX_ERROR_BACKOFF);
+                    tokio::time::sleep(pause.min(deadline - now)).await;
+                    failing = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let TryAcquire::Held { ttl_left } = outcome else {
                 return Ok(outcome);
             };
@@ -200,7 +295,10 @@ impl Lease {
         if self.ttl < MIN_TTL {
             return Err(Error::invalid(
                 "ttl",
-                format!("{:?} is below the minimum of 1ms", self.ttl),
+                format!(
+                    "{:?} is below the minimum of {MIN_TTL:?}: the clock-drift margin (1% + 2ms) would leave the holder (almost) no validity",
+                    self.ttl
+                ),
             ));
         }
         if self.ttl > MAX_TTL {
@@ -209,13 +307,14 @@ impl Lease {
                 format!("{:?} is above the maximum of 7 days", self.ttl),
             ));
         }
+        let validity = self.ttl.saturating_sub(drift(self.ttl));
         match self.renew_every {
             None => Ok(None),
             Some(Duration::ZERO) => Ok(Some(self.ttl / 3)),
-            Some(every) if every >= self.ttl => Err(Error::invalid(
+            Some(every) if every >= validity => Err(Error::invalid(
                 "renewal interval",
                 format!(
-                    "{every:?} must be shorter than the ttl {:?}, or the lease expires between renewals",
+                    "{every:?} must be shorter than {validity:?} (the ttl {:?} minus the clock-drift margin), or the lease is reported lost before it is renewed",
                     self.ttl
                 ),
             )),
@@ -225,14 +324,18 @@ impl Lease {
 
     /// One attempt with a fresh owner token. A new token per attempt means a
     /// late clean-up of an earlier attempt (a quorum backend undoing a lost
-    /// vote, a delayed compare-and-delete) can never delete this attempt's grant.
+    /// vote, a delayed compare-and-delete, an abandoned attempt undone by
+    /// [`attempt`]) can never delete this attempt's grant.
     async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
         let token = OwnerToken::generate()?;
-        match self
-            .backend
-            .try_acquire(&self.key, &token, self.ttl)
-            .await?
-        {
+        let reply = attempt::acquire(
+            Arc::clone(&self.backend),
+            self.key.clone(),
+            token.clone(),
+            self.ttl,
+        )
+        .await?;
+        match reply {
             AcquireReply::Acquired { fence, valid_until } => {
                 Ok(TryAcquire::Acquired(LeaseGuard::start(
                     Arc::clone(&self.backend),

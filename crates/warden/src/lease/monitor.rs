@@ -4,13 +4,17 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep_until};
-
 use super::guard::Shared;
 use crate::backend::ExtendReply;
 
 /// After a failed renewal, retry this often (bounded by the interval).
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
+
+/// The longest the monitor (and any wait on the deadline) sleeps before
+/// re-reading the deadline clock. tokio's timers run on a clock that stops
+/// while the host is suspended, the deadline clock does not: after a resume,
+/// a timer set for the deadline would fire as late as the suspend was long.
+pub(super) const SLICE: Duration = Duration::from_millis(100);
 
 /// Spawns the monitor. It holds only a `Weak` reference, so it ends with the
 /// guard; it also ends at once when the guard's stop token fires.
@@ -26,29 +30,38 @@ pub(super) fn spawn(shared: &Arc<Shared>, renew_every: Option<Duration>) {
 }
 
 async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
-    let mut next_renewal = renew_every.map(|every| Instant::now() + every);
+    let Some(mut next_renewal) = weak
+        .upgrade()
+        .map(|s| renew_every.map(|every| s.now() + every))
+    else {
+        return;
+    };
     loop {
-        let Some(deadline) = weak.upgrade().map(|s| s.deadline()) else {
-            return;
-        };
-        let wake = next_renewal.map_or(deadline, |r| r.min(deadline));
-        sleep_until(wake).await;
-
         let Some(shared) = weak.upgrade() else {
             return;
         };
-        let now = Instant::now();
-        if now >= shared.deadline() {
+        let now = shared.now();
+        let deadline = shared.deadline();
+        if now >= deadline {
             tracing::warn!(key = %shared.key, "lease deadline passed without a confirmed renewal");
             shared.mark_lost();
             return;
         }
-        let Some(every) = renew_every else {
-            continue; // deadline moved by a manual extend: sleep again
+        let (Some(every), Some(due)) = (renew_every, next_renewal) else {
+            // No renewal: sleep towards the deadline (a manual extend may move it).
+            drop(shared);
+            tokio::time::sleep(deadline.saturating_duration_since(now).min(SLICE)).await;
+            continue;
         };
+        if now < due {
+            drop(shared);
+            let wake = due.min(deadline);
+            tokio::time::sleep(wake.saturating_duration_since(now).min(SLICE)).await;
+            continue;
+        }
         // Bound the call by the validity left: an answer after the deadline is
         // worthless, and the loop above fires the signal at the deadline.
-        let budget = shared.deadline().saturating_duration_since(now);
+        let budget = deadline.saturating_duration_since(now);
         let reply = tokio::time::timeout(
             budget,
             shared
@@ -68,9 +81,9 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
             }
             Ok(Err(e)) => {
                 tracing::warn!(key = %shared.key, error = %e, "lease renewal failed; retrying until the deadline");
-                next_renewal = Some(Instant::now() + RETRY_AFTER_ERROR.min(every));
+                next_renewal = Some(shared.now() + RETRY_AFTER_ERROR.min(every));
             }
-            Err(_elapsed) => next_renewal = Some(Instant::now()),
+            Err(_elapsed) => next_renewal = Some(shared.now()),
         }
     }
 }

@@ -17,11 +17,18 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 /// Limiter state in this process's memory, for tests, single-instance services
 /// and as a fallback when the shared store is down.
 ///
-/// Memory is bounded: a key whose state has expired (it reads as fresh
-/// anyway) is dropped by periodic sweeps, and when more than
-/// [`max_keys`](Self::max_keys) keys are live, those closest to expiry are
-/// evicted first. Evicting a live key forgets what it consumed, so size the
-/// bound above the number of keys active within one period.
+/// Memory is bounded to [`max_keys`](Self::max_keys) keys, and the bound never
+/// hands out budget: only a key whose state has expired — it reads exactly
+/// like a fresh key, so dropping it forgets nothing — is ever dropped (by
+/// periodic sweeps, and whenever the store is full). A live key is never
+/// evicted, since evicting it would give its owner its whole quota again
+/// (a flood of throwaway keys could reset a victim's login limit). When the
+/// store is full of live keys, a request that would add a key is **refused**:
+/// an ordinary decision with `allowed == false`, `remaining == 0` and
+/// `retry_after` = the time until the first held key is fresh again. Keys
+/// already held, and peeks, are never refused for room. So size the bound
+/// above the number of keys active within one period: past it, new clients
+/// wait (for up to one period) rather than old ones being forgiven.
 ///
 /// Time is tokio's [`Instant`] (monotonic; `tokio::time::pause` works in tests),
 /// offset to start at the wall-clock time of creation so windows line up with
@@ -50,6 +57,10 @@ pub struct LocalLimits {
 struct Map {
     entries: HashMap<String, Entry>,
     ops: u64,
+    /// No entry expires before this (a lower bound, exact after a sweep):
+    /// while the store is full, sweeping earlier would find nothing to drop,
+    /// so refusals of new keys cost no scan of the map.
+    next_expiry: u64,
 }
 
 #[derive(Debug)]
@@ -134,10 +145,25 @@ impl LocalLimits {
             })
             .collect();
         let applied = apply(&slots, now, request.cost, request.mode)?;
+        let added = |map: &Map| {
+            keys.iter()
+                .zip(&applied.writes)
+                .filter(|(key, write)| write.is_some() && !map.entries.contains_key(*key))
+                .count()
+        };
+        if map.entries.len() + added(&map) > self.max_keys {
+            if at >= map.next_expiry {
+                map.sweep(at);
+            }
+            if map.entries.len() + added(&map) > self.max_keys {
+                return Ok(map.full(at, &applied.decisions));
+            }
+        }
         let mut wrote = false;
         for (key, write) in keys.into_iter().zip(applied.writes) {
             if let Some(next) = write {
                 let expires_at = at.saturating_add(micros(next.ttl));
+                map.next_expiry = map.next_expiry.min(expires_at);
                 map.entries.insert(
                     key,
                     Entry {
@@ -150,8 +176,8 @@ impl LocalLimits {
         }
         if wrote {
             map.ops += 1;
-            if map.ops.is_multiple_of(SWEEP_EVERY) || map.entries.len() > self.max_keys {
-                map.evict(at, self.max_keys);
+            if map.ops.is_multiple_of(SWEEP_EVERY) {
+                map.sweep(at);
             }
         }
         Ok(applied.decisions)
@@ -159,24 +185,27 @@ impl LocalLimits {
 }
 
 impl Map {
-    /// Drops expired keys; if still over `max_keys`, drops the keys closest to
-    /// expiry down to 90 % of the bound, so a full map is not swept every write.
-    fn evict(&mut self, now: u64, max_keys: usize) {
+    /// Drops the keys whose state has expired (they read as fresh, so nothing
+    /// is forgotten) and notes when the next one expires.
+    fn sweep(&mut self, now: u64) {
         self.entries.retain(|_, e| e.expires_at > now);
-        if self.entries.len() <= max_keys {
-            return;
-        }
-        let keep = max_keys - max_keys / 10;
-        let mut by_expiry: Vec<(u64, String)> = self
+        self.next_expiry = self
             .entries
+            .values()
+            .map(|e| e.expires_at)
+            .min()
+            .unwrap_or(u64::MAX);
+    }
+
+    /// The refusal of a request that needs a new key while the map is full of
+    /// live ones: no room until the first key is fresh again. Evicting a live
+    /// key instead would hand its owner a fresh quota.
+    fn full(&self, now: u64, fresh: &[Decision]) -> Vec<Decision> {
+        let wait = self.next_expiry.saturating_sub(now).max(1);
+        fresh
             .iter()
-            .map(|(k, e)| (e.expires_at, k.clone()))
-            .collect();
-        let drop = by_expiry.len() - keep;
-        by_expiry.select_nth_unstable(drop.saturating_sub(1));
-        for (_, key) in by_expiry.into_iter().take(drop) {
-            self.entries.remove(&key);
-        }
+            .map(|d| Decision::from_parts(false, d.limit, 0, wait, Some(wait)))
+            .collect()
     }
 }
 

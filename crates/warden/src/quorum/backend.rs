@@ -65,7 +65,9 @@ struct Inner {
 #[derive(Debug, Clone, Copy)]
 struct Holding {
     fence: u64,
-    valid_until: Instant,
+    /// On the clock that counts suspended time, like the guard's deadline: a
+    /// host that slept past it must not take nodes for a lease that expired.
+    valid_until: crate::clock::Moment,
 }
 
 /// One node's answer to [`QuorumBackend::extend`].
@@ -250,7 +252,7 @@ impl QuorumBackend {
             .holdings
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
+        let now = crate::clock::now();
         holdings.retain(|_, h| h.valid_until > now);
         let id = (key.to_string(), token.as_str().to_string());
         match holding {
@@ -572,6 +574,8 @@ impl LeaseBackend for QuorumBackend {
         let quorum = self.inner.quorum;
         let sent = Instant::now();
         let valid_until = self.validity_end(sent, ttl);
+        // The holder's deadline, on the clock that counts suspended time.
+        let valid_at = crate::clock::now() + ttl.saturating_sub(self.inner.options.drift.of(ttl));
         let node_deadline = (sent + self.inner.options.node_timeout).min(valid_until);
 
         // Every node votes in its own task. Unless the lease is won, the votes
@@ -630,7 +634,7 @@ impl LeaseBackend for QuorumBackend {
             }
         }
 
-        if granted >= quorum && Instant::now() < valid_until {
+        if granted >= quorum && crate::clock::now() < valid_at {
             let grants: Vec<(usize, u64)> = ballots
                 .iter()
                 .enumerate()
@@ -643,9 +647,16 @@ impl LeaseBackend for QuorumBackend {
             let settled = self
                 .settle_fence(key, token, &grants, fence, valid_until)
                 .await;
-            if settled && Instant::now() < valid_until {
+            if settled && crate::clock::now() < valid_at {
                 undo.armed = false;
-                self.set_holding(key, token, Some(Holding { fence, valid_until }));
+                self.set_holding(
+                    key,
+                    token,
+                    Some(Holding {
+                        fence,
+                        valid_until: valid_at,
+                    }),
+                );
                 if ballots.iter().any(Option::is_none) {
                     tokio::spawn(
                         self.clone()
@@ -654,7 +665,7 @@ impl LeaseBackend for QuorumBackend {
                 }
                 return Ok(AcquireReply::Acquired {
                     fence: Fence::new(fence),
-                    valid_until,
+                    valid_until: valid_at,
                 });
             }
         }
@@ -725,6 +736,8 @@ impl LeaseBackend for QuorumBackend {
         let quorum = self.inner.quorum;
         let sent = Instant::now();
         let valid_until = self.validity_end(sent, ttl);
+        // The holder's deadline, on the clock that counts suspended time.
+        let valid_at = crate::clock::now() + ttl.saturating_sub(self.inner.options.drift.of(ttl));
         let deadline = (sent + self.inner.options.node_timeout).min(valid_until);
         // A free node is taken only while the lease is still valid by the last
         // confirmed deadline: then a majority holds our token, nobody else can
@@ -733,7 +746,7 @@ impl LeaseBackend for QuorumBackend {
         // with the first of its nodes that freezes). After the deadline a free
         // node may mean the lease expired and changed hands: never revive it.
         let holding = self.holding(key, token);
-        let may_take = holding.is_some_and(|h| sent < h.valid_until);
+        let may_take = holding.is_some_and(|h| crate::clock::now() < h.valid_until);
         let fence = holding.map_or(0, |h| h.fence);
         let replies = {
             let (owned_key, owned_token) = (key.to_string(), token.clone());
@@ -799,14 +812,23 @@ impl LeaseBackend for QuorumBackend {
             Renewal::Extended | Renewal::Taken => NodeOutcome::Granted,
             Renewal::NotOurs => NodeOutcome::NotHeld,
         });
-        if extended > 0 && extended + taken.len() >= quorum && Instant::now() < valid_until {
+        if extended > 0 && extended + taken.len() >= quorum && crate::clock::now() < valid_at {
             if let Some(h) = holding {
-                self.set_holding(key, token, Some(Holding { valid_until, ..h }));
+                self.set_holding(
+                    key,
+                    token,
+                    Some(Holding {
+                        valid_until: valid_at,
+                        ..h
+                    }),
+                );
             }
             if !taken.is_empty() {
                 tracing::debug!(key, taken = taken.len(), "quorum extend took free nodes");
             }
-            return Ok(ExtendReply::Extended { valid_until });
+            return Ok(ExtendReply::Extended {
+                valid_until: valid_at,
+            });
         }
         // No node still held our token, yet a majority was free: the lease
         // expired everywhere (or the nodes lost it). Taking them would revive

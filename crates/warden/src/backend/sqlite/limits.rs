@@ -7,8 +7,9 @@
 //! 00:00 UTC), so limiter time must be wall-clock time — yet it must not jump
 //! when someone sets the clock, and every process must read the same value.
 //! warden reads the wall clock once per boot and stores it as the *origin* of
-//! that boot's monotonic clock (`warden_clock`); limiter time is then origin +
-//! `CLOCK_MONOTONIC`, identical in every process and immune to clock steps until
+//! that boot's store clock (`warden_clock`; `CLOCK_BOOTTIME` on Linux, see the
+//! `clock` module); limiter time is then origin + the store clock, identical in
+//! every process and immune to clock steps until
 //! the next reboot. (The algorithms also treat a clock that goes back, as
 //! across a reboot with a wrong clock, as standing still.)
 
@@ -23,7 +24,7 @@ use crate::limit::{Decision, LimitBackend, LimitRequest, Policy, Slot, State, Ti
 /// of live keys without ever making one request slow.
 const PRUNE_PER_REQUEST: i64 = 32;
 
-/// Limiter time now: this boot's origin plus the monotonic clock.
+/// Limiter time now: this boot's origin plus the store clock.
 fn limiter_now(tx: &Connection, host: &HostTime) -> Result<Timestamp, Fault> {
     let stored: Option<i64> = tx
         .query_row(

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
-use tokio::time::Instant;
 
 use super::{
     AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
@@ -59,10 +58,11 @@ impl SqliteOptions {
 ///   never deleted: releasing or expiring a lease clears its owner, not its
 ///   counter. Commits are synchronous (`synchronous=FULL`), so after a crash or a
 ///   power cut the next fence is still greater than every fence handed out.
-/// - **Expiry on the host's monotonic clock**, which a wall-clock change does not
-///   move; with the boot id stored beside it, a reboot expires every lease. See
-///   the notes on the clock choice in the `clock` module of the source
-///   (`CLOCK_MONOTONIC`, the clock behind `std::time::Instant`).
+/// - **Expiry on the holders' deadline clock** ([`SystemClock`](crate::clock::SystemClock):
+///   `CLOCK_BOOTTIME` on Linux, `CLOCK_MONOTONIC` on macOS), which a wall-clock
+///   change does not move and a suspend does not stop; with the boot id stored
+///   beside it, a reboot expires every lease. See the notes on the clock choice
+///   in the `clock` module of the source.
 /// - **Blocking calls stay off the async runtime**: each operation runs on
 ///   tokio's blocking pool.
 ///
@@ -101,7 +101,10 @@ struct Inner {
     conn: Mutex<Connection>,
     path: PathBuf,
     display: String,
+    /// The boot id rows are stamped with (tagged with the clock on Linux).
     boot: Arc<str>,
+    /// The bare boot id, which rows of older versions carry.
+    bare_boot: Arc<str>,
     busy_timeout: Duration,
 }
 
@@ -139,16 +142,15 @@ struct Row {
 impl Row {
     /// The remaining TTL if the lease is held at `now`, else `None`.
     ///
-    /// A lease is held when it has an owner, was written during this boot, has
+    /// A lease is held when it has an owner, was written during this boot (on
+    /// the store clock, or a legacy row on the clock it was written with), has
     /// not reached its expiry, and its remaining time is at most its TTL — more
     /// than that means the clock went backwards, which only a restarted clock
     /// does.
     fn held_for(&self, now: &HostTime) -> Option<Duration> {
         self.token.as_ref()?;
-        if self.boot.as_deref() != Some(&*now.boot) {
-            return None;
-        }
-        let left = self.expires_at_ms?.checked_sub(now.ms())?;
+        let now_ms = now.ms_for(self.boot.as_deref()?)?;
+        let left = self.expires_at_ms?.checked_sub(now_ms)?;
         if left <= 0 || left > self.ttl_ms? {
             return None;
         }
@@ -163,15 +165,12 @@ impl Row {
 /// One transaction: begin, read the host clock under the lock, run `f`, commit.
 fn attempt<T>(
     conn: &mut Connection,
-    boot: &Arc<str>,
+    inner: &Inner,
     behavior: TransactionBehavior,
     f: &impl Fn(&Connection, &HostTime) -> Result<T, Fault>,
 ) -> Result<T, Fault> {
     let tx = conn.transaction_with_behavior(behavior)?;
-    let now = HostTime {
-        boot: Arc::clone(boot),
-        us: clock::monotonic_us().map_err(Fault::Clock)?,
-    };
+    let now = HostTime::read(&inner.boot, &inner.bare_boot).map_err(Fault::Clock)?;
     let out = f(&tx, &now)?;
     tx.commit()?;
     Ok(out)
@@ -227,6 +226,7 @@ impl SqliteBackend {
                 path,
                 display,
                 boot: clock::boot_id(),
+                bare_boot: clock::bare_boot_id(),
                 busy_timeout,
             }),
         })
@@ -252,7 +252,7 @@ impl SqliteBackend {
             // transaction changed nothing: try again, within the busy timeout.
             let deadline = std::time::Instant::now() + inner.busy_timeout;
             loop {
-                match attempt(&mut conn, &inner.boot, behavior, &f) {
+                match attempt(&mut conn, &inner, behavior, &f) {
                     Err(Fault::Sql(e))
                         if schema::is_busy(&e) && std::time::Instant::now() < deadline =>
                     {
@@ -329,7 +329,7 @@ impl LeaseBackend for SqliteBackend {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<AcquireReply> {
-        let sent = Instant::now();
+        let sent = crate::clock::now();
         let (owned_key, token) = (key.to_string(), token.as_str().to_string());
         let ttl_ms = ttl_ms(ttl);
         let fence = self
@@ -380,7 +380,7 @@ impl LeaseBackend for SqliteBackend {
     }
 
     async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
-        let sent = Instant::now();
+        let sent = crate::clock::now();
         let (owned_key, token) = (key.to_string(), token.clone());
         let ttl_ms = ttl_ms(ttl);
         let extended = self
@@ -393,9 +393,17 @@ impl LeaseBackend for SqliteBackend {
                         Some(row) if row.held_by(&token, now) => {}
                         _ => return Ok(false),
                     }
+                    // Stamps the current boot id too: a legacy row moves to the
+                    // store clock with its new expiry.
                     tx.execute(
-                        "UPDATE warden_leases SET expires_at_ms = ?2, ttl_ms = ?3 WHERE key = ?1",
-                        params![owned_key, now.ms().saturating_add(ttl_ms), ttl_ms],
+                        "UPDATE warden_leases SET expires_at_ms = ?2, ttl_ms = ?3, boot_id = ?4
+                         WHERE key = ?1",
+                        params![
+                            owned_key,
+                            now.ms().saturating_add(ttl_ms),
+                            ttl_ms,
+                            &*now.boot
+                        ],
                     )?;
                     Ok(true)
                 },

@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS warden_leases (
     fence         INTEGER NOT NULL,  -- last fence handed out; never reset
     token         TEXT,              -- owner token; NULL when released
     boot_id       TEXT,              -- boot during which expires_at_ms was read
-    expires_at_ms INTEGER,           -- CLOCK_MONOTONIC milliseconds
+    expires_at_ms INTEGER,           -- store clock milliseconds (see clock.rs)
     ttl_ms        INTEGER            -- the TTL that expires_at_ms was set with
 ) STRICT, WITHOUT ROWID;
 
@@ -41,7 +41,7 @@ CREATE INDEX IF NOT EXISTS warden_limits_expiry ON warden_limits (expires_at_us)
 
 CREATE TABLE IF NOT EXISTS warden_clock (
     boot_id   TEXT PRIMARY KEY NOT NULL,  -- the boot this origin belongs to
-    origin_us INTEGER NOT NULL            -- wall-clock µs at CLOCK_MONOTONIC zero
+    origin_us INTEGER NOT NULL            -- wall-clock µs at store clock zero
 ) STRICT;
 ";
 

@@ -231,3 +231,37 @@ async fn concurrent_first_opens_all_succeed() {
         }
     }
 }
+
+/// A row written by a version that stored `CLOCK_MONOTONIC` expiries (with the
+/// bare boot id) keeps its expiry on that clock, and an extend moves it to the
+/// store clock.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[tokio::test]
+async fn a_legacy_monotonic_row_keeps_its_expiry() {
+    use nix::time::{ClockId, clock_gettime};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    let holder = token();
+    fence_of(backend.try_acquire("k", &holder, LONG).await.unwrap());
+    let mono = clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap();
+    let mono_ms = mono.tv_sec() * 1000 + mono.tv_nsec() / 1_000_000;
+    let conn = Connection::open(&path).unwrap();
+    conn.execute(
+        "UPDATE warden_leases SET boot_id = ?1, expires_at_ms = ?2",
+        rusqlite::params![&*clock::bare_boot_id(), mono_ms + 60_000],
+    )
+    .unwrap();
+    let status = backend.status("k").await.unwrap();
+    let left = status.ttl_left.expect("still held");
+    assert!(left > Duration::from_secs(50) && left <= LONG, "{left:?}");
+    assert!(matches!(
+        backend.extend("k", &holder, LONG).await.unwrap(),
+        ExtendReply::Extended { .. }
+    ));
+    let boot: String = conn
+        .query_row("SELECT boot_id FROM warden_leases", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(boot, &*clock::boot_id());
+    assert!(backend.status("k").await.unwrap().held);
+}

@@ -1,0 +1,166 @@
+//! One acquire request that cleans up after itself.
+//!
+//! A caller may stop waiting for an acquire at any `.await` (a
+//! `tokio::time::timeout`, a `select!`, a dropped task), and a backend may give
+//! up on its own (a response timeout) — while the request is already on its way
+//! and will still be granted. Such a grant has no guard: nobody renews or
+//! releases it, and the key stays taken until its TTL runs out (up to days).
+//!
+//! So the request runs in a task of its own that always sees the answer. When
+//! the caller is gone by then, or the request failed in a way that may still
+//! have been applied, the task releases the key with the attempt's own owner
+//! token — which can only ever delete this attempt's grant, never someone
+//! else's. Nothing blocks in `Drop`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use crate::backend::{AcquireReply, LeaseBackend, ReleaseOutcome};
+use crate::error::{Error, Result};
+use crate::token::OwnerToken;
+
+type Reply = Result<AcquireReply>;
+
+/// Sends one acquire request for `token` and returns its answer; if this future
+/// is dropped before the answer arrives, a grant that arrives later is undone.
+pub(super) async fn acquire(
+    backend: Arc<dyn LeaseBackend>,
+    key: String,
+    token: OwnerToken,
+    ttl: Duration,
+) -> Reply {
+    let (tx, rx) = oneshot::channel::<Reply>();
+    let mut waiting = Waiting {
+        rx,
+        backend: Arc::clone(&backend),
+        key: key.clone(),
+        token: token.clone(),
+        answered: false,
+    };
+    tokio::spawn(async move {
+        let reply = backend.try_acquire(&key, &token, ttl).await;
+        // A failure that may have happened after the store applied the
+        // request (a timeout, a reset connection) may have left a grant. (The
+        // quorum and the replica check undo their own grants.)
+        let maybe_applied = matches!(
+            &reply,
+            Err(Error::Timeout { .. } | Error::Unreachable { .. } | Error::Backend { .. })
+        );
+        let unclaimed = match tx.send(reply) {
+            Ok(()) => false,
+            Err(reply) => matches!(reply, Ok(AcquireReply::Acquired { .. })),
+        };
+        if unclaimed {
+            undo(&*backend, &key, &token).await;
+        } else if maybe_applied {
+            undo_unknown(&*backend, &key, &token, ttl).await;
+        }
+    });
+    let reply = (&mut waiting.rx).await;
+    waiting.answered = true;
+    reply.unwrap_or_else(|_| {
+        Err(Error::Backend {
+            backend: waiting.backend.describe(),
+            op: "acquire",
+            key: waiting.key.clone(),
+            cause: "the acquire task ended without an answer (runtime shutting down?)".into(),
+        })
+    })
+}
+
+async fn undo(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken) {
+    match backend.release(key, token).await {
+        Ok(outcome) => {
+            tracing::debug!(key, ?outcome, "undid an acquire nobody waited for");
+        }
+        Err(e) => {
+            tracing::warn!(key, error = %e, "undoing an abandoned acquire failed; its TTL will free the key");
+        }
+    }
+}
+
+/// Undoes a request whose fate is unknown (it timed out, the connection
+/// broke). The request may still be sitting in a frozen server's socket, on a
+/// connection the client has already replaced — so a release on the new
+/// connection can run *before* the grant. The release is therefore repeated:
+/// while it fails (the server is still away), and a few times after it first
+/// answers "not held", spaced out so that requests queued on other connections
+/// have run by then. Each try is a compare-and-delete with this attempt's own
+/// token, harmless to everyone else. After the TTL there is nothing to undo;
+/// and after [`UNDO_WINDOW`] the task gives up too, so that a waiter retrying
+/// against a store that is down for long does not pile up undo traffic (a
+/// grant applied by a server frozen for longer than that lasts until its TTL).
+async fn undo_unknown(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken, ttl: Duration) {
+    let give_up = tokio::time::Instant::now() + ttl.min(UNDO_WINDOW);
+    let mut pause = UNDO_FIRST_PAUSE;
+    let mut not_held = 0;
+    loop {
+        match backend.release(key, token).await {
+            Ok(ReleaseOutcome::Released) => {
+                tracing::debug!(key, "undid a grant of a failed acquire");
+                return;
+            }
+            Ok(_) => {
+                not_held += 1;
+                if not_held >= UNDO_CONFIRMATIONS {
+                    return;
+                }
+            }
+            Err(e) if !e.is_transient() => {
+                tracing::warn!(key, error = %e, "undoing a failed acquire failed; its TTL will free the key");
+                return;
+            }
+            Err(_) => {}
+        }
+        if tokio::time::Instant::now() + pause >= give_up {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(UNDO_MAX_PAUSE);
+    }
+}
+
+/// First pause between undo tries of a request with an unknown fate.
+const UNDO_FIRST_PAUSE: Duration = Duration::from_millis(100);
+
+/// Longest pause between undo tries.
+const UNDO_MAX_PAUSE: Duration = Duration::from_secs(5);
+
+/// How long a request with an unknown fate is undone at most.
+const UNDO_WINDOW: Duration = Duration::from_secs(60);
+
+/// "Not held" answers after which a request with an unknown fate is taken as
+/// never applied (spread over 100 + 200 ms after the first answer).
+const UNDO_CONFIRMATIONS: u32 = 3;
+
+/// The caller's side: undoes an answer that arrived but was never read.
+struct Waiting {
+    rx: oneshot::Receiver<Reply>,
+    backend: Arc<dyn LeaseBackend>,
+    key: String,
+    token: OwnerToken,
+    answered: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        // After `close`, either the task's send fails (and the task undoes the
+        // grant itself) or the answer is already here and undone below.
+        self.rx.close();
+        if let Ok(Ok(AcquireReply::Acquired { .. })) = self.rx.try_recv()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let (backend, key, token) = (
+                Arc::clone(&self.backend),
+                self.key.clone(),
+                self.token.clone(),
+            );
+            handle.spawn(async move { undo(&*backend, &key, &token).await });
+        }
+    }
+}
