@@ -83,17 +83,30 @@ async fn contend(clients: &[Warden], key: &str) -> (Duration, Duration) {
     (total, gap)
 }
 
-/// Median round time and median longest gap over three rounds, after a warm-up
-/// round (which also lets every client notice a frozen node once).
-async fn contention(urls: &[String], key: &str) -> (Duration, Duration) {
-    let clients: Vec<Warden> = (0..CONTENDERS)
+fn clients(urls: &[String]) -> Vec<Warden> {
+    (0..CONTENDERS)
         .map(|_| Warden::with_backend(QuorumBackend::new(urls, QuorumOptions::default()).unwrap()))
-        .collect();
-    contend(&clients, &format!("{key}-warm-up")).await;
+        .collect()
+}
+
+/// Median round time and median longest gap over three rounds. Long-lived
+/// clients get a warm-up round (which also lets each notice a frozen node
+/// once); `fresh` clients are new handles every round, like one `warden run`
+/// process per job.
+async fn contention(urls: &[String], key: &str, fresh: bool) -> (Duration, Duration) {
+    let long_lived = clients(urls);
+    if !fresh {
+        contend(&long_lived, &format!("{key}-warm-up")).await;
+    }
     let mut totals = Vec::new();
     let mut gaps = Vec::new();
     for round in 0..3 {
-        let (t, g) = contend(&clients, &format!("{key}-{round}")).await;
+        let round_clients = if fresh {
+            clients(urls)
+        } else {
+            long_lived.clone()
+        };
+        let (t, g) = contend(&round_clients, &format!("{key}-{round}")).await;
         totals.push(t);
         gaps.push(g);
     }
@@ -144,10 +157,12 @@ async fn main() {
         "contention: {CONTENDERS} clients x one {JOB:?} job, default node timeout, \
          median of 3 rounds: whole run (longest time the lease sat free)"
     );
-    let (t, g) = contention(&urls[..3], "contended").await;
-    println!("  quorum of 3             {t:>10.2?} ({g:.2?})");
-    servers[2].pause();
-    let (t, g) = contention(&urls[..3], "contended-frozen").await;
-    println!("  3, one frozen           {t:>10.2?} ({g:.2?})");
-    servers[2].resume();
+    for (fresh, what) in [(false, "long-lived"), (true, "fresh")] {
+        let (t, g) = contention(&urls[..3], &format!("contended-{what}"), fresh).await;
+        println!("  3, {what:<10} clients   {t:>10.2?} ({g:.2?})");
+        servers[2].pause();
+        let (t, g) = contention(&urls[..3], &format!("frozen-{what}"), fresh).await;
+        println!("  3, {what:<10}, 1 frozen {t:>10.2?} ({g:.2?})");
+        servers[2].resume();
+    }
 }
