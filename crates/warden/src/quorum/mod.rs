@@ -32,20 +32,26 @@
 //!   `ttl − elapsed − drift > 0`, where elapsed runs on the monotonic clock from
 //!   the moment the requests were sent. The answer is taken as soon as it is
 //!   decided: a slow or frozen node is not waited for once a majority has
-//!   answered either way. When the attempt fails, every node — including those
-//!   that timed out or had not answered yet — is told to undo our vote before
-//!   the call returns (scripts go by `EVAL`, so each node sees requests in the
-//!   order they were made: the undo after the vote; the caller's next attempt
-//!   carries a fresh owner token, so no undo can remove its grant), and the
-//!   caller gets
+//!   answered either way, and a node whose last request timed out (frozen) is
+//!   not waited for on a split vote until it answers again — the attempt fails
+//!   at once and the contenders back off by a random delay. When the attempt
+//!   fails, every node — including those that timed out or had not answered
+//!   yet — is told to undo our vote before the call returns (scripts go by
+//!   `EVAL`, so each node sees requests in the order they were made: the undo
+//!   after the vote; the caller's next attempt carries a fresh owner token, so
+//!   no undo can remove its grant), and the caller gets
 //!   [`Held`](crate::backend::AcquireReply::Held) with a random retry delay as
 //!   `ttl_left` when the vote split, or the other holder's remaining TTL when a
 //!   majority holds the lease. [`Error::QuorumUnavailable`](crate::Error) is
 //!   returned only when fewer than N/2+1 nodes answered at all; it lists every
 //!   node's outcome.
-//! - **Extend** resets the TTL on every node that still holds our token; it
-//!   succeeds with a majority within the validity, and says `NotHeld` once a
-//!   majority no longer holds it (an expired key is never revived).
+//! - **Extend** resets the TTL on every node that still holds our token and,
+//!   while the lease is still valid by its last confirmed deadline, takes every
+//!   node where the key is free (raising that node's fence counter to our
+//!   fence), so a lease won on exactly a majority regains its margin and
+//!   survives one of its nodes freezing. It succeeds with a majority (extended
+//!   and taken, at least one extended) within the validity, and says `NotHeld`
+//!   once a majority no longer holds it (an expired lease is never revived).
 //! - **Release** deletes the key on every node that holds our token.
 //!
 //! # Fencing tokens across holders
