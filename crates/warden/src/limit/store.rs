@@ -64,4 +64,12 @@ pub trait LimitStore: Debug + Send + Sync + 'static {
 
     /// A short description for error messages and logs.
     fn describe(&self) -> String;
+
+    /// Whether the store's counts are shared across processes: `false` for a
+    /// store in this process only (the memory store), where every process
+    /// starts from a full budget. The default is `true`, since a store is
+    /// normally outside the process; an in-process store overrides it.
+    fn is_shared(&self) -> bool {
+        true
+    }
 }

@@ -224,6 +224,10 @@ impl LimitStore for MemoryLimits {
     fn describe(&self) -> String {
         "memory:".to_string()
     }
+
+    fn is_shared(&self) -> bool {
+        false
+    }
 }
 
 // `Limiter::local` lives with the store it creates, so the limit concept needs no
