@@ -297,6 +297,15 @@ mod tests {
     }
 
     #[test]
+    fn wait_is_a_duration_or_inf() {
+        assert_eq!(parse_wait("inf"), Ok(Wait::Forever));
+        assert_eq!(parse_wait("infinity"), Ok(Wait::Forever));
+        assert_eq!(parse_wait("0s"), Ok(Wait::For(Duration::ZERO)));
+        assert_eq!(parse_wait("2m"), Ok(Wait::For(Duration::from_secs(120))));
+        assert!(parse_wait("forever").unwrap_err().contains("or inf"));
+    }
+
+    #[test]
     fn backend_goes_before_or_after_the_subcommand() {
         let before =
             Cli::try_parse_from(["warden", "--backend", "memory:", "status", "--key", "k"])

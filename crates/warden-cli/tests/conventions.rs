@@ -14,6 +14,8 @@ use common::{Sandbox, output, stderr, stdout, wait_for_file};
 /// lease until `release` exists; returns once it holds the lease.
 fn hold(sandbox: &Sandbox, key: &str, release: &std::path::Path) -> common::Running {
     let marker = sandbox.path(&format!("{key}.held"));
+    // A marker left by an earlier holder would say "held" too early.
+    let _ = std::fs::remove_file(&marker);
     let script = format!(
         "echo $$ > {m}; while [ ! -e {r} ]; do sleep 0.02; done",
         m = marker.display(),
@@ -85,8 +87,10 @@ fn wait_inf_waits_until_the_lease_is_free() {
             .spawn()
             .unwrap();
         let mut waiter = common::Running(waiter);
-        // It is still waiting, not given up, while the lease is held.
-        std::thread::sleep(Duration::from_millis(300));
+        // Still waiting, past the default wait of 10 s for `inf` (a shorter
+        // look for the synonym), while the lease is held.
+        let look = if forever == "inf" { 11_000 } else { 300 };
+        std::thread::sleep(Duration::from_millis(look));
         assert!(waiter.0.try_wait().unwrap().is_none(), "{forever}: gave up");
         std::fs::write(&release, "").unwrap();
         assert_eq!(holder.wait(Duration::from_secs(10)).code(), Some(0));
