@@ -132,7 +132,7 @@ impl LimitStore for RedisLimits {
             backend: self.conn.display().to_string(),
             op: "limit",
             key: first.clone(),
-            cause: detail,
+            cause: detail.into(),
         };
         if raw.len() != keys.len() {
             return Err(malformed(format!(
