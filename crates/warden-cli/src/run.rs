@@ -74,7 +74,7 @@ pub fn timing(args: &RunArgs) -> Result<Duration, Failure> {
     let renewal = ttl / 3;
     // The library refuses a TTL below its MIN_TTL too; this says why in terms
     // of `warden run`, whose renewals and SIGTERM need the room.
-    if ttl < warden::lease::MIN_TTL || warden::backend::drift(ttl) > ttl / 4 {
+    if ttl < warden::lease::MIN_TTL || warden::lease::drift(ttl) > ttl / 4 {
         return Err(Failure::usage(format!(
             "--ttl {} is too short: the clock-drift margin (1% + 2 ms) would take more than \
              a quarter of it, leaving no time to renew the lease; use at least {}",

@@ -306,10 +306,11 @@ async fn works_as_an_axum_layer() {
 
 #[tokio::test]
 async fn a_full_in_process_store_answers_a_new_client_429_and_keeps_the_others() {
-    use warden::limit::{Algorithm, Limiter, LocalLimits, Quota};
+    use warden::limit::{Algorithm, Limiter, Quota};
+    use warden::memory::MemoryLimits;
     // Room for two keys: a third client is refused (never let in by
     // forgetting what another client spent), the first two keep their state.
-    let store = LocalLimits::new().max_keys(2);
+    let store = MemoryLimits::new().max_keys(2);
     let per_hour = Quota::per_hour(std::num::NonZeroU32::new(5).unwrap());
     let limiter = Limiter::new(store, per_hour, Algorithm::SlidingLog);
     let mut svc = service(RateLimitLayer::new(limiter, PeerIp));

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::backend::DEFAULT_PREFIX;
+use crate::redis::DEFAULT_PREFIX;
 
 /// Default time budget of one node's answer: short, so that a slow node costs an
 /// acquire little (Redlock advises a timeout much smaller than the TTL).
@@ -38,7 +38,7 @@ impl DriftMargin {
     }
 }
 
-/// Settings of a [`QuorumBackend`](super::QuorumBackend).
+/// Settings of a [`QuorumStore`](super::QuorumStore).
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct QuorumOptions {

@@ -14,7 +14,8 @@
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use warden::fence::{FencedWrite, RedisFencedStore};
+use warden::fence::FencedWrite;
+use warden::redis::RedisFencedStore;
 use warden::{Fence, Warden};
 
 /// The lease TTL of the scenario.

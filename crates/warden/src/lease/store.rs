@@ -1,33 +1,25 @@
-//! Storage backends for leases.
+//! The lease store trait: what a store must provide so the [`Lease`](crate::Lease)
+//! API can build guards, waiting, watchdog renewal and the lost-lease signal on
+//! it — the same behaviour on every store.
 //!
-//! A backend stores lease keys with an owner token and a TTL and keeps a fence
-//! counter per key. The [`Lease`](crate::Lease) API turns these primitives into
-//! guards, waiting, watchdog renewal and the lost-lease signal, so every backend
-//! gets the same behaviour.
+//! A store keeps lease keys with an owner token and a TTL, and a fence counter per
+//! key. The implementations live in one folder each:
 //!
-//! - [`MemoryBackend`]: in-process, for unit tests and single-process programs.
-//! - [`RedisBackend`]: one Redis master, one round trip per operation; optionally
-//!   waiting for replica acknowledgements ([`RedisOptions::require_replicas`]).
-//! - [`QuorumBackend`](crate::quorum::QuorumBackend): N independent Redis masters
+//! - [`MemoryStore`](crate::memory::MemoryStore): in-process, for unit tests and
+//!   single-process programs.
+//! - [`RedisStore`](crate::redis::RedisStore): one Redis master, one round trip per
+//!   operation; optionally waiting for replica acknowledgements.
+//! - [`QuorumStore`](crate::quorum::QuorumStore): N independent Redis masters
 //!   (Redlock) with fencing tokens that stay monotonic across holders.
-//! - [`SqliteBackend`]: a SQLite file shared by the processes of one host; the
-//!   embedded default of the `warden` command line.
-
-mod memory;
-mod redis;
-mod release_watch;
-mod sqlite;
-
-pub use memory::MemoryBackend;
-pub use redis::{DEFAULT_PREFIX, RedisBackend, RedisOptions, ReplicaAcks};
-pub use release_watch::ReleaseWatch;
-pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteBackend, SqliteOptions};
+//! - [`SqliteStore`](crate::sqlite::SqliteStore): a SQLite file shared by the
+//!   processes of one host; the embedded default of the `warden` command line.
 
 use std::fmt::Debug;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::release_watch::ReleaseWatch;
 use crate::clock::{Clock, Moment, SystemClock};
 use crate::error::Result;
 use crate::fence::Fence;
@@ -54,7 +46,7 @@ pub enum AcquireReply {
     Acquired {
         /// The fencing token of this acquisition.
         fence: Fence,
-        /// The reading of the backend's [`clock`](LeaseBackend::clock) until
+        /// The reading of the backend's [`clock`](LeaseStore::clock) until
         /// which the holder may assume it is alone (already shortened by the
         /// clock-drift margin).
         valid_until: Moment,
@@ -72,7 +64,7 @@ pub enum AcquireReply {
 pub enum ExtendReply {
     /// The TTL was reset; the lease is valid until the given instant.
     Extended {
-        /// New validity deadline on the backend's [`clock`](LeaseBackend::clock).
+        /// New validity deadline on the backend's [`clock`](LeaseStore::clock).
         valid_until: Moment,
     },
     /// The key no longer holds our token (expired, deleted or taken over).
@@ -109,7 +101,7 @@ pub struct LeaseStatus {
 /// done it. They must return [`Error`](crate::Error) only for infrastructure
 /// failures and bad stored data, never for an ordinary refusal.
 #[async_trait]
-pub trait LeaseBackend: Debug + Send + Sync + 'static {
+pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Sets `key` to `token` with `ttl` unless it exists; on success increments
     /// the key's fence counter and returns it.
     async fn try_acquire(

@@ -8,7 +8,10 @@
 
 use std::time::Duration;
 
-use crate::quorum::NodeVote;
+mod node;
+
+pub(crate) use node::list_votes;
+pub use node::{NodeOutcome, NodeVote};
 
 /// Error replies of a Redis server that mean "not now" rather than "never":
 /// loading its dataset after a restart, busy with a script, a failover or a
@@ -114,12 +117,12 @@ pub enum Error {
     },
 
     /// Too few nodes of a quorum answered for the operation to be decided (see
-    /// [`QuorumBackend`](crate::quorum::QuorumBackend)). A lease held by another
+    /// [`QuorumStore`](crate::quorum::QuorumStore)). A lease held by another
     /// client on a majority is not this error but an ordinary `Held` outcome.
     #[error(
         "quorum unavailable during {op} on key {key:?}: {needed} of {} nodes needed; {}",
         votes.len(),
-        crate::quorum::list_votes(votes)
+        list_votes(votes)
     )]
     QuorumUnavailable {
         /// The operation, e.g. `"acquire"`.
@@ -133,7 +136,7 @@ pub enum Error {
     },
 
     /// Fewer replicas than required acknowledged a lease write (`WAIT`); after an
-    /// acquire the lease was released again, after an extend it was kept (see [`RedisOptions::require_replicas`](crate::backend::RedisOptions::require_replicas)).
+    /// acquire the lease was released again, after an extend it was kept (see [`RedisOptions::require_replicas`](crate::redis::RedisOptions::require_replicas)).
     #[error(
         "backend {backend}: only {acked} of {needed} required replicas acknowledged {op} on key {key:?} within {waited:?}; {}",
         if *.op == "extend" { "the lease was kept until its last confirmed deadline" } else { "the lease was released" }

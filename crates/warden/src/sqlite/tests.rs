@@ -7,8 +7,8 @@ use rusqlite::Connection;
 use super::*;
 use crate::Warden;
 
-async fn open(path: &Path) -> SqliteBackend {
-    SqliteBackend::open(path, SqliteOptions::default())
+async fn open(path: &Path) -> SqliteStore {
+    SqliteStore::open(path, SqliteOptions::default())
         .await
         .unwrap()
 }
@@ -135,7 +135,7 @@ async fn a_lease_further_away_than_its_ttl_is_expired() {
 }
 
 async fn open_err(path: &Path) -> String {
-    let err = SqliteBackend::open(path, SqliteOptions::default())
+    let err = SqliteStore::open(path, SqliteOptions::default())
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Storage { .. }), "{err:?}");
@@ -220,9 +220,7 @@ async fn concurrent_first_opens_all_succeed() {
         let opens: Vec<_> = (0..12)
             .map(|_| {
                 let path = path.clone();
-                tokio::spawn(
-                    async move { SqliteBackend::open(path, SqliteOptions::default()).await },
-                )
+                tokio::spawn(async move { SqliteStore::open(path, SqliteOptions::default()).await })
             })
             .collect();
         for open in opens {

@@ -10,18 +10,18 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ProtocolVersion, PushInfo, PushKind, Script};
 use tokio::sync::{OnceCell, watch};
 
-use super::{
-    AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
-};
+use super::conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RedisConn};
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::key::hash_tag;
-use crate::redis_conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RedisConn};
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+};
 use crate::token::OwnerToken;
 
-const ACQUIRE_LUA: &str = include_str!("../scripts/lease_acquire.lua");
-const EXTEND_LUA: &str = include_str!("../scripts/lease_extend.lua");
-const RELEASE_LUA: &str = include_str!("../scripts/lease_release.lua");
+const ACQUIRE_LUA: &str = include_str!("scripts/lease_acquire.lua");
+const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
+const RELEASE_LUA: &str = include_str!("scripts/lease_release.lua");
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
@@ -29,7 +29,7 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "warden:";
 
-/// Settings of a [`RedisBackend`].
+/// Settings of a [`RedisStore`].
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct RedisOptions {
@@ -108,8 +108,8 @@ impl RedisOptions {
 
     /// Accepts a server whose `maxmemory-policy` is `allkeys-*` or `volatile-*`.
     ///
-    /// By default [`RedisBackend::connect`] and
-    /// [`RedisFencedStore::connect`](crate::fence::RedisFencedStore::connect) read
+    /// By default [`RedisStore::connect`] and
+    /// [`RedisFencedStore::connect`](crate::redis::RedisFencedStore::connect) read
     /// `CONFIG GET maxmemory-policy` and refuse such a server: when memory runs
     /// full it may evict a lease key (a second holder gets in while the first
     /// still holds it) and the fence counter (fences start over at 1, so a stale
@@ -170,7 +170,7 @@ impl RedisOptions {
 /// The fence counter has no TTL on purpose: if it expired, fences would start over
 /// and a stale holder's token could look new again.
 #[derive(Debug, Clone)]
-pub struct RedisBackend {
+pub struct RedisStore {
     conn: RedisConn,
     prefix: Arc<str>,
     subscriber: Arc<OnceCell<Subscriber>>,
@@ -180,7 +180,7 @@ pub struct RedisBackend {
     inline_scripts: bool,
 }
 
-impl RedisBackend {
+impl RedisStore {
     /// Connects to `url` (`redis://` or `rediss://`) and checks it answers.
     ///
     /// Also reads the server's `maxmemory-policy` and refuses one that may evict
@@ -203,7 +203,7 @@ impl RedisBackend {
     }
 
     fn with_conn(conn: RedisConn, options: RedisOptions) -> Self {
-        RedisBackend {
+        RedisStore {
             conn,
             prefix: options.prefix.into(),
             subscriber: Arc::new(OnceCell::new()),
@@ -257,7 +257,7 @@ impl RedisBackend {
     }
 
     /// The connection, shared with other Redis-based parts of warden.
-    pub fn conn(&self) -> &RedisConn {
+    pub(crate) fn conn(&self) -> &RedisConn {
         &self.conn
     }
 
@@ -267,7 +267,7 @@ impl RedisBackend {
     }
 
     /// The Redis key that holds the lease `key`.
-    /// See the layout table on [`RedisBackend`].
+    /// See the layout table on [`RedisStore`].
     pub fn lease_key(&self, key: &str) -> String {
         format!("{}{{{}}}", self.prefix, hash_tag(key))
     }
@@ -280,7 +280,7 @@ impl RedisBackend {
         format!("{}:released", self.lease_key(key))
     }
 
-    /// Deletes `key` if it holds `token`, like [`release`](LeaseBackend::release),
+    /// Deletes `key` if it holds `token`, like [`release`](LeaseStore::release),
     /// without waking waiters: undoes one node's vote of a quorum acquisition that
     /// failed (waking every waiter there would only make the next vote split too).
     pub(crate) async fn release_quietly(
@@ -405,7 +405,7 @@ fn millis(ttl: Duration) -> u64 {
 }
 
 #[async_trait]
-impl LeaseBackend for RedisBackend {
+impl LeaseStore for RedisStore {
     async fn try_acquire(
         &self,
         key: &str,
@@ -680,8 +680,8 @@ mod tests {
         // Known slots from the Redis Cluster specification.
         assert_eq!(slot("123456789"), 0x31C3);
         assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
-        let backend = RedisBackend::lazy("redis://127.0.0.1:1", RedisOptions::default())
-            .expect("a valid URL");
+        let backend =
+            RedisStore::lazy("redis://127.0.0.1:1", RedisOptions::default()).expect("a valid URL");
         for key in [
             "}x",
             "}",

@@ -1,4 +1,4 @@
-//! The quorum backend: one [`RedisBackend`] per node, driven concurrently.
+//! The quorum backend: one [`RedisStore`] per node, driven concurrently.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,19 +15,19 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout_at};
 
 use super::options::QuorumOptions;
-use super::vote::{NodeOutcome, NodeVote};
-use crate::backend::{
-    AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, RedisBackend, RedisOptions,
-    ReleaseOutcome, ReleaseWatch,
-};
 use crate::error::{Error, Result};
+use crate::error::{NodeOutcome, NodeVote};
 use crate::fence::Fence;
-use crate::redis_conn::redact;
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
+};
+use crate::redis::redact;
+use crate::redis::{RedisOptions, RedisStore};
 use crate::token::OwnerToken;
 
-const RAISE_FENCE_LUA: &str = include_str!("../scripts/quorum_fence.lua");
+const RAISE_FENCE_LUA: &str = include_str!("../redis/scripts/quorum_fence.lua");
 static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
-const EXTEND_LUA: &str = include_str!("../scripts/quorum_extend.lua");
+const EXTEND_LUA: &str = include_str!("../redis/scripts/quorum_extend.lua");
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 
 /// How often a forwarding task checks whether the merged release watch is still
@@ -37,17 +37,17 @@ const WATCH_POLL: Duration = Duration::from_secs(1);
 /// Leases over N independent Redis masters (Redlock); see the [module
 /// docs](crate::quorum) for the protocol and the fencing argument.
 ///
-/// Each node stores exactly what a [`RedisBackend`] stores (`warden:{key}` with
+/// Each node stores exactly what a [`RedisStore`] stores (`warden:{key}` with
 /// the owner token, `warden:{key}:fence`), so any node can be inspected with
 /// `redis-cli` like a single-node lease. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct QuorumBackend {
+pub struct QuorumStore {
     inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
 struct Inner {
-    nodes: Vec<RedisBackend>,
+    nodes: Vec<RedisStore>,
     names: Vec<String>,
     quorum: usize,
     options: QuorumOptions,
@@ -70,7 +70,7 @@ struct Holding {
     valid_until: crate::clock::Moment,
 }
 
-/// One node's answer to [`QuorumBackend::extend`].
+/// One node's answer to [`QuorumStore::extend`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Renewal {
     /// The key held our token; its TTL was reset.
@@ -84,7 +84,7 @@ enum Renewal {
 /// Undoes an acquisition attempt on every node when dropped armed: a caller
 /// dropped in the middle of an attempt leaves no key behind.
 struct UndoOnDrop<'a> {
-    backend: &'a QuorumBackend,
+    backend: &'a QuorumStore,
     key: &'a str,
     token: &'a OwnerToken,
     armed: bool,
@@ -103,7 +103,7 @@ impl Drop for UndoOnDrop<'_> {
     }
 }
 
-impl QuorumBackend {
+impl QuorumStore {
     /// Prepares a quorum over `urls` without any I/O: nodes that are down now are
     /// simply counted as unavailable until they come back. Fails only on a bad
     /// URL, an empty list, a repeated node or zero timeouts.
@@ -132,7 +132,7 @@ impl QuorumBackend {
             }
             // EVAL, not EVALSHA: keeps each node's requests in call order (an
             // undo behind its vote, a release ahead of the next acquire).
-            nodes.push(RedisBackend::lazy(url, node_options.clone())?.inline_scripts());
+            nodes.push(RedisStore::lazy(url, node_options.clone())?.inline_scripts());
             names.push(name);
         }
         if nodes.is_empty() {
@@ -143,7 +143,7 @@ impl QuorumBackend {
         }
         let quorum = nodes.len() / 2 + 1;
         let unresponsive = nodes.iter().map(|_| AtomicBool::new(false)).collect();
-        Ok(QuorumBackend {
+        Ok(QuorumStore {
             inner: Arc::new(Inner {
                 nodes,
                 names,
@@ -207,7 +207,7 @@ impl QuorumBackend {
     }
 
     /// The single-node backends, e.g. to inspect one node in a test.
-    pub fn node_backends(&self) -> &[RedisBackend] {
+    pub fn node_backends(&self) -> &[RedisStore] {
         &self.inner.nodes
     }
 
@@ -317,7 +317,7 @@ impl QuorumBackend {
     ) -> Vec<Option<Result<T>>>
     where
         T: Send + 'static,
-        F: Fn(RedisBackend) -> Fut,
+        F: Fn(RedisStore) -> Fut,
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -563,7 +563,7 @@ enum Ballot {
 }
 
 #[async_trait]
-impl LeaseBackend for QuorumBackend {
+impl LeaseStore for QuorumStore {
     async fn try_acquire(
         &self,
         key: &str,
