@@ -69,7 +69,7 @@ pub mod sqlite;
 mod token;
 mod warden;
 
-pub use crate::error::{Error, Result};
+pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
 pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire};

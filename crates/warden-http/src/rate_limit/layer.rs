@@ -1,4 +1,6 @@
-//! [`RateLimitLayer`]: the middleware's configuration.
+//! [`RateLimitLayer`]: the middleware's configuration, a builder over the
+//! knobs of [`config`](super::config). Wrapping a service freezes them into one
+//! shared [`Settings`] and hands it to [`RateLimit`] (layer → service → future).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -6,40 +8,11 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
+use super::config::{DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
 use super::service::RateLimit;
 use crate::headers::{HeaderStyle, PolicyName, policy_value};
 use crate::key::KeyExtractor;
 use crate::store::RateLimitStore;
-
-/// The longest a request waits for the limiter unless
-/// [`RateLimitLayer::budget`] says otherwise. A Redis round trip on a LAN takes
-/// well under a millisecond; 250 ms means the store is in trouble.
-pub const DEFAULT_BUDGET: Duration = Duration::from_millis(250);
-
-/// What to do when the limiter cannot decide in time (store down, slow, failing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum FailurePolicy {
-    /// Let the request through without rate-limit headers (the default, as in
-    /// Envoy's rate-limit filter): an outage of the limiter does not become an
-    /// outage of the service.
-    #[default]
-    Open,
-    /// Answer `503 Service Unavailable` with a problem body and `Retry-After: 1`:
-    /// for endpoints where an unlimited burst is worse than no answer.
-    Closed,
-}
-
-/// What to do with a request the key extractor finds no key in.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum MissingKey {
-    /// Answer `400 Bad Request` with a problem body (the default).
-    #[default]
-    Reject,
-    /// Count it against this shared bucket (all keyless requests together).
-    Bucket(String),
-}
 
 /// A tower [`Layer`] that rate-limits requests through a [`RateLimitStore`],
 /// one bucket per key.
@@ -167,28 +140,18 @@ impl RateLimitLayer {
     }
 }
 
-/// What every service made by one layer shares.
-pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn RateLimitStore>,
-    pub(crate) key: Arc<dyn KeyExtractor>,
-    pub(crate) style: HeaderStyle,
-    pub(crate) missing: MissingKey,
-    pub(crate) on_failure: FailurePolicy,
-    pub(crate) budget: Duration,
-    pub(crate) cost: u32,
-}
-
 impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
 
     fn layer(&self, inner: S) -> RateLimit<S> {
-        let policy = self.store.policy().map(|p| policy_value(&self.name, p));
-        let shared = Shared {
+        let policy = self.store.policy();
+        let settings = Settings {
             store: Arc::clone(&self.store),
             key: Arc::clone(&self.key),
+            policy,
             style: HeaderStyle {
                 name: self.name.clone(),
-                policy,
+                policy: policy.map(|p| policy_value(&self.name, p)),
                 legacy: self.legacy,
             },
             missing: self.missing.clone(),
@@ -196,6 +159,6 @@ impl<S> Layer<S> for RateLimitLayer {
             budget: self.budget,
             cost: self.cost.get(),
         };
-        RateLimit::new(inner, Arc::new(shared))
+        RateLimit::new(inner, Arc::new(settings))
     }
 }

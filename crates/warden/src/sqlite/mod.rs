@@ -298,7 +298,7 @@ impl SqliteStore {
                     backend,
                     op,
                     key,
-                    cause: e.to_string(),
+                    cause: Box::new(e),
                 },
             },
             Fault::Data(detail) => Error::WrongType {
@@ -309,7 +309,7 @@ impl SqliteStore {
                 backend,
                 op,
                 key,
-                cause,
+                cause: cause.into(),
             },
             Fault::Warden(e) => e,
         }
