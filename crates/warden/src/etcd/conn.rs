@@ -95,11 +95,12 @@ impl EtcdConn {
     }
 }
 
-/// etcd's errors as warden's: transport failures and `Unavailable` (no leader,
-/// leader changed, member stopping) are [`Error::Unreachable`] and so
-/// transient; `DeadlineExceeded` is a [`Error::Timeout`]; the rest (bad
-/// credentials, permission denied, bad request) is a non-transient
-/// [`Error::Backend`].
+/// etcd's errors as warden's: transport failures and the gRPC codes
+/// `Unavailable` (no leader, leader changed, member stopping) and
+/// `DeadlineExceeded` (a proposal that timed out on the server) are
+/// [`Error::Unreachable`], so transient; the rest (bad credentials, permission
+/// denied, bad request) is a non-transient [`Error::Backend`]. The etcd error
+/// stays reachable as the cause's `source()`.
 pub(crate) fn map_error(
     backend: &str,
     op: &'static str,
@@ -107,58 +108,66 @@ pub(crate) fn map_error(
     e: etcd_client::Error,
 ) -> Error {
     use tonic::Code;
-    let unreachable = |cause: String| Error::Unreachable {
-        backend: backend.to_string(),
-        op,
-        key: key.to_string(),
-        cause,
+    let (message, transient) = match &e {
+        etcd_client::Error::TransportError(t) => (chain(t), true),
+        etcd_client::Error::IoError(io) => (io.to_string(), true),
+        etcd_client::Error::GRpcStatus(status) => {
+            let message = if status.message().is_empty() {
+                format!("{:?}", status.code())
+            } else {
+                status.message().to_string()
+            };
+            let transient = matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded);
+            (message, transient)
+        }
+        other => (other.to_string(), false),
     };
-    match e {
-        etcd_client::Error::TransportError(t) => unreachable(transport_cause(&t)),
-        etcd_client::Error::IoError(io) => unreachable(io.to_string()),
-        etcd_client::Error::GRpcStatus(status) => match status.code() {
-            Code::Unavailable => unreachable(status_cause(&status)),
-            Code::DeadlineExceeded => Error::Timeout {
-                backend: backend.to_string(),
-                op,
-                key: key.to_string(),
-                after: Duration::ZERO,
-            },
-            _ => Error::Backend {
-                backend: backend.to_string(),
-                op,
-                key: key.to_string(),
-                cause: status_cause(&status),
-            },
-        },
-        other => Error::Backend {
+    let cause = Box::new(EtcdCause { message, source: e });
+    if transient {
+        Error::Unreachable {
             backend: backend.to_string(),
             op,
             key: key.to_string(),
-            cause: other.to_string(),
-        },
-    }
-}
-
-/// The status message, or its code when empty; a connection refused by every
-/// endpoint surfaces as `Unavailable` with the transport's words.
-fn status_cause(status: &tonic::Status) -> String {
-    let message = status.message();
-    if message.is_empty() {
-        format!("{:?}", status.code())
+            cause,
+        }
     } else {
-        message.to_string()
+        Error::Backend {
+            backend: backend.to_string(),
+            op,
+            key: key.to_string(),
+            cause,
+        }
     }
 }
 
-fn transport_cause(e: &dyn std::error::Error) -> String {
-    // tonic's transport errors say only "transport error": the cause is below.
-    let mut cause = e.to_string();
+/// An etcd client error with a readable message: tonic's transport errors say
+/// only "transport error", and a status prints its metadata.
+#[derive(Debug)]
+struct EtcdCause {
+    message: String,
+    source: etcd_client::Error,
+}
+
+impl std::fmt::Display for EtcdCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for EtcdCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// An error and its sources on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        cause.push_str(": ");
-        cause.push_str(&s.to_string());
+        text.push_str(": ");
+        text.push_str(&s.to_string());
         source = s.source();
     }
-    cause
+    text
 }
