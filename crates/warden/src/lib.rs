@@ -57,6 +57,8 @@
 pub mod clock;
 mod duration;
 pub mod error;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod fence;
 mod key;
 pub mod lease;
