@@ -7,7 +7,8 @@ use rand::Rng;
 use redis::Script;
 
 use super::conn::RedisConn;
-use super::lease::{RedisOptions, RedisStore};
+use super::lease::RedisStore;
+use super::options::RedisOptions;
 use crate::error::{Error, Result};
 use crate::limit::{Decision, LimitRequest, LimitStore, Mode, Timestamp};
 
