@@ -1,6 +1,6 @@
 //! # warden-http — rate limits for tower and axum
 //!
-//! [`RateLimitLayer`] puts any [`RateLimitStore`] — warden's `Limiter` on Redis,
+//! [`RateLimitLayer`] puts any [`RateLimiter`] — warden's `Limiter` on Redis,
 //! SQLite or in-process memory, or your own — in front of a tower service or an
 //! axum router:
 //!
@@ -50,9 +50,9 @@
 
 pub mod headers;
 pub mod key;
+pub mod limiter;
 mod problem;
 pub mod rate_limit;
-pub mod store;
 mod warden_limiter;
 
 pub use headers::{InvalidPolicyName, PolicyName};
@@ -60,9 +60,9 @@ pub use key::{
     ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, KeyExtractor, PeerAddr, PeerIp, RequestHead,
     TrustedProxies,
 };
+pub use limiter::{BoxFuture, Decision, LimiterError, QuotaPolicy, RateLimiter};
 pub use problem::{PROBLEM_JSON, problem};
 pub use rate_limit::{
     DEFAULT_BUDGET, FailurePolicy, MissingKey, RateLimit, RateLimitBody, RateLimitLayer,
     ResponseFuture,
 };
-pub use store::{BoxFuture, QuotaPolicy, RateLimitStore, StoreError, Verdict};
