@@ -21,6 +21,12 @@
 //!
 //! See `docs/http.md` for what the middleware does not guarantee.
 //!
+//! The crate's shape: [`rate_limit`] is the middleware in tower's layout (layer,
+//! service, future, and the pure decision-to-response functions); [`key`] holds
+//! one extractor per file; [`limiter`] is the question the middleware asks
+//! ([`RateLimiter`]) and its answer (warden's [`Decision`]); [`headers`] and
+//! [`problem`] format what goes on the wire.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::{net::SocketAddr, num::NonZeroU32, time::Duration};
