@@ -353,9 +353,18 @@ impl EtcdCluster {
         }
     }
 
-    /// SIGSTOP member `i`: it freezes, its sockets stay open.
+    /// SIGSTOP member `i`: it freezes, its sockets stay open. Returns once
+    /// every thread of it has stopped (read from `/proc` where there is one):
+    /// a signal takes effect asynchronously, and a member still running for a
+    /// few milliseconds could commit what a test expects it to refuse.
     pub fn pause(&self, i: usize) {
-        self.members[i].signal(Signal::SIGSTOP);
+        let member = &self.members[i];
+        member.signal(Signal::SIGSTOP);
+        let Some(pid) = member.pid() else { return };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !all_threads_stopped(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// SIGCONT member `i` after [`pause`](Self::pause).
@@ -385,6 +394,22 @@ impl Drop for EtcdCluster {
             m.kill();
         }
     }
+}
+
+/// Whether every thread of `pid` is stopped (state `T`); `true` where `/proc`
+/// cannot tell.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).map_or(true, |stat| {
+            // The state follows the command name, which is in parentheses.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+                .is_none_or(|state| state == 'T' || state == 't')
+        })
+    })
 }
 
 /// The last `n` lines of `log`.
