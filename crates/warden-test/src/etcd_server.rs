@@ -241,12 +241,12 @@ impl EtcdCluster {
             let (ic, token) = (cluster.initial_cluster.clone(), cluster.token.clone());
             cluster.members[i].spawn(&ic, &token)?;
         }
-        cluster.wait_healthy(None)?;
+        cluster.wait_healthy_members(None)?;
         Ok(cluster)
     }
 
     /// Waits until every running member (or only `only`) answers healthy.
-    fn wait_healthy(&mut self, only: Option<usize>) -> Result<(), String> {
+    fn wait_healthy_members(&mut self, only: Option<usize>) -> Result<(), String> {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             let mut all = true;
@@ -323,6 +323,17 @@ impl EtcdCluster {
         }
     }
 
+    /// Waits (up to 20 s) until every running member reports healthy (sees a
+    /// leader), e.g. after [`resume`](Self::resume).
+    ///
+    /// # Panics
+    /// When the cluster does not recover in time.
+    pub fn wait_healthy(&mut self) {
+        if let Err(e) = self.wait_healthy_members(None) {
+            panic!("{e}");
+        }
+    }
+
     /// Kills member `i` with SIGKILL and waits for it.
     pub fn kill(&mut self, i: usize) {
         self.members[i].kill();
@@ -341,7 +352,7 @@ impl EtcdCluster {
         loop {
             let started = self.members[i]
                 .spawn(&ic, &token)
-                .and_then(|()| self.wait_healthy(Some(i)));
+                .and_then(|()| self.wait_healthy_members(Some(i)));
             match started {
                 Ok(()) => return,
                 Err(e) if Instant::now() > deadline => panic!("restart etcd member {i}: {e}"),

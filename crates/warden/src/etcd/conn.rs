@@ -215,10 +215,10 @@ fn never_sent(e: &etcd_client::Error) -> bool {
         _ => None,
     };
     while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
+        if s.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
         }
         if s.to_string().contains("tcp connect error") {
             return true;
