@@ -136,19 +136,34 @@ impl Report {
         let tol = self.tolerated();
         let mut v = Vec::new();
         if all.stale_accepted > 0 {
-            v.push(format!("{} stale writes accepted by a fenced resource", all.stale_accepted));
+            v.push(format!(
+                "{} stale writes accepted by a fenced resource",
+                all.stale_accepted
+            ));
         }
         if tol.fence_regressions > 0 {
-            v.push(format!("{} fence regressions under tolerated faults", tol.fence_regressions));
+            v.push(format!(
+                "{} fence regressions under tolerated faults",
+                tol.fence_regressions
+            ));
         }
         if self.orphan_keys > 0 {
-            v.push(format!("{} orphan lease keys after TTL + ε", self.orphan_keys));
+            v.push(format!(
+                "{} orphan lease keys after TTL + ε",
+                self.orphan_keys
+            ));
         }
         if tol.double_grants > 0 {
-            v.push(format!("{} double grants under tolerated faults", tol.double_grants));
+            v.push(format!(
+                "{} double grants under tolerated faults",
+                tol.double_grants
+            ));
         }
         if tol.over_admission > 0 {
-            v.push(format!("{} limiter over-admissions while the store was up", tol.over_admission));
+            v.push(format!(
+                "{} limiter over-admissions while the store was up",
+                tol.over_admission
+            ));
         }
         v
     }
@@ -314,17 +329,15 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                 let per = writes.entry(res.clone()).or_default();
                 if e.kind == Kind::Invoke {
                     in_flight.insert((res.clone(), lease.clone()), per.len());
-                    per.push(
-                        Write {
-                            lease: lease.clone(),
-                            fence: e.fence.unwrap_or(0),
-                            read: e.read.unwrap_or(0),
-                            value: e.value.unwrap_or(0),
-                            t_invoke: e.t,
-                            t_done: u64::MAX,
-                            outcome: Kind::Info,
-                        },
-                    );
+                    per.push(Write {
+                        lease: lease.clone(),
+                        fence: e.fence.unwrap_or(0),
+                        read: e.read.unwrap_or(0),
+                        value: e.value.unwrap_or(0),
+                        t_invoke: e.t,
+                        t_done: u64::MAX,
+                        outcome: Kind::Info,
+                    });
                 } else if let Some(w) = in_flight
                     .remove(&(res.clone(), lease.clone()))
                     .and_then(|i| per.get_mut(i))
@@ -379,7 +392,11 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                     break;
                 }
                 let class = blame(b.start);
-                report.by_class.entry(class.clone()).or_default().double_grants += 1;
+                report
+                    .by_class
+                    .entry(class.clone())
+                    .or_default()
+                    .double_grants += 1;
                 note(
                     &mut report,
                     format!(
@@ -403,7 +420,11 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                     .filter(|s| loses_data(&s.kind) && s.start >= prev.start && s.start <= h.start)
                     .max_by_key(|s| s.start)
                     .map_or_else(|| blame(h.start), |s| s.kind.clone());
-                report.by_class.entry(class.clone()).or_default().fence_regressions += 1;
+                report
+                    .by_class
+                    .entry(class.clone())
+                    .or_default()
+                    .fence_regressions += 1;
                 note(
                     &mut report,
                     format!(
@@ -460,22 +481,25 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                 }
             }
             // Regression: the write it followed (the one that wrote what it read).
-            if fenced {
-                if let Some(preds) = by_value.get(&w.read) {
-                    if let Some(p) = preds.iter().find(|p| {
-                        p.t_invoke < w.t_invoke
-                            && (p.fence > w.fence || (p.fence == w.fence && p.lease != w.lease))
-                    }) {
-                        report.by_class.entry(class.clone()).or_default().fence_regressions += 1;
-                        note(
-                            &mut report,
-                            format!(
-                                "fence regression on {res}: {} (fence {}) followed {} (fence {})",
-                                w.lease, w.fence, p.lease, p.fence
-                            ),
-                        );
-                    }
-                }
+            let regressed = by_value.get(&w.read).filter(|_| fenced).and_then(|preds| {
+                preds.iter().find(|p| {
+                    p.t_invoke < w.t_invoke
+                        && (p.fence > w.fence || (p.fence == w.fence && p.lease != w.lease))
+                })
+            });
+            if let Some(p) = regressed {
+                report
+                    .by_class
+                    .entry(class.clone())
+                    .or_default()
+                    .fence_regressions += 1;
+                note(
+                    &mut report,
+                    format!(
+                        "fence regression on {res}: {} (fence {}) followed {} (fence {})",
+                        w.lease, w.fence, p.lease, p.fence
+                    ),
+                );
             }
         }
         // Lost updates: one value acknowledged to two leases, or above the final value.
@@ -515,11 +539,19 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
             .find(|s| loses_data(&s.kind) && s.start <= last && s.end >= first);
         match lossy {
             Some(s) => {
-                report.by_class.entry(s.kind.clone()).or_default().burst_after_loss += extra;
+                report
+                    .by_class
+                    .entry(s.kind.clone())
+                    .or_default()
+                    .burst_after_loss += extra;
             }
             None => {
                 let class = blame(last);
-                report.by_class.entry(class.clone()).or_default().over_admission += extra;
+                report
+                    .by_class
+                    .entry(class.clone())
+                    .or_default()
+                    .over_admission += extra;
                 note(
                     &mut report,
                     format!("limiter {key} admitted {admitted} > limit {limit} [{class}]"),
@@ -541,9 +573,14 @@ mod tests {
     }
 
     fn write(t: u64, lease: &str, fence: u64, read: u64, kind: Kind) -> Vec<Event> {
-        let mut inv = ev(t, lease, Op::Write, Kind::Invoke).key("k0/redis").held(fence, lease).value(read + 1);
+        let mut inv = ev(t, lease, Op::Write, Kind::Invoke)
+            .key("k0/redis")
+            .held(fence, lease)
+            .value(read + 1);
         inv.read = Some(read);
-        let done = ev(t + 1, lease, Op::Write, kind).key("k0/redis").held(fence, lease);
+        let done = ev(t + 1, lease, Op::Write, kind)
+            .key("k0/redis")
+            .held(fence, lease);
         vec![inv, done]
     }
 
@@ -592,7 +629,9 @@ mod tests {
     fn overlapping_holders_are_a_double_grant_blamed_on_the_fault_in_force() {
         let mut cfg = ev(0, "checker", Op::Config, Kind::Info);
         cfg.value = Some(1000);
-        let mut rel_a = ev(50, "a", Op::Release, Kind::Invoke).key("k0").held(1, "a");
+        let mut rel_a = ev(50, "a", Op::Release, Kind::Invoke)
+            .key("k0")
+            .held(1, "a");
         rel_a.until = Some(40_000_000);
         let h = vec![
             cfg,
@@ -601,7 +640,9 @@ mod tests {
             ev(10, "a", Op::Acquire, Kind::Ok).key("k0").held(1, "a"),
             ev(30, "b", Op::Acquire, Kind::Ok).key("k0").held(2, "b"),
             rel_a,
-            ev(60, "b", Op::Release, Kind::Invoke).key("k0").held(2, "b"),
+            ev(60, "b", Op::Release, Kind::Invoke)
+                .key("k0")
+                .held(2, "b"),
         ];
         let r = check(&h, 0);
         assert_eq!(r.by_class["server-clock-jump"].double_grants, 1);

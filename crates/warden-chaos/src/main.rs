@@ -30,14 +30,21 @@ struct Opts(Vec<String>);
 
 impl Opts {
     fn value(&self, name: &str) -> Option<&str> {
-        self.0.iter().position(|a| a == name).and_then(|i| self.0.get(i + 1)).map(String::as_str)
+        self.0
+            .iter()
+            .position(|a| a == name)
+            .and_then(|i| self.0.get(i + 1))
+            .map(String::as_str)
     }
     fn flag(&self, name: &str) -> bool {
         self.0.iter().any(|a| a == name)
     }
     fn num<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, String> {
         self.value(name)
-            .map(|v| v.parse::<T>().map_err(|_| format!("{name}: not a number: {v}")))
+            .map(|v| {
+                v.parse::<T>()
+                    .map_err(|_| format!("{name}: not a number: {v}"))
+            })
             .transpose()
     }
 }
@@ -60,7 +67,9 @@ fn warden_bin(o: &Opts) -> Option<PathBuf> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = args.first().cloned() else { return usage() };
+    let Some(cmd) = args.first().cloned() else {
+        return usage();
+    };
     let o = Opts(args[1..].to_vec());
     let result = match cmd.as_str() {
         "run" => cmd_run(&o),
@@ -78,12 +87,19 @@ fn main() -> ExitCode {
     }
 }
 
-fn settings(o: &Opts, scenario: Scenario, seed: u64, duration: Duration) -> Result<Settings, String> {
+fn settings(
+    o: &Opts,
+    scenario: Scenario,
+    seed: u64,
+    duration: Duration,
+) -> Result<Settings, String> {
     Ok(Settings {
         scenario,
         seed,
         duration,
-        clients: o.num("--clients")?.unwrap_or(if scenario == Scenario::Sqlite { 3 } else { 4 }),
+        clients: o
+            .num("--clients")?
+            .unwrap_or(if scenario == Scenario::Sqlite { 3 } else { 4 }),
         keys: o.num("--keys")?.unwrap_or(2),
         ttl: Duration::from_millis(o.num("--ttl-ms")?.unwrap_or(1000)),
         fence_check: !o.flag("--no-fence-check"),
@@ -102,7 +118,10 @@ fn cmd_run(o: &Opts) -> Result<ExitCode, String> {
     println!("warden-chaos: scenario {name}, seed {seed}, {secs} s");
     let s = settings(o, scenario, seed, Duration::from_secs(secs))?;
     let r = run(&s)?;
-    println!("{}", serde_json::to_string_pretty(&r.report).map_err(|e| e.to_string())?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&r.report).map_err(|e| e.to_string())?
+    );
     let v = r.report.violations();
     println!("history: {}", r.history.display());
     if v.is_empty() {
@@ -117,8 +136,15 @@ fn cmd_check(o: &Opts) -> Result<ExitCode, String> {
     let path = o.0.first().ok_or("a history file is required")?;
     let (events, bad) = history::read(std::path::Path::new(path)).map_err(|e| e.to_string())?;
     let r = warden_chaos::check::check(&events, bad);
-    println!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
-    Ok(if r.violations().is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+    );
+    Ok(if r.violations().is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn cmd_rmw(o: &Opts) -> Result<ExitCode, String> {
@@ -127,7 +153,9 @@ fn cmd_rmw(o: &Opts) -> Result<ExitCode, String> {
         resource: o.value("--resource").ok_or("--resource")?.to_string(),
         pg: o.value("--pg").map(str::to_string),
         client: o.value("--client").unwrap_or("p").to_string(),
-        lease: o.value("--lease").map_or_else(|| format!("p{}", std::process::id()), str::to_string),
+        lease: o
+            .value("--lease")
+            .map_or_else(|| format!("p{}", std::process::id()), str::to_string),
         hold: Duration::from_millis(o.num("--hold-ms")?.unwrap_or(0)),
         fence_check: !o.flag("--no-fence-check"),
     };
@@ -143,7 +171,10 @@ fn cmd_scorecard(o: &Opts) -> Result<ExitCode, String> {
         .value("--scenarios")
         .map(|list| list.split(',').filter_map(Scenario::from_name).collect());
     let per = Duration::from_secs_f64((minutes * 60.0 / Scenario::ALL.len() as f64).max(5.0));
-    println!("warden-chaos scorecard: seed {seed}, {minutes} min ({} s per scenario)", per.as_secs());
+    println!(
+        "warden-chaos scorecard: seed {seed}, {minutes} min ({} s per scenario)",
+        per.as_secs()
+    );
     let mut rows = Vec::new();
     let mut failed = Vec::new();
     for (i, scenario) in Scenario::ALL.into_iter().enumerate() {
@@ -162,7 +193,11 @@ fn cmd_scorecard(o: &Opts) -> Result<ExitCode, String> {
             r.report.total().faults,
             r.report.ops,
             r.history.display(),
-            if v.is_empty() { String::new() } else { format!(" — VIOLATIONS: {}", v.join("; ")) }
+            if v.is_empty() {
+                String::new()
+            } else {
+                format!(" — VIOLATIONS: {}", v.join("; "))
+            }
         );
         for ex in &r.report.examples {
             println!("   {ex}");
@@ -182,9 +217,12 @@ fn cmd_scorecard(o: &Opts) -> Result<ExitCode, String> {
     let table = render(&date, &redis_version(), &command, &rows);
     println!("{table}");
     let old = std::fs::read_to_string(&doc).unwrap_or_default();
-    std::fs::write(&doc, splice(&old, &table)).map_err(|e| format!("write {}: {e}", doc.display()))?;
+    std::fs::write(&doc, splice(&old, &table))
+        .map_err(|e| format!("write {}: {e}", doc.display()))?;
     println!("written to {}", doc.display());
-    Ok(if failed.is_empty() { ExitCode::SUCCESS } else {
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
         println!("violations in: {}", failed.join(", "));
         ExitCode::from(1)
     })

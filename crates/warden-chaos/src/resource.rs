@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use warden::fence::{FencedWrite, RedisFencedStore};
 use warden::Fence;
+use warden::fence::{FencedWrite, RedisFencedStore};
 
 /// How long one resource operation may take before its outcome is unknown.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -91,7 +91,9 @@ impl Resource {
     /// When Redis cannot be reached.
     pub async fn redis(url: &str, check: bool) -> Result<Self, String> {
         if check {
-            let store = RedisFencedStore::connect(url).await.map_err(|e| e.to_string())?;
+            let store = RedisFencedStore::connect(url)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(Resource::RedisFenced(store))
         } else {
             let client = redis::Client::open(url).map_err(|e| e.to_string())?;
@@ -116,7 +118,10 @@ impl Resource {
         client: &'a mut Option<tokio_postgres::Client>,
         url: &str,
     ) -> Result<&'a tokio_postgres::Client, String> {
-        if client.as_ref().is_none_or(tokio_postgres::Client::is_closed) {
+        if client
+            .as_ref()
+            .is_none_or(tokio_postgres::Client::is_closed)
+        {
             let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -133,10 +138,12 @@ impl Resource {
     pub async fn read(&mut self, name: &str) -> Result<u64, String> {
         let fut = async {
             match self {
-                Resource::RedisFenced(s) => Ok(match s.read(name).await.map_err(|e| e.to_string())? {
-                    Some((_, v)) => String::from_utf8_lossy(&v).parse().unwrap_or(0),
-                    None => 0,
-                }),
+                Resource::RedisFenced(s) => {
+                    Ok(match s.read(name).await.map_err(|e| e.to_string())? {
+                        Some((_, v)) => String::from_utf8_lossy(&v).parse().unwrap_or(0),
+                        None => 0,
+                    })
+                }
                 Resource::RedisPlain(c) => {
                     let v: Option<u64> = redis::cmd("HGET")
                         .arg(plain_key(name))
@@ -202,7 +209,11 @@ impl Resource {
                         .execute(sql, &[&name, &to_i64(value), &to_i64(fence)])
                         .await
                         .map_err(|e| e.to_string())?;
-                    Ok(if n == 1 { Outcome::Applied } else { Outcome::Refused })
+                    Ok(if n == 1 {
+                        Outcome::Applied
+                    } else {
+                        Outcome::Refused
+                    })
                 }
             }
         };

@@ -122,7 +122,10 @@ pub fn plan(s: &Settings) -> Plan {
     let clients = s.clients;
     match s.scenario {
         Scenario::Sqlite => {
-            f.push(FaultSpec::new(FaultKind::ClientPause, clients, (ttl + 200 * MS, ttl * 3)).weight(2));
+            f.push(
+                FaultSpec::new(FaultKind::ClientPause, clients, (ttl + 200 * MS, ttl * 3))
+                    .weight(2),
+            );
             f.push(FaultSpec::new(FaultKind::ClientKill, clients, short).weight(2));
             f.push(FaultSpec::new(FaultKind::ClientClockJump, clients, long).weight(2));
         }
@@ -138,9 +141,16 @@ pub fn plan(s: &Settings) -> Plan {
             }
             f.push(FaultSpec::new(FaultKind::ServerPause, nodes, long).weight(2));
             f.push(FaultSpec::new(FaultKind::ServerRestartPersistent, nodes, short).weight(2));
-            f.push(FaultSpec::new(FaultKind::ServerRestartVolatile, nodes, short));
+            f.push(FaultSpec::new(
+                FaultKind::ServerRestartVolatile,
+                nodes,
+                short,
+            ));
             f.push(FaultSpec::new(FaultKind::ServerClockJump, nodes, long));
-            f.push(FaultSpec::new(FaultKind::ClientPause, clients, (ttl + 200 * MS, ttl * 3)).weight(2));
+            f.push(
+                FaultSpec::new(FaultKind::ClientPause, clients, (ttl + 200 * MS, ttl * 3))
+                    .weight(2),
+            );
         }
         Scenario::Replicated => {
             f.push(FaultSpec::new(FaultKind::Latency, 1, long).weight(2));
@@ -155,7 +165,10 @@ pub fn plan(s: &Settings) -> Plan {
             f.push(FaultSpec::new(FaultKind::ServerPause, 1, long).weight(2));
             f.push(FaultSpec::new(FaultKind::ReplicationCut, 1, long).weight(2));
             f.push(FaultSpec::new(FaultKind::Failover, 1, long).weight(2));
-            f.push(FaultSpec::new(FaultKind::ClientPause, clients, (ttl + 200 * MS, ttl * 3)).weight(2));
+            f.push(
+                FaultSpec::new(FaultKind::ClientPause, clients, (ttl + 200 * MS, ttl * 3))
+                    .weight(2),
+            );
         }
     }
     if s.postgres {
@@ -214,7 +227,13 @@ impl Targets {
     fn inject(&mut self, f: &Fault, stop: &AtomicBool) {
         let h = self.history.clone();
         let note = f.kind.name();
-        let start = || h.record(&Event::new("nemesis", Op::Fault, Kind::Info).note(note).value(f.target as u64));
+        let start = || {
+            h.record(
+                &Event::new("nemesis", Op::Fault, Kind::Info)
+                    .note(note)
+                    .value(f.target as u64),
+            )
+        };
         let heal = || h.record(&Event::new("nemesis", Op::Heal, Kind::Info).note(note));
         let wait = |d: Duration| sleep_unless(stop, d);
         match f.kind {
@@ -302,7 +321,10 @@ impl Targets {
                 if let Some(sh) = &self.shared {
                     // Tasks freeze themselves at their next write (and record it).
                     if let Some(slot) = sh.freezes.get(f.target) {
-                        slot.store(u64::try_from(f.duration.as_millis()).unwrap_or(0), Ordering::SeqCst);
+                        slot.store(
+                            u64::try_from(f.duration.as_millis()).unwrap_or(0),
+                            Ordering::SeqCst,
+                        );
                     }
                     wait(f.duration);
                 } else if let Some(pid) = self.live_proc(f.target) {
@@ -371,14 +393,16 @@ fn sleep_unless(stop: &AtomicBool, d: Duration) {
 
 /// The version line of `redis-server`.
 pub fn redis_version() -> String {
-    let bin = std::env::var(warden_test::REDIS_SERVER_ENV).unwrap_or_else(|_| "redis-server".into());
+    let bin =
+        std::env::var(warden_test::REDIS_SERVER_ENV).unwrap_or_else(|_| "redis-server".into());
     Command::new(bin)
         .arg("--version")
         .output()
         .ok()
         .and_then(|o| {
             let s = String::from_utf8_lossy(&o.stdout).into_owned();
-            s.split_whitespace().find_map(|w| w.strip_prefix("v=").map(str::to_string))
+            s.split_whitespace()
+                .find_map(|w| w.strip_prefix("v=").map(str::to_string))
         })
         .unwrap_or_else(|| "unknown".into())
 }
@@ -397,7 +421,9 @@ fn rt() -> Result<tokio::runtime::Runtime, String> {
 /// When the set-up fails (a server does not start, the history cannot be written).
 pub fn run(s: &Settings) -> Result<RunResult, String> {
     std::fs::create_dir_all(&s.out_dir).map_err(|e| e.to_string())?;
-    let path = s.out_dir.join(format!("history-{}-{}.jsonl", s.scenario.name(), s.seed));
+    let path = s
+        .out_dir
+        .join(format!("history-{}-{}.jsonl", s.scenario.name(), s.seed));
     let _ = std::fs::remove_file(&path);
     let history = History::append(&path).map_err(|e| e.to_string())?;
     let mut rng = Rng::new(s.seed);
@@ -545,12 +571,16 @@ pub fn run(s: &Settings) -> Result<RunResult, String> {
                         ),
                         Ok(_) => {}
                         Err(e) => history.record(
-                            &Event::new("checker", Op::Orphan, Kind::Info).key(k).note(e.to_string()),
+                            &Event::new("checker", Op::Orphan, Kind::Info)
+                                .key(k)
+                                .note(e.to_string()),
                         ),
                     }
                 }
             }
-            Err(e) => history.record(&Event::new("checker", Op::Orphan, Kind::Info).note(e.to_string())),
+            Err(e) => {
+                history.record(&Event::new("checker", Op::Orphan, Kind::Info).note(e.to_string()))
+            }
         }
         // The final value of every resource.
         let mut res: Vec<(String, Resource)> = Vec::new();
@@ -567,7 +597,11 @@ pub fn run(s: &Settings) -> Result<RunResult, String> {
             for (kind, r) in &mut res {
                 let name = format!("{k}/{kind}");
                 if let Ok(v) = r.read(&name).await {
-                    history.record(&Event::new("checker", Op::Final, Kind::Ok).key(&name).value(v));
+                    history.record(
+                        &Event::new("checker", Op::Final, Kind::Ok)
+                            .key(&name)
+                            .value(v),
+                    );
                 }
             }
         }
@@ -585,7 +619,8 @@ pub fn run(s: &Settings) -> Result<RunResult, String> {
 }
 
 fn tempfile_dir() -> Result<PathBuf, String> {
-    let base = std::env::temp_dir().join(format!("warden-chaos-{}-{}", std::process::id(), now_ns()));
+    let base =
+        std::env::temp_dir().join(format!("warden-chaos-{}-{}", std::process::id(), now_ns()));
     std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
     Ok(base)
 }
@@ -609,7 +644,9 @@ struct ProcCtx {
 }
 
 fn proc_slot(c: &ProcCtx, rng: &mut Rng) {
-    let StoreSpec::Url(url) = &c.store else { return };
+    let StoreSpec::Url(url) = &c.store else {
+        return;
+    };
     let me = format!("s{}", c.slot);
     let mut n = 0u64;
     while !c.stop.load(Ordering::SeqCst) {
@@ -619,7 +656,12 @@ fn proc_slot(c: &ProcCtx, rng: &mut Rng) {
         let hold_ms = rng.below(u64::try_from(ttl_ms / 4).unwrap_or(1));
         let mut cmd = Command::new(&c.warden);
         cmd.args(["--backend", url, "run", "--key", &key])
-            .args(["--ttl", &format!("{ttl_ms}ms"), "--wait", &format!("{ttl_ms}ms")])
+            .args([
+                "--ttl",
+                &format!("{ttl_ms}ms"),
+                "--wait",
+                &format!("{ttl_ms}ms"),
+            ])
             .args(["--grace", &format!("{}ms", ttl_ms / 4)])
             .arg("--")
             // The writer must not run on the jumped clock: the history's clock is its own.
@@ -628,7 +670,12 @@ fn proc_slot(c: &ProcCtx, rng: &mut Rng) {
             .args(["rmw", "--history"])
             .arg(&c.history_path)
             .args(["--resource", &c.resource_url, "--client", &me])
-            .args(["--lease", &format!("{me}-{n}"), "--hold-ms", &hold_ms.to_string()]);
+            .args([
+                "--lease",
+                &format!("{me}-{n}"),
+                "--hold-ms",
+                &hold_ms.to_string(),
+            ]);
         if let Some(pg) = &c.pg_url {
             cmd.args(["--pg", pg]);
         }
@@ -638,12 +685,19 @@ fn proc_slot(c: &ProcCtx, rng: &mut Rng) {
         if let Some(clock) = &c.clock {
             clock.apply(&mut cmd);
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        c.history.record(&Event::new(&me, Op::Acquire, Kind::Invoke).key(&key));
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c.history
+            .record(&Event::new(&me, Op::Acquire, Kind::Invoke).key(&key));
         let mut child = match cmd.spawn() {
             Ok(ch) => ch,
             Err(e) => {
-                c.history.record(&Event::new(&me, Op::Acquire, Kind::Info).key(&key).note(e.to_string()));
+                c.history.record(
+                    &Event::new(&me, Op::Acquire, Kind::Info)
+                        .key(&key)
+                        .note(e.to_string()),
+                );
                 std::thread::sleep(Duration::from_millis(200));
                 continue;
             }
@@ -653,11 +707,19 @@ fn proc_slot(c: &ProcCtx, rng: &mut Rng) {
         set_slot(&c.procs, c.slot, None);
         match status.map(|s| s.code()) {
             Ok(Some(0)) => {}
-            Ok(Some(75)) => c.history.record(&Event::new(&me, Op::Acquire, Kind::Fail).key(&key)),
+            Ok(Some(75)) => c
+                .history
+                .record(&Event::new(&me, Op::Acquire, Kind::Fail).key(&key)),
             Ok(code) => c.history.record(
-                &Event::new(&me, Op::Acquire, Kind::Info).key(&key).note(format!("exit {code:?}")),
+                &Event::new(&me, Op::Acquire, Kind::Info)
+                    .key(&key)
+                    .note(format!("exit {code:?}")),
             ),
-            Err(e) => c.history.record(&Event::new(&me, Op::Acquire, Kind::Info).key(&key).note(e.to_string())),
+            Err(e) => c.history.record(
+                &Event::new(&me, Op::Acquire, Kind::Info)
+                    .key(&key)
+                    .note(e.to_string()),
+            ),
         }
     }
 }
@@ -702,7 +764,11 @@ pub fn rmw(a: &RmwArgs) -> Result<(), String> {
     let key = std::env::var("WARDEN_KEY").map_err(|_| "WARDEN_KEY missing")?;
     let me = &a.client;
     let lease = &a.lease;
-    h.record(&Event::new(me, Op::Acquire, Kind::Ok).key(&key).held(fence, lease));
+    h.record(
+        &Event::new(me, Op::Acquire, Kind::Ok)
+            .key(&key)
+            .held(fence, lease),
+    );
     let rt = rt()?;
     rt.block_on(async {
         let mut res: Vec<(String, Resource)> = Vec::new();
@@ -719,10 +785,19 @@ pub fn rmw(a: &RmwArgs) -> Result<(), String> {
         let mut reads = HashMap::new();
         for (kind, r) in &mut res {
             let name = format!("{key}/{kind}");
-            h.record(&Event::new(me, Op::Read, Kind::Invoke).key(&name).held(fence, lease));
+            h.record(
+                &Event::new(me, Op::Read, Kind::Invoke)
+                    .key(&name)
+                    .held(fence, lease),
+            );
             match r.read(&name).await {
                 Ok(v) => {
-                    h.record(&Event::new(me, Op::Read, Kind::Ok).key(&name).held(fence, lease).value(v));
+                    h.record(
+                        &Event::new(me, Op::Read, Kind::Ok)
+                            .key(&name)
+                            .held(fence, lease)
+                            .value(v),
+                    );
                     reads.insert(kind.clone(), v);
                 }
                 Err(e) => h.record(&Event::new(me, Op::Read, Kind::Info).key(&name).note(e)),
@@ -730,9 +805,14 @@ pub fn rmw(a: &RmwArgs) -> Result<(), String> {
         }
         tokio::time::sleep(a.hold).await;
         for (kind, r) in &mut res {
-            let Some(v) = reads.get(kind.as_str()).copied() else { continue };
+            let Some(v) = reads.get(kind.as_str()).copied() else {
+                continue;
+            };
             let name = format!("{key}/{kind}");
-            let mut e = Event::new(me, Op::Write, Kind::Invoke).key(&name).held(fence, lease).value(v + 1);
+            let mut e = Event::new(me, Op::Write, Kind::Invoke)
+                .key(&name)
+                .held(fence, lease)
+                .value(v + 1);
             e.read = Some(v);
             h.record(&e);
             let done = match r.write(&name, fence, v + 1).await {
@@ -743,7 +823,9 @@ pub fn rmw(a: &RmwArgs) -> Result<(), String> {
             h.record(&done.key(&name).held(fence, lease));
         }
     });
-    let mut e = Event::new(me, Op::Release, Kind::Invoke).key(&key).held(fence, lease);
+    let mut e = Event::new(me, Op::Release, Kind::Invoke)
+        .key(&key)
+        .held(fence, lease);
     e.until = Some(e.t);
     h.record(&e);
     Ok(())

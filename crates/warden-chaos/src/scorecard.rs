@@ -30,12 +30,18 @@ fn pct(num: u64, den: u64) -> String {
 pub fn render(date: &str, redis_version: &str, command: &str, rows: &[Row]) -> String {
     let mut s = String::new();
     let total_faults: u64 = rows.iter().map(|r| r.report.total().faults).sum();
-    let _ = writeln!(s, "Run of {date}: `{command}`, redis-server {redis_version}, {total_faults} faults injected.\n");
+    let _ = writeln!(
+        s,
+        "Run of {date}: `{command}`, redis-server {redis_version}, {total_faults} faults injected.\n"
+    );
     let _ = writeln!(
         s,
         "| scenario | seed | min | faults | ops | acquire ok | acquire p50 / p99 | double grants (tolerated / other) | stale writes accepted | fence regressions | lost updates | orphan keys | lost signal p50 / p99 (n) | limiter over-admission | control: stale applied / lost |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for r in rows {
         let rep = &r.report;
         let all = rep.total();
@@ -80,7 +86,10 @@ pub fn render(date: &str, redis_version: &str, command: &str, rows: &[Row]) -> S
             e.burst_after_loss += c.burst_after_loss;
         }
     }
-    let _ = writeln!(s, "\nBy fault class (all scenarios; `none`: no fault in force or just healed):\n");
+    let _ = writeln!(
+        s,
+        "\nBy fault class (all scenarios; `none`: no fault in force or just healed):\n"
+    );
     let _ = writeln!(
         s,
         "| fault | tolerated? | injected | double grants | stale writes accepted | fence regressions | lost updates | limiter over-admission / burst after loss | control: stale applied / lost |"

@@ -31,8 +31,8 @@ impl StoreSpec {
             StoreSpec::Quorum(urls) => Warden::connect_quorum(urls).await,
             StoreSpec::Replicated(url) => {
                 use warden::backend::{RedisBackend, RedisOptions};
-                let options = RedisOptions::default()
-                    .require_replicas(NonZeroU32::MIN, REPLICA_ACK_TIMEOUT);
+                let options =
+                    RedisOptions::default().require_replicas(NonZeroU32::MIN, REPLICA_ACK_TIMEOUT);
                 let backend = RedisBackend::connect(url, options).await?;
                 Ok(Warden::with_backend(backend))
             }

@@ -59,8 +59,14 @@ pub fn resource_names(key: &str, pg: bool) -> Vec<String> {
 
 async fn connect_resources(sh: &Shared) -> Result<Vec<(String, Resource)>, String> {
     let mut v = vec![
-        ("redis".to_string(), Resource::redis(&sh.resource_url, sh.fence_check).await?),
-        ("control".to_string(), Resource::redis(&sh.resource_url, false).await?),
+        (
+            "redis".to_string(),
+            Resource::redis(&sh.resource_url, sh.fence_check).await?,
+        ),
+        (
+            "control".to_string(),
+            Resource::redis(&sh.resource_url, false).await?,
+        ),
     ];
     if let Some(pg) = &sh.pg_url {
         v.push(("pg".to_string(), Resource::postgres(pg, sh.fence_check)));
@@ -71,7 +77,10 @@ async fn connect_resources(sh: &Shared) -> Result<Vec<(String, Resource)>, Strin
 /// Runs client `id` on this thread (its own single-threaded runtime, so that a
 /// freeze stops its lease's renewals too, as a real process pause would).
 pub fn client_thread(id: usize, sh: &Arc<Shared>, mut rng: Rng) {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("warden-chaos: client {id}: runtime: {e}");
@@ -90,8 +99,12 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
         }
         match (sh.store.connect().await, connect_resources(sh).await) {
             (Ok(w), Ok(r)) => break (w, r),
-            (Err(e), _) => h.record(&Event::new(&me, Op::Config, Kind::Info).note(format!("connect: {e}"))),
-            (_, Err(e)) => h.record(&Event::new(&me, Op::Config, Kind::Info).note(format!("resources: {e}"))),
+            (Err(e), _) => {
+                h.record(&Event::new(&me, Op::Config, Kind::Info).note(format!("connect: {e}")))
+            }
+            (_, Err(e)) => {
+                h.record(&Event::new(&me, Op::Config, Kind::Info).note(format!("resources: {e}")))
+            }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
@@ -107,7 +120,8 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
         let key = format!("k{}", rng.below(sh.keys));
         let lease = warden.lease(&key).ttl(sh.ttl).watchdog(true);
         h.record(&Event::new(&me, Op::Acquire, Kind::Invoke).key(&key));
-        let res = tokio::time::timeout(wait + Duration::from_secs(3), lease.acquire_within(wait)).await;
+        let res =
+            tokio::time::timeout(wait + Duration::from_secs(3), lease.acquire_within(wait)).await;
         let guard = match res {
             Ok(Ok(TryAcquire::Acquired(g))) => g,
             Ok(Ok(_)) => {
@@ -115,30 +129,52 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
                 continue;
             }
             Ok(Err(e)) => {
-                h.record(&Event::new(&me, Op::Acquire, Kind::Info).key(&key).note(e.to_string()));
+                h.record(
+                    &Event::new(&me, Op::Acquire, Kind::Info)
+                        .key(&key)
+                        .note(e.to_string()),
+                );
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
             Err(_) => {
-                h.record(&Event::new(&me, Op::Acquire, Kind::Info).key(&key).note("timeout"));
+                h.record(
+                    &Event::new(&me, Op::Acquire, Kind::Info)
+                        .key(&key)
+                        .note("timeout"),
+                );
                 continue;
             }
         };
         n += 1;
         let lease_id = format!("{me}-{n}");
         let fence = guard.fence().get();
-        let deadline = |g: &warden::LeaseGuard| now_ns() + u64::try_from(g.remaining().as_nanos()).unwrap_or(0);
+        let deadline = |g: &warden::LeaseGuard| {
+            now_ns() + u64::try_from(g.remaining().as_nanos()).unwrap_or(0)
+        };
         let mut last_deadline = deadline(&guard);
-        h.record(&Event::new(&me, Op::Acquire, Kind::Ok).key(&key).held(fence, &lease_id));
+        h.record(
+            &Event::new(&me, Op::Acquire, Kind::Ok)
+                .key(&key)
+                .held(fence, &lease_id),
+        );
 
         // The lost signal, timed when it fires.
         let lost_at = Arc::new(AtomicU64::new(0));
         let watcher = {
-            let (sig, lost_at, h, key, lease_id, me) =
-                (guard.lost(), Arc::clone(&lost_at), h.clone(), key.clone(), lease_id.clone(), me.clone());
+            let (sig, lost_at, h, key, lease_id, me) = (
+                guard.lost(),
+                Arc::clone(&lost_at),
+                h.clone(),
+                key.clone(),
+                lease_id.clone(),
+                me.clone(),
+            );
             tokio::spawn(async move {
                 sig.wait().await;
-                let e = Event::new(&me, Op::Lost, Kind::Ok).key(&key).held(fence, &lease_id);
+                let e = Event::new(&me, Op::Lost, Kind::Ok)
+                    .key(&key)
+                    .held(fence, &lease_id);
                 lost_at.store(e.t, Ordering::SeqCst);
                 h.record(&e);
             })
@@ -148,10 +184,19 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
         let mut reads = Vec::new();
         for (i, (kind, r)) in resources.iter_mut().enumerate() {
             let name = format!("{key}/{kind}");
-            h.record(&Event::new(&me, Op::Read, Kind::Invoke).key(&name).held(fence, &lease_id));
+            h.record(
+                &Event::new(&me, Op::Read, Kind::Invoke)
+                    .key(&name)
+                    .held(fence, &lease_id),
+            );
             match r.read(&name).await {
                 Ok(v) => {
-                    h.record(&Event::new(&me, Op::Read, Kind::Ok).key(&name).held(fence, &lease_id).value(v));
+                    h.record(
+                        &Event::new(&me, Op::Read, Kind::Ok)
+                            .key(&name)
+                            .held(fence, &lease_id)
+                            .value(v),
+                    );
                     reads.push((i, name, v));
                 }
                 Err(e) => h.record(&Event::new(&me, Op::Read, Kind::Info).key(&name).note(e)),
@@ -166,22 +211,47 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
             }
             // A freeze between the check and the write, like a GC pause: the
             // whole runtime stops, renewals included.
-            let freeze = sh.freezes.get(id).map_or(0, |f| f.swap(0, Ordering::SeqCst));
+            let freeze = sh
+                .freezes
+                .get(id)
+                .map_or(0, |f| f.swap(0, Ordering::SeqCst));
             if freeze > 0 {
                 frozen = true;
-                h.record(&Event::new(&me, Op::Fault, Kind::Info).note("client-pause").value(id as u64));
+                h.record(
+                    &Event::new(&me, Op::Fault, Kind::Info)
+                        .note("client-pause")
+                        .value(id as u64),
+                );
                 std::thread::sleep(Duration::from_millis(freeze));
                 h.record(&Event::new(&me, Op::Heal, Kind::Info).note("client-pause"));
             }
             for (i, name, v) in reads {
-                let Some((_, r)) = resources.get_mut(i) else { continue };
-                let mut e = Event::new(&me, Op::Write, Kind::Invoke).key(&name).held(fence, &lease_id).value(v + 1);
+                let Some((_, r)) = resources.get_mut(i) else {
+                    continue;
+                };
+                let mut e = Event::new(&me, Op::Write, Kind::Invoke)
+                    .key(&name)
+                    .held(fence, &lease_id)
+                    .value(v + 1);
                 e.read = Some(v);
                 h.record(&e);
                 match r.write(&name, fence, v + 1).await {
-                    Ok(Outcome::Applied) => h.record(&Event::new(&me, Op::Write, Kind::Ok).key(&name).held(fence, &lease_id)),
-                    Ok(Outcome::Refused) => h.record(&Event::new(&me, Op::Write, Kind::Fail).key(&name).held(fence, &lease_id)),
-                    Err(e) => h.record(&Event::new(&me, Op::Write, Kind::Info).key(&name).held(fence, &lease_id).note(e)),
+                    Ok(Outcome::Applied) => h.record(
+                        &Event::new(&me, Op::Write, Kind::Ok)
+                            .key(&name)
+                            .held(fence, &lease_id),
+                    ),
+                    Ok(Outcome::Refused) => h.record(
+                        &Event::new(&me, Op::Write, Kind::Fail)
+                            .key(&name)
+                            .held(fence, &lease_id),
+                    ),
+                    Err(e) => h.record(
+                        &Event::new(&me, Op::Write, Kind::Info)
+                            .key(&name)
+                            .held(fence, &lease_id)
+                            .note(e),
+                    ),
                 }
             }
         }
@@ -201,19 +271,38 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
         } else {
             t_release
         };
-        let mut e = Event::new(&me, Op::Release, Kind::Invoke).key(&key).held(fence, &lease_id);
+        let mut e = Event::new(&me, Op::Release, Kind::Invoke)
+            .key(&key)
+            .held(fence, &lease_id);
         e.until = Some(until);
         h.record(&e);
         match tokio::time::timeout(Duration::from_secs(3), guard.release()).await {
-            Ok(Ok(warden::ReleaseOutcome::Released)) => h.record(&Event::new(&me, Op::Release, Kind::Ok).key(&key).held(fence, &lease_id)),
-            Ok(Ok(_)) => h.record(&Event::new(&me, Op::Release, Kind::Fail).key(&key).held(fence, &lease_id)),
-            Ok(Err(e)) => h.record(&Event::new(&me, Op::Release, Kind::Info).key(&key).note(e.to_string())),
-            Err(_) => h.record(&Event::new(&me, Op::Release, Kind::Info).key(&key).note("timeout")),
+            Ok(Ok(warden::ReleaseOutcome::Released)) => h.record(
+                &Event::new(&me, Op::Release, Kind::Ok)
+                    .key(&key)
+                    .held(fence, &lease_id),
+            ),
+            Ok(Ok(_)) => h.record(
+                &Event::new(&me, Op::Release, Kind::Fail)
+                    .key(&key)
+                    .held(fence, &lease_id),
+            ),
+            Ok(Err(e)) => h.record(
+                &Event::new(&me, Op::Release, Kind::Info)
+                    .key(&key)
+                    .note(e.to_string()),
+            ),
+            Err(_) => h.record(
+                &Event::new(&me, Op::Release, Kind::Info)
+                    .key(&key)
+                    .note("timeout"),
+            ),
         }
         watcher.abort();
 
         if let Some(limiter) = &limiter {
-            let segment = (now_ns() - sh.start_ns) / u64::try_from(LIMIT_SEGMENT.as_nanos()).unwrap_or(1);
+            let segment =
+                (now_ns() - sh.start_ns) / u64::try_from(LIMIT_SEGMENT.as_nanos()).unwrap_or(1);
             let lkey = format!("lim:{segment}");
             h.record(&Event::new(&me, Op::Limit, Kind::Invoke).key(&lkey));
             let d = tokio::time::timeout(Duration::from_secs(2), limiter.check(&lkey)).await;
@@ -222,7 +311,11 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
                 Ok(Ok(_)) => Kind::Fail,
                 _ => Kind::Info,
             };
-            h.record(&Event::new(&me, Op::Limit, kind).key(&lkey).value(u64::from(LIMIT)));
+            h.record(
+                &Event::new(&me, Op::Limit, kind)
+                    .key(&lkey)
+                    .value(u64::from(LIMIT)),
+            );
         }
     }
 }

@@ -19,7 +19,9 @@ fn seed() -> u64 {
 
 /// Each test its own directory: tests run at once, with the same seed.
 fn out_dir(test: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos").join(test)
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("chaos")
+        .join(test)
 }
 
 fn settings(test: &str, seed: u64, secs: u64, only: Vec<FaultKind>) -> Settings {
@@ -80,11 +82,20 @@ fn a_short_seeded_run_accepts_no_stale_write_and_leaves_no_orphan() {
         || all.fence_regressions > 0
         || r.report.orphan_keys > 0;
     keep_if(failed, &r, seed);
-    assert!(!failed, "seed {seed}: {:?}\n{:#?}", r.report.violations(), r.report.examples);
+    assert!(
+        !failed,
+        "seed {seed}: {:?}\n{:#?}",
+        r.report.violations(),
+        r.report.examples
+    );
     // The run did something: faults, grants, applied and refused fenced writes.
     assert!(all.faults >= 15, "seed {seed}: only {} faults", all.faults);
     assert!(r.report.acquired >= 50, "seed {seed}: {:#?}", r.report);
-    assert!(r.report.writes_applied >= 50, "seed {seed}: {:#?}", r.report);
+    assert!(
+        r.report.writes_applied >= 50,
+        "seed {seed}: {:#?}",
+        r.report
+    );
 }
 
 #[test]
@@ -111,6 +122,13 @@ fn the_checker_reports_stale_writes_when_the_fence_is_not_checked() {
     let t = fenced.report.total();
     let failed = t.stale_accepted > 0 || fenced.report.writes_refused == 0;
     keep_if(failed, &fenced, seed);
-    assert_eq!(t.stale_accepted, 0, "seed {seed}: {:#?}", fenced.report.examples);
-    assert!(fenced.report.writes_refused > 0, "seed {seed}: no stale writer was refused");
+    assert_eq!(
+        t.stale_accepted, 0,
+        "seed {seed}: {:#?}",
+        fenced.report.examples
+    );
+    assert!(
+        fenced.report.writes_refused > 0,
+        "seed {seed}: no stale writer was refused"
+    );
 }

@@ -29,7 +29,7 @@ pub fn libfaketime() -> Option<PathBuf> {
 ///
 /// ```no_run
 /// let dir = tempfile::tempdir().unwrap();
-/// let clock = warden_test::FakeClock::new(dir.path()).expect("libfaketime installed");
+/// let mut clock = warden_test::FakeClock::new(dir.path()).expect("libfaketime installed");
 /// let mut cmd = std::process::Command::new("date");
 /// clock.apply(&mut cmd);
 /// clock.jump(3600).unwrap(); // an hour ahead, for every process started with it
