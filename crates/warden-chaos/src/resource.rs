@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use warden::Fence;
-use warden::fence::{FencedWrite, RedisFencedStore};
+use warden::fence::FencedWrite;
+use warden::redis::RedisFencedStore;
 
 /// How long one resource operation may take before its outcome is unknown.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(2);

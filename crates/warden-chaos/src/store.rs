@@ -1,5 +1,5 @@
-//! How clients reach the lease store. The only place that names warden's
-//! store types (their modules are being renamed), so a rename touches one file.
+//! How clients reach the lease store: the only place that names warden's
+//! store types.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -30,10 +30,10 @@ impl StoreSpec {
             StoreSpec::Url(url) => Warden::connect(url).await,
             StoreSpec::Quorum(urls) => Warden::connect_quorum(urls).await,
             StoreSpec::Replicated(url) => {
-                use warden::backend::{RedisBackend, RedisOptions};
+                use warden::redis::{RedisOptions, RedisStore};
                 let options =
                     RedisOptions::default().require_replicas(NonZeroU32::MIN, REPLICA_ACK_TIMEOUT);
-                let backend = RedisBackend::connect(url, options).await?;
+                let backend = RedisStore::connect(url, options).await?;
                 Ok(Warden::with_backend(backend))
             }
         }

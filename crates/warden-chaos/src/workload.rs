@@ -159,12 +159,10 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
                 .held(fence, &lease_id),
         );
 
-        // The lost signal, timed when it fires.
-        let lost_at = Arc::new(AtomicU64::new(0));
+        // The lost signal, timed when it fires (for the detection latency).
         let watcher = {
-            let (sig, lost_at, h, key, lease_id, me) = (
+            let (sig, h, key, lease_id, me) = (
                 guard.lost(),
-                Arc::clone(&lost_at),
                 h.clone(),
                 key.clone(),
                 lease_id.clone(),
@@ -172,11 +170,11 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
             );
             tokio::spawn(async move {
                 sig.wait().await;
-                let e = Event::new(&me, Op::Lost, Kind::Ok)
-                    .key(&key)
-                    .held(fence, &lease_id);
-                lost_at.store(e.t, Ordering::SeqCst);
-                h.record(&e);
+                h.record(
+                    &Event::new(&me, Op::Lost, Kind::Ok)
+                        .key(&key)
+                        .held(fence, &lease_id),
+                );
             })
         };
 
@@ -202,13 +200,21 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
                 Err(e) => h.record(&Event::new(&me, Op::Read, Kind::Info).key(&name).note(e)),
             }
         }
-        let hold = rng.between(Duration::ZERO, sh.hold_max);
-        tokio::time::sleep(hold).await;
-        let mut frozen = false;
-        if !guard.is_lost() {
-            if !guard.remaining().is_zero() {
+        // The random pause, sampling the local deadline (renewals move it) so
+        // the end of this holder's validity is known if the lease is lost.
+        let hold_until = tokio::time::Instant::now() + rng.between(Duration::ZERO, sh.hold_max);
+        loop {
+            if !guard.is_lost() {
                 last_deadline = last_deadline.max(deadline(&guard));
             }
+            let now = tokio::time::Instant::now();
+            if now >= hold_until {
+                break;
+            }
+            tokio::time::sleep((hold_until - now).min(Duration::from_millis(10))).await;
+        }
+        let mut frozen = false;
+        if !guard.is_lost() {
             // A freeze between the check and the write, like a GC pause: the
             // whole runtime stops, renewals included.
             let freeze = sh
@@ -260,16 +266,13 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
             last_deadline = last_deadline.max(deadline(&guard));
         }
         let t_release = now_ns();
-        let lost_t = lost_at.load(Ordering::SeqCst);
-        // Until when this holder believed it held the lease.
-        let until = if frozen {
-            last_deadline.min(t_release)
-        } else if lost_t > 0 {
-            lost_t.min(t_release)
-        } else if !still {
-            last_deadline.min(t_release)
-        } else {
+        // The end of this holder's validity: its release, or — once the lease
+        // is lost — its last local deadline (a frozen holder's too: it wrote
+        // after it, which is what the fence is for).
+        let until = if still && !frozen {
             t_release
+        } else {
+            last_deadline.min(t_release)
         };
         let mut e = Event::new(&me, Op::Release, Kind::Invoke)
             .key(&key)

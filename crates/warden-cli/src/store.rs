@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use warden::Warden;
-use warden::quorum::{QuorumBackend, QuorumOptions};
+use warden::quorum::{QuorumOptions, QuorumStore};
 
 use crate::cli::Global;
 use crate::exit::{Failure, UNAVAILABLE};
@@ -21,7 +21,7 @@ const SCHEMES: [&str; 4] = ["redis://", "rediss://", "sqlite:", "memory:"];
 
 /// Splits a `--backend` / `WARDEN_BACKEND` value into URLs: only at a comma that
 /// starts another URL, never inside a password. The library's
-/// `redis_conn::split_redis_urls` follows the same rule for Redis lists; this
+/// `warden::redis::split_redis_urls` follows the same rule for Redis lists; this
 /// one also cuts before `sqlite:` and `memory:` so that a mixed list is refused
 /// by name rather than read as one odd Redis URL.
 pub fn split_urls(value: &str) -> Vec<&str> {
@@ -81,7 +81,7 @@ pub async fn connect(global: &Global) -> Result<Warden, Failure> {
             // A one-shot process connects cold to every node; Redlock's usual
             // 100 ms per node is too tight for that on a busy host.
             let options = QuorumOptions::default().node_timeout(QUORUM_NODE_TIMEOUT);
-            let backend = QuorumBackend::connect(several, options).await?;
+            let backend = QuorumStore::connect(several, options).await?;
             Ok(Warden::with_backend(backend))
         }
     }

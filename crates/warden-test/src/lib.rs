@@ -9,9 +9,15 @@
 //! `WARDEN_REDIS_SERVER` environment variable. [`PostgresServer`] does the same
 //! for a throwaway PostgreSQL cluster. [`Proxy`] sits between a client and a
 //! server on loopback and delays (with jitter), partitions one way, cuts or
-//! redirects their traffic. [`ReplicatedRedis`] is a master with a replica and
-//! a failover. [`FakeClock`] makes a client process's wall clock jump. [`process`] pauses, resumes and kills process trees; [`nemesis`]
-//! draws a fault schedule from a seed.
+//! redirects their traffic. [`EtcdCluster`] starts real `etcd` members (one, or
+//! a cluster of three) with their own ports and data directories (`etcd` from
+//! `PATH`, or the path in `WARDEN_ETCD`).
+//!
+//! For fault injection: [`ReplicatedRedis`] is a master with a replica and a
+//! failover; [`RedisServer::jump_clock`] is a server clock step as its keys see
+//! it; [`FakeClock`] makes a client process's wall clock jump; [`process`]
+//! pauses, resumes and kills process trees; [`nemesis`] draws a fault
+//! schedule from a seed.
 //!
 //! ```no_run
 //! let server = warden_test::RedisServer::start();
@@ -20,6 +26,7 @@
 //! server.resume(); // SIGCONT
 //! ```
 
+mod etcd_server;
 mod failover;
 mod fake_clock;
 pub mod nemesis;
@@ -28,6 +35,7 @@ pub mod process;
 mod proxy;
 mod redis_server;
 
+pub use etcd_server::{ETCD_ENV, EtcdCluster, EtcdMember};
 pub use failover::ReplicatedRedis;
 pub use fake_clock::{FakeClock, LIBFAKETIME_ENV, libfaketime};
 pub use postgres_server::{PG_BIN_ENV, PostgresServer};

@@ -64,15 +64,39 @@ pub fn resume_tree(pid: u32) {
     signal_tree(pid, Signal::SIGCONT);
 }
 
-/// Kills `pid` and its descendants (SIGKILL), children first collected so none
-/// is orphaned unseen.
+/// Kills `pid` and its descendants (SIGKILL) and waits (up to 5 s) until they
+/// are gone — dead processes hold no socket — so a port they listened on is
+/// closed when this returns.
 pub fn kill_tree(pid: u32) {
-    let kids = descendants(pid);
-    signal_tree(pid, Signal::SIGSTOP);
-    for p in std::iter::once(pid).chain(kids) {
+    // Freeze the tree until it stops growing: a frozen process forks no more,
+    // so the list of processes to kill is then complete.
+    let mut all = vec![pid];
+    for _ in 0..10 {
+        signal_tree(pid, Signal::SIGSTOP);
+        let mut now = vec![pid];
+        now.extend(descendants(pid));
+        if now == all {
+            break;
+        }
+        all = now;
+    }
+    for &p in &all {
         if let Ok(p) = i32::try_from(p) {
             let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
             let _ = kill(Pid::from_raw(p), Signal::SIGCONT);
         }
     }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while all.iter().any(|&p| alive(p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Whether `pid` exists and is not a zombie (a zombie has released its files).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, r)| r.trim().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X')
+    })
 }

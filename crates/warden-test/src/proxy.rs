@@ -326,7 +326,23 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, dir: Direction,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
-        if lock(&shared.partition)[dir_index(dir)] == Some(Partition::Drop) {
+        // A partition set while this read was under way applies to its bytes.
+        let mut dropped = false;
+        loop {
+            match lock(&shared.partition)[dir_index(dir)] {
+                Some(Partition::Drop) => dropped = true,
+                Some(Partition::Stall)
+                    if !shared.stop.load(Ordering::SeqCst)
+                        && !shared.cut.load(Ordering::SeqCst) =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                _ => {}
+            }
+            break;
+        }
+        if dropped {
             continue; // read and lost
         }
         let mut delay = *lock(&shared.delay);

@@ -15,7 +15,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 use warden::Warden;
-use warden::backend::{RedisBackend, RedisOptions};
+use warden::redis::{RedisOptions, RedisStore};
 use warden_test::RedisServer;
 
 const TASKS: usize = 16;
@@ -111,7 +111,7 @@ async fn round_trip(url: &str) -> Duration {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let server = RedisServer::start();
-    let backend = RedisBackend::connect(&server.url(), RedisOptions::default())
+    let backend = RedisStore::connect(&server.url(), RedisOptions::default())
         .await
         .unwrap();
     let warden = Warden::with_backend(backend);

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use warden::Warden;
-use warden::backend::{RedisBackend, RedisOptions};
-use warden::quorum::{QuorumBackend, QuorumOptions};
+use warden::quorum::{QuorumOptions, QuorumStore};
+use warden::redis::{RedisOptions, RedisStore};
 use warden_test::{Proxy, RedisServer};
 
 const ROUNDS: usize = 2000;
@@ -85,7 +85,7 @@ async fn contend(clients: &[Warden], key: &str) -> (Duration, Duration) {
 
 fn clients(urls: &[String]) -> Vec<Warden> {
     (0..CONTENDERS)
-        .map(|_| Warden::with_backend(QuorumBackend::new(urls, QuorumOptions::default()).unwrap()))
+        .map(|_| Warden::with_backend(QuorumStore::new(urls, QuorumOptions::default()).unwrap()))
         .collect()
 }
 
@@ -117,7 +117,7 @@ async fn contention(urls: &[String], key: &str, fresh: bool) -> (Duration, Durat
 
 fn quorum(urls: Vec<String>) -> Warden {
     let options = QuorumOptions::default().node_timeout(Duration::from_millis(500));
-    Warden::with_backend(QuorumBackend::new(urls, options).unwrap())
+    Warden::with_backend(QuorumStore::new(urls, options).unwrap())
 }
 
 #[tokio::main]
@@ -125,7 +125,7 @@ async fn main() {
     let servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     let single = Warden::with_backend(
-        RedisBackend::connect(&urls[0], RedisOptions::default())
+        RedisStore::connect(&urls[0], RedisOptions::default())
             .await
             .unwrap(),
     );

@@ -14,11 +14,11 @@
 //!
 //! None of these clocks step when someone sets the wall clock. The SQLite store
 //! expires leases on exactly this clock too (see
-//! [`SqliteBackend`](crate::backend::SqliteBackend)), so a holder and the store
+//! [`SqliteStore`](crate::sqlite::SqliteStore)), so a holder and the store
 //! agree on every OS.
 //!
 //! Time is injected: a backend tells the lease layer which [`Clock`] its
-//! deadlines are on ([`LeaseBackend::clock`](crate::backend::LeaseBackend::clock)),
+//! deadlines are on ([`LeaseStore::clock`](crate::lease::LeaseStore::clock)),
 //! and [`FakeClock`] lets a test jump forward as a suspend would.
 
 use std::fmt::Debug;

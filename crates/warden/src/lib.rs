@@ -39,34 +39,40 @@
 //! ```
 //!
 //! ## Modules
-//! - [`lease`]: acquire, wait, renew, release; the lost-lease signal.
-//! - [`fence`]: fencing tokens and resource-side checks (Redis script, SQL pattern).
-//! - [`backend`]: the stores behind leases.
+//! - [`lease`]: acquire, wait, renew, release; the lost-lease signal; the
+//!   [`LeaseStore`](lease::LeaseStore) trait every store implements.
+//! - [`fence`]: fencing tokens and what a fenced resource answers.
+//! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
+//!   fixed window), compound policies, waiting; the
+//!   [`LimitStore`](limit::LimitStore) trait.
 //! - [`clock`]: the clock of local lease deadlines (counts suspended time) and
 //!   a fake clock for tests.
-//! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
-//!   fixed window), compound policies, waiting, an in-process keyed limiter.
-//! - [`quorum`]: leases over N independent Redis masters (Redlock) with fencing
-//!   tokens that stay monotonic across holders.
+//! - The stores, one folder each: [`memory`] (in-process), [`redis`] (one
+//!   master; also the fenced resource and Redis rate limits), [`sqlite`] (the
+//!   embedded single-host default), [`quorum`] (leases over N independent Redis
+//!   masters with fences that stay monotonic across holders).
 
 #![forbid(unsafe_code)]
 
-pub mod backend;
 pub mod clock;
 pub mod error;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod fence;
 mod key;
 pub mod lease;
 pub mod limit;
+pub mod memory;
 pub mod quorum;
-pub mod redis_conn;
+pub mod redis;
+pub mod sqlite;
 mod token;
 mod warden;
 
-pub use crate::backend::{LeaseStatus, ReleaseOutcome};
-pub use crate::error::{Error, Result};
+pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
 pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire};
+pub use crate::lease::{LeaseStatus, ReleaseOutcome};
 pub use crate::token::OwnerToken;
 pub use crate::warden::Warden;

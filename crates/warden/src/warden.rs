@@ -2,15 +2,14 @@
 
 use std::sync::Arc;
 
-use crate::backend::{
-    LeaseBackend, LeaseStatus, MemoryBackend, RedisBackend, RedisOptions, SqliteBackend,
-    SqliteOptions,
-};
 use crate::error::{Error, Result};
 use crate::key::validate_key;
-use crate::lease::Lease;
-use crate::limit::{Algorithm, LimitBackend, Limiter, LocalLimits, Quota, RedisLimits};
-use crate::quorum::{QuorumBackend, QuorumOptions};
+use crate::lease::{Lease, LeaseStatus, LeaseStore};
+use crate::limit::{Algorithm, LimitStore, Limiter, Quota};
+use crate::memory::{MemoryLimits, MemoryStore};
+use crate::quorum::{QuorumOptions, QuorumStore};
+use crate::redis::{RedisLimits, RedisOptions, RedisStore};
+use crate::sqlite::{SqliteOptions, SqliteStore};
 
 /// A handle on one coordination store. Cheap to clone (an `Arc` inside).
 ///
@@ -24,8 +23,8 @@ use crate::quorum::{QuorumBackend, QuorumOptions};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Warden {
-    backend: Arc<dyn LeaseBackend>,
-    limits: Arc<dyn LimitBackend>,
+    backend: Arc<dyn LeaseStore>,
+    limits: Arc<dyn LimitStore>,
 }
 
 impl Warden {
@@ -42,13 +41,17 @@ impl Warden {
     ///   as [`connect_quorum`](Self::connect_quorum). A comma separates URLs only
     ///   where the next URL's scheme (`redis://`, `rediss://`) follows it, so
     ///   commas inside a password are kept (see
-    ///   [`split_redis_urls`](crate::redis_conn::split_redis_urls));
+    ///   [`split_redis_urls`](crate::redis::split_redis_urls));
     /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
-    ///   processes of this host, created if missing (its directory must exist).
+    ///   processes of this host, created if missing (its directory must exist);
+    /// - `etcd://[user[:password]@]host:2379[,host:2379…]` — an etcd cluster
+    ///   (feature `etcd`), checked with a `Status` call before returning, for
+    ///   leases only: rate limits on it are refused with an error naming Redis
+    ///   and SQLite (see [`etcd`](crate::etcd)). The password is never shown.
     pub async fn connect(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
         if matches!(scheme, "redis" | "rediss") {
-            let urls = crate::redis_conn::split_redis_urls(url);
+            let urls = crate::redis::split_redis_urls(url);
             if urls.len() > 1 {
                 return Self::connect_quorum(urls).await;
             }
@@ -56,15 +59,31 @@ impl Warden {
         match scheme {
             "memory" => Ok(Self::memory()),
             "redis" | "rediss" => {
-                let backend = RedisBackend::connect(url, RedisOptions::default()).await?;
+                let backend = RedisStore::connect(url, RedisOptions::default()).await?;
                 let limits = RedisLimits::from_backend(&backend);
                 Ok(Self::with_backend(backend).with_limits(limits))
             }
             "sqlite" => Self::sqlite(sqlite_path(url)?).await,
+            #[cfg(feature = "etcd")]
+            "etcd" | "etcds" => {
+                let store =
+                    crate::etcd::EtcdStore::connect(url, crate::etcd::EtcdOptions::default())
+                        .await?;
+                let limits = crate::etcd::EtcdLimits {
+                    endpoints: crate::etcd::redact(url),
+                };
+                Ok(Self::with_backend(store).with_limits(limits))
+            }
+            #[cfg(not(feature = "etcd"))]
+            "etcd" | "etcds" => Err(Error::Config {
+                url: crate::redis::redact(url),
+                reason: "this build of warden has no etcd support (cargo feature `etcd`)".into(),
+            }),
             _ => Err(Error::Config {
-                url: crate::redis_conn::redact(url),
-                reason: "unknown scheme; expected memory:, sqlite:PATH, redis:// or rediss://"
-                    .into(),
+                url: crate::redis::redact(url),
+                reason:
+                    "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss:// or etcd://"
+                        .into(),
             }),
         }
     }
@@ -73,7 +92,7 @@ impl Warden {
     /// [`QuorumOptions`]: succeeds when a majority of the nodes answers `PING`, so
     /// a minority may be down at start. Use 3 or 5 nodes. See
     /// [`quorum`](crate::quorum) for the protocol and its assumptions, and
-    /// [`QuorumBackend::new`] with [`with_backend`](Self::with_backend) for other
+    /// [`QuorumStore::new`] with [`with_backend`](Self::with_backend) for other
     /// settings.
     ///
     /// ```no_run
@@ -91,34 +110,34 @@ impl Warden {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let backend = QuorumBackend::connect(urls, QuorumOptions::default()).await?;
+        let backend = QuorumStore::connect(urls, QuorumOptions::default()).await?;
         Ok(Self::with_backend(backend))
     }
 
     /// A SQLite file shared by the processes of this host (see
-    /// [`SqliteBackend`]), with default options, for leases and rate limits.
+    /// [`SqliteStore`]), with default options, for leases and rate limits.
     pub async fn sqlite(path: impl Into<std::path::PathBuf>) -> Result<Self> {
-        let backend = SqliteBackend::open(path, SqliteOptions::default()).await?;
+        let backend = SqliteStore::open(path, SqliteOptions::default()).await?;
         Ok(Self::with_backend(backend.clone()).with_limits(backend))
     }
 
     /// An in-process store.
     pub fn memory() -> Self {
-        Self::with_backend(MemoryBackend::new())
+        Self::with_backend(MemoryStore::new())
     }
 
     /// A handle on any lease backend, with rate-limit state in this process
     /// (replace it with [`with_limits`](Self::with_limits)).
-    pub fn with_backend(backend: impl LeaseBackend) -> Self {
+    pub fn with_backend(backend: impl LeaseStore) -> Self {
         Warden {
             backend: Arc::new(backend),
-            limits: Arc::new(LocalLimits::new()),
+            limits: Arc::new(MemoryLimits::new()),
         }
     }
 
     /// This handle with rate-limit state kept in `limits`.
     #[must_use]
-    pub fn with_limits(mut self, limits: impl LimitBackend) -> Self {
+    pub fn with_limits(mut self, limits: impl LimitStore) -> Self {
         self.limits = Arc::new(limits);
         self
     }
@@ -144,7 +163,7 @@ impl Warden {
     }
 
     /// The rate-limit store behind this handle.
-    pub fn limits(&self) -> &Arc<dyn LimitBackend> {
+    pub fn limits(&self) -> &Arc<dyn LimitStore> {
         &self.limits
     }
 
@@ -160,7 +179,7 @@ impl Warden {
     }
 
     /// The backend behind this handle.
-    pub fn backend(&self) -> &Arc<dyn LeaseBackend> {
+    pub fn backend(&self) -> &Arc<dyn LeaseStore> {
         &self.backend
     }
 }

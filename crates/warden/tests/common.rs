@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use warden::Warden;
-use warden::backend::{RedisBackend, RedisOptions, SqliteBackend, SqliteOptions};
-use warden::quorum::{QuorumBackend, QuorumOptions};
+use warden::quorum::{QuorumOptions, QuorumStore};
+use warden::redis::{RedisOptions, RedisStore};
+use warden::sqlite::{SqliteOptions, SqliteStore};
 use warden_test::RedisServer;
 
 /// A warden handle plus the server (or database directory) behind it, kept
@@ -31,7 +32,7 @@ pub async fn memory() -> Fixture {
 
 pub async fn sqlite() -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
-    let backend = SqliteBackend::open(dir.path().join("warden.db"), SqliteOptions::default())
+    let backend = SqliteStore::open(dir.path().join("warden.db"), SqliteOptions::default())
         .await
         .expect("open the test database");
     Fixture {
@@ -44,7 +45,7 @@ pub async fn sqlite() -> Fixture {
 
 pub async fn redis() -> Fixture {
     let server = RedisServer::start();
-    let backend = RedisBackend::connect(
+    let backend = RedisStore::connect(
         &server.url(),
         RedisOptions::default().timeout(Duration::from_millis(500)),
     )
@@ -61,7 +62,7 @@ pub async fn redis() -> Fixture {
 /// Three real redis-servers behind one quorum backend.
 pub async fn quorum() -> Fixture {
     let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let backend = QuorumBackend::connect(
+    let backend = QuorumStore::connect(
         nodes.iter().map(RedisServer::url),
         QuorumOptions::default().node_timeout(Duration::from_millis(250)),
     )

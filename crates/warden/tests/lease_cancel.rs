@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use warden::backend::{RedisBackend, RedisOptions};
+use warden::redis::{RedisOptions, RedisStore};
 use warden::{Error, Warden};
 use warden_test::RedisServer;
 
@@ -27,7 +27,7 @@ async fn freed(warden: &Warden, key: &str) -> bool {
 }
 
 async fn connect(server: &RedisServer) -> Warden {
-    let backend = RedisBackend::connect(
+    let backend = RedisStore::connect(
         &server.url(),
         RedisOptions::default().timeout(Duration::from_millis(500)),
     )

@@ -95,7 +95,7 @@ async fn lost_signal_fires_at_the_local_deadline_without_renewal(fx: &Fixture) {
     // shorter than the TTL by the drift margin, so the holder stops believing
     // in the lease before the store expires it. (Checked on the deadline
     // itself: the signal's wake-up can be late on a loaded machine.)
-    let budget = SHORT - warden::backend::drift(SHORT);
+    let budget = SHORT - warden::lease::drift(SHORT);
     assert!(guard.remaining() <= budget, "{:?}", guard.remaining());
     assert!(guard.remaining() > budget / 2, "{:?}", guard.remaining());
     let lost = guard.lost();

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use warden::backend::MemoryBackend;
 use warden::clock::FakeClock;
+use warden::memory::MemoryStore;
 use warden::{Error, LeaseGuard, Warden};
 
 async fn acquire(warden: &Warden, ttl: Duration) -> LeaseGuard {
@@ -82,7 +82,7 @@ fn jumping() -> (Warden, FakeClock) {
     let clock = FakeClock::new();
     clock.advance(Duration::from_secs(1000));
     (
-        Warden::with_backend(MemoryBackend::with_clock(clock.clone())),
+        Warden::with_backend(MemoryStore::with_clock(clock.clone())),
         clock,
     )
 }

@@ -8,13 +8,14 @@ mod common;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use warden::backend::{RedisBackend, RedisOptions};
-use warden::fence::{FencedWrite, RedisFencedStore};
+use warden::fence::FencedWrite;
+use warden::redis::RedisFencedStore;
+use warden::redis::{RedisOptions, RedisStore};
 use warden::{Error, Fence, TryAcquire, Warden};
 use warden_test::RedisServer;
 
 async fn connect(server: &RedisServer) -> Warden {
-    let backend = RedisBackend::connect(
+    let backend = RedisStore::connect(
         &server.url(),
         RedisOptions::default().timeout(Duration::from_millis(500)),
     )
@@ -263,7 +264,7 @@ async fn fenced_store_rejects_stale_tokens() {
 #[tokio::test]
 async fn keys_live_under_the_configured_prefix() {
     let server = RedisServer::start();
-    let backend = RedisBackend::connect(&server.url(), RedisOptions::default().prefix("app1:"))
+    let backend = RedisStore::connect(&server.url(), RedisOptions::default().prefix("app1:"))
         .await
         .unwrap();
     let warden = Warden::with_backend(backend);

@@ -7,21 +7,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use warden::backend::{
-    AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, MemoryBackend, ReleaseOutcome,
-    ReleaseWatch,
+use warden::lease::{
+    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
 };
+use warden::memory::MemoryStore;
 use warden::{OwnerToken, Warden};
 
 /// The memory backend, recording the token of every acquire attempt.
 #[derive(Debug, Clone, Default)]
 struct Recording {
-    inner: MemoryBackend,
+    inner: MemoryStore,
     tokens: Arc<Mutex<Vec<String>>>,
 }
 
 #[async_trait]
-impl LeaseBackend for Recording {
+impl LeaseStore for Recording {
     async fn try_acquire(
         &self,
         key: &str,

@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use warden::backend::{RedisBackend, RedisOptions};
+use warden::redis::{RedisOptions, RedisStore};
 use warden::{Error, TryAcquire, Warden};
 use warden_test::RedisServer;
 
 async fn connect(server: &RedisServer) -> Warden {
-    let backend = RedisBackend::connect(
+    let backend = RedisStore::connect(
         &server.url(),
         RedisOptions::default().timeout(Duration::from_millis(500)),
     )

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use limit_common::*;
 use tokio::time::Instant;
-use warden::limit::{Algorithm, Limiter, LocalLimits, Quota};
+use warden::limit::{Algorithm, Limiter, Quota};
+use warden::memory::MemoryLimits;
 
 #[tokio::test]
 async fn memory_stays_bounded_under_many_keys() {
-    let store = LocalLimits::new().max_keys(100);
+    let store = MemoryLimits::new().max_keys(100);
     let l = Limiter::new(store.clone(), Quota::per_hour(nz(5)), Algorithm::Gcra);
     for i in 0..10_000 {
         let d = l.check(&format!("ip:{i}")).await.expect("check");
@@ -34,7 +35,7 @@ async fn memory_stays_bounded_under_many_keys() {
 #[tokio::test]
 async fn a_flood_of_new_keys_never_resets_a_victim() {
     for alg in Algorithm::ALL {
-        let store = LocalLimits::new().max_keys(100);
+        let store = MemoryLimits::new().max_keys(100);
         let login = Limiter::new(store.clone(), Quota::per_hour(nz(10)), alg);
         // The victim's key is at its limit: ten guesses in the first second.
         for i in 0..10 {
@@ -65,7 +66,7 @@ async fn a_flood_of_new_keys_never_resets_a_victim() {
 
 #[tokio::test]
 async fn a_full_store_takes_new_keys_again_once_a_key_is_fresh() {
-    let store = LocalLimits::new().max_keys(10);
+    let store = MemoryLimits::new().max_keys(10);
     let l = Limiter::new(
         store.clone(),
         Quota::per_second(nz(5)),
@@ -90,7 +91,7 @@ async fn a_full_store_takes_new_keys_again_once_a_key_is_fresh() {
 
 #[tokio::test]
 async fn idle_keys_are_evicted() {
-    let store = LocalLimits::new();
+    let store = MemoryLimits::new();
     let l = Limiter::new(
         store.clone(),
         Quota::per_second(nz(5)),

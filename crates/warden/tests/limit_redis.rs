@@ -9,10 +9,9 @@ use std::time::Duration;
 use limit_common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use warden::limit::{
-    Algorithm, LimitBackend, LimitRequest, Limiter, LocalLimits, Mode, Policy, Quota, RedisLimits,
-    Timestamp,
-};
+use warden::limit::{Algorithm, LimitRequest, LimitStore, Limiter, Mode, Policy, Quota, Timestamp};
+use warden::memory::MemoryLimits;
+use warden::redis::RedisLimits;
 use warden::{Error, Warden};
 use warden_test::RedisServer;
 
@@ -124,7 +123,7 @@ fn lua_and_rust_agree_on_random_sequences() {
                 }
             }
             let max_cost = policies.iter().map(Policy::capacity).min().unwrap_or(1);
-            let local = LocalLimits::new();
+            let local = MemoryLimits::new();
             let mut now = T0 + n * 7_919; // not aligned to anything
             rt.block_on(async {
                 for r in &reqs {

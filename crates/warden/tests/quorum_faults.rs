@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use warden::quorum::{NodeOutcome, QuorumBackend, QuorumOptions};
+use warden::quorum::{NodeOutcome, QuorumOptions, QuorumStore};
 use warden::{Error, LeaseGuard, TryAcquire, Warden};
 use warden_test::RedisServer;
 
@@ -20,7 +20,7 @@ fn urls(nodes: &[RedisServer]) -> Vec<String> {
 }
 
 fn quorum(nodes: &[RedisServer], node_timeout: Duration) -> Warden {
-    let backend = QuorumBackend::new(
+    let backend = QuorumStore::new(
         urls(nodes),
         QuorumOptions::default().node_timeout(node_timeout),
     )
@@ -405,7 +405,7 @@ async fn a_slow_node_behind_a_proxy_is_not_waited_for() {
     let mut node_urls = urls(&nodes[..2]);
     node_urls.push(proxy.url());
     let node_timeout = Duration::from_secs(6);
-    let backend = QuorumBackend::new(
+    let backend = QuorumStore::new(
         node_urls,
         QuorumOptions::default().node_timeout(node_timeout),
     )
@@ -440,7 +440,7 @@ async fn a_cancelled_acquire_leaves_no_key_behind() {
         .collect();
     let mut node_urls = vec![nodes[0].url()];
     node_urls.extend(proxies.iter().map(warden_test::Proxy::url));
-    let backend = QuorumBackend::new(
+    let backend = QuorumStore::new(
         node_urls,
         QuorumOptions::default().node_timeout(Duration::from_secs(5)),
     )
@@ -529,19 +529,19 @@ async fn a_node_with_foreign_data_is_outvoted_and_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_configuration_is_checked() {
     let nodes = start(3);
-    let err = QuorumBackend::new(Vec::<String>::new(), QuorumOptions::default()).unwrap_err();
+    let err = QuorumStore::new(Vec::<String>::new(), QuorumOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Config { .. }), "{err}");
     let twice = [nodes[0].url(), nodes[0].url(), nodes[1].url()];
-    let err = QuorumBackend::new(twice, QuorumOptions::default()).unwrap_err();
+    let err = QuorumStore::new(twice, QuorumOptions::default()).unwrap_err();
     assert!(err.to_string().contains("twice"), "{err}");
-    let err = QuorumBackend::new(["redis://"], QuorumOptions::default()).unwrap_err();
+    let err = QuorumStore::new(["redis://"], QuorumOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Config { .. }), "{err}");
 
     // Several comma-separated URLs in `connect` form a quorum.
     let joined = urls(&nodes).join(",");
     let warden = Warden::connect(&joined).await.unwrap();
     assert!(warden.backend().describe().starts_with("quorum("));
-    let backend = QuorumBackend::new(urls(&nodes), QuorumOptions::default()).unwrap();
+    let backend = QuorumStore::new(urls(&nodes), QuorumOptions::default()).unwrap();
     assert_eq!((backend.len(), backend.quorum()), (3, 2));
 
     // connect_quorum needs a majority to answer; `new` needs nothing.
@@ -553,7 +553,7 @@ async fn quorum_configuration_is_checked() {
         matches!(err, Error::QuorumUnavailable { op: "connect", .. }),
         "{err}"
     );
-    assert!(QuorumBackend::new(urls(&down), QuorumOptions::default()).is_ok());
+    assert!(QuorumStore::new(urls(&down), QuorumOptions::default()).is_ok());
 }
 
 /// The fence counters of one key on every node.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-use warden::backend::LeaseBackend;
-use warden::quorum::{QuorumBackend, QuorumOptions};
+use warden::lease::LeaseStore;
+use warden::quorum::{QuorumOptions, QuorumStore};
 use warden::{TryAcquire, Warden};
 use warden_test::RedisServer;
 
@@ -17,8 +17,8 @@ fn start(n: usize) -> Vec<RedisServer> {
     (0..n).map(|_| RedisServer::start()).collect()
 }
 
-fn backend(nodes: &[RedisServer], node_timeout: Duration) -> QuorumBackend {
-    QuorumBackend::new(
+fn backend(nodes: &[RedisServer], node_timeout: Duration) -> QuorumStore {
+    QuorumStore::new(
         nodes.iter().map(RedisServer::url),
         QuorumOptions::default().node_timeout(node_timeout),
     )
@@ -159,7 +159,7 @@ async fn with_one_node_frozen_contenders_hand_over_about_as_fast_as_without() {
     let nodes = start(3);
     // A long node timeout: every wait for the frozen node would show.
     let node_timeout = Duration::from_secs(1);
-    let backends: Vec<QuorumBackend> = (0..12).map(|_| backend(&nodes, node_timeout)).collect();
+    let backends: Vec<QuorumStore> = (0..12).map(|_| backend(&nodes, node_timeout)).collect();
     let clients: Vec<Warden> = backends.iter().cloned().map(Warden::with_backend).collect();
     let job = Duration::from_millis(30);
 

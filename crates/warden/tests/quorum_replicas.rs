@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use warden::backend::{RedisBackend, RedisOptions};
+use warden::redis::{RedisOptions, RedisStore};
 use warden::{Error, ExtendOutcome, Warden};
 use warden_test::{Proxy, RedisServer};
 
@@ -39,7 +39,7 @@ async fn with_acks(master: &RedisServer, wait: Duration) -> Warden {
     let options = RedisOptions::default()
         .timeout(Duration::from_secs(2))
         .require_replicas(NonZeroU32::MIN, wait);
-    Warden::with_backend(RedisBackend::connect(&master.url(), options).await.unwrap())
+    Warden::with_backend(RedisStore::connect(&master.url(), options).await.unwrap())
 }
 
 async fn lease_key_exists(master: &RedisServer, key: &str) -> bool {

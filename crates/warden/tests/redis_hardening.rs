@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use warden::backend::{LeaseBackend, RedisBackend, RedisOptions};
-use warden::fence::{FencedWrite, RedisFencedStore};
+use warden::fence::FencedWrite;
+use warden::lease::LeaseStore;
+use warden::redis::RedisFencedStore;
+use warden::redis::{RedisOptions, RedisStore};
 use warden::{Error, Fence, TryAcquire, Warden};
 use warden_test::{Proxy, RedisServer};
 
@@ -62,7 +64,7 @@ fn plain_options() -> RedisOptions {
 async fn an_unacknowledged_extend_keeps_the_key_so_no_second_holder_gets_in() {
     let (master, proxy, _replica) = replicated_pair();
     let options = plain_options().require_replicas(NonZeroU32::MIN, Duration::from_millis(500));
-    let warden = Warden::with_backend(RedisBackend::connect(&master.url(), options).await.unwrap());
+    let warden = Warden::with_backend(RedisStore::connect(&master.url(), options).await.unwrap());
     let other = Warden::connect(&master.url()).await.unwrap();
     let guard = warden
         .lease("acked")
@@ -107,11 +109,11 @@ async fn a_replica_wait_longer_than_the_call_timeout_is_refused() {
     let options = RedisOptions::default()
         .timeout(Duration::from_millis(500))
         .require_replicas(NonZeroU32::MIN, Duration::from_millis(500));
-    let err = RedisBackend::connect(&master.url(), options.clone())
+    let err = RedisStore::connect(&master.url(), options.clone())
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
-    assert!(RedisBackend::lazy(&master.url(), options).is_err());
+    assert!(RedisStore::lazy(&master.url(), options).is_err());
 }
 
 /// A one-connection-at-a-time TCP relay that, once the client has sent a script
@@ -178,7 +180,7 @@ async fn wait_is_sent_with_the_write_before_its_reply_is_read() {
     let options = RedisOptions::default()
         .timeout(Duration::from_secs(1))
         .require_replicas(NonZeroU32::MIN, Duration::from_millis(500));
-    let backend = RedisBackend::connect(&format!("redis://127.0.0.1:{port}"), options)
+    let backend = RedisStore::connect(&format!("redis://127.0.0.1:{port}"), options)
         .await
         .unwrap();
     let warden = Warden::with_backend(backend);
@@ -231,7 +233,7 @@ async fn eviction_prone_policies_are_refused_at_connect_unless_allowed() {
         let server = RedisServer::builder()
             .args(["--maxmemory", "64mb", "--maxmemory-policy", policy])
             .start();
-        let err = RedisBackend::connect(&server.url(), plain_options())
+        let err = RedisStore::connect(&server.url(), plain_options())
             .await
             .unwrap_err();
         assert!(matches!(err, Error::Config { .. }), "{err}");
@@ -243,7 +245,7 @@ async fn eviction_prone_policies_are_refused_at_connect_unless_allowed() {
         assert!(err.to_string().contains(policy), "{err}");
 
         let allowed = plain_options().allow_eviction(true);
-        RedisBackend::connect(&server.url(), allowed.clone())
+        RedisStore::connect(&server.url(), allowed.clone())
             .await
             .expect("opted in");
         RedisFencedStore::connect_with(&server.url(), allowed)
@@ -257,14 +259,14 @@ async fn noeviction_and_a_disabled_config_command_connect() {
     let server = RedisServer::builder()
         .args(["--maxmemory", "64mb", "--maxmemory-policy", "noeviction"])
         .start();
-    RedisBackend::connect(&server.url(), plain_options())
+    RedisStore::connect(&server.url(), plain_options())
         .await
         .unwrap();
     // Managed Redis often hides CONFIG: the check is skipped, not fatal.
     let server = RedisServer::builder()
         .args(["--rename-command", "CONFIG", ""])
         .start();
-    RedisBackend::connect(&server.url(), plain_options())
+    RedisStore::connect(&server.url(), plain_options())
         .await
         .unwrap();
     RedisFencedStore::connect(&server.url()).await.unwrap();
@@ -395,7 +397,7 @@ async fn lease_and_fence_keys_share_a_cluster_slot_for_any_user_key() {
     let cluster = RedisServer::builder()
         .args(["--cluster-enabled", "yes"])
         .start();
-    let backend = RedisBackend::connect(&plain.url(), plain_options())
+    let backend = RedisStore::connect(&plain.url(), plain_options())
         .await
         .unwrap();
     let client = redis::Client::open(cluster.url()).unwrap();
@@ -428,7 +430,7 @@ async fn lease_and_fence_keys_share_a_cluster_slot_for_any_user_key() {
             .unwrap();
         assert!(matches!(
             reply,
-            warden::backend::AcquireReply::Acquired { .. }
+            warden::lease::AcquireReply::Acquired { .. }
         ));
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg("*")

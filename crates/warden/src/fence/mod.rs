@@ -10,7 +10,7 @@
 //! holder retrying a write whose reply was lost, or writing twice — and is
 //! accepted.
 //!
-//! - [`RedisFencedStore`] is such a resource in Redis: a fenced `SET` done by one
+//! - [`RedisFencedStore`](crate::redis::RedisFencedStore) is such a resource in Redis: a fenced `SET` done by one
 //!   atomic script.
 //! - For SQL, keep the last accepted fence in the row and make it part of the
 //!   update:
@@ -24,10 +24,6 @@
 //! An `UPDATE` that touches zero rows means the token is stale: a newer holder
 //! wrote, so the caller must give up (its lease is gone). Retrying with the same
 //! token after a lost reply is safe: it updates the row again.
-
-mod redis_store;
-
-pub use redis_store::{FencedWrite, RedisFencedStore};
 
 use std::fmt;
 
@@ -60,4 +56,21 @@ impl From<Fence> for u64 {
     fn from(f: Fence) -> u64 {
         f.0
     }
+}
+
+/// The result of a fenced write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FencedWrite {
+    /// The token was not older than any accepted before: the value was stored.
+    /// A token *equal* to the stored one is the same holder writing again (each
+    /// acquisition has its own fence): a retry whose first reply was lost, or a
+    /// second write under the same lease. Both are applied.
+    Applied,
+    /// A write with a newer token was accepted before: a newer holder wrote,
+    /// this holder's lease is gone, nothing changed.
+    Rejected {
+        /// The token of the last accepted write.
+        current: Fence,
+    },
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::backend::{AcquireReply, LeaseBackend, ReleaseOutcome};
+use super::store::{AcquireReply, LeaseStore, ReleaseOutcome};
 use crate::error::{Error, Result};
 use crate::token::OwnerToken;
 
@@ -26,7 +26,7 @@ type Reply = Result<AcquireReply>;
 /// Sends one acquire request for `token` and returns its answer; if this future
 /// is dropped before the answer arrives, a grant that arrives later is undone.
 pub(super) async fn acquire(
-    backend: Arc<dyn LeaseBackend>,
+    backend: Arc<dyn LeaseStore>,
     key: String,
     token: OwnerToken,
     ttl: Duration,
@@ -70,7 +70,7 @@ pub(super) async fn acquire(
     })
 }
 
-async fn undo(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken) {
+async fn undo(backend: &dyn LeaseStore, key: &str, token: &OwnerToken) {
     match backend.release(key, token).await {
         Ok(outcome) => {
             tracing::debug!(key, ?outcome, "undid an acquire nobody waited for");
@@ -92,7 +92,7 @@ async fn undo(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken) {
 /// and after [`UNDO_WINDOW`] the task gives up too, so that a waiter retrying
 /// against a store that is down for long does not pile up undo traffic (a
 /// grant applied by a server frozen for longer than that lasts until its TTL).
-async fn undo_unknown(backend: &dyn LeaseBackend, key: &str, token: &OwnerToken, ttl: Duration) {
+async fn undo_unknown(backend: &dyn LeaseStore, key: &str, token: &OwnerToken, ttl: Duration) {
     let give_up = tokio::time::Instant::now() + ttl.min(UNDO_WINDOW);
     let mut pause = UNDO_FIRST_PAUSE;
     let mut not_held = 0;
@@ -138,7 +138,7 @@ const UNDO_CONFIRMATIONS: u32 = 3;
 /// The caller's side: undoes an answer that arrived but was never read.
 struct Waiting {
     rx: oneshot::Receiver<Reply>,
-    backend: Arc<dyn LeaseBackend>,
+    backend: Arc<dyn LeaseStore>,
     key: String,
     token: OwnerToken,
     answered: bool,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::monitor;
-use crate::backend::{ExtendReply, LeaseBackend, ReleaseOutcome};
+use super::store::{ExtendReply, LeaseStore, ReleaseOutcome};
 use crate::clock::Moment;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
@@ -18,7 +18,7 @@ use crate::token::OwnerToken;
 /// State shared by the guard and its monitor task.
 #[derive(Debug)]
 pub(super) struct Shared {
-    pub(super) backend: Arc<dyn LeaseBackend>,
+    pub(super) backend: Arc<dyn LeaseStore>,
     pub(super) key: String,
     pub(super) token: OwnerToken,
     pub(super) ttl: Duration,
@@ -197,7 +197,7 @@ pub struct LeaseGuard {
 
 impl LeaseGuard {
     pub(super) fn start(
-        backend: Arc<dyn LeaseBackend>,
+        backend: Arc<dyn LeaseStore>,
         key: String,
         token: OwnerToken,
         ttl: Duration,

@@ -55,8 +55,15 @@
 mod attempt;
 mod guard;
 mod monitor;
+mod release_watch;
+mod store;
 
 pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
+pub use release_watch::ReleaseWatch;
+pub use store::{
+    AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, drift,
+    valid_until,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +71,6 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::backend::{AcquireReply, LeaseBackend, ReleaseWatch, drift};
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::token::OwnerToken;
@@ -158,14 +164,14 @@ impl TryAcquire {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct Lease {
-    backend: Arc<dyn LeaseBackend>,
+    backend: Arc<dyn LeaseStore>,
     key: String,
     ttl: Duration,
     renew_every: Option<Duration>,
 }
 
 impl Lease {
-    pub(crate) fn new(backend: Arc<dyn LeaseBackend>, key: String) -> Self {
+    pub(crate) fn new(backend: Arc<dyn LeaseStore>, key: String) -> Self {
         Lease {
             backend,
             key,

@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::guard::Shared;
-use crate::backend::ExtendReply;
+use super::store::ExtendReply;
 
 /// After a failed renewal, retry this often (bounded by the interval).
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);

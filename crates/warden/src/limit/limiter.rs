@@ -6,12 +6,11 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::backend::{LimitBackend, LimitRequest};
 use super::decision::{Decision, Mode, Timestamp};
-use super::local::LocalLimits;
 use super::policy::Policy;
 use super::quota::{Algorithm, Quota};
 use super::step::check_cost;
+use super::store::{LimitRequest, LimitStore};
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 
@@ -58,7 +57,7 @@ pub struct Limiter {
 
 #[derive(Debug, Clone)]
 struct Inner {
-    store: Arc<dyn LimitBackend>,
+    store: Arc<dyn LimitStore>,
     quotas: Vec<(Quota, Algorithm)>,
     record_rejected: bool,
     /// Asked instead when the store fails (unreachable, timeout, server error).
@@ -70,7 +69,7 @@ struct Inner {
 
 impl Inner {
     fn build(
-        store: Arc<dyn LimitBackend>,
+        store: Arc<dyn LimitStore>,
         quotas: Vec<(Quota, Algorithm)>,
         record_rejected: bool,
     ) -> Self {
@@ -113,21 +112,15 @@ impl Inner {
 
 impl Limiter {
     /// A limiter with one policy on `store`.
-    pub fn new(store: impl LimitBackend, quota: Quota, algorithm: Algorithm) -> Self {
+    pub fn new(store: impl LimitStore, quota: Quota, algorithm: Algorithm) -> Self {
         Self::on(Arc::new(store), quota, algorithm)
     }
 
     /// A limiter with one policy on a shared store.
-    pub fn on(store: Arc<dyn LimitBackend>, quota: Quota, algorithm: Algorithm) -> Self {
+    pub fn on(store: Arc<dyn LimitStore>, quota: Quota, algorithm: Algorithm) -> Self {
         Limiter {
             inner: Arc::new(Inner::build(store, vec![(quota, algorithm)], false)),
         }
-    }
-
-    /// A limiter on a fresh in-process store of its own ([`LocalLimits`]):
-    /// keyed, bounded in memory, no I/O.
-    pub fn local(quota: Quota, algorithm: Algorithm) -> Self {
-        Self::new(LocalLimits::new(), quota, algorithm)
     }
 
     /// Adds a policy: requests must then pass this one too (compound limiter).
@@ -196,7 +189,7 @@ impl Limiter {
     }
 
     /// The store.
-    pub fn store(&self) -> &Arc<dyn LimitBackend> {
+    pub fn store(&self) -> &Arc<dyn LimitStore> {
         &self.inner.store
     }
 

@@ -12,7 +12,7 @@
 //! (decision, next state)` ([`gcra::step`], [`token_bucket::step`],
 //! [`sliding_log::step`], [`sliding_window::step`], [`fixed_window::step`],
 //! and [`apply`] for several policies at once). The in-process store
-//! ([`LocalLimits`]) runs them under a mutex; the Redis store runs the same
+//! ([`MemoryLimits`](crate::memory::MemoryLimits)) runs them under a mutex; the Redis store runs the same
 //! arithmetic as one Lua script on the server's clock (`TIME`), never the
 //! client's. A differential test feeds both the same sequences and compares
 //! every decision. All times are integer microseconds, exact in Lua's doubles.
@@ -38,25 +38,23 @@
 //! checked and committed in one step (one Lua script on Redis, whose keys share
 //! one hash tag): when any refuses, nothing is consumed.
 
-mod backend;
 mod decision;
 pub mod fixed_window;
 pub mod gcra;
 mod limiter;
-mod local;
 mod policy;
 mod quota;
-mod redis;
 pub mod sliding_log;
 pub mod sliding_window;
 mod step;
+mod store;
 pub mod token_bucket;
 
-pub use backend::{LimitBackend, LimitRequest};
 pub use decision::{Decision, Mode, Timestamp};
 pub use limiter::{Limiter, MAX_JITTER};
-pub use local::{DEFAULT_MAX_KEYS, LocalLimits};
 pub use policy::{MAX_LOG_CAPACITY, MAX_SPAN, Policy};
 pub use quota::{Algorithm, Quota};
-pub use redis::RedisLimits;
 pub use step::{Applied, MAX_STORED, Next, Slot, State, Step, apply, check_cost, step};
+pub use store::{LimitRequest, LimitStore};
+
+pub(crate) use decision::micros;

@@ -1,7 +1,7 @@
 //! Quorum leases over N independent Redis masters (Redlock), with fencing tokens
 //! that stay monotonic across holders.
 //!
-//! [`QuorumBackend`] is a [`LeaseBackend`](crate::backend::LeaseBackend), so a
+//! [`QuorumStore`] is a [`LeaseStore`](crate::lease::LeaseStore), so a
 //! quorum lease has the same guard, watchdog, lost-lease signal and waiting as a
 //! lease on one node:
 //!
@@ -40,7 +40,7 @@
 //!   `EVAL`, so each node sees requests in the order they were made: the undo
 //!   after the vote; the caller's next attempt carries a fresh owner token, so
 //!   no undo can remove its grant), and the caller gets
-//!   [`Held`](crate::backend::AcquireReply::Held) with a random retry delay as
+//!   [`Held`](crate::lease::AcquireReply::Held) with a random retry delay as
 //!   `ttl_left` when the vote split, or the other holder's remaining TTL when a
 //!   majority holds the lease. [`Error::QuorumUnavailable`](crate::Error) is
 //!   returned only when fewer than N/2+1 nodes answered at all; it lists every
@@ -91,12 +91,12 @@
 //! paused past its validity from acting late. Pass the fence to the resource and
 //! let the resource refuse stale ones (see [`fence`](crate::fence)).
 
-mod backend;
+pub(crate) mod node;
 mod options;
-mod vote;
+mod store;
 
-pub use backend::QuorumBackend;
+pub use crate::error::{NodeOutcome, NodeVote};
 pub use options::{DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY, DriftMargin, QuorumOptions};
-pub use vote::{NodeOutcome, NodeVote};
+pub use store::QuorumStore;
 
-pub(crate) use vote::list_votes;
+pub(crate) use crate::error::list_votes;

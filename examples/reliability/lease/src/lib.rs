@@ -14,7 +14,8 @@
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use warden::fence::{FencedWrite, RedisFencedStore};
+use warden::fence::FencedWrite;
+use warden::redis::RedisFencedStore;
 use warden::{Fence, Warden};
 
 /// The lease TTL of the scenario.
@@ -84,7 +85,7 @@ pub async fn run(url: &str, resource: Resource) -> Result<Outcome, BoxError> {
                                 backend: "redis".into(),
                                 op: "plain set",
                                 key: name.into(),
-                                cause: e.to_string(),
+                                cause: Box::new(e),
                             })?;
                     Ok::<_, warden::Error>(FencedWrite::Applied)
                 }

@@ -1,41 +1,68 @@
-//! Storage backends for leases.
+//! The lease store trait: what a store must provide so the [`Lease`](crate::Lease)
+//! API can build guards, waiting, watchdog renewal and the lost-lease signal on
+//! it — the same behaviour on every store.
 //!
-//! A backend stores lease keys with an owner token and a TTL and keeps a fence
-//! counter per key. The [`Lease`](crate::Lease) API turns these primitives into
-//! guards, waiting, watchdog renewal and the lost-lease signal, so every backend
-//! gets the same behaviour.
+//! A store keeps lease keys with an owner token and a TTL, and a fence counter per
+//! key. The implementations live in one folder each:
 //!
-//! - [`MemoryBackend`]: in-process, for unit tests and single-process programs.
-//! - [`RedisBackend`]: one Redis master, one round trip per operation; optionally
-//!   waiting for replica acknowledgements ([`RedisOptions::require_replicas`]).
-//! - [`QuorumBackend`](crate::quorum::QuorumBackend): N independent Redis masters
+//! - [`MemoryStore`](crate::memory::MemoryStore): in-process, for unit tests and
+//!   single-process programs.
+//! - [`RedisStore`](crate::redis::RedisStore): one Redis master, one round trip per
+//!   operation; optionally waiting for replica acknowledgements.
+//! - [`QuorumStore`](crate::quorum::QuorumStore): N independent Redis masters
 //!   (Redlock) with fencing tokens that stay monotonic across holders.
-//! - [`SqliteBackend`]: a SQLite file shared by the processes of one host; the
-//!   embedded default of the `warden` command line.
-
-mod memory;
-mod redis;
-mod release_watch;
-mod sqlite;
-
-pub use memory::MemoryBackend;
-pub use redis::{DEFAULT_PREFIX, RedisBackend, RedisOptions, ReplicaAcks};
-pub use release_watch::ReleaseWatch;
-pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteBackend, SqliteOptions};
+//! - [`SqliteStore`](crate::sqlite::SqliteStore): a SQLite file shared by the
+//!   processes of one host; the embedded default of the `warden` command line.
 
 use std::fmt::Debug;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::release_watch::ReleaseWatch;
 use crate::clock::{Clock, Moment, SystemClock};
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::token::OwnerToken;
 
-/// The clock-drift margin subtracted from a TTL: 1% plus 2 ms, as Redlock advises.
+/// The clock-drift margin subtracted from the validity of a lease:
+/// `ttl · per_mille / 1000 + fixed`. The default, 1% + 2 ms as Redlock advises,
+/// is the margin of every store ([`drift`], [`valid_until`]); a
+/// [`QuorumStore`](crate::quorum::QuorumStore) can be given another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriftMargin {
+    /// Proportional part, in thousandths of the TTL.
+    pub per_mille: u32,
+    /// Fixed part, for the resolution of the nodes' clocks.
+    pub fixed: Duration,
+}
+
+impl Default for DriftMargin {
+    fn default() -> Self {
+        DriftMargin {
+            per_mille: 10,
+            fixed: Duration::from_millis(2),
+        }
+    }
+}
+
+impl DriftMargin {
+    /// The margin for `ttl`.
+    pub fn of(&self, ttl: Duration) -> Duration {
+        let part = ttl.as_nanos().saturating_mul(u128::from(self.per_mille)) / 1000;
+        Duration::from_nanos(u64::try_from(part).unwrap_or(u64::MAX)).saturating_add(self.fixed)
+    }
+
+    /// What a holder may count on of `ttl`: the TTL minus the margin.
+    pub fn validity(&self, ttl: Duration) -> Duration {
+        ttl.saturating_sub(self.of(ttl))
+    }
+}
+
+/// The default clock-drift margin subtracted from a TTL: 1% plus 2 ms
+/// ([`DriftMargin::default`]).
 pub fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
+    DriftMargin::default().of(ttl)
 }
 
 /// The local validity deadline of a lease whose request was sent at `sent`: the
@@ -43,7 +70,7 @@ pub fn drift(ttl: Duration) -> Duration {
 /// [`clock`](crate::clock)) from the moment the request left (not from when the
 /// answer came back), so the round trip is subtracted too.
 pub fn valid_until(sent: Moment, ttl: Duration) -> Moment {
-    sent + ttl.saturating_sub(drift(ttl))
+    sent + DriftMargin::default().validity(ttl)
 }
 
 /// What a backend answers to an acquire attempt.
@@ -54,7 +81,7 @@ pub enum AcquireReply {
     Acquired {
         /// The fencing token of this acquisition.
         fence: Fence,
-        /// The reading of the backend's [`clock`](LeaseBackend::clock) until
+        /// The reading of the backend's [`clock`](LeaseStore::clock) until
         /// which the holder may assume it is alone (already shortened by the
         /// clock-drift margin).
         valid_until: Moment,
@@ -72,7 +99,7 @@ pub enum AcquireReply {
 pub enum ExtendReply {
     /// The TTL was reset; the lease is valid until the given instant.
     Extended {
-        /// New validity deadline on the backend's [`clock`](LeaseBackend::clock).
+        /// New validity deadline on the backend's [`clock`](LeaseStore::clock).
         valid_until: Moment,
     },
     /// The key no longer holds our token (expired, deleted or taken over).
@@ -109,7 +136,7 @@ pub struct LeaseStatus {
 /// done it. They must return [`Error`](crate::Error) only for infrastructure
 /// failures and bad stored data, never for an ordinary refusal.
 #[async_trait]
-pub trait LeaseBackend: Debug + Send + Sync + 'static {
+pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Sets `key` to `token` with `ttl` unless it exists; on success increments
     /// the key's fence counter and returns it.
     async fn try_acquire(

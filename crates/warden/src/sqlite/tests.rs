@@ -7,8 +7,8 @@ use rusqlite::Connection;
 use super::*;
 use crate::Warden;
 
-async fn open(path: &Path) -> SqliteBackend {
-    SqliteBackend::open(path, SqliteOptions::default())
+async fn open(path: &Path) -> SqliteStore {
+    SqliteStore::open(path, SqliteOptions::default())
         .await
         .unwrap()
 }
@@ -135,7 +135,7 @@ async fn a_lease_further_away_than_its_ttl_is_expired() {
 }
 
 async fn open_err(path: &Path) -> String {
-    let err = SqliteBackend::open(path, SqliteOptions::default())
+    let err = SqliteStore::open(path, SqliteOptions::default())
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Storage { .. }), "{err:?}");
@@ -220,9 +220,7 @@ async fn concurrent_first_opens_all_succeed() {
         let opens: Vec<_> = (0..12)
             .map(|_| {
                 let path = path.clone();
-                tokio::spawn(
-                    async move { SqliteBackend::open(path, SqliteOptions::default()).await },
-                )
+                tokio::spawn(async move { SqliteStore::open(path, SqliteOptions::default()).await })
             })
             .collect();
         for open in opens {
@@ -264,4 +262,25 @@ async fn a_legacy_monotonic_row_keeps_its_expiry() {
         .unwrap();
     assert_eq!(boot, &*clock::boot_id());
     assert!(backend.status("k").await.unwrap().held);
+}
+
+#[tokio::test]
+async fn sqlite_errors_keep_the_rusqlite_error_as_their_source() {
+    use std::error::Error as _;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir.path().join("w.db")).await;
+    let mapped = store.error(
+        "acquire",
+        "k",
+        Fault::Sql(rusqlite::Error::QueryReturnedNoRows),
+    );
+    assert!(
+        mapped.to_string().contains("Query returned no rows"),
+        "{mapped}"
+    );
+    let source = mapped.source().expect("a source");
+    assert!(
+        source.downcast_ref::<rusqlite::Error>().is_some(),
+        "{mapped:?}"
+    );
 }

@@ -7,12 +7,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use super::{
-    AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
-};
 use crate::clock::{Clock, Moment, SystemClock};
 use crate::error::Result;
 use crate::fence::Fence;
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+};
 use crate::token::OwnerToken;
 
 /// Leases held in this process's memory, with the same semantics as Redis: TTLs,
@@ -35,12 +35,12 @@ use crate::token::OwnerToken;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
-pub struct MemoryBackend {
+pub struct MemoryStore {
     inner: Arc<Mutex<State>>,
     clock: Arc<dyn Clock>,
 }
 
-impl Default for MemoryBackend {
+impl Default for MemoryStore {
     fn default() -> Self {
         Self::with_clock(SystemClock)
     }
@@ -69,7 +69,7 @@ impl State {
     }
 }
 
-impl MemoryBackend {
+impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -78,7 +78,7 @@ impl MemoryBackend {
     /// An empty store whose leases expire on `clock`, and whose holders'
     /// deadlines are read on it too.
     pub fn with_clock(clock: impl Clock) -> Self {
-        MemoryBackend {
+        MemoryStore {
             inner: Arc::default(),
             clock: Arc::new(clock),
         }
@@ -92,7 +92,7 @@ impl MemoryBackend {
 }
 
 #[async_trait]
-impl LeaseBackend for MemoryBackend {
+impl LeaseStore for MemoryStore {
     async fn try_acquire(
         &self,
         key: &str,

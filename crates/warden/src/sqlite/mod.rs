@@ -1,7 +1,7 @@
 //! Leases in an embedded SQLite database: the single-host default.
 
 mod clock;
-mod limits;
+mod limit;
 mod schema;
 
 use std::path::{Path, PathBuf};
@@ -11,18 +11,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
-use super::{
-    AcquireReply, ExtendReply, LeaseBackend, LeaseStatus, ReleaseOutcome, ReleaseWatch, valid_until,
-};
 use crate::error::{Error, Result};
 use crate::fence::Fence;
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+};
 use crate::token::OwnerToken;
 use clock::HostTime;
 
 /// How long an operation waits for another process's write lock by default.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Settings of a [`SqliteBackend`].
+/// Settings of a [`SqliteStore`].
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct SqliteOptions {
@@ -77,12 +77,12 @@ impl SqliteOptions {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
 /// use std::time::Duration;
-/// use warden::backend::{SqliteBackend, SqliteOptions};
+/// use warden::sqlite::{SqliteStore, SqliteOptions};
 /// use warden::Warden;
 ///
 /// let dir = std::env::temp_dir().join(format!("warden-doc-{}", std::process::id()));
 /// std::fs::create_dir_all(&dir).expect("temp dir");
-/// let backend = SqliteBackend::open(dir.join("warden.db"), SqliteOptions::default()).await?;
+/// let backend = SqliteStore::open(dir.join("warden.db"), SqliteOptions::default()).await?;
 /// let warden = Warden::with_backend(backend);
 /// let guard = warden.lease("backup").ttl(Duration::from_secs(10)).try_acquire().await?
 ///     .into_guard().expect("free");
@@ -92,7 +92,7 @@ impl SqliteOptions {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
-pub struct SqliteBackend {
+pub struct SqliteStore {
     inner: Arc<Inner>,
 }
 
@@ -197,7 +197,7 @@ fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
     .optional()
 }
 
-impl SqliteBackend {
+impl SqliteStore {
     /// Opens the database at `path`, creating the file (not its directory) and
     /// warden's table if needed.
     ///
@@ -220,7 +220,7 @@ impl SqliteBackend {
                 backend: display.clone(),
                 reason: format!("opening it failed: {e}"),
             })??;
-        Ok(SqliteBackend {
+        Ok(SqliteStore {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
                 path,
@@ -298,7 +298,7 @@ impl SqliteBackend {
                     backend,
                     op,
                     key,
-                    cause: e.to_string(),
+                    cause: Box::new(e),
                 },
             },
             Fault::Data(detail) => Error::WrongType {
@@ -309,7 +309,7 @@ impl SqliteBackend {
                 backend,
                 op,
                 key,
-                cause,
+                cause: cause.into(),
             },
             Fault::Warden(e) => e,
         }
@@ -322,7 +322,7 @@ impl SqliteBackend {
 }
 
 #[async_trait]
-impl LeaseBackend for SqliteBackend {
+impl LeaseStore for SqliteStore {
     async fn try_acquire(
         &self,
         key: &str,

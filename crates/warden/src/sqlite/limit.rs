@@ -16,9 +16,9 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::clock::{self, HostTime};
-use super::{Fault, SqliteBackend};
+use super::{Fault, SqliteStore};
 use crate::error::Result;
-use crate::limit::{Decision, LimitBackend, LimitRequest, Policy, Slot, State, Timestamp, apply};
+use crate::limit::{Decision, LimitRequest, LimitStore, Policy, Slot, State, Timestamp, apply};
 
 /// Expired rows deleted per request, at most: keeps the table near the number
 /// of live keys without ever making one request slow.
@@ -57,7 +57,7 @@ fn to_sql(us: u64) -> i64 {
 }
 
 #[async_trait::async_trait]
-impl LimitBackend for SqliteBackend {
+impl LimitStore for SqliteStore {
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
         let policies: Vec<Policy> = request.policies.to_vec();
         let keys: Vec<String> = policies

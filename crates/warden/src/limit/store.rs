@@ -54,7 +54,7 @@ impl<'a> LimitRequest<'a> {
 /// bad stored data ([`Error::WrongType`](crate::Error::WrongType)); a refusal is a
 /// [`Decision`] with `allowed == false`.
 #[async_trait]
-pub trait LimitBackend: Debug + Send + Sync + 'static {
+pub trait LimitStore: Debug + Send + Sync + 'static {
     /// Applies `request`, returning one decision per policy, in order.
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>>;
 

@@ -6,12 +6,13 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::backend::{LimitBackend, LimitRequest};
-use super::decision::{Decision, Timestamp, micros};
-use super::step::{Slot, State, apply};
 use crate::error::Result;
+use crate::limit::{
+    Algorithm, Decision, LimitRequest, LimitStore, Limiter, Quota, Slot, State, Timestamp, apply,
+    micros,
+};
 
-/// The default bound on the keys a [`LocalLimits`] keeps.
+/// The default bound on the keys a [`MemoryLimits`] keeps.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
 /// Limiter state in this process's memory, for tests, single-instance services
@@ -37,16 +38,17 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
 /// use std::num::NonZeroU32;
-/// use warden::limit::{Algorithm, Limiter, LocalLimits, Quota};
+/// use warden::limit::{Algorithm, Limiter, Quota};
+/// use warden::memory::MemoryLimits;
 ///
-/// let store = LocalLimits::new().max_keys(10_000);
+/// let store = MemoryLimits::new().max_keys(10_000);
 /// let limiter = Limiter::new(store.clone(), Quota::per_second(NonZeroU32::new(5).unwrap()), Algorithm::Gcra);
 /// assert!(limiter.check("ip:192.0.2.1").await?.allowed);
 /// assert_eq!(store.len(), 1);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
-pub struct LocalLimits {
+pub struct MemoryLimits {
     inner: Arc<Mutex<Map>>,
     max_keys: usize,
     origin: Instant,
@@ -72,16 +74,16 @@ struct Entry {
 /// Sweep expired keys every this many writes.
 const SWEEP_EVERY: u64 = 4096;
 
-impl Default for LocalLimits {
+impl Default for MemoryLimits {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl LocalLimits {
+impl MemoryLimits {
     /// An empty store bounded to [`DEFAULT_MAX_KEYS`] keys.
     pub fn new() -> Self {
-        LocalLimits {
+        MemoryLimits {
             inner: Arc::default(),
             max_keys: DEFAULT_MAX_KEYS,
             origin: Instant::now(),
@@ -210,16 +212,26 @@ impl Map {
 }
 
 #[async_trait]
-impl LimitBackend for LocalLimits {
+impl LimitStore for MemoryLimits {
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
         self.apply_now(request)
     }
 
     async fn now(&self) -> Result<Timestamp> {
-        Ok(LocalLimits::now(self))
+        Ok(MemoryLimits::now(self))
     }
 
     fn describe(&self) -> String {
         "memory:".to_string()
+    }
+}
+
+// `Limiter::local` lives with the store it creates, so the limit concept needs no
+// import from a store.
+impl Limiter {
+    /// A limiter on a fresh in-process store of its own ([`MemoryLimits`]):
+    /// keyed, bounded in memory, no I/O.
+    pub fn local(quota: Quota, algorithm: Algorithm) -> Self {
+        Self::new(MemoryLimits::new(), quota, algorithm)
     }
 }

@@ -6,23 +6,23 @@ use async_trait::async_trait;
 use rand::Rng;
 use redis::Script;
 
-use super::backend::{LimitBackend, LimitRequest};
-use super::decision::{Decision, Mode, Timestamp};
-use crate::backend::{RedisBackend, RedisOptions};
+use super::conn::RedisConn;
+use super::lease::RedisStore;
+use super::options::RedisOptions;
 use crate::error::{Error, Result};
-use crate::redis_conn::RedisConn;
+use crate::limit::{Decision, LimitRequest, LimitStore, Mode, Timestamp};
 
 /// The one rate-limit script: shared helpers, one part per algorithm, then the
 /// part that applies a request to all of a limiter's policies.
 static APPLY: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
-        include_str!("../scripts/limit_prelude.lua"),
-        include_str!("../scripts/limit_gcra.lua"),
-        include_str!("../scripts/limit_token_bucket.lua"),
-        include_str!("../scripts/limit_sliding_log.lua"),
-        include_str!("../scripts/limit_sliding_window.lua"),
-        include_str!("../scripts/limit_fixed_window.lua"),
-        include_str!("../scripts/limit_apply.lua"),
+        include_str!("scripts/limit_prelude.lua"),
+        include_str!("scripts/limit_gcra.lua"),
+        include_str!("scripts/limit_token_bucket.lua"),
+        include_str!("scripts/limit_sliding_log.lua"),
+        include_str!("scripts/limit_sliding_window.lua"),
+        include_str!("scripts/limit_fixed_window.lua"),
+        include_str!("scripts/limit_apply.lua"),
     ))
 });
 
@@ -74,7 +74,7 @@ impl RedisLimits {
     }
 
     /// Uses an existing connection and key prefix.
-    pub fn with_conn(conn: RedisConn, prefix: &str) -> Self {
+    pub(crate) fn with_conn(conn: RedisConn, prefix: &str) -> Self {
         RedisLimits {
             conn,
             prefix: prefix.into(),
@@ -82,7 +82,7 @@ impl RedisLimits {
     }
 
     /// Shares the connection and prefix of a lease backend.
-    pub fn from_backend(backend: &RedisBackend) -> Self {
+    pub fn from_backend(backend: &RedisStore) -> Self {
         Self::with_conn(backend.conn().clone(), backend.prefix())
     }
 
@@ -98,7 +98,7 @@ impl RedisLimits {
 }
 
 #[async_trait]
-impl LimitBackend for RedisLimits {
+impl LimitStore for RedisLimits {
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
         let keys: Vec<String> = request
             .policies
@@ -133,7 +133,7 @@ impl LimitBackend for RedisLimits {
             backend: self.conn.display().to_string(),
             op: "limit",
             key: first.clone(),
-            cause: detail,
+            cause: detail.into(),
         };
         if raw.len() != keys.len() {
             return Err(malformed(format!(

@@ -1,37 +1,22 @@
-//! A fenced resource in Redis.
+//! A fenced resource in Redis: [`RedisFencedStore`], a hash per resource
+//! (named by [`keys`](super::keys)) written by one compare-and-set script.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::Fence;
-use crate::backend::RedisOptions;
+use super::conn::RedisConn;
+use super::keys::Keys;
+use super::options::RedisOptions;
 use crate::error::{Error, Result};
+use crate::fence::{Fence, FencedWrite};
 use crate::key::validate_key;
-use crate::redis_conn::RedisConn;
 
 static FENCED_WRITE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/fenced_write.lua")));
+    LazyLock::new(|| Script::new(include_str!("scripts/fenced_write.lua")));
 
 /// Fences above this are not exact in Lua's doubles.
 const MAX_EXACT_FENCE: u64 = 1 << 53;
-
-/// The result of a fenced write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FencedWrite {
-    /// The token was not older than any accepted before: the value was stored.
-    /// A token *equal* to the stored one is the same holder writing again (each
-    /// acquisition has its own fence): a retry whose first reply was lost, or a
-    /// second write under the same lease. Both are applied.
-    Applied,
-    /// A write with a newer token was accepted before: a newer holder wrote,
-    /// this holder's lease is gone, nothing changed.
-    Rejected {
-        /// The token of the last accepted write.
-        current: Fence,
-    },
-}
 
 /// Values in Redis that only accept writes with increasing fencing tokens.
 ///
@@ -46,7 +31,8 @@ pub enum FencedWrite {
 ///
 /// ```no_run
 /// # async fn demo(guard: warden::LeaseGuard) -> warden::Result<()> {
-/// use warden::fence::{FencedWrite, RedisFencedStore};
+/// use warden::fence::FencedWrite;
+/// use warden::redis::RedisFencedStore;
 ///
 /// let store = RedisFencedStore::connect("redis://127.0.0.1:6379").await?;
 /// match store.write("balance:42", guard.fence(), "100").await? {
@@ -61,12 +47,12 @@ pub enum FencedWrite {
 #[derive(Debug, Clone)]
 pub struct RedisFencedStore {
     conn: RedisConn,
-    prefix: String,
+    keys: Keys,
 }
 
 impl RedisFencedStore {
     /// Connects to `url` with default [`RedisOptions`]: the prefix
-    /// [`DEFAULT_PREFIX`](crate::backend::DEFAULT_PREFIX) (the one leases use) and a refusal of servers whose
+    /// [`DEFAULT_PREFIX`](crate::redis::DEFAULT_PREFIX) (the one leases use) and a refusal of servers whose
     /// `maxmemory-policy` may evict keys — an evicted resource would forget its
     /// last fence and accept a stale holder's write.
     pub async fn connect(url: &str) -> Result<Self> {
@@ -81,17 +67,18 @@ impl RedisFencedStore {
         Ok(Self::with_conn(conn, options.prefix))
     }
 
-    /// Uses an existing connection, as it is (no policy check) (e.g. [`RedisBackend::conn`](crate::backend::RedisBackend::conn)).
-    pub fn with_conn(conn: RedisConn, prefix: impl Into<String>) -> Self {
+    /// Uses an existing connection, as it is (no policy check), e.g. the one of a
+    /// lease store.
+    pub(crate) fn with_conn(conn: RedisConn, prefix: impl Into<String>) -> Self {
         RedisFencedStore {
             conn,
-            prefix: prefix.into(),
+            keys: Keys::new(prefix.into()),
         }
     }
 
     /// The Redis key of a resource.
     pub fn storage_key(&self, resource: &str) -> String {
-        format!("{}resource:{resource}", self.prefix)
+        self.keys.resource(resource)
     }
 
     /// Stores `value` if `fence` is not older than the last accepted token (equal

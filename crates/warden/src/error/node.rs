@@ -1,9 +1,11 @@
-//! What each node of a quorum answered.
+//! What each node of a quorum answered: the per-node report carried by
+//! [`Error::QuorumUnavailable`](crate::Error::QuorumUnavailable) and re-exported by
+//! [`quorum`](crate::quorum).
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::Error;
+use super::Error;
 
 /// One node's answer to a quorum operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +50,7 @@ impl NodeOutcome {
         match e {
             Error::Timeout { after, .. } => NodeOutcome::TimedOut { after: *after },
             Error::Unreachable { cause, .. } => NodeOutcome::Unreachable {
-                cause: cause.clone(),
+                cause: cause.to_string(),
             },
             Error::WrongType { detail, .. } => NodeOutcome::WrongType {
                 detail: detail.clone(),

@@ -1,0 +1,413 @@
+//! Leases on one Redis master: [`RedisStore`] and its [`LeaseStore`] impl.
+//!
+//! The store runs one script per operation (`scripts/lease_*.lua`); the key
+//! names come from [`keys`](super::keys), the settings from
+//! [`options`](super::options), release notifications from
+//! [`subscriber`](super::subscriber). What a quorum needs from one node is in
+//! [`node`](super::node).
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::Script;
+use tokio::sync::OnceCell;
+
+use super::conn::RedisConn;
+use super::keys::{Keys, from_millis, millis};
+use super::options::{RedisOptions, ReplicaAcks};
+use super::subscriber::Subscriber;
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+};
+use crate::token::OwnerToken;
+
+const ACQUIRE_LUA: &str = include_str!("scripts/lease_acquire.lua");
+const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
+const RELEASE_LUA: &str = include_str!("scripts/lease_release.lua");
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
+
+/// Leases on one Redis master: one script call per operation.
+///
+/// Storage layout for a lease named `orders:42` with the default prefix:
+///
+/// | key | type | content |
+/// |---|---|---|
+/// | `warden:{orders:42}` | string, with TTL | the holder's owner token |
+/// | `warden:{orders:42}:fence` | string, no TTL | the last fence handed out |
+///
+/// Both keys share the hash tag `{orders:42}`, so they live in one slot of a
+/// Redis Cluster (the layout is ready for one; warden has no cluster client
+/// yet). A key starting with `}` or `\` gets a `\` in front inside the braces
+/// (`}x` → `warden:{\}x}`), since `{}` would be an empty hash tag and split the
+/// keys across slots; every other key is used as it is. A prefix should not
+/// contain `{}` for the same reason.
+///
+/// The lease key's value is a plain random string, the convention
+/// of most Redis lock clients, so a lock taken by another client on the same key
+/// excludes warden and vice versa. Releases are published on
+/// `warden:{orders:42}:released`, which waiters subscribe to (RESP3 pub/sub) so a
+/// contended lease changes hands without polling.
+///
+/// The fence counter has no TTL on purpose: if it expired, fences would start over
+/// and a stale holder's token could look new again.
+#[derive(Debug, Clone)]
+pub struct RedisStore {
+    conn: RedisConn,
+    keys: Keys,
+    subscriber: Arc<OnceCell<Subscriber>>,
+    replicas: Option<ReplicaAcks>,
+    /// Send scripts with `EVAL` instead of `EVALSHA`: see
+    /// [`inline_scripts`](Self::inline_scripts).
+    inline_scripts: bool,
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://` or `rediss://`) and checks it answers.
+    ///
+    /// Also reads the server's `maxmemory-policy` and refuses one that may evict
+    /// keys unless [`RedisOptions::allow_eviction`] is set.
+    pub async fn connect(url: &str, options: RedisOptions) -> Result<Self> {
+        options.check_replica_wait()?;
+        let conn = RedisConn::connect(url, options.timeout, options.connect_timeout).await?;
+        conn.check_eviction_policy(options.allow_eviction).await?;
+        Ok(Self::with_conn(conn, options))
+    }
+
+    /// Prepares a backend for `url` without connecting; the first call connects.
+    /// Nothing is checked before that call, so the `maxmemory-policy` check of
+    /// [`connect`](Self::connect) is not made: a quorum node should run with
+    /// `maxmemory-policy noeviction` too.
+    pub fn lazy(url: &str, options: RedisOptions) -> Result<Self> {
+        options.check_replica_wait()?;
+        let conn = RedisConn::lazy(url, options.timeout, options.connect_timeout)?;
+        Ok(Self::with_conn(conn, options))
+    }
+
+    fn with_conn(conn: RedisConn, options: RedisOptions) -> Self {
+        RedisStore {
+            conn,
+            keys: Keys::new(options.prefix),
+            subscriber: Arc::new(OnceCell::new()),
+            replicas: options.replicas,
+            inline_scripts: false,
+        }
+    }
+
+    /// Sends every script with `EVAL` (the script's text) instead of `EVALSHA`.
+    /// A quorum needs it: a `NOSCRIPT` answer makes redis-rs load the script and
+    /// send the call again *later*, which can reorder it behind requests made
+    /// after it — an undo could then run before the vote it undoes (a later
+    /// attempt is safe either way: it carries a fresh owner token). `EVAL` is one
+    /// self-contained request, so requests reach a node in the order they were
+    /// made.
+    pub(super) fn inline_scripts(mut self) -> Self {
+        self.inline_scripts = true;
+        self
+    }
+
+    /// Runs a lease script by `EVALSHA` (with NOSCRIPT recovery) or, with
+    /// [`inline_scripts`](Self::inline_scripts), by `EVAL`.
+    pub(super) async fn run_script<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        (script, source): (&Script, &str),
+        keys: &[String],
+        args: &[String],
+    ) -> Result<T> {
+        let key = keys.first().map_or("", String::as_str);
+        if self.inline_scripts {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(source).arg(keys.len()).arg(keys).arg(args);
+            return self
+                .conn
+                .call(
+                    op,
+                    key,
+                    |mut c| async move { cmd.query_async(&mut c).await },
+                )
+                .await;
+        }
+        let mut invocation = script.prepare_invoke();
+        for k in keys {
+            invocation.key(k);
+        }
+        for a in args {
+            invocation.arg(a);
+        }
+        self.conn.script(op, key, &invocation).await
+    }
+
+    /// The connection, shared with other Redis-based parts of warden.
+    pub(crate) fn conn(&self) -> &RedisConn {
+        &self.conn
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        self.keys.prefix()
+    }
+
+    /// The Redis key that holds the lease `key`.
+    /// See the layout table on [`RedisStore`].
+    pub fn lease_key(&self, key: &str) -> String {
+        self.keys.lease(key)
+    }
+
+    /// The key layout of this store.
+    pub(super) fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// Deletes `key` if it holds `token`, like [`release`](LeaseStore::release),
+    /// without waking waiters: undoes one node's vote of a quorum acquisition that
+    /// failed (waking every waiter there would only make the next vote split too).
+    pub(super) async fn release_quietly(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+    ) -> Result<ReleaseOutcome> {
+        self.release_on(key, token, self.keys.undone(key)).await
+    }
+
+    async fn release_on(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        channel: String,
+    ) -> Result<ReleaseOutcome> {
+        let released: i64 = self
+            .run_script(
+                "release",
+                (&RELEASE, RELEASE_LUA),
+                &[self.keys.lease(key)],
+                &[token.as_str().to_string(), channel],
+            )
+            .await?;
+        Ok(if released == 1 {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    /// Runs a lease write script and, with [`RedisOptions::require_replicas`],
+    /// `WAIT` right behind it **in one pipeline on one connection**: the
+    /// acknowledgement always counts the replicas that have *this* write. Were
+    /// `WAIT` sent separately, a reconnect in between would put it on a fresh
+    /// connection, which has written nothing and is acknowledged at once. If the
+    /// connection breaks, both fail together. The script goes by `EVAL` (its
+    /// text) so a `NOSCRIPT` cannot split the pair either.
+    ///
+    /// Returns the script's reply and the number of acknowledging replicas
+    /// (`None` without `require_replicas`).
+    async fn run_write<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        script: (&Script, &str),
+        keys: &[String],
+        args: &[String],
+    ) -> Result<(T, Option<ReplicaReply>)> {
+        let Some(acks) = self.replicas else {
+            return Ok((self.run_script(op, script, keys, args).await?, None));
+        };
+        let key = keys.first().map_or("", String::as_str);
+        // WAIT 0 would block forever: wait at least 1 ms.
+        let wait_ms = millis(acks.timeout).max(1);
+        let needed = acks.replicas.get();
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVAL")
+            .arg(script.1)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args)
+            .cmd("WAIT")
+            .arg(needed)
+            .arg(wait_ms);
+        let (reply, acked): (T, i64) = self
+            .conn
+            .call_within(
+                op,
+                key,
+                self.conn.timeout().saturating_add(acks.timeout),
+                |mut c| async move { pipe.query_async(&mut c).await },
+            )
+            .await?;
+        Ok((
+            reply,
+            Some(ReplicaReply {
+                needed,
+                acked: u32::try_from(acked).unwrap_or(0),
+                waited: acks.timeout,
+            }),
+        ))
+    }
+
+    fn unacknowledged(&self, op: &'static str, key: &str, acks: ReplicaReply) -> Error {
+        Error::ReplicasUnacknowledged {
+            backend: self.describe(),
+            op,
+            key: key.to_string(),
+            needed: acks.needed,
+            acked: acks.acked,
+            waited: acks.waited,
+        }
+    }
+
+    /// The release subscriber, opened on first contention. A failed open is not
+    /// cached: the next waiter tries again, and meanwhile waiters poll.
+    async fn subscriber(&self) -> Option<&Subscriber> {
+        self.subscriber
+            .get_or_try_init(|| async { Subscriber::open(&self.conn).await.ok_or(()) })
+            .await
+            .ok()
+    }
+}
+
+/// What `WAIT` answered after a lease write.
+#[derive(Debug, Clone, Copy)]
+struct ReplicaReply {
+    needed: u32,
+    acked: u32,
+    waited: Duration,
+}
+
+impl ReplicaReply {
+    fn enough(self) -> bool {
+        self.acked >= self.needed
+    }
+}
+
+#[async_trait]
+impl LeaseStore for RedisStore {
+    async fn try_acquire(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireReply> {
+        let start = crate::clock::now();
+        let keys = [self.keys.lease(key), self.keys.fence(key)];
+        let args = [token.as_str().to_string(), millis(ttl).to_string()];
+        let written = self
+            .run_write("acquire", (&ACQUIRE, ACQUIRE_LUA), &keys, &args)
+            .await;
+        let ((won, value), acks): ((i64, i64), _) = match written {
+            Ok(reply) => reply,
+            Err(e) => {
+                // With acknowledgements the failure may have come after the
+                // script granted the lease (the pipeline's WAIT): undo it with
+                // this attempt's own token. No guard exists yet, so releasing
+                // cannot leave anyone believing in it.
+                if self.replicas.is_some() {
+                    let _ = self.release(key, token).await;
+                }
+                return Err(e);
+            }
+        };
+        if won != 1 {
+            return Ok(AcquireReply::Held {
+                ttl_left: from_millis(value),
+            });
+        }
+        let fence = u64::try_from(value).map_err(|_| Error::WrongType {
+            key: self.keys.fence(key),
+            detail: format!("fence counter is {value}"),
+        })?;
+        if let Some(acks) = acks.filter(|a| !a.enough()) {
+            if let Err(e) = self.release(key, token).await {
+                tracing::warn!(key, error = %e, "release after missing replica acknowledgements failed; the TTL will free the key");
+            }
+            return Err(self.unacknowledged("acquire", key, acks));
+        }
+        Ok(AcquireReply::Acquired {
+            fence: Fence::new(fence),
+            valid_until: valid_until(start, ttl),
+        })
+    }
+
+    async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
+        let start = crate::clock::now();
+        let (extended, acks): (i64, _) = self
+            .run_write(
+                "extend",
+                (&EXTEND, EXTEND_LUA),
+                &[self.keys.lease(key)],
+                &[token.as_str().to_string(), millis(ttl).to_string()],
+            )
+            .await?;
+        if extended != 1 {
+            return Ok(ExtendReply::NotHeld);
+        }
+        // Too few acknowledgements: fail, but keep the key. The guard still
+        // holds its last confirmed deadline and retries; deleting the key here
+        // would let a second holder in while the guard still reports the lease
+        // as held.
+        if let Some(acks) = acks.filter(|a| !a.enough()) {
+            return Err(self.unacknowledged("extend", key, acks));
+        }
+        Ok(ExtendReply::Extended {
+            valid_until: valid_until(start, ttl),
+        })
+    }
+
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        self.release_on(key, token, self.keys.released(key)).await
+    }
+
+    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        let lease_key = self.keys.lease(key);
+        let fence_key = self.keys.fence(key);
+        let (kind, pttl, fence): (String, i64, Option<String>) = self
+            .conn
+            .call("status", &lease_key, |mut c| {
+                let (lease_key, fence_key) = (lease_key.clone(), fence_key.clone());
+                async move {
+                    redis::pipe()
+                        .cmd("TYPE")
+                        .arg(&lease_key)
+                        .pttl(&lease_key)
+                        .get(&fence_key)
+                        .query_async(&mut c)
+                        .await
+                }
+            })
+            .await?;
+        // A key of another type is not a lease: reporting it as held would be a
+        // guess (acquire refuses it the same way).
+        if kind != "none" && kind != "string" {
+            return Err(Error::WrongType {
+                key: lease_key,
+                detail: format!("lease key holds a {kind}"),
+            });
+        }
+        let fence = match fence {
+            None => None,
+            Some(s) => Some(Fence::new(s.parse().map_err(|_| Error::WrongType {
+                key: fence_key.clone(),
+                detail: format!("fence counter is {s:?}, not an integer"),
+            })?)),
+        };
+        Ok(LeaseStatus {
+            held: pttl != -2,
+            ttl_left: from_millis(pttl),
+            fence,
+            storage_key: lease_key,
+        })
+    }
+
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        match self.subscriber().await {
+            Some(sub) => sub.watch(self.keys.released(key)).await,
+            None => ReleaseWatch::polling(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.conn.display().to_string()
+    }
+}
