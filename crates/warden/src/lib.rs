@@ -56,6 +56,8 @@
 
 pub mod clock;
 pub mod error;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod fence;
 mod key;
 pub mod lease;

@@ -19,7 +19,7 @@ use http::{Extensions, HeaderMap, Method, Request, Uri};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
 
-/// The parts of a request a [`KeyExtractor`] may look at (everything but the
+/// The parts of a request a [`KeyExtractor`](super::KeyExtractor) may look at (everything but the
 /// body, which the middleware never reads).
 #[derive(Debug, Clone, Copy)]
 pub struct RequestHead<'a> {

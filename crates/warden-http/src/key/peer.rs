@@ -4,7 +4,7 @@ use super::{KeyExtractor, RequestHead};
 
 /// Keys requests by the TCP peer's address: `ip:192.0.2.1`.
 ///
-/// Behind a reverse proxy every request comes from the proxy; use [`ClientIp`].
+/// Behind a reverse proxy every request comes from the proxy; use [`ClientIp`](super::ClientIp).
 ///
 /// ```
 /// use warden_http::{KeyExtractor, PeerAddr, PeerIp, RequestHead};

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::headers::HeaderStyle;
 use crate::key::KeyExtractor;
-use crate::store::{QuotaPolicy, RateLimitStore};
+use crate::limiter::{QuotaPolicy, RateLimiter};
 
 /// The longest a request waits for the limiter unless
 /// [`RateLimitLayer::budget`](super::RateLimitLayer::budget) says otherwise. A
@@ -46,7 +46,7 @@ pub enum MissingKey {
 /// What every service made by one layer shares, fixed when the layer wraps a
 /// service (the advertised policy is read from the store once, then).
 pub(crate) struct Settings {
-    pub(crate) store: Arc<dyn RateLimitStore>,
+    pub(crate) store: Arc<dyn RateLimiter>,
     pub(crate) key: Arc<dyn KeyExtractor>,
     /// The quota the store advertised, for headers and refusal messages.
     pub(crate) policy: Option<QuotaPolicy>,

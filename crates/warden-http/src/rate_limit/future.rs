@@ -18,9 +18,9 @@ use tower_service::Service;
 use super::body::RateLimitBody;
 use super::config::Settings;
 use super::respond::{Next, next_step};
-use crate::store::{BoxFuture, StoreError, Verdict};
+use crate::limiter::{BoxFuture, Decision, LimiterError};
 
-type Check = BoxFuture<Result<Verdict, StoreError>>;
+type Check = BoxFuture<Result<Decision, LimiterError>>;
 
 pin_project! {
     /// The response future of [`RateLimit`](super::RateLimit).
@@ -46,7 +46,7 @@ pin_project! {
         Calling {
             #[pin]
             fut: F,
-            verdict: Option<Verdict>,
+            decision: Option<Decision>,
         },
         /// Answered by the middleware itself.
         Ready { res: Option<Response<Bytes>> },
@@ -99,23 +99,23 @@ where
                 } => {
                     let outcome = ready!(check.poll(cx)).ok();
                     match next_step(outcome, key, this.settings) {
-                        Next::Call(verdict) => {
+                        Next::Call(decision) => {
                             let (Some(mut inner), Some(req)) = (inner.take(), req.take()) else {
                                 panic!("ResponseFuture polled after completion");
                             };
                             let fut = inner.call(req);
-                            this.state.set(State::Calling { fut, verdict });
+                            this.state.set(State::Calling { fut, decision });
                         }
                         Next::Answer(res) => this.state.set(State::Ready { res: Some(res) }),
                     }
                 }
-                StateProj::Calling { fut, verdict } => {
+                StateProj::Calling { fut, decision } => {
                     let res = ready!(fut.poll(cx))?;
                     let mut res = res.map(RateLimitBody::inner);
-                    if let Some(verdict) = verdict.take() {
+                    if let Some(decision) = decision.take() {
                         this.settings
                             .style
-                            .write(&verdict, SystemTime::now(), res.headers_mut());
+                            .write(&decision, SystemTime::now(), res.headers_mut());
                     }
                     return Poll::Ready(Ok(res));
                 }

@@ -12,9 +12,9 @@ use super::config::{DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
 use super::service::RateLimit;
 use crate::headers::{HeaderStyle, PolicyName, policy_value};
 use crate::key::KeyExtractor;
-use crate::store::RateLimitStore;
+use crate::limiter::RateLimiter;
 
-/// A tower [`Layer`] that rate-limits requests through a [`RateLimitStore`],
+/// A tower [`Layer`] that rate-limits requests through a [`RateLimiter`],
 /// one bucket per key.
 ///
 /// Admitted responses carry `RateLimit-Policy`, `RateLimit` and (unless turned
@@ -26,19 +26,19 @@ use crate::store::RateLimitStore;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::time::Duration;
 /// use tower::{Service, ServiceBuilder, ServiceExt};
-/// use warden_http::{FailurePolicy, PeerAddr, PeerIp, RateLimitLayer, Verdict};
-/// # use warden_http::{BoxFuture, QuotaPolicy, RateLimitStore, StoreError};
+/// use warden_http::{FailurePolicy, PeerAddr, PeerIp, RateLimitLayer, Decision};
+/// # use warden_http::{BoxFuture, QuotaPolicy, RateLimiter, LimiterError};
 /// # struct OnePerKey(std::sync::Mutex<std::collections::HashSet<String>>);
-/// # impl RateLimitStore for OnePerKey {
-/// #     fn check(&self, key: &str, _: u32) -> BoxFuture<Result<Verdict, StoreError>> {
+/// # impl RateLimiter for OnePerKey {
+/// #     fn check(&self, key: &str, _: u32) -> BoxFuture<Result<Decision, LimiterError>> {
 /// #         let first = self.0.lock().unwrap().insert(key.to_owned());
 /// #         let w = Duration::from_secs(60);
-/// #         Box::pin(async move { Ok(if first { Verdict::allowed(1, 0, w) } else { Verdict::refused(1, w, w) }) })
+/// #         Box::pin(async move { Ok(if first { Decision::allowed(1, 0, w) } else { Decision::refused(1, w, w) }) })
 /// #     }
 /// #     fn policy(&self) -> Option<QuotaPolicy> { Some(QuotaPolicy { limit: 1, window: Duration::from_secs(60) }) }
 /// # }
 /// # let store = OnePerKey(Default::default());
-/// // `store` is any RateLimitStore, e.g. a warden `Limiter`: here, 1 per minute.
+/// // `store` is any RateLimiter, e.g. a warden `Limiter`: here, 1 per minute.
 /// let layer = RateLimitLayer::new(store, PeerIp)
 ///     .budget(Duration::from_millis(100))
 ///     .on_store_failure(FailurePolicy::Closed);
@@ -60,7 +60,7 @@ use crate::store::RateLimitStore;
 #[derive(Clone)]
 #[must_use]
 pub struct RateLimitLayer {
-    store: Arc<dyn RateLimitStore>,
+    store: Arc<dyn RateLimiter>,
     key: Arc<dyn KeyExtractor>,
     name: PolicyName,
     legacy: bool,
@@ -89,7 +89,7 @@ impl RateLimitLayer {
     ///
     /// Defaults: policy name `default`, legacy headers on, keyless requests
     /// refused with `400`, fail open, a budget of [`DEFAULT_BUDGET`], cost 1.
-    pub fn new(store: impl RateLimitStore, key: impl KeyExtractor) -> Self {
+    pub fn new(store: impl RateLimiter, key: impl KeyExtractor) -> Self {
         RateLimitLayer {
             store: Arc::new(store),
             key: Arc::new(key),

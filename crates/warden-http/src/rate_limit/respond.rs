@@ -18,14 +18,14 @@ use http::{HeaderValue, Response, StatusCode};
 
 use super::config::{FailurePolicy, Settings};
 use crate::headers::{ceil_secs, retry_after_secs};
+use crate::limiter::{Decision, LimiterError};
 use crate::problem::problem;
-use crate::store::{StoreError, Verdict};
 
 /// What the middleware does with a limiter's answer.
 #[derive(Debug)]
 pub(crate) enum Next {
-    /// Call the inner service; with a verdict, its headers go on the response.
-    Call(Option<Verdict>),
+    /// Call the inner service; with a decision, its headers go on the response.
+    Call(Option<Decision>),
     /// Answer without calling the inner service.
     Answer(Response<Bytes>),
 }
@@ -41,20 +41,20 @@ pub(crate) fn missing_key() -> Response<Bytes> {
 /// The next step for the limiter's `outcome`: `None` when no decision came
 /// within the budget.
 pub(crate) fn next_step(
-    outcome: Option<Result<Verdict, StoreError>>,
+    outcome: Option<Result<Decision, LimiterError>>,
     key: &str,
     settings: &Settings,
 ) -> Next {
     let failure = match outcome {
-        Some(Ok(verdict)) if verdict.allowed => return Next::Call(Some(verdict)),
-        Some(Ok(verdict)) => return Next::Answer(refusal(&verdict, settings)),
-        Some(Err(StoreError::InvalidKey(reason))) => {
+        Some(Ok(decision)) if decision.allowed => return Next::Call(Some(decision)),
+        Some(Ok(decision)) => return Next::Answer(refusal(&decision, settings)),
+        Some(Err(LimiterError::InvalidKey(reason))) => {
             return Next::Answer(problem(
                 StatusCode::BAD_REQUEST,
                 &format!("unusable rate-limit key: {reason}"),
             ));
         }
-        Some(Err(StoreError::Misconfigured(reason))) => {
+        Some(Err(LimiterError::Misconfigured(reason))) => {
             tracing::error!(key, %reason, "rate limiter misconfigured");
             return Next::Answer(problem(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -88,20 +88,20 @@ fn on_failure(policy: FailurePolicy, key: &str, failure: &str) -> Next {
 }
 
 /// `429` with `Retry-After`, the rate-limit headers and a problem body.
-fn refusal(verdict: &Verdict, settings: &Settings) -> Response<Bytes> {
+fn refusal(decision: &Decision, settings: &Settings) -> Response<Bytes> {
     let window = settings
         .policy
         .map(|p| format!(" per {} s", ceil_secs(p.window).max(1)))
         .unwrap_or_default();
     let detail = format!(
         "rate limit of {}{window} exceeded; retry in {} s",
-        verdict.limit,
-        retry_after_secs(verdict)
+        decision.limit,
+        retry_after_secs(decision)
     );
     let mut res = problem(StatusCode::TOO_MANY_REQUESTS, &detail);
     settings
         .style
-        .write(verdict, SystemTime::now(), res.headers_mut());
+        .write(decision, SystemTime::now(), res.headers_mut());
     res
 }
 
@@ -114,8 +114,8 @@ mod tests {
     use super::*;
     use crate::headers::{HeaderStyle, PolicyName};
     use crate::key::PeerIp;
+    use crate::limiter::QuotaPolicy;
     use crate::rate_limit::config::MissingKey;
-    use crate::store::QuotaPolicy;
 
     fn settings(on_failure: FailurePolicy) -> Settings {
         let quota = warden::limit::Quota::per_minute(NonZeroU32::MIN);
@@ -148,15 +148,15 @@ mod tests {
     }
 
     #[test]
-    fn an_admission_calls_the_inner_service_with_its_verdict() {
-        let v = Verdict::allowed(60, 59, Duration::from_secs(1));
+    fn an_admission_calls_the_inner_service_with_its_decision() {
+        let v = Decision::allowed(60, 59, Duration::from_secs(1));
         let next = next_step(Some(Ok(v)), "k", &settings(FailurePolicy::Closed));
         assert!(matches!(next, Next::Call(Some(got)) if got == v));
     }
 
     #[test]
     fn a_refusal_is_429_with_retry_after_headers_and_the_quota_in_the_detail() {
-        let v = Verdict::refused(60, Duration::from_secs(30), Duration::from_millis(2_200));
+        let v = Decision::refused(60, Duration::from_secs(30), Duration::from_millis(2_200));
         let (status, headers, body) =
             answer(next_step(Some(Ok(v)), "k", &settings(FailurePolicy::Open)));
         assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
@@ -172,11 +172,11 @@ mod tests {
     fn key_and_configuration_errors_are_400_and_500_whatever_the_policy() {
         for policy in [FailurePolicy::Open, FailurePolicy::Closed] {
             let s = settings(policy);
-            let bad_key = Some(Err(StoreError::InvalidKey("too long".into())));
+            let bad_key = Some(Err(LimiterError::InvalidKey("too long".into())));
             let (status, _, body) = answer(next_step(bad_key, "k", &s));
             assert_eq!(status, StatusCode::BAD_REQUEST);
             assert_eq!(body["detail"], "unusable rate-limit key: too long");
-            let bad_config = Some(Err(StoreError::Misconfigured("cost".into())));
+            let bad_config = Some(Err(LimiterError::Misconfigured("cost".into())));
             let (status, _, _) = answer(next_step(bad_config, "k", &s));
             assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         }
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn a_failure_or_no_decision_follows_the_failure_policy() {
-        let down = || Some(Err(StoreError::Unavailable("refused".into())));
+        let down = || Some(Err(LimiterError::Unavailable("refused".into())));
         for outcome in [down(), None] {
             let open = next_step(outcome.clone(), "k", &settings(FailurePolicy::Open));
             assert!(matches!(open, Next::Call(None)));
