@@ -5,7 +5,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::lease::{Lease, LeaseStatus, LeaseStore};
-use crate::limit::{Algorithm, LimitStore, Limiter, Quota};
+use crate::limit::store::LimitStore;
+use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryLimits, MemoryStore};
 use crate::quorum::{QuorumOptions, QuorumStore};
 use crate::redis::{RedisLimits, RedisOptions, RedisStore};
@@ -45,7 +46,7 @@ impl Warden {
     /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
     ///   processes of this host, created if missing (its directory must exist);
     /// - `etcd://[user[:password]@]host:2379[,host:2379…]` — an etcd cluster
-    ///   (feature `etcd`), checked with a `Status` call before returning, for
+    ///   (feature `etcd`), checked with a read before returning, for
     ///   leases only: rate limits on it are refused with an error naming Redis
     ///   and SQLite (see [`etcd`](crate::etcd)). The password is never shown.
     pub async fn connect(url: &str) -> Result<Self> {
@@ -195,4 +196,25 @@ fn sqlite_path(url: &str) -> Result<&str> {
         });
     }
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The CLI asks stores whether they coordinate across processes instead of
+    /// comparing descriptions: the memory store does not, SQLite does.
+    #[tokio::test]
+    async fn only_in_process_stores_are_not_shared() {
+        let memory = Warden::connect("memory:").await.unwrap();
+        assert!(!memory.backend().is_shared());
+        assert!(!memory.limits().is_shared());
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("w.db").display());
+        let sqlite = Warden::connect(&url).await.unwrap();
+        assert!(sqlite.backend().is_shared());
+        assert!(sqlite.limits().is_shared());
+    }
 }
