@@ -55,6 +55,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod election;
 pub mod error;
 pub mod fence;
 mod key;
@@ -62,6 +63,7 @@ pub mod lease;
 pub mod limit;
 pub mod memory;
 pub mod quorum;
+pub mod record;
 pub mod redis;
 pub mod sqlite;
 mod token;

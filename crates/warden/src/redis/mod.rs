@@ -10,6 +10,7 @@ mod conn;
 mod fenced;
 mod lease;
 mod limit;
+mod record;
 
 pub use conn::split_redis_urls;
 pub use fenced::RedisFencedStore;

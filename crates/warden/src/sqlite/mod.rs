@@ -2,6 +2,7 @@
 
 mod clock;
 mod limit;
+mod record;
 mod schema;
 
 use std::path::{Path, PathBuf};
