@@ -64,6 +64,11 @@ pub enum Command {
     Limit(LimitArgs),
     /// Show whether a lease is held, its remaining TTL and last fence.
     Status(StatusArgs),
+    /// Run a command only while this process leads an election (WARDEN_FENCE
+    /// is the term); campaign again after losing leadership unless --once.
+    Elect(crate::elect::ElectArgs),
+    /// Show who leads an election: exit 0, or 75 when nobody leads.
+    Leader(crate::leader::LeaderArgs),
 }
 
 #[derive(Debug, Args)]

@@ -132,6 +132,19 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
         }
     };
     tracing::info!(key = %args.key, fence = %guard.fence(), "lease acquired");
+    hold(global, args, &warden, guard, grace).await
+}
+
+/// Runs the command of `args` under an acquired `guard`: supervised as
+/// described in the module docs, released at the end; returns warden's exit
+/// status. (`warden elect` runs its command through this too.)
+pub async fn hold(
+    global: &Global,
+    args: &RunArgs,
+    warden: &Warden,
+    guard: LeaseGuard,
+    grace: Duration,
+) -> Result<u8, Failure> {
     if guard.remaining() <= grace {
         // The round trip ate the validity: the command would be terminated as
         // soon as it started.
@@ -146,7 +159,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
         ));
     }
     let code = supervise(global, args, &guard, grace).await;
-    finish(global, args, &warden, guard, code).await
+    finish(global, args, warden, guard, code).await
 }
 
 /// How the command ended, as far as the lease is concerned.

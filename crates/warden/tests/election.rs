@@ -161,39 +161,48 @@ async fn bad_ids_are_refused(fx: &Fixture) {
     assert!(matches!(e, Error::InvalidKey { .. }), "{e}");
 }
 
-/// Observed through a short TTL: a leader that stops renewing (its guard
-/// forgotten, as in a crash) is replaced once its TTL runs out, with a higher
-/// term, and the old leadership reports itself lost first.
-async fn a_silent_leader_is_replaced_after_its_ttl(fx: &Fixture) {
-    let ttl = Duration::from_millis(300);
-    let election = fx.warden.election("elect:crash").ttl(ttl);
+/// Leadership lost in the store (the key deleted, as by a failover that lost
+/// it) is signalled to the leader by its watchdog, and the next candidate is
+/// elected with a higher term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_vanishes_is_told_and_replaced_on_redis() {
+    let fx = recipes_common::redis().await;
+    let election = fx
+        .warden
+        .election("elect:vanish")
+        .ttl(Duration::from_millis(600));
     let a = election.try_campaign("a").await.unwrap().unwrap();
-    let lost = a.lost();
-    let term = a.term();
-    // A crash: the guard's renewals stop, nothing is released.
-    std::mem::forget(a);
-    let b = tokio::time::timeout(BOUND, election.campaign("b"))
-        .await
-        .expect("b elected after the TTL")
+    fx.server
+        .as_ref()
+        .unwrap()
+        .command("DEL warden:{elect:vanish}")
         .unwrap();
-    assert!(lost.is_lost(), "the old leader's signal fired before b won");
-    assert!(b.term() > term);
-    let now = election.leader().await.unwrap().unwrap();
-    assert_eq!(now.id.as_deref(), Some("b"));
+    tokio::time::timeout(BOUND, a.lost().wait())
+        .await
+        .expect("the watchdog noticed");
+    assert!(a.is_lost());
+    let b = election
+        .try_campaign("b")
+        .await
+        .unwrap()
+        .expect("free again");
+    assert!(b.term() > a.term());
+    assert_eq!(
+        election.leader().await.unwrap().unwrap().id.as_deref(),
+        Some("b")
+    );
+    assert_eq!(a.resign().await.unwrap(), ReleaseOutcome::NotHeld);
     b.resign().await.unwrap();
 }
 
 fn _types(_: &Election, _: &Leader) {}
 
 on_store!(memory: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
-    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused,
-    a_silent_leader_is_replaced_after_its_ttl);
+    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
 on_store!(sqlite: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
-    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused,
-    a_silent_leader_is_replaced_after_its_ttl);
+    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
 on_store!(redis: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
-    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused,
-    a_silent_leader_is_replaced_after_its_ttl);
+    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
 
 /// A record key of the wrong type is an error naming the key, and the lease
 /// taken on the way is given back.
@@ -216,4 +225,25 @@ async fn a_record_key_of_the_wrong_type_is_refused_on_redis() {
         election.leader().await,
         Err(Error::WrongType { .. })
     ));
+}
+
+/// On a quorum the term is the quorum's fence (monotonic across leaders); the
+/// id is not kept there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terms_increase_on_a_quorum_without_ids() {
+    let fx = recipes_common::quorum().await;
+    let election = fx
+        .warden
+        .election("elect:quorum")
+        .ttl(Duration::from_secs(5));
+    let a = election.try_campaign("a").await.unwrap().unwrap();
+    assert!(election.try_campaign("b").await.unwrap().is_none());
+    let now = election.leader().await.unwrap().unwrap();
+    assert_eq!((now.id, now.term), (None, a.term()));
+    let first = a.term();
+    a.resign().await.unwrap();
+    assert!(election.leader().await.unwrap().is_none());
+    let b = election.try_campaign("b").await.unwrap().unwrap();
+    assert!(b.term() > first);
+    b.resign().await.unwrap();
 }

@@ -11,12 +11,15 @@ use crate::error::Result;
 use crate::fence::Fence;
 use crate::record::{PutOutcome, PutRule, Record, RecordStore};
 
+/// Records by key, each with its expiry (`None`: kept).
+type Records = HashMap<String, (Record, Option<Moment>)>;
+
 /// [`RecordStore`] in this process's memory: the records of a
 /// [`Warden::memory`](crate::Warden::memory) handle's elections and run-once
 /// operations.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryRecords {
-    records: Arc<Mutex<HashMap<String, (Record, Option<Moment>)>>>,
+    records: Arc<Mutex<Records>>,
 }
 
 impl MemoryRecords {
@@ -25,13 +28,13 @@ impl MemoryRecords {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Record, Option<Moment>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Records> {
         // Every update is a single insert or remove: poisoning cannot leave
         // the map half-updated.
         self.records.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn live(map: &mut HashMap<String, (Record, Option<Moment>)>, key: &str) -> Option<Record> {
+    fn live(map: &mut Records, key: &str) -> Option<Record> {
         let now = SystemClock.now();
         if map
             .get(key)
