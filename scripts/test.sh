@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command of the README: installs what the tests need on a fresh Debian
 # machine, then runs formatting, lints, every test (unit, integration, doc) and
-# the examples. Tests start their own redis-server processes on free ports.
+# the examples. Tests start their own redis-server (and etcd) processes on free ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +11,12 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   missing+=(postgresql)
 fi
+# etcd for the etcd-store tests (Debian's etcd-server ships the `etcd` binary), and
+# protoc plus the well-known .proto files (libprotobuf-dev), which the etcd-client
+# crate's build script needs to compile etcd's API.
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+test -f /usr/include/google/protobuf/descriptor.proto || missing+=(libprotobuf-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

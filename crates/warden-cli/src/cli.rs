@@ -2,9 +2,11 @@
 
 use std::ffi::OsString;
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
+use clap_complete::Shell;
 use warden::limit::Algorithm;
 
 use crate::duration;
@@ -14,10 +16,11 @@ use crate::duration;
 ///
 /// Exit statuses: the command's own (128+N when it died by signal N) for `run`;
 /// 64 bad usage, 65 a `limit` cost above capacity, 69 backend unreachable,
+/// 73 a --json-file or man page that cannot be written,
 /// 75 not acquired in time / rate limited, 76 the command may not have run
 /// alone (lease lost, deleted or taken while it ran).
 #[derive(Debug, Parser)]
-#[command(name = "warden", version, about, long_about = None)]
+#[command(name = "warden", version, about, long_about = None, after_help = EXAMPLES)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -50,44 +53,117 @@ pub struct Global {
     #[arg(short, long, global = true)]
     pub quiet: bool,
 
-    /// Log to stderr: -v info, -vv debug, -vvv trace.
+    /// Log to stderr: -v info, -vv debug, -vvv trace. RUST_LOG (e.g.
+    /// `warden=debug`, `info`, `off`) is read too and wins for what it names.
     #[arg(short, long, global = true, action = ArgAction::Count)]
     pub verbose: u8,
 }
+
+const EXAMPLES: &str = "\
+Examples:
+  warden run -k nightly -c 'pg_dump shop > /backup/shop.sql'
+  warden run -k deploy -w inf -- ./deploy.sh --prod
+  warden run -k cron -n -q -E 0 -- ./job       # skip quietly if already running
+  warden limit -k api:alice --rate 10/1m
+  warden status -k nightly --json
+  WARDEN_BACKEND=redis://10.0.0.5:6379 warden run -k nightly -c ./job.sh";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  warden run -k nightly -c 'pg_dump shop > /backup/shop.sql'
+  warden run -k deploy --wait inf -- ./deploy.sh --prod   # wait as long as it takes
+  warden run -k cron -n -q -E 0 -- ./job       # already running: exit 0, quietly
+  warden run -k report -t 2m --json-file run.json -- ./report
+  warden run -k job -c 'curl -H \"Fence: $WARDEN_FENCE\" -X PUT https://…'";
+
+const LIMIT_EXAMPLES: &str = "\
+Examples:
+  warden limit -k api:alice --rate 10/1m || exit 0   # skip when over the quota
+  warden limit -k mail --rate 100/1h --burst 20 --json
+  warden limit -k upload --rate 1000/1d --cost 50 --algorithm sliding-window";
+
+const STATUS_EXAMPLES: &str = "\
+Examples:
+  warden status -k nightly
+  warden status -k nightly --json | jq .ttl_ms";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command while holding a lease; WARDEN_FENCE and WARDEN_KEY are set
     /// in its environment.
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Take units from a rate limit: exit 0 when allowed, 75 when limited.
+    #[command(after_help = LIMIT_EXAMPLES)]
     Limit(LimitArgs),
     /// Show whether a lease is held, its remaining TTL and last fence.
+    #[command(after_help = STATUS_EXAMPLES)]
     Status(StatusArgs),
     /// Run a command only while this process leads an election (WARDEN_FENCE
     /// is the term); campaign again after losing leadership unless --once.
     Elect(crate::elect::ElectArgs),
     /// Show who leads an election: exit 0, or 75 when nobody leads.
     Leader(crate::leader::LeaderArgs),
+    /// Print a shell completion script on stdout (e.g. `warden completions
+    /// bash > /etc/bash_completion.d/warden`).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) on stdout, or write one page per command
+    /// into a directory with --dir.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write warden.1, warden-run.1, … into this directory (created if
+    /// missing) instead of printing warden.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// How long `run` waits for a held lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Up to this long (zero: one try).
+    For(Duration),
+    /// Until the lease is free (`inf`).
+    Forever,
+}
+
+/// Parses `--wait`: a duration, or `inf`/`infinity` for no limit.
+pub fn parse_wait(text: &str) -> Result<Wait, String> {
+    match text.trim() {
+        "inf" | "infinity" => Ok(Wait::Forever),
+        other => duration::parse(other)
+            .map(Wait::For)
+            .map_err(|e| format!("{e}, or inf to wait until the lease is free")),
+    }
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The lease key.
-    #[arg(long)]
+    #[arg(short, long)]
     pub key: String,
 
     /// How long the store keeps the lease without renewal; warden renews it
     /// every third of this while the command runs.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
     pub ttl: Duration,
 
-    /// How long to wait for a held lease before giving up (exit 75).
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::parse)]
-    pub wait: Duration,
+    /// How long to wait for a held lease before giving up (exit 75); `inf`
+    /// waits until it is free (flock's default).
+    #[arg(short, long, value_name = "DURATION|inf", default_value = "10s", value_parser = parse_wait)]
+    pub wait: Wait,
 
     /// Give up at once if the lease is held (same as --wait 0s).
-    #[arg(long, conflicts_with = "wait")]
+    #[arg(short, long, conflicts_with = "wait")]
     pub no_wait: bool,
 
     /// How long the command's process group has between SIGTERM and SIGKILL
@@ -98,18 +174,47 @@ pub struct RunArgs {
     pub grace: Option<Duration>,
 
     /// Exit status when the lease was not acquired (instead of 75).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8))]
+    #[arg(short = 'E', long, value_name = "N", value_parser = clap::value_parser!(u8))]
     pub conflict_exit_code: Option<u8>,
 
+    /// When warden ends, print a JSON report on stderr (its last line): key,
+    /// outcome, fence, exit statuses, waited/held/ran milliseconds.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the JSON report to FILE instead of stderr (created or truncated
+    /// before the lease is taken).
+    #[arg(long, value_name = "FILE")]
+    pub json_file: Option<PathBuf>,
+
+    /// Run this shell command with `sh -c` (instead of `-- CMD ARGS…`).
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "SHELL_COMMAND",
+        conflicts_with = "argv"
+    )]
+    pub shell: Option<OsString>,
+
     /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
+    #[arg(last = true, required_unless_present = "shell", value_name = "CMD")]
+    pub argv: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// The program and its arguments: `sh -c SHELL_COMMAND` for `-c`.
+    pub fn program(&self) -> Vec<OsString> {
+        match &self.shell {
+            Some(line) => vec!["sh".into(), "-c".into(), line.clone()],
+            None => self.argv.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
 pub struct LimitArgs {
     /// The rate-limit key (e.g. a user, an IP, a job name).
-    #[arg(long)]
+    #[arg(short, long)]
     pub key: String,
 
     /// N units per PERIOD, e.g. 10/1m, 5/s, 1000/1d.
@@ -160,7 +265,7 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The lease key.
-    #[arg(long)]
+    #[arg(short, long)]
     pub key: String,
 
     /// Print {"key","held","ttl_ms","fence","storage_key"} as JSON.
@@ -194,6 +299,15 @@ mod tests {
         assert!(parse_rate("0/1m").unwrap_err().contains("whole number"));
         assert!(parse_rate("10/0s").unwrap_err().contains("zero"));
         assert!(parse_rate("10/1x").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn wait_is_a_duration_or_inf() {
+        assert_eq!(parse_wait("inf"), Ok(Wait::Forever));
+        assert_eq!(parse_wait("infinity"), Ok(Wait::Forever));
+        assert_eq!(parse_wait("0s"), Ok(Wait::For(Duration::ZERO)));
+        assert_eq!(parse_wait("2m"), Ok(Wait::For(Duration::from_secs(120))));
+        assert!(parse_wait("forever").unwrap_err().contains("or inf"));
     }
 
     #[test]
@@ -234,7 +348,8 @@ mod tests {
         let Command::Run(run) = cli.command else {
             panic!("not run")
         };
-        assert_eq!(run.command, ["echo", "--flag"]);
+        assert_eq!(run.argv, ["echo", "--flag"]);
+        assert_eq!(run.wait, Wait::For(Duration::from_secs(10)));
         assert_eq!(run.ttl, Duration::from_secs(30));
         assert!(Cli::try_parse_from(["warden", "run", "--key", "k"]).is_err());
         assert!(

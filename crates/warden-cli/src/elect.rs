@@ -14,7 +14,7 @@ use clap::Args;
 use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::{Global, RunArgs};
+use crate::cli::{Global, RunArgs, Wait};
 use crate::exit::{self, Failure};
 use crate::{duration, output, run, store};
 
@@ -64,11 +64,14 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
     let run_args = RunArgs {
         key: args.key.clone(),
         ttl: args.ttl,
-        wait: Duration::ZERO,
+        wait: Wait::For(Duration::ZERO),
         no_wait: false,
         grace: args.grace,
         conflict_exit_code: None,
-        command: args.command.clone(),
+        json: false,
+        json_file: None,
+        shell: None,
+        argv: args.command.clone(),
     };
     let grace = run::timing(&run_args)?;
     check_id(&id)?;
@@ -92,9 +95,9 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
                 leadership.term()
             ));
         }
-        let code = run::hold(global, &run_args, &warden, leadership.into_guard(), grace).await?;
-        if code != exit::LEASE_LOST || args.once {
-            return Ok(code);
+        let held = run::hold(global, &run_args, &warden, leadership.into_guard(), grace).await?;
+        if !held.lost || args.once {
+            return Ok(held.code);
         }
         if !global.quiet {
             output::note(&format!(

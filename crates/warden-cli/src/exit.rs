@@ -12,6 +12,9 @@ pub const DATA: u8 = 65;
 pub const UNAVAILABLE: u8 = 69;
 /// warden itself failed (no signal handler, no runtime).
 pub const SOFTWARE: u8 = 70;
+/// A file warden was asked to write (`--json-file`, `man --dir`) cannot be
+/// created.
+pub const CANT_CREATE: u8 = 73;
 /// The lease was not acquired in time, or the rate limit refused.
 pub const NOT_ACQUIRED: u8 = 75;
 /// The command may not have run alone: the lease was lost, deleted or taken
@@ -71,7 +74,8 @@ pub fn from_clap(e: &clap::Error) -> (u8, String) {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => (0, e.to_string()),
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => (
             USAGE,
-            "a command is required: run, limit or status (see 'warden --help')".into(),
+            "a command is required: run, limit, status, completions or man (see 'warden --help')"
+                .into(),
         ),
         _ => {
             // clap's first paragraph names the problem (and, for a missing

@@ -1,13 +1,15 @@
 //! The `warden` command line: a thin layer over the warden library.
 //!
 //! `warden run` runs a command under a lease, `warden limit` takes units from a
-//! rate limit, `warden status` inspects a lease. See
+//! rate limit, `warden status` inspects a lease; `warden completions` and
+//! `warden man` print what packagers install. See
 //! docs/cli.md for the contract scripts rely on (options, output, exit statuses).
 
 mod cli;
 mod duration;
 mod elect;
 mod exit;
+mod generate;
 mod leader;
 mod limit;
 mod output;
@@ -45,6 +47,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // Generated from the grammar alone: no store, no runtime.
+    match &cli.command {
+        Command::Completions(args) => return ExitCode::from(generate::completions(args)),
+        Command::Man(args) => return ExitCode::from(generate::man(args)),
+        _ => {}
+    }
     init_logging(cli.global.verbose);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -75,20 +83,51 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
         Command::Status(args) => status::status(&cli.global, args).await,
         Command::Elect(args) => elect::elect(&cli.global, args).await,
         Command::Leader(args) => leader::leader(&cli.global, args).await,
+        // Handled in `main` before the runtime starts.
+        Command::Completions(_) | Command::Man(_) => Ok(0),
     }
 }
 
+/// Logs to stderr when `-v` or `RUST_LOG` asks for it.
+///
+/// `RUST_LOG` takes `target=level` and `level` directives separated by commas
+/// (`warden=debug,info`, `off`); what it names wins, and `-v` sets the level of
+/// everything it leaves unnamed. A malformed value is reported in one line and
+/// ignored: logging is a diagnostic, not a reason to refuse the command.
 fn init_logging(verbose: u8) {
-    let level = match verbose {
-        0 => return,
-        1 => tracing::Level::INFO,
-        2 => tracing::Level::DEBUG,
-        _ => tracing::Level::TRACE,
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+
+    let from_v = match verbose {
+        0 => None,
+        1 => Some(LevelFilter::INFO),
+        2 => Some(LevelFilter::DEBUG),
+        _ => Some(LevelFilter::TRACE),
     };
-    let _ = tracing_subscriber::fmt()
+    let from_env = match std::env::var("RUST_LOG") {
+        Ok(text) if !text.trim().is_empty() => match text.parse::<Targets>() {
+            Ok(targets) => Some(targets),
+            Err(e) => {
+                output::note(&format!(
+                    "ignoring RUST_LOG ({e}); write e.g. RUST_LOG=debug or RUST_LOG=warden=trace"
+                ));
+                None
+            }
+        },
+        _ => None,
+    };
+    let targets = match (from_env, from_v) {
+        (None, None) => return,
+        (None, Some(level)) => Targets::new().with_default(level),
+        (Some(targets), Some(level)) if targets.default_level().is_none() => {
+            targets.with_default(level)
+        }
+        (Some(targets), _) => targets,
+    };
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(|| secrets::ScrubbedStderr)
-        .with_max_level(level)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_filter(targets);
+    let _ = tracing_subscriber::registry().with(layer).try_init();
 }

@@ -19,10 +19,11 @@ pub fn note(text: &str) {
 
 /// Runs `work` while showing a live "waiting" line on stderr, redrawn every
 /// 100 ms, when stderr is a terminal and `show` is set; the line is erased when
-/// `work` completes. Nothing is printed otherwise.
+/// `work` completes. Nothing is printed otherwise. `wait` is `None` when
+/// waiting has no limit.
 pub async fn while_waiting<F: std::future::Future>(
     key: &str,
-    wait: Duration,
+    wait: Option<Duration>,
     show: bool,
     work: F,
 ) -> F::Output {
@@ -41,11 +42,14 @@ pub async fn while_waiting<F: std::future::Future>(
                 // Nothing to show in the first moments: most leases are free.
                 if waited >= Duration::from_millis(200) {
                     drawn = true;
+                    let limit = wait.map_or_else(
+                        || "(no limit)".to_string(),
+                        |w| format!("of {}", duration::show(w)),
+                    );
                     let _ = write!(
                         std::io::stderr().lock(),
-                        "\r\x1b[2Kwarden: waiting for lease {key:?}: {} of {}",
+                        "\r\x1b[2Kwarden: waiting for lease {key:?}: {} {limit}",
                         duration::show(waited),
-                        duration::show(wait),
                     );
                 }
             }

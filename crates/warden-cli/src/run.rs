@@ -15,7 +15,7 @@
 //! 76, as it does when the final release finds the lease gone: 76 means the
 //! command may not have run alone.
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -28,9 +28,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 use warden::{LeaseGuard, ReleaseOutcome, TryAcquire, Warden};
 
-use crate::cli::{Global, RunArgs};
+use crate::cli::{Global, RunArgs, Wait};
 use crate::exit::{self, Failure};
-use crate::{duration, output, store, terminal};
+use crate::{duration, output, secrets, store, terminal};
 
 /// `--grace` unless given (shortened to a third of the TTL when that is less).
 const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -98,19 +98,22 @@ pub fn timing(args: &RunArgs) -> Result<Duration, Failure> {
 pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
     warden::validate_key(&args.key)?;
     let grace = timing(args)?;
+    // Opened before anything else happens: a report that cannot be written
+    // is found out before the lease is taken, not after the command ran.
+    let mut report = Report::open(args)?;
     let warden = store::connect(global).await?;
     let lease = warden.lease(&args.key).ttl(args.ttl).watchdog(true);
+    let started = Instant::now();
     let outcome = if args.no_wait {
         lease.try_acquire().await?
     } else {
-        output::while_waiting(
-            &args.key,
-            args.wait,
-            !global.quiet,
-            lease.acquire_within(args.wait),
-        )
-        .await?
+        let wait = match args.wait {
+            Wait::For(d) => Some(d),
+            Wait::Forever => None,
+        };
+        output::while_waiting(&args.key, wait, !global.quiet, acquire(&lease, wait)).await?
     };
+    report.waited = started.elapsed();
     let guard = match outcome {
         TryAcquire::Acquired(guard) => guard,
         TryAcquire::Held { ttl_left } => {
@@ -121,30 +124,49 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
                 let waited = if args.no_wait {
                     String::new()
                 } else {
-                    format!(" after waiting {}", duration::show(args.wait))
+                    format!(" after waiting {}", duration::show(report.waited))
                 };
                 output::note(&format!(
                     "lease {:?} is held by another process{ttl}; not acquired{waited}",
                     args.key
                 ));
             }
-            return Ok(args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED));
+            let code = args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED);
+            return Ok(report.finish("not_acquired", code));
         }
     };
+    let acquired = Instant::now();
+    report.fence = Some(guard.fence().get());
     tracing::info!(key = %args.key, fence = %guard.fence(), "lease acquired");
-    hold(global, args, &warden, guard, grace).await
+    let held = hold(global, args, &warden, guard, grace).await?;
+    report.ran = Some(held.ran);
+    report.command_status = held.command_status;
+    report.held = Some(acquired.elapsed());
+    Ok(report.finish(if held.lost { "lost" } else { "exited" }, held.code))
 }
 
-/// Runs the command of `args` under an acquired `guard`: supervised as
-/// described in the module docs, released at the end; returns warden's exit
-/// status. (`warden elect` runs its command through this too.)
+/// How a command run by [`hold`] ended.
+pub struct Held {
+    /// warden's exit status.
+    pub code: u8,
+    /// Whether the lease was lost (exit 76).
+    pub lost: bool,
+    /// The command's own status, when it exited while the lease was held.
+    pub command_status: Option<u8>,
+    /// How long the command ran.
+    pub ran: Duration,
+}
+
+/// Runs the command of `args` under an acquired `guard`: supervised as the
+/// module docs say, released at the end. (`warden elect` runs its command
+/// through this too.)
 pub async fn hold(
     global: &Global,
     args: &RunArgs,
     warden: &Warden,
     guard: LeaseGuard,
     grace: Duration,
-) -> Result<u8, Failure> {
+) -> Result<Held, Failure> {
     if guard.remaining() <= grace {
         // The round trip ate the validity: the command would be terminated as
         // soon as it started.
@@ -158,8 +180,115 @@ pub async fn hold(
             ),
         ));
     }
-    let code = supervise(global, args, &guard, grace).await;
-    finish(global, args, warden, guard, code).await
+    let started = Instant::now();
+    let ended = supervise(global, args, &guard, grace).await;
+    let ran = started.elapsed();
+    let command_status = match &ended {
+        Ok(Ended::Exited(status)) => Some(exit_code(*status)),
+        _ => None,
+    };
+    let (code, lost) = finish(global, args, warden, guard, ended).await?;
+    Ok(Held {
+        code,
+        lost,
+        command_status,
+        ran,
+    })
+}
+
+/// Acquires within `wait`, or until the lease is free when `wait` is `None`.
+///
+/// The library waits at most `MAX_TTL` (7 days) per call; longer waits are
+/// made of several calls, so `--wait 30d` and `--wait inf` mean what they say.
+async fn acquire(
+    lease: &warden::Lease,
+    wait: Option<Duration>,
+) -> Result<TryAcquire, warden::Error> {
+    let mut left = wait;
+    loop {
+        let chunk = left.map_or(warden::lease::MAX_TTL, |l| l.min(warden::lease::MAX_TTL));
+        let outcome = lease.acquire_within(chunk).await?;
+        match (&outcome, left) {
+            (TryAcquire::Held { .. }, None) => {}
+            (TryAcquire::Held { .. }, Some(l)) if l > chunk => left = Some(l - chunk),
+            _ => return Ok(outcome),
+        }
+    }
+}
+
+/// What `--json` / `--json-file` report when `run` ends.
+struct Report {
+    key: String,
+    /// Where the report goes: `None` when neither flag was given.
+    sink: Option<Sink>,
+    fence: Option<u64>,
+    waited: Duration,
+    held: Option<Duration>,
+    ran: Option<Duration>,
+    command_status: Option<u8>,
+}
+
+enum Sink {
+    Stderr,
+    File(std::path::PathBuf, std::fs::File),
+}
+
+impl Report {
+    fn open(args: &RunArgs) -> Result<Self, Failure> {
+        let sink = match (&args.json_file, args.json) {
+            (Some(path), _) => {
+                let file = std::fs::File::create(path).map_err(|e| {
+                    Failure::new(
+                        exit::CANT_CREATE,
+                        format!("cannot create --json-file {}: {e}", path.display()),
+                    )
+                })?;
+                Some(Sink::File(path.clone(), file))
+            }
+            (None, true) => Some(Sink::Stderr),
+            (None, false) => None,
+        };
+        Ok(Report {
+            key: args.key.clone(),
+            sink,
+            fence: None,
+            waited: Duration::ZERO,
+            held: None,
+            ran: None,
+            command_status: None,
+        })
+    }
+
+    /// Writes the report (if asked for) and returns `code`, warden's status.
+    fn finish(self, outcome: &str, code: u8) -> u8 {
+        let Some(sink) = self.sink else { return code };
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let value = serde_json::json!({
+            "key": self.key,
+            "outcome": outcome,
+            "acquired": self.fence.is_some(),
+            "fence": self.fence,
+            "exit_status": code,
+            "command_status": self.command_status,
+            "waited_ms": ms(self.waited),
+            "held_ms": self.held.map(ms),
+            "ran_ms": self.ran.map(ms),
+        });
+        match sink {
+            Sink::Stderr => {
+                let text = secrets::scrub(&value.to_string());
+                let _ = writeln!(std::io::stderr().lock(), "{text}");
+            }
+            Sink::File(path, mut file) => {
+                let text = secrets::scrub(&value.to_string());
+                if let Err(e) = writeln!(file, "{text}").and_then(|()| file.sync_all()) {
+                    // The command already ran: its status still decides.
+                    output::note(&format!("cannot write --json-file {}: {e}", path.display()));
+                }
+            }
+        }
+        code
+    }
 }
 
 /// How the command ended, as far as the lease is concerned.
@@ -268,8 +397,8 @@ async fn futures_any(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> S
 }
 
 fn spawn(args: &RunArgs, guard: &LeaseGuard) -> Result<Child, Failure> {
-    let (program, rest) = args
-        .command
+    let argv = args.program();
+    let (program, rest) = argv
         .split_first()
         .ok_or_else(|| Failure::usage("no command given after --"))?;
     let mut command = Command::new(program);
@@ -369,14 +498,15 @@ fn group_runs(group: Pid) -> bool {
     })
 }
 
-/// Releases the lease and turns the outcome into warden's exit status.
+/// Releases the lease and turns the outcome into warden's exit status, and
+/// whether the lease was found lost (the status is then 76).
 async fn finish(
     global: &Global,
     args: &RunArgs,
     warden: &Warden,
     guard: LeaseGuard,
     ended: Result<Ended, Failure>,
-) -> Result<u8, Failure> {
+) -> Result<(u8, bool), Failure> {
     let ended = match ended {
         Ok(ended) => ended,
         Err(e) => {
@@ -387,7 +517,7 @@ async fn finish(
     let status = match ended {
         Ended::Lost => {
             let _ = guard.release().await;
-            return Ok(exit::LEASE_LOST);
+            return Ok((exit::LEASE_LOST, true));
         }
         Ended::Gone => {
             let _ = guard.release().await;
@@ -398,7 +528,7 @@ async fn finish(
                     what_happened(warden, &args.key).await
                 ));
             }
-            return Ok(exit::LEASE_LOST);
+            return Ok((exit::LEASE_LOST, true));
         }
         Ended::Exited(status) => status,
     };
@@ -421,7 +551,7 @@ async fn finish(
         released
     };
     match released {
-        Ok(ReleaseOutcome::Released) => Ok(exit_code(status)),
+        Ok(ReleaseOutcome::Released) => Ok((exit_code(status), false)),
         Ok(_) => {
             // The store no longer had our lease: someone may have held it while
             // the command ran. Say which, when the store can tell.
@@ -434,7 +564,7 @@ async fn finish(
                     exit_code(status)
                 ));
             }
-            Ok(exit::LEASE_LOST)
+            Ok((exit::LEASE_LOST, true))
         }
         Err(e) => {
             // The command finished within the lease's validity; only the
@@ -442,7 +572,7 @@ async fn finish(
             if !global.quiet {
                 output::note(&format!("could not release lease {:?}: {e}", args.key));
             }
-            Ok(exit_code(status))
+            Ok((exit_code(status), false))
         }
     }
 }

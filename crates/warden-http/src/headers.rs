@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::store::{QuotaPolicy, Verdict};
+use crate::limiter::{Decision, QuotaPolicy};
 
 /// `RateLimit-Policy`.
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -96,20 +96,20 @@ pub fn policy_value(name: &PolicyName, policy: QuotaPolicy) -> HeaderValue {
 }
 
 /// `"name";r=12;t=41`.
-pub fn ratelimit_value(name: &PolicyName, verdict: &Verdict) -> HeaderValue {
+pub fn ratelimit_value(name: &PolicyName, decision: &Decision) -> HeaderValue {
     number_value(format!(
         "\"{}\";r={};t={}",
         name.0,
-        verdict.remaining,
-        ceil_secs(verdict.reset_after)
+        decision.remaining,
+        ceil_secs(decision.reset_after)
     ))
 }
 
 /// The seconds a refused client should wait: the limiter's `retry_after` (or,
 /// without one, its reset time), rounded up, at least 1 — `Retry-After: 0`
 /// invites a retry storm.
-pub fn retry_after_secs(verdict: &Verdict) -> u64 {
-    ceil_secs(verdict.retry_after.unwrap_or(verdict.reset_after)).max(1)
+pub fn retry_after_secs(decision: &Decision) -> u64 {
+    ceil_secs(decision.retry_after.unwrap_or(decision.reset_after)).max(1)
 }
 
 fn number_value(s: String) -> HeaderValue {
@@ -126,26 +126,26 @@ pub(crate) struct HeaderStyle {
 }
 
 impl HeaderStyle {
-    /// Writes the rate-limit fields of `verdict` into `headers`, replacing any
+    /// Writes the rate-limit fields of `decision` into `headers`, replacing any
     /// the inner service set.
-    pub(crate) fn write(&self, verdict: &Verdict, now: SystemTime, headers: &mut HeaderMap) {
+    pub(crate) fn write(&self, decision: &Decision, now: SystemTime, headers: &mut HeaderMap) {
         if let Some(policy) = &self.policy {
             headers.insert(RATELIMIT_POLICY, policy.clone());
         }
-        headers.insert(RATELIMIT, ratelimit_value(&self.name, verdict));
+        headers.insert(RATELIMIT, ratelimit_value(&self.name, decision));
         if self.legacy {
             let reset = now
-                .checked_add(verdict.reset_after)
+                .checked_add(decision.reset_after)
                 .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
                 .map_or(0, ceil_secs);
-            headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(verdict.limit));
-            headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(verdict.remaining));
+            headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit));
+            headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining));
             headers.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
         }
-        if !verdict.allowed {
+        if !decision.allowed {
             headers.insert(
                 http::header::RETRY_AFTER,
-                HeaderValue::from(retry_after_secs(verdict)),
+                HeaderValue::from(retry_after_secs(decision)),
             );
         }
     }
@@ -163,7 +163,7 @@ mod tests {
             window: Duration::from_secs(60),
         };
         assert_eq!(policy_value(&name, p), "\"default\";q=60;w=60");
-        let v = Verdict::allowed(60, 12, Duration::from_millis(40_001));
+        let v = Decision::allowed(60, 12, Duration::from_millis(40_001));
         assert_eq!(ratelimit_value(&name, &v), "\"default\";r=12;t=41");
         let sub_second = QuotaPolicy {
             limit: 5,
@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn retry_after_rounds_up_and_is_never_zero() {
-        let r = |retry: u64| Verdict::refused(1, Duration::ZERO, Duration::from_millis(retry));
+        let r = |retry: u64| Decision::refused(1, Duration::ZERO, Duration::from_millis(retry));
         assert_eq!(retry_after_secs(&r(0)), 1);
         assert_eq!(retry_after_secs(&r(1)), 1);
         assert_eq!(retry_after_secs(&r(1000)), 1);
@@ -193,7 +193,7 @@ mod tests {
             legacy: true,
         };
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
-        let v = Verdict::refused(60, Duration::from_millis(30_500), Duration::from_secs(2));
+        let v = Decision::refused(60, Duration::from_millis(30_500), Duration::from_secs(2));
         let mut h = HeaderMap::new();
         style.write(&v, now, &mut h);
         assert_eq!(h[X_RATELIMIT_LIMIT], "60");
@@ -205,7 +205,7 @@ mod tests {
 
         style.legacy = false;
         let mut h = HeaderMap::new();
-        style.write(&Verdict::allowed(60, 1, Duration::ZERO), now, &mut h);
+        style.write(&Decision::allowed(60, 1, Duration::ZERO), now, &mut h);
         assert!(!h.contains_key(X_RATELIMIT_RESET) && !h.contains_key(http::header::RETRY_AFTER));
         assert_eq!(h[RATELIMIT], "\"ip\";r=1;t=0");
     }

@@ -1,6 +1,6 @@
 //! # warden-http — rate limits for tower and axum
 //!
-//! [`RateLimitLayer`] puts any [`RateLimitStore`] — warden's `Limiter` on Redis,
+//! [`RateLimitLayer`] puts any [`RateLimiter`] — warden's `Limiter` on Redis,
 //! SQLite or in-process memory, or your own — in front of a tower service or an
 //! axum router:
 //!
@@ -20,6 +20,12 @@
 //!   by failing open or closed (`503`) as configured ([`FailurePolicy`]).
 //!
 //! See `docs/http.md` for what the middleware does not guarantee.
+//!
+//! The crate's shape: [`rate_limit`] is the middleware in tower's layout (layer,
+//! service, future, and the pure decision-to-response functions); [`key`] holds
+//! one extractor per file; [`limiter`] is the question the middleware asks
+//! ([`RateLimiter`]) and its answer (warden's [`Decision`]); [`headers`] and
+//! [`problem`] format what goes on the wire.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -50,9 +56,9 @@
 
 pub mod headers;
 pub mod key;
+pub mod limiter;
 mod problem;
 pub mod rate_limit;
-pub mod store;
 mod warden_limiter;
 
 pub use headers::{InvalidPolicyName, PolicyName};
@@ -60,9 +66,9 @@ pub use key::{
     ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, KeyExtractor, PeerAddr, PeerIp, RequestHead,
     TrustedProxies,
 };
+pub use limiter::{BoxFuture, Decision, LimiterError, QuotaPolicy, RateLimiter};
 pub use problem::{PROBLEM_JSON, problem};
 pub use rate_limit::{
     DEFAULT_BUDGET, FailurePolicy, MissingKey, RateLimit, RateLimitBody, RateLimitLayer,
     ResponseFuture,
 };
-pub use store::{BoxFuture, QuotaPolicy, RateLimitStore, StoreError, Verdict};

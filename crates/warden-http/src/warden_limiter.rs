@@ -1,35 +1,23 @@
-//! [`RateLimitStore`] for warden's [`Limiter`].
+//! [`RateLimiter`] for warden's [`Limiter`].
 
 use std::time::Duration;
 
 use warden::Error;
-use warden::limit::{Decision, Limiter};
+use warden::limit::Limiter;
 
-use crate::store::{BoxFuture, QuotaPolicy, RateLimitStore, StoreError, Verdict};
-
-impl From<Decision> for Verdict {
-    fn from(d: Decision) -> Self {
-        Verdict {
-            allowed: d.allowed,
-            limit: d.limit,
-            remaining: d.remaining,
-            reset_after: d.reset_after,
-            retry_after: d.retry_after,
-        }
-    }
-}
+use crate::limiter::{BoxFuture, Decision, LimiterError, QuotaPolicy, RateLimiter};
 
 /// Sorts warden's errors into what the middleware does with them: a bad key
 /// is the client's (`400`), bad limiter settings are ours (`500`), everything
 /// else about the store (unreachable, timeout, unusable stored data) falls to
 /// the failure policy.
-fn classify(e: Error) -> StoreError {
+fn classify(e: Error) -> LimiterError {
     match e {
-        Error::InvalidKey { .. } => StoreError::InvalidKey(e.to_string()),
+        Error::InvalidKey { .. } => LimiterError::InvalidKey(e.to_string()),
         Error::InvalidArgument { .. }
         | Error::Config { .. }
-        | Error::CostExceedsCapacity { .. } => StoreError::Misconfigured(e.to_string()),
-        _ => StoreError::Unavailable(e.to_string()),
+        | Error::CostExceedsCapacity { .. } => LimiterError::Misconfigured(e.to_string()),
+        _ => LimiterError::Unavailable(e.to_string()),
     }
 }
 
@@ -41,25 +29,19 @@ fn classify(e: Error) -> StoreError {
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::num::NonZeroU32;
 /// use warden::limit::{Algorithm, Quota};
-/// use warden_http::RateLimitStore;
+/// use warden_http::RateLimiter;
 ///
 /// let limiter = warden::Warden::memory()
 ///     .limiter(Quota::per_minute(NonZeroU32::new(2).unwrap()), Algorithm::SlidingLog);
 /// assert_eq!(limiter.policy().unwrap().limit, 2);
-/// assert!(RateLimitStore::check(&limiter, "ip:192.0.2.1", 1).await.unwrap().allowed);
+/// assert!(RateLimiter::check(&limiter, "ip:192.0.2.1", 1).await.unwrap().allowed);
 /// # }
 /// ```
-impl RateLimitStore for Limiter {
-    fn check(&self, key: &str, cost: u32) -> BoxFuture<Result<Verdict, StoreError>> {
+impl RateLimiter for Limiter {
+    fn check(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>> {
         let limiter = self.clone();
         let key = key.to_owned();
-        Box::pin(async move {
-            limiter
-                .check_n(&key, cost)
-                .await
-                .map(Verdict::from)
-                .map_err(classify)
-        })
+        Box::pin(async move { limiter.check_n(&key, cost).await.map_err(classify) })
     }
 
     fn policy(&self) -> Option<QuotaPolicy> {

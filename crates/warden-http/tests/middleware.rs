@@ -12,15 +12,15 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 use warden_http::{
-    BoxFuture, ClientIp, FailurePolicy, MissingKey, PROBLEM_JSON, PeerAddr, PeerIp, PolicyName,
-    QuotaPolicy, RateLimitLayer, RateLimitStore, StoreError, Verdict,
+    BoxFuture, ClientIp, Decision, FailurePolicy, LimiterError, MissingKey, PROBLEM_JSON, PeerAddr,
+    PeerIp, PolicyName, QuotaPolicy, RateLimitLayer, RateLimiter,
 };
 
 #[derive(Clone, Copy)]
 enum Mode {
     Count,
     Hang,
-    Fail(fn(String) -> StoreError),
+    Fail(fn(String) -> LimiterError),
 }
 
 /// `limit` requests per key, ever; or a store that hangs or fails.
@@ -52,8 +52,8 @@ impl Scripted {
     }
 }
 
-impl RateLimitStore for Scripted {
-    fn check(&self, key: &str, cost: u32) -> BoxFuture<Result<Verdict, StoreError>> {
+impl RateLimiter for Scripted {
+    fn check(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>> {
         match self.mode {
             Mode::Hang => return Box::pin(std::future::pending()),
             Mode::Fail(f) => {
@@ -67,9 +67,9 @@ impl RateLimitStore for Scripted {
         let window = Duration::from_millis(40_500);
         let v = if *used + u64::from(cost) <= self.limit {
             *used += u64::from(cost);
-            Verdict::allowed(self.limit, self.limit - *used, window)
+            Decision::allowed(self.limit, self.limit - *used, window)
         } else {
-            Verdict::refused(self.limit, window, Duration::from_millis(2_200))
+            Decision::refused(self.limit, window, Duration::from_millis(2_200))
         };
         Box::pin(async move { Ok(v) })
     }
@@ -238,22 +238,26 @@ async fn a_hanging_store_is_answered_by_the_failure_policy_at_the_budget() {
 
 #[tokio::test]
 async fn store_errors_map_to_policy_400_or_500() {
-    type Case = (fn(String) -> StoreError, FailurePolicy, StatusCode);
+    type Case = (fn(String) -> LimiterError, FailurePolicy, StatusCode);
     let cases: [Case; 4] = [
-        (StoreError::Unavailable, FailurePolicy::Open, StatusCode::OK),
         (
-            StoreError::Unavailable,
+            LimiterError::Unavailable,
+            FailurePolicy::Open,
+            StatusCode::OK,
+        ),
+        (
+            LimiterError::Unavailable,
             FailurePolicy::Closed,
             StatusCode::SERVICE_UNAVAILABLE,
         ),
         // A bad key is the client's doing: never a free pass, even failing open.
         (
-            StoreError::InvalidKey,
+            LimiterError::InvalidKey,
             FailurePolicy::Open,
             StatusCode::BAD_REQUEST,
         ),
         (
-            StoreError::Misconfigured,
+            LimiterError::Misconfigured,
             FailurePolicy::Open,
             StatusCode::INTERNAL_SERVER_ERROR,
         ),

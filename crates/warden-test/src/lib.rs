@@ -8,7 +8,9 @@
 //! The binary is `redis-server` from `PATH`, or the path in the
 //! `WARDEN_REDIS_SERVER` environment variable. [`PostgresServer`] does the same
 //! for a throwaway PostgreSQL cluster. [`Proxy`] sits between a client and a
-//! server on loopback and delays or cuts their traffic.
+//! server on loopback and delays or cuts their traffic. [`EtcdCluster`] starts
+//! real `etcd` members (one, or a cluster of three) with their own ports and data
+//! directories (`etcd` from `PATH`, or the path in `WARDEN_ETCD`).
 //!
 //! ```no_run
 //! let server = warden_test::RedisServer::start();
@@ -17,10 +19,12 @@
 //! server.resume(); // SIGCONT
 //! ```
 
+mod etcd_server;
 mod postgres_server;
 mod proxy;
 mod redis_server;
 
+pub use etcd_server::{ETCD_ENV, EtcdCluster, EtcdMember};
 pub use postgres_server::{PG_BIN_ENV, PostgresServer};
 pub use proxy::{MAX_PROXY_CONNECTIONS, Proxy};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, RedisServerBuilder, free_port};

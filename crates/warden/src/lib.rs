@@ -57,6 +57,8 @@
 pub mod clock;
 pub mod election;
 pub mod error;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod fence;
 mod key;
 pub mod lease;
@@ -69,7 +71,7 @@ pub mod sqlite;
 mod token;
 mod warden;
 
-pub use crate::error::{Error, Result};
+pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
 pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire};

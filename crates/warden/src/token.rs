@@ -17,12 +17,7 @@ impl OwnerToken {
     /// Draws a fresh token from the OS RNG.
     pub fn generate() -> Result<Self> {
         let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).map_err(|e| Error::Backend {
-            backend: "os-rng".into(),
-            op: "generate owner token",
-            key: String::new(),
-            cause: e.to_string(),
-        })?;
+        getrandom::fill(&mut bytes).map_err(|e| Error::Rng { cause: e.into() })?;
         Ok(OwnerToken(hex::encode(bytes)))
     }
 

@@ -48,7 +48,11 @@ impl Warden {
     ///   commas inside a password are kept (see
     ///   [`split_redis_urls`](crate::redis::split_redis_urls));
     /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
-    ///   processes of this host, created if missing (its directory must exist).
+    ///   processes of this host, created if missing (its directory must exist);
+    /// - `etcd://[user[:password]@]host:2379[,host:2379…]` — an etcd cluster
+    ///   (feature `etcd`), checked with a `Status` call before returning, for
+    ///   leases only: rate limits on it are refused with an error naming Redis
+    ///   and SQLite (see [`etcd`](crate::etcd)). The password is never shown.
     pub async fn connect(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
         if matches!(scheme, "redis" | "rediss") {
@@ -67,10 +71,26 @@ impl Warden {
                     .with_records(backend))
             }
             "sqlite" => Self::sqlite(sqlite_path(url)?).await,
+            #[cfg(feature = "etcd")]
+            "etcd" | "etcds" => {
+                let store =
+                    crate::etcd::EtcdStore::connect(url, crate::etcd::EtcdOptions::default())
+                        .await?;
+                let limits = crate::etcd::EtcdLimits {
+                    endpoints: crate::etcd::redact(url),
+                };
+                Ok(Self::with_backend(store).with_limits(limits))
+            }
+            #[cfg(not(feature = "etcd"))]
+            "etcd" | "etcds" => Err(Error::Config {
+                url: crate::redis::redact(url),
+                reason: "this build of warden has no etcd support (cargo feature `etcd`)".into(),
+            }),
             _ => Err(Error::Config {
                 url: crate::redis::redact(url),
-                reason: "unknown scheme; expected memory:, sqlite:PATH, redis:// or rediss://"
-                    .into(),
+                reason:
+                    "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss:// or etcd://"
+                        .into(),
             }),
         }
     }

@@ -1,4 +1,7 @@
-//! [`ResponseFuture`]: decide within the budget, then call the inner service.
+//! [`ResponseFuture`]: a small state machine — wait for the limiter at most
+//! the budget, ask [`respond`](super::respond) what that answer means, then
+//! either call the inner service (and put the headers on its response) or
+//! answer directly.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -7,25 +10,24 @@ use std::task::{Context, Poll, ready};
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tokio::time::Timeout;
 use tower_service::Service;
 
 use super::body::RateLimitBody;
-use super::layer::{FailurePolicy, Shared};
-use crate::headers::{ceil_secs, retry_after_secs};
-use crate::problem::problem;
-use crate::store::{BoxFuture, StoreError, Verdict};
+use super::config::Settings;
+use super::respond::{Next, next_step};
+use crate::limiter::{BoxFuture, Decision, LimiterError};
 
-type Check = BoxFuture<Result<Verdict, StoreError>>;
+type Check = BoxFuture<Result<Decision, LimiterError>>;
 
 pin_project! {
     /// The response future of [`RateLimit`](super::RateLimit).
     pub struct ResponseFuture<S, ReqB, F> {
         #[pin]
         state: State<S, ReqB, F>,
-        shared: Arc<Shared>,
+        settings: Arc<Settings>,
     }
 }
 
@@ -44,7 +46,7 @@ pin_project! {
         Calling {
             #[pin]
             fut: F,
-            verdict: Option<Verdict>,
+            decision: Option<Decision>,
         },
         /// Answered by the middleware itself.
         Ready { res: Option<Response<Bytes>> },
@@ -52,10 +54,10 @@ pin_project! {
 }
 
 impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
-    pub(crate) fn ready(res: Response<Bytes>, shared: Arc<Shared>) -> Self {
+    pub(crate) fn ready(res: Response<Bytes>, settings: Arc<Settings>) -> Self {
         ResponseFuture {
             state: State::Ready { res: Some(res) },
-            shared,
+            settings,
         }
     }
 
@@ -64,84 +66,18 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
         key: String,
         inner: S,
         req: Request<ReqB>,
-        shared: Arc<Shared>,
+        settings: Arc<Settings>,
     ) -> Self {
         ResponseFuture {
             state: State::Checking {
-                check: tokio::time::timeout(shared.budget, check),
+                check: tokio::time::timeout(settings.budget, check),
                 key,
                 inner: Some(inner),
                 req: Some(req),
             },
-            shared,
+            settings,
         }
     }
-}
-
-/// What the middleware does with a limiter's answer.
-enum Next {
-    Call(Option<Verdict>),
-    Answer(Response<Bytes>),
-}
-
-fn next_step(
-    outcome: Result<Result<Verdict, StoreError>, tokio::time::error::Elapsed>,
-    key: &str,
-    shared: &Shared,
-) -> Next {
-    let failure = match outcome {
-        Ok(Ok(verdict)) if verdict.allowed => return Next::Call(Some(verdict)),
-        Ok(Ok(verdict)) => return Next::Answer(refusal(&verdict, shared)),
-        Ok(Err(StoreError::InvalidKey(reason))) => {
-            return Next::Answer(problem(
-                StatusCode::BAD_REQUEST,
-                &format!("unusable rate-limit key: {reason}"),
-            ));
-        }
-        Ok(Err(StoreError::Misconfigured(reason))) => {
-            tracing::error!(key, %reason, "rate limiter misconfigured");
-            return Next::Answer(problem(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the rate limiter is misconfigured",
-            ));
-        }
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => format!("no decision within {:?}", shared.budget),
-    };
-    match shared.on_failure {
-        FailurePolicy::Open => {
-            tracing::warn!(key, %failure, "rate limiter failed; letting the request through (fail open)");
-            Next::Call(None)
-        }
-        FailurePolicy::Closed => {
-            tracing::warn!(key, %failure, "rate limiter failed; refusing the request (fail closed)");
-            let mut res = problem(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the rate limiter is unavailable; try again shortly",
-            );
-            res.headers_mut()
-                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
-            Next::Answer(res)
-        }
-    }
-}
-
-fn refusal(verdict: &Verdict, shared: &Shared) -> Response<Bytes> {
-    let window = shared
-        .store
-        .policy()
-        .map(|p| format!(" per {} s", ceil_secs(p.window).max(1)))
-        .unwrap_or_default();
-    let detail = format!(
-        "rate limit of {}{window} exceeded; retry in {} s",
-        verdict.limit,
-        retry_after_secs(verdict)
-    );
-    let mut res = problem(StatusCode::TOO_MANY_REQUESTS, &detail);
-    shared
-        .style
-        .write(verdict, SystemTime::now(), res.headers_mut());
-    res
 }
 
 impl<S, ReqB, F, ResB, E> Future for ResponseFuture<S, ReqB, F>
@@ -161,25 +97,25 @@ where
                     inner,
                     req,
                 } => {
-                    let outcome = ready!(check.poll(cx));
-                    match next_step(outcome, key, this.shared) {
-                        Next::Call(verdict) => {
+                    let outcome = ready!(check.poll(cx)).ok();
+                    match next_step(outcome, key, this.settings) {
+                        Next::Call(decision) => {
                             let (Some(mut inner), Some(req)) = (inner.take(), req.take()) else {
                                 panic!("ResponseFuture polled after completion");
                             };
                             let fut = inner.call(req);
-                            this.state.set(State::Calling { fut, verdict });
+                            this.state.set(State::Calling { fut, decision });
                         }
                         Next::Answer(res) => this.state.set(State::Ready { res: Some(res) }),
                     }
                 }
-                StateProj::Calling { fut, verdict } => {
+                StateProj::Calling { fut, decision } => {
                     let res = ready!(fut.poll(cx))?;
                     let mut res = res.map(RateLimitBody::inner);
-                    if let Some(verdict) = verdict.take() {
-                        this.shared
+                    if let Some(decision) = decision.take() {
+                        this.settings
                             .style
-                            .write(&verdict, SystemTime::now(), res.headers_mut());
+                            .write(&decision, SystemTime::now(), res.headers_mut());
                     }
                     return Poll::Ready(Ok(res));
                 }

@@ -1,4 +1,6 @@
-//! [`RateLimitLayer`]: the middleware's configuration.
+//! [`RateLimitLayer`]: the middleware's configuration, a builder over the
+//! knobs of [`config`](super::config). Wrapping a service freezes them into one
+//! shared [`Settings`] and hands it to [`RateLimit`] (layer → service → future).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -6,42 +8,13 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
+use super::config::{DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
 use super::service::RateLimit;
 use crate::headers::{HeaderStyle, PolicyName, policy_value};
 use crate::key::KeyExtractor;
-use crate::store::RateLimitStore;
+use crate::limiter::RateLimiter;
 
-/// The longest a request waits for the limiter unless
-/// [`RateLimitLayer::budget`] says otherwise. A Redis round trip on a LAN takes
-/// well under a millisecond; 250 ms means the store is in trouble.
-pub const DEFAULT_BUDGET: Duration = Duration::from_millis(250);
-
-/// What to do when the limiter cannot decide in time (store down, slow, failing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum FailurePolicy {
-    /// Let the request through without rate-limit headers (the default, as in
-    /// Envoy's rate-limit filter): an outage of the limiter does not become an
-    /// outage of the service.
-    #[default]
-    Open,
-    /// Answer `503 Service Unavailable` with a problem body and `Retry-After: 1`:
-    /// for endpoints where an unlimited burst is worse than no answer.
-    Closed,
-}
-
-/// What to do with a request the key extractor finds no key in.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum MissingKey {
-    /// Answer `400 Bad Request` with a problem body (the default).
-    #[default]
-    Reject,
-    /// Count it against this shared bucket (all keyless requests together).
-    Bucket(String),
-}
-
-/// A tower [`Layer`] that rate-limits requests through a [`RateLimitStore`],
+/// A tower [`Layer`] that rate-limits requests through a [`RateLimiter`],
 /// one bucket per key.
 ///
 /// Admitted responses carry `RateLimit-Policy`, `RateLimit` and (unless turned
@@ -53,19 +26,19 @@ pub enum MissingKey {
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::time::Duration;
 /// use tower::{Service, ServiceBuilder, ServiceExt};
-/// use warden_http::{FailurePolicy, PeerAddr, PeerIp, RateLimitLayer, Verdict};
-/// # use warden_http::{BoxFuture, QuotaPolicy, RateLimitStore, StoreError};
+/// use warden_http::{FailurePolicy, PeerAddr, PeerIp, RateLimitLayer, Decision};
+/// # use warden_http::{BoxFuture, QuotaPolicy, RateLimiter, LimiterError};
 /// # struct OnePerKey(std::sync::Mutex<std::collections::HashSet<String>>);
-/// # impl RateLimitStore for OnePerKey {
-/// #     fn check(&self, key: &str, _: u32) -> BoxFuture<Result<Verdict, StoreError>> {
+/// # impl RateLimiter for OnePerKey {
+/// #     fn check(&self, key: &str, _: u32) -> BoxFuture<Result<Decision, LimiterError>> {
 /// #         let first = self.0.lock().unwrap().insert(key.to_owned());
 /// #         let w = Duration::from_secs(60);
-/// #         Box::pin(async move { Ok(if first { Verdict::allowed(1, 0, w) } else { Verdict::refused(1, w, w) }) })
+/// #         Box::pin(async move { Ok(if first { Decision::allowed(1, 0, w) } else { Decision::refused(1, w, w) }) })
 /// #     }
 /// #     fn policy(&self) -> Option<QuotaPolicy> { Some(QuotaPolicy { limit: 1, window: Duration::from_secs(60) }) }
 /// # }
 /// # let store = OnePerKey(Default::default());
-/// // `store` is any RateLimitStore, e.g. a warden `Limiter`: here, 1 per minute.
+/// // `store` is any RateLimiter, e.g. a warden `Limiter`: here, 1 per minute.
 /// let layer = RateLimitLayer::new(store, PeerIp)
 ///     .budget(Duration::from_millis(100))
 ///     .on_store_failure(FailurePolicy::Closed);
@@ -87,7 +60,7 @@ pub enum MissingKey {
 #[derive(Clone)]
 #[must_use]
 pub struct RateLimitLayer {
-    store: Arc<dyn RateLimitStore>,
+    store: Arc<dyn RateLimiter>,
     key: Arc<dyn KeyExtractor>,
     name: PolicyName,
     legacy: bool,
@@ -116,7 +89,7 @@ impl RateLimitLayer {
     ///
     /// Defaults: policy name `default`, legacy headers on, keyless requests
     /// refused with `400`, fail open, a budget of [`DEFAULT_BUDGET`], cost 1.
-    pub fn new(store: impl RateLimitStore, key: impl KeyExtractor) -> Self {
+    pub fn new(store: impl RateLimiter, key: impl KeyExtractor) -> Self {
         RateLimitLayer {
             store: Arc::new(store),
             key: Arc::new(key),
@@ -167,28 +140,18 @@ impl RateLimitLayer {
     }
 }
 
-/// What every service made by one layer shares.
-pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn RateLimitStore>,
-    pub(crate) key: Arc<dyn KeyExtractor>,
-    pub(crate) style: HeaderStyle,
-    pub(crate) missing: MissingKey,
-    pub(crate) on_failure: FailurePolicy,
-    pub(crate) budget: Duration,
-    pub(crate) cost: u32,
-}
-
 impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
 
     fn layer(&self, inner: S) -> RateLimit<S> {
-        let policy = self.store.policy().map(|p| policy_value(&self.name, p));
-        let shared = Shared {
+        let policy = self.store.policy();
+        let settings = Settings {
             store: Arc::clone(&self.store),
             key: Arc::clone(&self.key),
+            policy,
             style: HeaderStyle {
                 name: self.name.clone(),
-                policy,
+                policy: policy.map(|p| policy_value(&self.name, p)),
                 legacy: self.legacy,
             },
             missing: self.missing.clone(),
@@ -196,6 +159,6 @@ impl<S> Layer<S> for RateLimitLayer {
             budget: self.budget,
             cost: self.cost.get(),
         };
-        RateLimit::new(inner, Arc::new(shared))
+        RateLimit::new(inner, Arc::new(settings))
     }
 }

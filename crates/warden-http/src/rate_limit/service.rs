@@ -1,22 +1,24 @@
-//! [`RateLimit`]: the service that asks the limiter before calling its inner one.
+//! [`RateLimit`]: the service that asks the limiter before calling its inner
+//! one. `call` finds the request's key and starts the check; the
+//! [`ResponseFuture`] waits for it.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::RateLimitBody;
+use super::config::{MissingKey, Settings};
 use super::future::ResponseFuture;
-use super::layer::{MissingKey, Shared};
+use super::respond;
 use crate::key::RequestHead;
-use crate::problem::problem;
 
 /// A service rate-limited by a [`RateLimitLayer`](super::RateLimitLayer).
 #[derive(Clone)]
 pub struct RateLimit<S> {
     inner: S,
-    shared: Arc<Shared>,
+    settings: Arc<Settings>,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for RateLimit<S> {
@@ -28,8 +30,8 @@ impl<S: std::fmt::Debug> std::fmt::Debug for RateLimit<S> {
 }
 
 impl<S> RateLimit<S> {
-    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
-        RateLimit { inner, shared }
+    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        RateLimit { inner, settings }
     }
 
     /// The wrapped service.
@@ -55,21 +57,17 @@ where
         // fresh clone for the next request (tower's usual dance).
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let shared = Arc::clone(&self.shared);
-        let key = match shared.key.extract(&RequestHead::new(&req)) {
+        let settings = Arc::clone(&self.settings);
+        let key = match settings.key.extract(&RequestHead::new(&req)) {
             Some(key) => key,
-            None => match &shared.missing {
+            None => match &settings.missing {
                 MissingKey::Bucket(bucket) => bucket.clone(),
                 MissingKey::Reject => {
-                    let res = problem(
-                        StatusCode::BAD_REQUEST,
-                        "the request carries no rate-limit key (client address or API key)",
-                    );
-                    return ResponseFuture::ready(res, shared);
+                    return ResponseFuture::ready(respond::missing_key(), settings);
                 }
             },
         };
-        let check = shared.store.check(&key, shared.cost);
-        ResponseFuture::checking(check, key, inner, req, shared)
+        let check = settings.store.check(&key, settings.cost);
+        ResponseFuture::checking(check, key, inner, req, settings)
     }
 }

@@ -5,6 +5,13 @@
 //! [`ReleaseOutcome::NotHeld`](crate::ReleaseOutcome::NotHeld). [`Error`] is for
 //! infrastructure failures and bad input, and every message names the key and the
 //! cause.
+//!
+//! The cause of a store failure is kept as the error it came from, a [`Cause`]
+//! (the redis-rs or rusqlite error, or a message when warden itself found the
+//! fault): its text is part of the message, and it is the error's
+//! [`source()`](std::error::Error::source), so callers can downcast it.
+//!
+//! This module is the bottom of the crate: it imports nothing from warden.
 
 use std::time::Duration;
 
@@ -24,6 +31,12 @@ const TRANSIENT_REPLIES: [&str; 6] = [
     "CLUSTERDOWN",
     "READONLY",
 ];
+
+/// The underlying error of a store failure: the store client's own error
+/// (e.g. `redis::RedisError`, `rusqlite::Error`), or a message (`String` and
+/// `&str` convert with `.into()`) when warden itself found the fault, e.g. a
+/// malformed reply.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A `Result` with warden's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -68,8 +81,9 @@ pub enum Error {
         op: &'static str,
         /// The key the operation was for.
         key: String,
-        /// The underlying cause.
-        cause: String,
+        /// The underlying cause, also the error's `source()`.
+        #[source]
+        cause: Cause,
     },
 
     /// The backend did not answer in time.
@@ -104,8 +118,9 @@ pub enum Error {
         op: &'static str,
         /// The key the operation was for.
         key: String,
-        /// What the backend said.
-        cause: String,
+        /// What the backend said, also the error's `source()`.
+        #[source]
+        cause: Cause,
     },
 
     /// The lease was lost while a guarded operation ran (see
@@ -167,6 +182,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// The operating system's random number generator failed, so no owner
+    /// token could be drawn. Not a store failure: no store was asked anything.
+    #[error("the operating system's random number generator failed: {cause}")]
+    Rng {
+        /// What the RNG reported, also the error's `source()`.
+        #[source]
+        cause: Cause,
+    },
+
     /// A rate-limit request costs more units than a policy's capacity: it could
     /// never be admitted, so waiting would be in vain.
     #[error("a cost of {cost} units exceeds the limiter's capacity of {capacity}")]
@@ -180,7 +204,8 @@ pub enum Error {
 
 impl Error {
     /// `true` for failures of the backend itself (unreachable, timeout, server
-    /// error), as opposed to bad input or data.
+    /// error) or of the system under it (the OS random number generator), as
+    /// opposed to bad input or data.
     pub fn is_infrastructure(&self) -> bool {
         matches!(
             self,
@@ -190,6 +215,7 @@ impl Error {
                 | Error::QuorumUnavailable { .. }
                 | Error::ReplicasUnacknowledged { .. }
                 | Error::Storage { .. }
+                | Error::Rng { .. }
         )
     }
 
@@ -212,11 +238,14 @@ impl Error {
             | Error::Timeout { .. }
             | Error::QuorumUnavailable { .. }
             | Error::ReplicasUnacknowledged { .. } => true,
-            Error::Backend { cause, .. } => TRANSIENT_REPLIES.iter().any(|code| {
-                cause
-                    .split(|c: char| !c.is_ascii_alphanumeric())
-                    .any(|w| w == *code)
-            }),
+            Error::Backend { cause, .. } => {
+                let cause = cause.to_string();
+                TRANSIENT_REPLIES.iter().any(|code| {
+                    cause
+                        .split(|c: char| !c.is_ascii_alphanumeric())
+                        .any(|w| w == *code)
+                })
+            }
             _ => false,
         }
     }

@@ -50,7 +50,7 @@ impl NodeOutcome {
         match e {
             Error::Timeout { after, .. } => NodeOutcome::TimedOut { after: *after },
             Error::Unreachable { cause, .. } => NodeOutcome::Unreachable {
-                cause: cause.clone(),
+                cause: cause.to_string(),
             },
             Error::WrongType { detail, .. } => NodeOutcome::WrongType {
                 detail: detail.clone(),

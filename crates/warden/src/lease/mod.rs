@@ -61,7 +61,8 @@ mod store;
 pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
 pub use release_watch::ReleaseWatch;
 pub use store::{
-    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, drift, valid_until,
+    AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, drift,
+    valid_until,
 };
 
 use std::sync::Arc;

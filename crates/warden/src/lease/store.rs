@@ -25,9 +25,44 @@ use crate::error::Result;
 use crate::fence::Fence;
 use crate::token::OwnerToken;
 
-/// The clock-drift margin subtracted from a TTL: 1% plus 2 ms, as Redlock advises.
+/// The clock-drift margin subtracted from the validity of a lease:
+/// `ttl · per_mille / 1000 + fixed`. The default, 1% + 2 ms as Redlock advises,
+/// is the margin of every store ([`drift`], [`valid_until`]); a
+/// [`QuorumStore`](crate::quorum::QuorumStore) can be given another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriftMargin {
+    /// Proportional part, in thousandths of the TTL.
+    pub per_mille: u32,
+    /// Fixed part, for the resolution of the nodes' clocks.
+    pub fixed: Duration,
+}
+
+impl Default for DriftMargin {
+    fn default() -> Self {
+        DriftMargin {
+            per_mille: 10,
+            fixed: Duration::from_millis(2),
+        }
+    }
+}
+
+impl DriftMargin {
+    /// The margin for `ttl`.
+    pub fn of(&self, ttl: Duration) -> Duration {
+        let part = ttl.as_nanos().saturating_mul(u128::from(self.per_mille)) / 1000;
+        Duration::from_nanos(u64::try_from(part).unwrap_or(u64::MAX)).saturating_add(self.fixed)
+    }
+
+    /// What a holder may count on of `ttl`: the TTL minus the margin.
+    pub fn validity(&self, ttl: Duration) -> Duration {
+        ttl.saturating_sub(self.of(ttl))
+    }
+}
+
+/// The default clock-drift margin subtracted from a TTL: 1% plus 2 ms
+/// ([`DriftMargin::default`]).
 pub fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
+    DriftMargin::default().of(ttl)
 }
 
 /// The local validity deadline of a lease whose request was sent at `sent`: the
@@ -35,7 +70,7 @@ pub fn drift(ttl: Duration) -> Duration {
 /// [`clock`](crate::clock)) from the moment the request left (not from when the
 /// answer came back), so the round trip is subtracted too.
 pub fn valid_until(sent: Moment, ttl: Duration) -> Moment {
-    sent + ttl.saturating_sub(drift(ttl))
+    sent + DriftMargin::default().validity(ttl)
 }
 
 /// What a backend answers to an acquire attempt.

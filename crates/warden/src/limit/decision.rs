@@ -89,6 +89,40 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// An admission with `remaining` units left of `limit`: for limiters
+    /// outside warden that answer in its terms (warden-http's `RateLimiter`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use warden::limit::Decision;
+    ///
+    /// let d = Decision::allowed(60, 59, Duration::from_secs(1));
+    /// assert!(d.allowed && d.retry_after.is_none());
+    /// let r = Decision::refused(60, Duration::from_secs(41), Duration::from_secs(2));
+    /// assert_eq!((r.allowed, r.remaining), (false, 0));
+    /// ```
+    pub const fn allowed(limit: u64, remaining: u64, reset_after: Duration) -> Self {
+        Decision {
+            allowed: true,
+            limit,
+            remaining,
+            reset_after,
+            retry_after: None,
+        }
+    }
+
+    /// A refusal with nothing left: the same request is admitted after
+    /// `retry_after`, the key is back to its full quota after `reset_after`.
+    pub const fn refused(limit: u64, reset_after: Duration, retry_after: Duration) -> Self {
+        Decision {
+            allowed: false,
+            limit,
+            remaining: 0,
+            reset_after,
+            retry_after: Some(retry_after),
+        }
+    }
+
     /// A decision from raw microsecond values.
     pub(crate) fn from_parts(
         allowed: bool,

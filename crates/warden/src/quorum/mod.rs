@@ -91,6 +91,7 @@
 //! paused past its validity from acting late. Pass the fence to the resource and
 //! let the resource refuse stale ones (see [`fence`](crate::fence)).
 
+pub(crate) mod node;
 mod options;
 mod store;
 

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+pub use crate::lease::DriftMargin;
 use crate::redis::DEFAULT_PREFIX;
 
 /// Default time budget of one node's answer: short, so that a slow node costs an
@@ -10,33 +11,6 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Default upper bound of the random pause a client takes after a split vote.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
-
-/// The clock-drift margin subtracted from the validity of a lease:
-/// `ttl · per_mille / 1000 + fixed` (default 1% + 2 ms).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriftMargin {
-    /// Proportional part, in thousandths of the TTL.
-    pub per_mille: u32,
-    /// Fixed part, for the resolution of the nodes' clocks.
-    pub fixed: Duration,
-}
-
-impl Default for DriftMargin {
-    fn default() -> Self {
-        DriftMargin {
-            per_mille: 10,
-            fixed: Duration::from_millis(2),
-        }
-    }
-}
-
-impl DriftMargin {
-    /// The margin for `ttl`.
-    pub fn of(&self, ttl: Duration) -> Duration {
-        let part = ttl.as_nanos().saturating_mul(u128::from(self.per_mille)) / 1000;
-        Duration::from_nanos(u64::try_from(part).unwrap_or(u64::MAX)).saturating_add(self.fixed)
-    }
-}
 
 /// Settings of a [`QuorumStore`](super::QuorumStore).
 #[derive(Debug, Clone)]

@@ -4,16 +4,16 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use rand::Rng;
-use redis::Script;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout_at};
 
+use super::node::{Ballot, QuorumNode, Renewal};
 use super::options::QuorumOptions;
 use crate::error::{Error, Result};
 use crate::error::{NodeOutcome, NodeVote};
@@ -24,11 +24,6 @@ use crate::lease::{
 use crate::redis::redact;
 use crate::redis::{RedisOptions, RedisStore};
 use crate::token::OwnerToken;
-
-const RAISE_FENCE_LUA: &str = include_str!("../redis/scripts/quorum_fence.lua");
-static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
-const EXTEND_LUA: &str = include_str!("../redis/scripts/quorum_extend.lua");
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 
 /// How often a forwarding task checks whether the merged release watch is still
 /// wanted.
@@ -68,17 +63,6 @@ struct Holding {
     /// On the clock that counts suspended time, like the guard's deadline: a
     /// host that slept past it must not take nodes for a lease that expired.
     valid_until: crate::clock::Moment,
-}
-
-/// One node's answer to [`QuorumStore::extend`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Renewal {
-    /// The key held our token; its TTL was reset.
-    Extended,
-    /// The key was free and now holds our token.
-    Taken,
-    /// Another owner holds the key (or it was free and not ours to take).
-    NotOurs,
 }
 
 /// Undoes an acquisition attempt on every node when dropped armed: a caller
@@ -132,7 +116,7 @@ impl QuorumStore {
             }
             // EVAL, not EVALSHA: keeps each node's requests in call order (an
             // undo behind its vote, a release ahead of the next acquire).
-            nodes.push(RedisStore::lazy(url, node_options.clone())?.inline_scripts());
+            nodes.push(RedisStore::quorum_node(url, node_options.clone())?);
             names.push(name);
         }
         if nodes.is_empty() {
@@ -169,13 +153,7 @@ impl QuorumStore {
             .gather(
                 ("connect", ""),
                 deadline,
-                |node| async move {
-                    node.conn()
-                        .call("connect", "", |mut c| async move {
-                            redis::cmd("PING").query_async::<()>(&mut c).await
-                        })
-                        .await
-                },
+                |node| async move { node.ping().await },
                 |replies| replies.iter().filter(|r| matches!(r, Some(Ok(())))).count() >= quorum,
             )
             .await;
@@ -369,12 +347,12 @@ impl QuorumStore {
                 (node.clone(), key.to_string(), token.clone(), done.clone());
             let me = self.clone();
             tasks.push(Box::pin(async move {
-                let reply = node.release_quietly(&key, &token).await;
+                let reply = node.undo(&key, &token).await;
                 me.note(i, &reply);
                 let released = match reply {
-                    Ok(outcome) => outcome == ReleaseOutcome::Released,
+                    Ok(released) => released,
                     Err(e) => {
-                        tracing::debug!(key, node = %node.describe(), error = %e, "undoing a quorum vote failed; the TTL will free the key");
+                        tracing::debug!(key, node = %node.name(), error = %e, "undoing a quorum vote failed; the TTL will free the key");
                         false
                     }
                 };
@@ -420,8 +398,8 @@ impl QuorumStore {
         for &i in &late {
             if granted[i] == Some(true) && undone[i] == Some(false) {
                 let node = &self.inner.nodes[i];
-                if let Err(e) = node.release_quietly(&key, &token).await {
-                    tracing::debug!(key, node = %node.describe(), error = %e, "undoing a late quorum vote failed; the TTL will free the key");
+                if let Err(e) = node.undo(&key, &token).await {
+                    tracing::debug!(key, node = %node.name(), error = %e, "undoing a late quorum vote failed; the TTL will free the key");
                 }
             }
         }
@@ -440,8 +418,8 @@ impl QuorumStore {
                 continue;
             }
             let node = &self.inner.nodes[i];
-            if let Err(e) = node.release_quietly(&key, &token).await {
-                tracing::debug!(key, node = %node.describe(), error = %e, "undoing a late grant failed; the TTL will free the key");
+            if let Err(e) = node.undo(&key, &token).await {
+                tracing::debug!(key, node = %node.name(), error = %e, "undoing a late grant failed; the TTL will free the key");
             }
         }
     }
@@ -493,15 +471,8 @@ impl QuorumStore {
             let node = self.inner.nodes[i].clone();
             let (tx, key, token) = (tx.clone(), key.to_string(), token.clone());
             raises.push(Box::pin(async move {
-                let keys = [node.lease_key(&key), node.fence_key(&key)];
-                let args = [token.as_str().to_string(), fence.to_string()];
-                let call = node.run_script::<i64>(
-                    "raise fence",
-                    (&RAISE_FENCE, RAISE_FENCE_LUA),
-                    &keys,
-                    &args,
-                );
-                let ok = matches!(timeout_at(deadline, call).await, Ok(Ok(v)) if v >= 0 && v.unsigned_abs() >= fence);
+                let call = node.raise_fence(&key, &token, fence);
+                let ok = matches!(timeout_at(deadline, call).await, Ok(Ok(true)));
                 let _ = tx.send(ok);
             }) as NodeTask);
         }
@@ -555,13 +526,6 @@ type VoteInbox = mpsc::UnboundedReceiver<(usize, Result<Ballot>)>;
 /// Where undo tasks report: (node, whether the undo deleted our key).
 type UndoInbox = mpsc::UnboundedReceiver<(usize, bool)>;
 
-/// A node's answer to an acquire attempt.
-#[derive(Debug, Clone)]
-enum Ballot {
-    Granted(u64),
-    Held(Option<Duration>),
-}
-
 #[async_trait]
 impl LeaseStore for QuorumStore {
     async fn try_acquire(
@@ -593,15 +557,10 @@ impl LeaseStore for QuorumStore {
             let votes_tx = votes_tx.clone();
             let me = self.clone();
             votes.push(Box::pin(async move {
-                let ballot =
-                    match timeout_at(node_deadline, node.try_acquire(&key, &token, ttl)).await {
-                        Ok(Ok(AcquireReply::Acquired { fence, .. })) => {
-                            Ok(Ballot::Granted(fence.get()))
-                        }
-                        Ok(Ok(AcquireReply::Held { ttl_left })) => Ok(Ballot::Held(ttl_left)),
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => Err(me.timeout_error(i, "acquire", &key, sent.elapsed())),
-                    };
+                let ballot = match timeout_at(node_deadline, node.vote(&key, &token, ttl)).await {
+                    Ok(reply) => reply,
+                    Err(_) => Err(me.timeout_error(i, "acquire", &key, sent.elapsed())),
+                };
                 me.note(i, &ballot);
                 let _ = votes_tx.send((i, ballot));
             }) as NodeTask);
@@ -750,29 +709,14 @@ impl LeaseStore for QuorumStore {
         let fence = holding.map_or(0, |h| h.fence);
         let replies = {
             let (owned_key, owned_token) = (key.to_string(), token.clone());
-            let args_tail = [
-                u64::try_from(ttl.as_millis())
-                    .unwrap_or(u64::MAX)
-                    .to_string(),
-                fence.to_string(),
-                if may_take { "1" } else { "0" }.to_string(),
-            ];
             self.gather(
                 ("extend", key),
                 deadline,
                 move |node| {
-                    let keys = [node.lease_key(&owned_key), node.fence_key(&owned_key)];
-                    let mut args = vec![owned_token.as_str().to_string()];
-                    args.extend(args_tail.iter().cloned());
+                    let (key, token) = (owned_key.clone(), owned_token.clone());
                     async move {
-                        let code: i64 = node
-                            .run_script("extend", (&EXTEND, EXTEND_LUA), &keys, &args)
-                            .await?;
-                        Ok(match code {
-                            1 => Renewal::Extended,
-                            2 => Renewal::Taken,
-                            _ => Renewal::NotOurs,
-                        })
+                        node.extend_or_take(&key, &token, ttl, fence, may_take)
+                            .await
                     }
                 },
                 |replies| {
@@ -840,8 +784,8 @@ impl LeaseStore for QuorumStore {
                 let (node, key, token) =
                     (self.inner.nodes[i].clone(), key.to_string(), token.clone());
                 tokio::spawn(async move {
-                    if let Err(e) = node.release_quietly(&key, &token).await {
-                        tracing::debug!(key, node = %node.describe(), error = %e, "undoing an extend's take failed; the TTL will free the key");
+                    if let Err(e) = node.undo(&key, &token).await {
+                        tracing::debug!(key, node = %node.name(), error = %e, "undoing an extend's take failed; the TTL will free the key");
                     }
                 });
             }
@@ -864,7 +808,7 @@ impl LeaseStore for QuorumStore {
                 deadline,
                 move |node| {
                     let (key, token) = (owned_key.clone(), owned_token.clone());
-                    async move { node.release(&key, &token).await }
+                    async move { QuorumNode::release(&node, &key, &token).await }
                 },
                 // Every node is asked; once a majority has answered and one of
                 // them released, the rest finish in the background.
@@ -902,7 +846,7 @@ impl LeaseStore for QuorumStore {
                 deadline,
                 move |node| {
                     let key = owned_key.clone();
-                    async move { node.status(&key).await }
+                    async move { QuorumNode::status(&node, &key).await }
                 },
                 |_| false,
             )
@@ -935,7 +879,7 @@ impl LeaseStore for QuorumStore {
             fence: statuses.iter().filter_map(|s| s.fence).max(),
             storage_key: format!(
                 "{} on {} nodes",
-                self.inner.nodes[0].lease_key(key),
+                self.inner.nodes[0].storage_key(key),
                 self.inner.nodes.len()
             ),
         })
@@ -952,7 +896,7 @@ impl LeaseStore for QuorumStore {
             let (node, key) = (node.clone(), key.to_string());
             let (merged_tx, ready_tx) = (Arc::clone(&merged_tx), ready_tx.clone());
             tokio::spawn(async move {
-                let mut watch = node.watch_releases(&key).await;
+                let mut watch = QuorumNode::watch_releases(&node, &key).await;
                 let _ = ready_tx.send((i, watch.is_push()));
                 drop(ready_tx);
                 if !watch.is_push() {

@@ -291,20 +291,19 @@ impl RedisConn {
                 after: self.timeout,
             };
         }
-        let cause = e.to_string();
         if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
             Error::Unreachable {
                 backend: self.display.clone(),
                 op,
                 key: key.to_string(),
-                cause,
+                cause: Box::new(e),
             }
         } else {
             Error::Backend {
                 backend: self.display.clone(),
                 op,
                 key: key.to_string(),
-                cause,
+                cause: Box::new(e),
             }
         }
     }
@@ -375,5 +374,28 @@ mod tests {
             )
             .is_ok()
         );
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// The Redis error a failure came from stays reachable through `source()`,
+    /// so callers can downcast it (e.g. to read its error code).
+    #[tokio::test]
+    async fn mapped_errors_keep_the_redis_error_as_their_source() {
+        let conn =
+            RedisConn::lazy("redis://h:1", DEFAULT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT).unwrap();
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let answered =
+            RedisError::from((redis::ErrorKind::Client, "bad reply", "detail".to_string()));
+        for e in [refused, answered] {
+            let mapped = conn.map_error("acquire", "k", e);
+            let source = mapped.source().expect("a source");
+            assert!(source.downcast_ref::<RedisError>().is_some(), "{mapped:?}");
+        }
     }
 }

@@ -1,11 +1,13 @@
-//! A fenced resource in Redis.
+//! A fenced resource in Redis: [`RedisFencedStore`], a hash per resource
+//! (named by [`keys`](super::keys)) written by one compare-and-set script.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
 use super::conn::RedisConn;
-use super::lease::RedisOptions;
+use super::keys::Keys;
+use super::options::RedisOptions;
 use crate::error::{Error, Result};
 use crate::fence::{Fence, FencedWrite};
 use crate::key::validate_key;
@@ -45,7 +47,7 @@ const MAX_EXACT_FENCE: u64 = 1 << 53;
 #[derive(Debug, Clone)]
 pub struct RedisFencedStore {
     conn: RedisConn,
-    prefix: String,
+    keys: Keys,
 }
 
 impl RedisFencedStore {
@@ -70,13 +72,13 @@ impl RedisFencedStore {
     pub(crate) fn with_conn(conn: RedisConn, prefix: impl Into<String>) -> Self {
         RedisFencedStore {
             conn,
-            prefix: prefix.into(),
+            keys: Keys::new(prefix.into()),
         }
     }
 
     /// The Redis key of a resource.
     pub fn storage_key(&self, resource: &str) -> String {
-        format!("{}resource:{resource}", self.prefix)
+        self.keys.resource(resource)
     }
 
     /// Stores `value` if `fence` is not older than the last accepted token (equal

@@ -1,19 +1,24 @@
-//! Leases on one Redis master.
+//! Leases on one Redis master: [`RedisStore`] and its [`LeaseStore`] impl.
+//!
+//! The store runs one script per operation (`scripts/lease_*.lua`); the key
+//! names come from [`keys`](super::keys), the settings from
+//! [`options`](super::options), release notifications from
+//! [`subscriber`](super::subscriber). What a quorum needs from one node is in
+//! [`node`](super::node).
 
-use std::collections::HashMap;
-use std::num::NonZeroU32;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{ProtocolVersion, PushInfo, PushKind, Script};
-use tokio::sync::{OnceCell, watch};
+use redis::Script;
+use tokio::sync::OnceCell;
 
-use super::conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RedisConn};
+use super::conn::RedisConn;
+use super::keys::{Keys, from_millis, millis};
+use super::options::{RedisOptions, ReplicaAcks};
+use super::subscriber::Subscriber;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
-use crate::key::hash_tag;
 use crate::lease::{
     AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
 };
@@ -25,125 +30,6 @@ const RELEASE_LUA: &str = include_str!("scripts/lease_release.lua");
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
-
-/// The default key prefix.
-pub const DEFAULT_PREFIX: &str = "warden:";
-
-/// Settings of a [`RedisStore`].
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct RedisOptions {
-    /// Prefix of every key warden writes (default [`DEFAULT_PREFIX`]).
-    pub prefix: String,
-    /// Time budget of one call, reconnection included (default 2 s).
-    pub timeout: Duration,
-    /// Time budget of one TCP connect (default 1 s).
-    pub connect_timeout: Duration,
-    /// Replica acknowledgements required after acquire and extend (default none);
-    /// see [`require_replicas`](Self::require_replicas).
-    pub replicas: Option<ReplicaAcks>,
-    /// Connect to a server whose `maxmemory-policy` may evict keys (default
-    /// `false`); see [`allow_eviction`](Self::allow_eviction).
-    pub allow_eviction: bool,
-}
-
-impl RedisOptions {
-    /// The write and its `WAIT` share one reply, which must arrive within the
-    /// per-call timeout: a `WAIT` as long as that could never succeed.
-    fn check_replica_wait(&self) -> Result<()> {
-        match self.replicas {
-            Some(acks) if acks.timeout >= self.timeout => Err(Error::invalid(
-                "require_replicas",
-                format!(
-                    "the replica wait ({:?}) must be shorter than the per-call timeout ({:?}): \
-                     the write and its WAIT are answered together within that timeout",
-                    acks.timeout, self.timeout
-                ),
-            )),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// How many replicas must acknowledge a lease write, and how long the master waits
-/// for them (`WAIT numreplicas timeout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplicaAcks {
-    /// Replicas that must have the write.
-    pub replicas: NonZeroU32,
-    /// How long the master may wait for them.
-    pub timeout: Duration,
-}
-
-impl Default for RedisOptions {
-    fn default() -> Self {
-        RedisOptions {
-            prefix: DEFAULT_PREFIX.to_string(),
-            timeout: DEFAULT_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            replicas: None,
-            allow_eviction: false,
-        }
-    }
-}
-
-impl RedisOptions {
-    /// Sets the key prefix.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Sets the per-call time budget.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Sets the connect time budget.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// Accepts a server whose `maxmemory-policy` is `allkeys-*` or `volatile-*`.
-    ///
-    /// By default [`RedisStore::connect`] and
-    /// [`RedisFencedStore::connect`](crate::redis::RedisFencedStore::connect) read
-    /// `CONFIG GET maxmemory-policy` and refuse such a server: when memory runs
-    /// full it may evict a lease key (a second holder gets in while the first
-    /// still holds it) and the fence counter (fences start over at 1, so a stale
-    /// holder's token looks new). `noeviction` is the requirement. With this set,
-    /// the connection is made and a warning is logged instead. Where `CONFIG` is
-    /// disabled or denied (many managed services), the policy cannot be read and
-    /// the check is skipped: make sure of `noeviction` yourself.
-    pub fn allow_eviction(mut self, allow: bool) -> Self {
-        self.allow_eviction = allow;
-        self
-    }
-
-    /// Requires `replicas` replicas to acknowledge every acquire and extend
-    /// (`WAIT replicas timeout`, sent in one pipeline with the write so it
-    /// always refers to that write). When fewer acknowledge within `timeout`,
-    /// the call fails with [`Error::ReplicasUnacknowledged`]: after an acquire
-    /// the lease is released again; after an extend the key is kept, because
-    /// the guard still counts on its last confirmed deadline (releasing would
-    /// let a second holder in while the first believes it holds). `timeout`
-    /// must be shorter than the per-call [`timeout`](Self::timeout) (connecting
-    /// refuses it otherwise): the write and its `WAIT` are answered together
-    /// within that budget.
-    ///
-    /// This **narrows but does not close** the failover window: Redis replication
-    /// stays asynchronous, `WAIT` only reports how far it got, and a failover can
-    /// still promote a replica that missed the write (or one that acknowledged it
-    /// but then restarted without persistence). Use a quorum of independent
-    /// masters plus fencing when a double grant must be ruled out. While a `WAIT`
-    /// blocks, other calls of the same handle queue behind it on its connection.
-    pub fn require_replicas(mut self, replicas: NonZeroU32, timeout: Duration) -> Self {
-        self.replicas = Some(ReplicaAcks { replicas, timeout });
-        self
-    }
-}
 
 /// Leases on one Redis master: one script call per operation.
 ///
@@ -172,7 +58,7 @@ impl RedisOptions {
 #[derive(Debug, Clone)]
 pub struct RedisStore {
     conn: RedisConn,
-    prefix: Arc<str>,
+    keys: Keys,
     subscriber: Arc<OnceCell<Subscriber>>,
     replicas: Option<ReplicaAcks>,
     /// Send scripts with `EVAL` instead of `EVALSHA`: see
@@ -205,7 +91,7 @@ impl RedisStore {
     fn with_conn(conn: RedisConn, options: RedisOptions) -> Self {
         RedisStore {
             conn,
-            prefix: options.prefix.into(),
+            keys: Keys::new(options.prefix),
             subscriber: Arc::new(OnceCell::new()),
             replicas: options.replicas,
             inline_scripts: false,
@@ -219,14 +105,14 @@ impl RedisStore {
     /// attempt is safe either way: it carries a fresh owner token). `EVAL` is one
     /// self-contained request, so requests reach a node in the order they were
     /// made.
-    pub(crate) fn inline_scripts(mut self) -> Self {
+    pub(super) fn inline_scripts(mut self) -> Self {
         self.inline_scripts = true;
         self
     }
 
     /// Runs a lease script by `EVALSHA` (with NOSCRIPT recovery) or, with
     /// [`inline_scripts`](Self::inline_scripts), by `EVAL`.
-    pub(crate) async fn run_script<T: redis::FromRedisValue>(
+    pub(super) async fn run_script<T: redis::FromRedisValue>(
         &self,
         op: &'static str,
         (script, source): (&Script, &str),
@@ -263,33 +149,29 @@ impl RedisStore {
 
     /// The key prefix.
     pub fn prefix(&self) -> &str {
-        &self.prefix
+        self.keys.prefix()
     }
 
     /// The Redis key that holds the lease `key`.
     /// See the layout table on [`RedisStore`].
     pub fn lease_key(&self, key: &str) -> String {
-        format!("{}{{{}}}", self.prefix, hash_tag(key))
+        self.keys.lease(key)
     }
 
-    pub(crate) fn fence_key(&self, key: &str) -> String {
-        format!("{}:fence", self.lease_key(key))
-    }
-
-    fn release_channel(&self, key: &str) -> String {
-        format!("{}:released", self.lease_key(key))
+    /// The key layout of this store.
+    pub(super) fn keys(&self) -> &Keys {
+        &self.keys
     }
 
     /// Deletes `key` if it holds `token`, like [`release`](LeaseStore::release),
     /// without waking waiters: undoes one node's vote of a quorum acquisition that
     /// failed (waking every waiter there would only make the next vote split too).
-    pub(crate) async fn release_quietly(
+    pub(super) async fn release_quietly(
         &self,
         key: &str,
         token: &OwnerToken,
     ) -> Result<ReleaseOutcome> {
-        let channel = format!("{}:undone", self.lease_key(key));
-        self.release_on(key, token, channel).await
+        self.release_on(key, token, self.keys.undone(key)).await
     }
 
     async fn release_on(
@@ -302,7 +184,7 @@ impl RedisStore {
             .run_script(
                 "release",
                 (&RELEASE, RELEASE_LUA),
-                &[self.lease_key(key)],
+                &[self.keys.lease(key)],
                 &[token.as_str().to_string(), channel],
             )
             .await?;
@@ -400,10 +282,6 @@ impl ReplicaReply {
     }
 }
 
-fn millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
-}
-
 #[async_trait]
 impl LeaseStore for RedisStore {
     async fn try_acquire(
@@ -413,7 +291,7 @@ impl LeaseStore for RedisStore {
         ttl: Duration,
     ) -> Result<AcquireReply> {
         let start = crate::clock::now();
-        let keys = [self.lease_key(key), self.fence_key(key)];
+        let keys = [self.keys.lease(key), self.keys.fence(key)];
         let args = [token.as_str().to_string(), millis(ttl).to_string()];
         let written = self
             .run_write("acquire", (&ACQUIRE, ACQUIRE_LUA), &keys, &args)
@@ -433,11 +311,11 @@ impl LeaseStore for RedisStore {
         };
         if won != 1 {
             return Ok(AcquireReply::Held {
-                ttl_left: u64::try_from(value).ok().map(Duration::from_millis),
+                ttl_left: from_millis(value),
             });
         }
         let fence = u64::try_from(value).map_err(|_| Error::WrongType {
-            key: self.fence_key(key),
+            key: self.keys.fence(key),
             detail: format!("fence counter is {value}"),
         })?;
         if let Some(acks) = acks.filter(|a| !a.enough()) {
@@ -458,7 +336,7 @@ impl LeaseStore for RedisStore {
             .run_write(
                 "extend",
                 (&EXTEND, EXTEND_LUA),
-                &[self.lease_key(key)],
+                &[self.keys.lease(key)],
                 &[token.as_str().to_string(), millis(ttl).to_string()],
             )
             .await?;
@@ -478,12 +356,12 @@ impl LeaseStore for RedisStore {
     }
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
-        self.release_on(key, token, self.release_channel(key)).await
+        self.release_on(key, token, self.keys.released(key)).await
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
-        let lease_key = self.lease_key(key);
-        let fence_key = self.fence_key(key);
+        let lease_key = self.keys.lease(key);
+        let fence_key = self.keys.fence(key);
         let (kind, pttl, fence): (String, i64, Option<String>) = self
             .conn
             .call("status", &lease_key, |mut c| {
@@ -516,7 +394,7 @@ impl LeaseStore for RedisStore {
         };
         Ok(LeaseStatus {
             held: pttl != -2,
-            ttl_left: u64::try_from(pttl).ok().map(Duration::from_millis),
+            ttl_left: from_millis(pttl),
             fence,
             storage_key: lease_key,
         })
@@ -524,195 +402,12 @@ impl LeaseStore for RedisStore {
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {
         match self.subscriber().await {
-            Some(sub) => sub.watch(self.release_channel(key)).await,
+            Some(sub) => sub.watch(self.keys.released(key)).await,
             None => ReleaseWatch::polling(),
         }
     }
 
     fn describe(&self) -> String {
         self.conn.display().to_string()
-    }
-}
-
-impl std::fmt::Debug for Subscriber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Subscriber").finish_non_exhaustive()
-    }
-}
-
-/// One RESP3 connection subscribed to the release channels of the keys being
-/// waited on; messages are fanned out to `watch` channels.
-struct Subscriber {
-    manager: ConnectionManager,
-    senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>>,
-    // Serialises SUBSCRIBE/UNSUBSCRIBE so an unsubscribe of an idle channel can
-    // never overtake a new subscribe of the same channel.
-    changes: tokio::sync::Mutex<()>,
-    timeout: Duration,
-}
-
-impl Subscriber {
-    async fn open(conn: &RedisConn) -> Option<Subscriber> {
-        let info = conn.client().get_connection_info().clone();
-        let redis_settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let info = info.set_redis_settings(redis_settings);
-        let client = redis::Client::open(info).ok()?;
-        let senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>> = Arc::default();
-        let dispatch = Arc::clone(&senders);
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(conn.connect_timeout()))
-            .set_response_timeout(Some(conn.timeout()))
-            .set_number_of_retries(1)
-            .set_automatic_resubscription()
-            .set_push_sender(move |push: PushInfo| {
-                let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
-                match push.kind {
-                    PushKind::Message => {
-                        let channel = match push.data.first() {
-                            Some(redis::Value::BulkString(c)) => std::str::from_utf8(c).ok(),
-                            _ => None,
-                        };
-                        if let Some(tx) = channel.and_then(|c| senders.get(c)) {
-                            tx.send_modify(|n| *n = n.wrapping_add(1));
-                        }
-                    }
-                    // A release may have been missed while disconnected: wake
-                    // every waiter so it tries again.
-                    PushKind::Disconnection => {
-                        for tx in senders.values() {
-                            tx.send_modify(|n| *n = n.wrapping_add(1));
-                        }
-                    }
-                    _ => {}
-                }
-                Ok::<(), redis::aio::SendError>(())
-            });
-        let manager = tokio::time::timeout(
-            conn.timeout(),
-            ConnectionManager::new_with_config(client, config),
-        )
-        .await
-        .ok()?
-        .map_err(|e| tracing::debug!(error = %e, "release notifications unavailable; polling"))
-        .ok()?;
-        Some(Subscriber {
-            manager,
-            senders,
-            changes: tokio::sync::Mutex::new(()),
-            timeout: conn.timeout(),
-        })
-    }
-
-    async fn watch(&self, channel: String) -> ReleaseWatch {
-        let _serial = self.changes.lock().await;
-        let (rx, subscribe, idle) = {
-            let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
-            let idle: Vec<String> = senders
-                .iter()
-                .filter(|(c, tx)| **c != channel && tx.receiver_count() == 0)
-                .map(|(c, _)| c.clone())
-                .collect();
-            for c in &idle {
-                senders.remove(c);
-            }
-            match senders.get(&channel) {
-                Some(tx) => (tx.subscribe(), false, idle),
-                None => {
-                    let (tx, rx) = watch::channel(0);
-                    senders.insert(channel.clone(), tx);
-                    (rx, true, idle)
-                }
-            }
-        };
-        let mut manager = self.manager.clone();
-        if !idle.is_empty() {
-            let _ = tokio::time::timeout(self.timeout, manager.unsubscribe(&idle)).await;
-        }
-        if subscribe {
-            let ok = matches!(
-                tokio::time::timeout(self.timeout, manager.subscribe(&channel)).await,
-                Ok(Ok(()))
-            );
-            if !ok {
-                let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
-                senders.remove(&channel);
-                return ReleaseWatch::polling();
-            }
-        }
-        ReleaseWatch::from_channel(rx, None)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// CRC16/XMODEM of the hash tag, modulo 16384: Redis Cluster's key slot.
-    fn slot(key: &str) -> u16 {
-        let bytes = key.as_bytes();
-        let hashed = bytes
-            .iter()
-            .position(|&b| b == b'{')
-            .and_then(|open| {
-                let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
-                (close > 0).then(|| &bytes[open + 1..open + 1 + close])
-            })
-            .unwrap_or(bytes);
-        let mut crc: u16 = 0;
-        for &b in hashed {
-            crc ^= u16::from(b) << 8;
-            for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 {
-                    (crc << 1) ^ 0x1021
-                } else {
-                    crc << 1
-                };
-            }
-        }
-        crc % 16384
-    }
-
-    #[tokio::test]
-    async fn every_key_of_a_lease_shares_one_slot() {
-        // Known slots from the Redis Cluster specification.
-        assert_eq!(slot("123456789"), 0x31C3);
-        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
-        let backend =
-            RedisStore::lazy("redis://127.0.0.1:1", RedisOptions::default()).expect("a valid URL");
-        for key in [
-            "}x",
-            "}",
-            "}}",
-            "{}",
-            "{",
-            "a}b",
-            "}{x}",
-            "\\}x",
-            "\\",
-            "{a}b",
-            "orders:42",
-        ] {
-            let lease = backend.lease_key(key);
-            let others = [
-                backend.fence_key(key),
-                backend.release_channel(key),
-                format!("{lease}:undone"),
-            ];
-            for other in &others {
-                assert_eq!(slot(&lease), slot(other), "{key:?}: {lease} vs {other}");
-            }
-        }
-        // One-to-one: escaped keys never collide with a plain key.
-        let keys = ["}x", "\\}x", "\\\\}x", "x", "\\x", "\\\\x"];
-        let mut seen: Vec<String> = keys.iter().map(|k| backend.lease_key(k)).collect();
-        seen.sort();
-        seen.dedup();
-        assert_eq!(seen.len(), keys.len(), "{seen:?}");
-        // Plain keys keep the layout existing fence counters live under.
-        assert_eq!(backend.lease_key("orders:42"), "warden:{orders:42}");
-        assert_eq!(backend.lease_key("}x"), "warden:{\\}x}");
     }
 }

@@ -7,7 +7,8 @@ use rand::Rng;
 use redis::Script;
 
 use super::conn::RedisConn;
-use super::lease::{RedisOptions, RedisStore};
+use super::lease::RedisStore;
+use super::options::RedisOptions;
 use crate::error::{Error, Result};
 use crate::limit::{Decision, LimitRequest, LimitStore, Mode, Timestamp};
 
@@ -132,7 +133,7 @@ impl LimitStore for RedisLimits {
             backend: self.conn.display().to_string(),
             op: "limit",
             key: first.clone(),
-            cause: detail,
+            cause: detail.into(),
         };
         if raw.len() != keys.len() {
             return Err(malformed(format!(

@@ -1,6 +1,9 @@
-//! Everything Redis: the connection, the key layout, the lease store
-//! ([`RedisStore`]), the rate-limit store ([`RedisLimits`]), the fenced resource
-//! ([`RedisFencedStore`]) and the Lua scripts they run (`scripts/*.lua`).
+//! Everything Redis: the connection (`conn`), the key layout (`keys`), the
+//! settings (`options`), the lease store ([`RedisStore`], `lease`), its release
+//! subscriber (`subscriber`), what a quorum needs from one node (`node`: the
+//! quorum's node trait implemented on [`RedisStore`]), the rate-limit store
+//! ([`RedisLimits`], `limit`), the fenced resource ([`RedisFencedStore`],
+//! `fenced`) and the Lua scripts they run (`scripts/*.lua`).
 //!
 //! Every operation is one script call on the server (its clock, its atomicity);
 //! scripts go by `EVALSHA` with a reload on `NOSCRIPT`, connections reconnect by
@@ -8,13 +11,18 @@
 
 mod conn;
 mod fenced;
+mod keys;
 mod lease;
 mod limit;
+mod node;
+mod options;
 mod record;
+mod subscriber;
 
 pub use conn::split_redis_urls;
 pub use fenced::RedisFencedStore;
-pub use lease::{DEFAULT_PREFIX, RedisOptions, RedisStore, ReplicaAcks};
+pub use lease::RedisStore;
 pub use limit::RedisLimits;
+pub use options::{DEFAULT_PREFIX, RedisOptions, ReplicaAcks};
 
 pub(crate) use conn::redact;

@@ -299,7 +299,7 @@ impl SqliteStore {
                     backend,
                     op,
                     key,
-                    cause: e.to_string(),
+                    cause: Box::new(e),
                 },
             },
             Fault::Data(detail) => Error::WrongType {
@@ -310,7 +310,7 @@ impl SqliteStore {
                 backend,
                 op,
                 key,
-                cause,
+                cause: cause.into(),
             },
             Fault::Warden(e) => e,
         }

@@ -263,3 +263,24 @@ async fn a_legacy_monotonic_row_keeps_its_expiry() {
     assert_eq!(boot, &*clock::boot_id());
     assert!(backend.status("k").await.unwrap().held);
 }
+
+#[tokio::test]
+async fn sqlite_errors_keep_the_rusqlite_error_as_their_source() {
+    use std::error::Error as _;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir.path().join("w.db")).await;
+    let mapped = store.error(
+        "acquire",
+        "k",
+        Fault::Sql(rusqlite::Error::QueryReturnedNoRows),
+    );
+    assert!(
+        mapped.to_string().contains("Query returned no rows"),
+        "{mapped}"
+    );
+    let source = mapped.source().expect("a source");
+    assert!(
+        source.downcast_ref::<rusqlite::Error>().is_some(),
+        "{mapped:?}"
+    );
+}

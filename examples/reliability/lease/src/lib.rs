@@ -85,7 +85,7 @@ pub async fn run(url: &str, resource: Resource) -> Result<Outcome, BoxError> {
                                 backend: "redis".into(),
                                 op: "plain set",
                                 key: name.into(),
-                                cause: e.to_string(),
+                                cause: Box::new(e),
                             })?;
                     Ok::<_, warden::Error>(FencedWrite::Applied)
                 }

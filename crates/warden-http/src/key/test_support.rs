@@ -1,0 +1,24 @@
+//! Helpers shared by the extractors' unit tests.
+
+use http::Request;
+
+use super::{KeyExtractor, PeerAddr, RequestHead, TrustedProxies};
+
+pub(crate) fn req(peer: &str, headers: &[(&str, &[u8])]) -> Request<()> {
+    let mut b = Request::get("/");
+    for (n, v) in headers {
+        b = b.header(*n, *v);
+    }
+    let mut r = b.body(()).expect("request");
+    r.extensions_mut()
+        .insert(PeerAddr(peer.parse().expect("peer")));
+    r
+}
+
+pub(crate) fn key(e: &impl KeyExtractor, r: &Request<()>) -> Option<String> {
+    e.extract(&RequestHead::new(r))
+}
+
+pub(crate) fn trusted(s: &str) -> TrustedProxies {
+    s.parse().expect("cidrs")
+}

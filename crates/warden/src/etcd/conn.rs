@@ -1,0 +1,173 @@
+//! The connection to an etcd cluster: one gRPC channel balanced over the
+//! endpoints, a time budget on every call, and etcd's errors mapped onto warden's.
+
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions};
+
+use super::options::{EtcdOptions, EtcdUrl};
+use crate::error::{Error, Result};
+
+/// A connected client plus what error messages need.
+#[derive(Clone)]
+pub(crate) struct EtcdConn {
+    client: Client,
+    display: String,
+    timeout: Duration,
+}
+
+impl EtcdConn {
+    /// Connects to `url`'s endpoints and checks that the cluster answers (a
+    /// `Status` call) within the time budgets, so a dead or wrong endpoint list
+    /// fails here with a clear error rather than on the first lease.
+    pub async fn connect(url: &EtcdUrl, options: &EtcdOptions) -> Result<Self> {
+        let display = url.display();
+        let mut connect = ConnectOptions::new()
+            .with_connect_timeout(options.connect_timeout)
+            .with_timeout(options.timeout)
+            // HTTP/2 pings notice a dead member (kill -9, a cut cable) while
+            // idle, so the channel fails over instead of waiting on a socket
+            // that will never answer.
+            .with_keep_alive(Duration::from_secs(1), options.timeout)
+            .with_keep_alive_while_idle(true)
+            // Calls fail fast on a member cut off from the leader rather than
+            // waiting on it ("etcdserver: no leader").
+            .with_require_leader(true);
+        if let Some((name, password)) = &options.user {
+            connect = connect.with_user(name.clone(), password.clone());
+        }
+        if let Some((name, password)) = &url.user {
+            connect = connect.with_user(name.clone(), password.clone());
+        }
+        // Connecting authenticates when a user is set: one round trip, bounded
+        // by the connect and call budgets together.
+        let budget = options.connect_timeout + options.timeout;
+        let endpoints: Vec<String> = url
+            .endpoints
+            .iter()
+            .map(|e| format!("http://{e}"))
+            .collect();
+        let client =
+            match tokio::time::timeout(budget, Client::connect(endpoints, Some(connect))).await {
+                Ok(Ok(client)) => client,
+                Ok(Err(e)) => return Err(map_error(&display, "connect", "", e)),
+                Err(_) => {
+                    return Err(Error::Timeout {
+                        backend: display,
+                        op: "connect",
+                        key: String::new(),
+                        after: budget,
+                    });
+                }
+            };
+        let conn = EtcdConn {
+            client,
+            display,
+            timeout: options.timeout,
+        };
+        conn.call("connect", "", |mut c| async move { c.status().await })
+            .await?;
+        Ok(conn)
+    }
+
+    /// The endpoints, for messages (never a password).
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// Runs `f` with a client within the call budget and maps its error.
+    pub async fn call<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        match tokio::time::timeout(self.timeout, f(self.client.clone())).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(map_error(&self.display, op, key, e)),
+            Err(_) => Err(Error::Timeout {
+                backend: self.display.clone(),
+                op,
+                key: key.to_string(),
+                after: self.timeout,
+            }),
+        }
+    }
+}
+
+/// etcd's errors as warden's: transport failures and the gRPC codes
+/// `Unavailable` (no leader, leader changed, member stopping) and
+/// `DeadlineExceeded` (a proposal that timed out on the server) are
+/// [`Error::Unreachable`], so transient; the rest (bad credentials, permission
+/// denied, bad request) is a non-transient [`Error::Backend`]. The etcd error
+/// stays reachable as the cause's `source()`.
+pub(crate) fn map_error(
+    backend: &str,
+    op: &'static str,
+    key: &str,
+    e: etcd_client::Error,
+) -> Error {
+    use tonic::Code;
+    let (message, transient) = match &e {
+        etcd_client::Error::TransportError(t) => (chain(t), true),
+        etcd_client::Error::IoError(io) => (io.to_string(), true),
+        etcd_client::Error::GRpcStatus(status) => {
+            let message = if status.message().is_empty() {
+                format!("{:?}", status.code())
+            } else {
+                status.message().to_string()
+            };
+            let transient = matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded);
+            (message, transient)
+        }
+        other => (other.to_string(), false),
+    };
+    let cause = Box::new(EtcdCause { message, source: e });
+    if transient {
+        Error::Unreachable {
+            backend: backend.to_string(),
+            op,
+            key: key.to_string(),
+            cause,
+        }
+    } else {
+        Error::Backend {
+            backend: backend.to_string(),
+            op,
+            key: key.to_string(),
+            cause,
+        }
+    }
+}
+
+/// An etcd client error with a readable message: tonic's transport errors say
+/// only "transport error", and a status prints its metadata.
+#[derive(Debug)]
+struct EtcdCause {
+    message: String,
+    source: etcd_client::Error,
+}
+
+impl std::fmt::Display for EtcdCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for EtcdCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// An error and its sources on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

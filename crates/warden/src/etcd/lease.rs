@@ -1,0 +1,437 @@
+//! The lease store on etcd: etcd leases, transactions and watches.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, WatchFilterType,
+    WatchOptions,
+};
+use tokio::sync::watch;
+
+use super::conn::EtcdConn;
+use super::keys::{etcd_ttl_secs, lease_key, ttl_left};
+use super::options::{EtcdOptions, EtcdUrl};
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+};
+use crate::token::OwnerToken;
+
+/// Leases on an etcd cluster.
+///
+/// Each acquisition is an etcd lease with the TTL (rounded up to whole seconds)
+/// and one transaction that creates the key only if absent, bound to that lease;
+/// the fence is the key's create revision. See the [module docs](super) for the
+/// semantics and limits.
+#[derive(Clone)]
+pub struct EtcdStore {
+    conn: EtcdConn,
+    prefix: String,
+    /// The etcd lease behind each of our acquisitions, by (storage key, token):
+    /// extend and release need it. A miss (another process's store, a handle
+    /// rebuilt) is answered by reading the key.
+    leases: Arc<Mutex<HashMap<(String, String), Granted>>>,
+}
+
+/// An etcd lease we granted for one acquisition.
+#[derive(Debug, Clone, Copy)]
+struct Granted {
+    id: i64,
+    /// The TTL etcd granted, in seconds (etcd may raise a short TTL to its
+    /// minimum).
+    ttl_secs: i64,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("endpoints", &self.conn.display())
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdStore {
+    /// Connects to the cluster named by an `etcd://` URL
+    /// (`etcd://[user[:password]@]host:2379[,host:2379…]`) and checks that it
+    /// answers. User and password in the URL take precedence over
+    /// [`EtcdOptions::user`].
+    pub async fn connect(url: &str, options: EtcdOptions) -> Result<Self> {
+        let parsed = EtcdUrl::parse(url)?;
+        if options.prefix.is_empty() {
+            return Err(Error::invalid(
+                "prefix",
+                "an empty prefix would mix warden's keys with everything else in etcd",
+            ));
+        }
+        let conn = EtcdConn::connect(&parsed, &options).await?;
+        Ok(EtcdStore {
+            conn,
+            prefix: options.prefix,
+            leases: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// The etcd key of lease `key`.
+    pub fn lease_key(&self, key: &str) -> String {
+        lease_key(&self.prefix, key)
+    }
+
+    fn remember(&self, storage_key: &str, token: &OwnerToken, granted: Granted) {
+        self.map().insert(
+            (storage_key.to_string(), token.as_str().to_string()),
+            granted,
+        );
+    }
+
+    fn forget(&self, storage_key: &str, token: &OwnerToken) -> Option<Granted> {
+        self.map()
+            .remove(&(storage_key.to_string(), token.as_str().to_string()))
+    }
+
+    fn recall(&self, storage_key: &str, token: &OwnerToken) -> Option<Granted> {
+        self.map()
+            .get(&(storage_key.to_string(), token.as_str().to_string()))
+            .copied()
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Granted>> {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Revokes a lease without waiting: its keys (if any are left) go at once
+    /// rather than at its TTL. A failure only means the TTL frees them.
+    fn revoke_in_background(&self, id: i64) {
+        let conn = self.conn.clone();
+        tokio::spawn(async move {
+            if let Err(e) = conn
+                .call(
+                    "revoke",
+                    "",
+                    |mut c| async move { c.lease_revoke(id).await },
+                )
+                .await
+            {
+                tracing::debug!(lease = id, error = %e, "revoking an etcd lease failed; its TTL will end it");
+            }
+        });
+    }
+
+    /// Reads the key; `None` when absent.
+    async fn get(&self, op: &'static str, storage_key: &str) -> Result<Option<KeyValue>> {
+        let k = storage_key.to_string();
+        let mut reply = self
+            .conn
+            .call(op, storage_key, |mut c| async move { c.get(k, None).await })
+            .await?;
+        Ok(reply.take_kvs().into_iter().next())
+    }
+
+    /// The remaining TTL of lease `id` (an upper bound, see [`ttl_left`]).
+    async fn lease_ttl_left(
+        &self,
+        op: &'static str,
+        key: &str,
+        id: i64,
+    ) -> Result<Option<Duration>> {
+        if id == 0 {
+            // A key written without a lease (not by warden) never expires.
+            return Ok(None);
+        }
+        let reply = self
+            .conn
+            .call(op, key, |mut c| async move {
+                c.lease_time_to_live(id, None).await
+            })
+            .await?;
+        Ok(ttl_left(reply.ttl(), reply.granted_ttl()))
+    }
+
+    /// Our lease on `storage_key`: remembered, or read from the key when it
+    /// still holds `token`.
+    async fn our_lease(
+        &self,
+        op: &'static str,
+        storage_key: &str,
+        token: &OwnerToken,
+    ) -> Result<Option<Granted>> {
+        if let Some(g) = self.recall(storage_key, token) {
+            return Ok(Some(g));
+        }
+        match self.get(op, storage_key).await? {
+            Some(kv) if kv.value() == token.as_str().as_bytes() && kv.lease() != 0 => {
+                let id = kv.lease();
+                let reply = self
+                    .conn
+                    .call(op, storage_key, |mut c| async move {
+                        c.lease_time_to_live(id, None).await
+                    })
+                    .await?;
+                Ok(Some(Granted {
+                    id,
+                    ttl_secs: reply.granted_ttl(),
+                }))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn wrong_value(&self, storage_key: &str, detail: String) -> Error {
+        Error::WrongType {
+            key: storage_key.to_string(),
+            detail,
+        }
+    }
+}
+
+/// The first key-value of the first `Get` among a transaction's responses.
+fn first_kv(responses: Vec<TxnOpResponse>) -> Option<KeyValue> {
+    responses.into_iter().find_map(|r| match r {
+        TxnOpResponse::Get(mut get) => get.take_kvs().into_iter().next(),
+        _ => None,
+    })
+}
+
+/// Whether `e` says that a lease is gone (expired or revoked).
+fn lease_not_found(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::LeaseKeepAliveError(m) => m.contains("lease not found"),
+        etcd_client::Error::GRpcStatus(s) => s.message().contains("requested lease not found"),
+        _ => false,
+    }
+}
+
+#[async_trait]
+impl LeaseStore for EtcdStore {
+    async fn try_acquire(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireReply> {
+        let start = crate::clock::now();
+        let storage_key = self.lease_key(key);
+        let secs = etcd_ttl_secs(ttl);
+        let grant = self
+            .conn
+            .call("acquire", key, |mut c| async move {
+                c.lease_grant(secs, None).await
+            })
+            .await?;
+        let granted = Granted {
+            id: grant.id(),
+            ttl_secs: grant.ttl(),
+        };
+        // Create the key only if it does not exist (create revision 0), bound to
+        // our lease, and read it back in the same transaction for its create
+        // revision; otherwise read the holder's key.
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                storage_key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([
+                TxnOp::put(
+                    storage_key.clone(),
+                    token.as_str(),
+                    Some(PutOptions::new().with_lease(granted.id)),
+                ),
+                TxnOp::get(storage_key.clone(), None),
+            ])
+            .or_else([TxnOp::get(storage_key.clone(), None)]);
+        let reply = match self
+            .conn
+            .call("acquire", key, |mut c| async move { c.txn(txn).await })
+            .await
+        {
+            Ok(reply) => reply,
+            Err(e) => {
+                // The transaction's fate is unknown: if it created the key, the
+                // key is bound to this lease, so revoking it undoes the attempt.
+                // No guard exists yet, so nobody believes in it.
+                self.revoke_in_background(granted.id);
+                return Err(e);
+            }
+        };
+        let won = reply.succeeded();
+        let kv = first_kv(reply.op_responses());
+        if won {
+            let kv = kv.ok_or_else(|| {
+                self.wrong_value(
+                    &storage_key,
+                    "the key vanished within its own transaction".into(),
+                )
+            })?;
+            let fence = u64::try_from(kv.create_revision()).map_err(|_| {
+                self.wrong_value(
+                    &storage_key,
+                    format!("create revision {}", kv.create_revision()),
+                )
+            })?;
+            self.remember(&storage_key, token, granted);
+            return Ok(AcquireReply::Acquired {
+                fence: Fence::new(fence),
+                valid_until: valid_until(start, ttl),
+            });
+        }
+        // Held: our lease has no key; end it now rather than at its TTL.
+        self.revoke_in_background(granted.id);
+        let ttl_left = match kv {
+            Some(kv) => self.lease_ttl_left("acquire", key, kv.lease()).await?,
+            // Deleted between the compare and the read cannot happen within one
+            // transaction; treat it as "expiring now" so the caller retries.
+            None => Some(Duration::ZERO),
+        };
+        Ok(AcquireReply::Held { ttl_left })
+    }
+
+    async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
+        let start = crate::clock::now();
+        let storage_key = self.lease_key(key);
+        let Some(granted) = self.our_lease("extend", &storage_key, token).await? else {
+            return Ok(ExtendReply::NotHeld);
+        };
+        // Refresh the lease and check that the key still holds our token bound
+        // to it, both sent at once. A live lease keeps every key bound to it,
+        // so "the key holds our token on our lease" plus "the lease was
+        // refreshed at `start` or later" means the key stays ours until at
+        // least `start + TTL` on the cluster. An expired lease is never
+        // revived: etcd refuses keep-alives of a lease it has ended.
+        let id = granted.id;
+        let keep_alive = self.conn.call("extend", key, |mut c| async move {
+            match c.lease_keep_alive(id).await {
+                Ok(_) => Ok(true),
+                Err(e) if lease_not_found(&e) => Ok(false),
+                Err(e) => Err(e),
+            }
+        });
+        let check = Txn::new().when([
+            Compare::value(storage_key.clone(), CompareOp::Equal, token.as_str()),
+            Compare::lease(storage_key.clone(), CompareOp::Equal, id),
+        ]);
+        let still_ours = self
+            .conn
+            .call("extend", key, |mut c| async move { c.txn(check).await });
+        let (alive, ours) = tokio::join!(keep_alive, still_ours);
+        if !alive? || !ours?.succeeded() {
+            self.forget(&storage_key, token);
+            self.revoke_in_background(id);
+            return Ok(ExtendReply::NotHeld);
+        }
+        // etcd renews to the granted TTL, which may be longer than asked (whole
+        // seconds, etcd's minimum); the holder counts only what it asked for.
+        let granted_ttl = Duration::from_secs(u64::try_from(granted.ttl_secs).unwrap_or(0));
+        Ok(ExtendReply::Extended {
+            valid_until: valid_until(start, ttl.min(granted_ttl)),
+        })
+    }
+
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        let storage_key = self.lease_key(key);
+        let remembered = self.recall(&storage_key, token);
+        // Delete the key only if it holds our token; read it first within the
+        // same transaction to learn its lease when we do not remember it.
+        let txn = Txn::new()
+            .when([Compare::value(
+                storage_key.clone(),
+                CompareOp::Equal,
+                token.as_str(),
+            )])
+            .and_then([
+                TxnOp::get(storage_key.clone(), None),
+                TxnOp::delete(storage_key.clone(), None),
+            ]);
+        let reply = self
+            .conn
+            .call("release", key, |mut c| async move { c.txn(txn).await })
+            .await?;
+        self.forget(&storage_key, token);
+        let lease = remembered
+            .map(|g| g.id)
+            .or_else(|| first_kv(reply.op_responses()).map(|kv| kv.lease()))
+            .filter(|id| *id != 0);
+        if let Some(id) = lease {
+            // Revoking only ends our own lease (the key is gone already): no
+            // need to wait for it.
+            self.revoke_in_background(id);
+        }
+        Ok(if reply.succeeded() {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        let storage_key = self.lease_key(key);
+        let Some(kv) = self.get("status", &storage_key).await? else {
+            return Ok(LeaseStatus {
+                held: false,
+                ttl_left: None,
+                // etcd keeps no fence once the key is gone: the next holder's
+                // create revision will be larger than any before it anyway.
+                fence: None,
+                storage_key,
+            });
+        };
+        let fence = u64::try_from(kv.create_revision()).ok().map(Fence::new);
+        let ttl_left = self.lease_ttl_left("status", key, kv.lease()).await?;
+        Ok(LeaseStatus {
+            held: true,
+            ttl_left,
+            fence,
+            storage_key,
+        })
+    }
+
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        let storage_key = self.lease_key(key);
+        let options = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
+        let opened = self
+            .conn
+            .call("watch", key, |mut c| async move {
+                let mut stream = c.watch(storage_key, Some(options)).await?;
+                // Wait for etcd to confirm the watch: from then on, no delete
+                // of the key can be missed.
+                let first = stream.message().await?;
+                Ok((stream, first.is_some_and(|r| r.created())))
+            })
+            .await;
+        let mut stream = match opened {
+            Ok((stream, true)) => stream,
+            Ok((_, false)) | Err(_) => return ReleaseWatch::polling(),
+        };
+        let (tx, rx) = watch::channel(0u64);
+        let task = tokio::spawn(async move {
+            // A delete event is a release or an expiry: either frees the key.
+            while let Ok(Some(reply)) = stream.message().await {
+                if reply.canceled() {
+                    break;
+                }
+                if !reply.events().is_empty() {
+                    tx.send_modify(|n| *n = n.wrapping_add(1));
+                }
+            }
+            // Dropping `tx` makes the watch fall back to polling.
+        });
+        ReleaseWatch::from_channel(rx, Some(Box::new(AbortOnDrop(task.abort_handle()))))
+    }
+
+    fn describe(&self) -> String {
+        self.conn.display().to_string()
+    }
+}
+
+/// Ends the watch task (and so the etcd watch) when nobody waits any more.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

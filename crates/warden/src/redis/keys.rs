@@ -1,0 +1,160 @@
+//! The Redis key layout: the one place that turns a user key into the names of
+//! Redis keys and channels, and the duration conversions Redis arguments use.
+//!
+//! For a lease named `orders:42` with the default prefix `warden:`:
+//!
+//! | name | what |
+//! |---|---|
+//! | `warden:{orders:42}` | the lease key (the holder's owner token, with TTL) |
+//! | `warden:{orders:42}:fence` | the fence counter (no TTL) |
+//! | `warden:{orders:42}:released` | the channel a release is published on |
+//! | `warden:{orders:42}:undone` | the channel a quorum's undo publishes on (nobody listens) |
+//! | `warden:resource:balance:42` | a [`RedisFencedStore`](super::RedisFencedStore) resource |
+//!
+//! The lease names share the hash tag `{orders:42}` (see
+//! [`hash_tag`](crate::key::hash_tag)), so they live in one Redis Cluster slot.
+//! The strings are stored state: changing any of them orphans existing leases
+//! and fence counters. Rate-limit keys are named by
+//! [`Policy::storage_key`](crate::limit::Policy::storage_key), which is public.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::key::hash_tag;
+
+/// The key names of one prefix. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    prefix: Arc<str>,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: impl Into<Arc<str>>) -> Self {
+        Keys {
+            prefix: prefix.into(),
+        }
+    }
+
+    /// The prefix every name starts with.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The key holding the lease `key`.
+    pub(crate) fn lease(&self, key: &str) -> String {
+        format!("{}{{{}}}", self.prefix, hash_tag(key))
+    }
+
+    /// The fence counter of the lease `key`.
+    pub(crate) fn fence(&self, key: &str) -> String {
+        format!("{}:fence", self.lease(key))
+    }
+
+    /// The channel a release of `key` is published on (waiters listen).
+    pub(crate) fn released(&self, key: &str) -> String {
+        format!("{}:released", self.lease(key))
+    }
+
+    /// The channel a quorum's undo of `key` publishes on: not the release
+    /// channel, so undoing a vote wakes nobody.
+    pub(crate) fn undone(&self, key: &str) -> String {
+        format!("{}:undone", self.lease(key))
+    }
+
+    /// The hash of a fenced resource. One key, so it needs no hash tag.
+    pub(crate) fn resource(&self, resource: &str) -> String {
+        format!("{}resource:{resource}", self.prefix)
+    }
+}
+
+/// Whole milliseconds of `d` for a Redis argument (`PX`, `WAIT`), saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A millisecond count from a Redis reply (`PTTL`, a script's TTL): `None` for
+/// the negative codes (no key, no TTL).
+pub(crate) fn from_millis(ms: i64) -> Option<Duration> {
+    u64::try_from(ms).ok().map(Duration::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CRC16/XMODEM of the hash tag, modulo 16384: Redis Cluster's key slot.
+    fn slot(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let hashed = bytes
+            .iter()
+            .position(|&b| b == b'{')
+            .and_then(|open| {
+                let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+                (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+            })
+            .unwrap_or(bytes);
+        let mut crc: u16 = 0;
+        for &b in hashed {
+            crc ^= u16::from(b) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc % 16384
+    }
+
+    #[test]
+    fn every_key_of_a_lease_shares_one_slot() {
+        // Known slots from the Redis Cluster specification.
+        assert_eq!(slot("123456789"), 0x31C3);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        let keys = Keys::new(crate::redis::DEFAULT_PREFIX);
+        for key in [
+            "}x",
+            "}",
+            "}}",
+            "{}",
+            "{",
+            "a}b",
+            "}{x}",
+            "\\}x",
+            "\\",
+            "{a}b",
+            "orders:42",
+        ] {
+            let lease = keys.lease(key);
+            for other in [keys.fence(key), keys.released(key), keys.undone(key)] {
+                assert_eq!(slot(&lease), slot(&other), "{key:?}: {lease} vs {other}");
+            }
+        }
+        // One-to-one: escaped keys never collide with a plain key.
+        let names = ["}x", "\\}x", "\\\\}x", "x", "\\x", "\\\\x"];
+        let mut seen: Vec<String> = names.iter().map(|k| keys.lease(k)).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), names.len(), "{seen:?}");
+    }
+
+    #[test]
+    fn names_stay_byte_for_byte_what_is_stored() {
+        let keys = Keys::new("warden:");
+        assert_eq!(keys.lease("orders:42"), "warden:{orders:42}");
+        assert_eq!(keys.lease("}x"), "warden:{\\}x}");
+        assert_eq!(keys.fence("orders:42"), "warden:{orders:42}:fence");
+        assert_eq!(keys.released("orders:42"), "warden:{orders:42}:released");
+        assert_eq!(keys.undone("orders:42"), "warden:{orders:42}:undone");
+        assert_eq!(keys.resource("balance:42"), "warden:resource:balance:42");
+    }
+
+    #[test]
+    fn durations_convert_saturating() {
+        assert_eq!(millis(Duration::from_micros(1500)), 1);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+        assert_eq!(from_millis(-2), None);
+        assert_eq!(from_millis(7), Some(Duration::from_millis(7)));
+    }
+}

@@ -1,0 +1,109 @@
+//! [`RedisStore`] as a quorum node: the [`QuorumNode`] operations a
+//! [`QuorumStore`](crate::quorum::QuorumStore) runs on each of its masters, and
+//! the quorum-only scripts (`scripts/quorum_fence.lua`,
+//! `scripts/quorum_extend.lua`).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::Script;
+
+use super::keys::millis;
+use super::lease::RedisStore;
+use super::options::RedisOptions;
+use crate::error::Result;
+use crate::lease::{AcquireReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch};
+use crate::quorum::node::{Ballot, QuorumNode, Renewal};
+use crate::token::OwnerToken;
+
+const RAISE_FENCE_LUA: &str = include_str!("scripts/quorum_fence.lua");
+static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
+const EXTEND_LUA: &str = include_str!("scripts/quorum_extend.lua");
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+
+impl RedisStore {
+    /// A store for one quorum node at `url`, without connecting. Its scripts go
+    /// by `EVAL`, which keeps the node's requests in call order (an undo behind
+    /// its vote, a release ahead of the next acquire); see
+    /// [`inline_scripts`](RedisStore::inline_scripts).
+    pub(crate) fn quorum_node(url: &str, options: RedisOptions) -> Result<RedisStore> {
+        Ok(RedisStore::lazy(url, options)?.inline_scripts())
+    }
+}
+
+#[async_trait]
+impl QuorumNode for RedisStore {
+    async fn ping(&self) -> Result<()> {
+        self.conn()
+            .call("connect", "", |mut c| async move {
+                redis::cmd("PING").query_async::<()>(&mut c).await
+            })
+            .await
+    }
+
+    async fn vote(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<Ballot> {
+        Ok(match self.try_acquire(key, token, ttl).await? {
+            AcquireReply::Acquired { fence, .. } => Ballot::Granted(fence.get()),
+            AcquireReply::Held { ttl_left } => Ballot::Held(ttl_left),
+        })
+    }
+
+    async fn undo(&self, key: &str, token: &OwnerToken) -> Result<bool> {
+        Ok(self.release_quietly(key, token).await? == ReleaseOutcome::Released)
+    }
+
+    async fn raise_fence(&self, key: &str, token: &OwnerToken, fence: u64) -> Result<bool> {
+        let keys = [self.keys().lease(key), self.keys().fence(key)];
+        let args = [token.as_str().to_string(), fence.to_string()];
+        let raised: i64 = self
+            .run_script("raise fence", (&RAISE_FENCE, RAISE_FENCE_LUA), &keys, &args)
+            .await?;
+        Ok(raised >= 0 && raised.unsigned_abs() >= fence)
+    }
+
+    async fn extend_or_take(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        fence: u64,
+        may_take: bool,
+    ) -> Result<Renewal> {
+        let keys = [self.keys().lease(key), self.keys().fence(key)];
+        let args = [
+            token.as_str().to_string(),
+            millis(ttl).to_string(),
+            fence.to_string(),
+            if may_take { "1" } else { "0" }.to_string(),
+        ];
+        let code: i64 = self
+            .run_script("extend", (&EXTEND, EXTEND_LUA), &keys, &args)
+            .await?;
+        Ok(match code {
+            1 => Renewal::Extended,
+            2 => Renewal::Taken,
+            _ => Renewal::NotOurs,
+        })
+    }
+
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        LeaseStore::release(self, key, token).await
+    }
+
+    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        LeaseStore::status(self, key).await
+    }
+
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        LeaseStore::watch_releases(self, key).await
+    }
+
+    fn storage_key(&self, key: &str) -> String {
+        self.keys().lease(key)
+    }
+
+    fn name(&self) -> String {
+        self.describe()
+    }
+}

@@ -1,0 +1,126 @@
+//! The release subscriber: one RESP3 connection per store, subscribed to the
+//! release channels of the keys being waited on, fanning messages out to
+//! [`ReleaseWatch`]es so a contended lease changes hands without polling.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ProtocolVersion, PushInfo, PushKind};
+use tokio::sync::watch;
+
+use super::conn::RedisConn;
+use crate::lease::ReleaseWatch;
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber").finish_non_exhaustive()
+    }
+}
+
+/// One RESP3 connection subscribed to the release channels of the keys being
+/// waited on; messages are fanned out to `watch` channels.
+pub(super) struct Subscriber {
+    manager: ConnectionManager,
+    senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>>,
+    // Serialises SUBSCRIBE/UNSUBSCRIBE so an unsubscribe of an idle channel can
+    // never overtake a new subscribe of the same channel.
+    changes: tokio::sync::Mutex<()>,
+    timeout: Duration,
+}
+
+impl Subscriber {
+    pub(super) async fn open(conn: &RedisConn) -> Option<Subscriber> {
+        let info = conn.client().get_connection_info().clone();
+        let redis_settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let info = info.set_redis_settings(redis_settings);
+        let client = redis::Client::open(info).ok()?;
+        let senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>> = Arc::default();
+        let dispatch = Arc::clone(&senders);
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(conn.connect_timeout()))
+            .set_response_timeout(Some(conn.timeout()))
+            .set_number_of_retries(1)
+            .set_automatic_resubscription()
+            .set_push_sender(move |push: PushInfo| {
+                let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
+                match push.kind {
+                    PushKind::Message => {
+                        let channel = match push.data.first() {
+                            Some(redis::Value::BulkString(c)) => std::str::from_utf8(c).ok(),
+                            _ => None,
+                        };
+                        if let Some(tx) = channel.and_then(|c| senders.get(c)) {
+                            tx.send_modify(|n| *n = n.wrapping_add(1));
+                        }
+                    }
+                    // A release may have been missed while disconnected: wake
+                    // every waiter so it tries again.
+                    PushKind::Disconnection => {
+                        for tx in senders.values() {
+                            tx.send_modify(|n| *n = n.wrapping_add(1));
+                        }
+                    }
+                    _ => {}
+                }
+                Ok::<(), redis::aio::SendError>(())
+            });
+        let manager = tokio::time::timeout(
+            conn.timeout(),
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        .ok()?
+        .map_err(|e| tracing::debug!(error = %e, "release notifications unavailable; polling"))
+        .ok()?;
+        Some(Subscriber {
+            manager,
+            senders,
+            changes: tokio::sync::Mutex::new(()),
+            timeout: conn.timeout(),
+        })
+    }
+
+    pub(super) async fn watch(&self, channel: String) -> ReleaseWatch {
+        let _serial = self.changes.lock().await;
+        let (rx, subscribe, idle) = {
+            let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+            let idle: Vec<String> = senders
+                .iter()
+                .filter(|(c, tx)| **c != channel && tx.receiver_count() == 0)
+                .map(|(c, _)| c.clone())
+                .collect();
+            for c in &idle {
+                senders.remove(c);
+            }
+            match senders.get(&channel) {
+                Some(tx) => (tx.subscribe(), false, idle),
+                None => {
+                    let (tx, rx) = watch::channel(0);
+                    senders.insert(channel.clone(), tx);
+                    (rx, true, idle)
+                }
+            }
+        };
+        let mut manager = self.manager.clone();
+        if !idle.is_empty() {
+            let _ = tokio::time::timeout(self.timeout, manager.unsubscribe(&idle)).await;
+        }
+        if subscribe {
+            let ok = matches!(
+                tokio::time::timeout(self.timeout, manager.subscribe(&channel)).await,
+                Ok(Ok(()))
+            );
+            if !ok {
+                let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+                senders.remove(&channel);
+                return ReleaseWatch::polling();
+            }
+        }
+        ReleaseWatch::from_channel(rx, None)
+    }
+}
