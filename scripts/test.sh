@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v jq >/dev/null 2>&1 || missing+=(jq)   # scripts/check-rust-version.sh
 # PostgreSQL for the SQL-fencing tests (the harness finds Debian's versioned bin dir).
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   missing+=(postgresql)
@@ -30,6 +31,10 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+echo "== cargo package (the publishable crates; examples and warden-test have publish = false)"
+cargo package -p warden -p warden-http -p warden-cli --no-verify --allow-dirty --quiet
+echo "== rust-version"
+./scripts/check-rust-version.sh
 echo "== examples"
 cargo run -q -p lease-example
 echo "== README set-up command (warden run on the embedded SQLite default, fresh state dir)"
@@ -38,6 +43,11 @@ env -u WARDEN_DB -u WARDEN_BACKEND XDG_STATE_HOME="$state" \
   cargo run -q -p warden-cli -- run --key demo -- sh -c 'echo "holding demo, fence $WARDEN_FENCE"'
 test -f "$state/warden/warden.db"
 rm -rf "$state"
+echo "== man pages (generated from the CLI's grammar, as a packager would)"
+man_dir=$(mktemp -d)
+cargo run -q -p warden-cli -- man --dir "$man_dir"
+test -s "$man_dir/warden.1" && test -s "$man_dir/warden-run.1"
+rm -rf "$man_dir"
 echo "== doctests"
 cargo test --workspace --doc
 echo "== tests"

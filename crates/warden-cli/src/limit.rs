@@ -17,8 +17,8 @@ pub async fn limit(global: &Global, args: &LimitArgs) -> Result<u8, Failure> {
     let warden = store::connect(global).await?;
     // A lease store without a shared limit store would count in this process
     // only: every invocation would start from a full budget.
-    let leases = warden.backend().describe();
-    if warden.limits().describe() == "memory:" && leases != "memory:" {
+    if !warden.limits().is_shared() && warden.backend().is_shared() {
+        let leases = warden.backend().describe();
         return Err(Failure::usage(format!(
             "rate limits on {leases} are not supported (no shared limit store); use \
              one redis:// backend or the embedded SQLite store"

@@ -286,6 +286,12 @@ fn completions_are_generated_for_every_shell() {
             assert!(script.contains(word), "{shell}: no {word:?} in {script}");
         }
     }
+    // The bash script is valid bash.
+    let out = output(s.warden().args(["completions", "bash"]));
+    let file = s.path("warden.bash");
+    std::fs::write(&file, &out.stdout).unwrap();
+    let check = output(std::process::Command::new("bash").arg("-n").arg(&file));
+    assert!(check.status.success(), "bash -n: {}", stderr(&check));
     let out = output(s.warden().args(["completions", "tcsh"]));
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));

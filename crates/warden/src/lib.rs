@@ -44,7 +44,7 @@
 //! - [`fence`]: fencing tokens and what a fenced resource answers.
 //! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
 //!   fixed window), compound policies, waiting; the
-//!   [`LimitStore`](limit::LimitStore) trait.
+//!   [`LimitStore`](limit::store::LimitStore) trait.
 //! - [`clock`]: the clock of local lease deadlines (counts suspended time) and
 //!   a fake clock for tests.
 //! - The stores, one folder each: [`memory`] (in-process), [`redis`] (one
@@ -55,6 +55,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+mod duration;
 pub mod election;
 pub mod error;
 #[cfg(feature = "etcd")]

@@ -6,7 +6,8 @@ use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::lease::{Lease, LeaseStatus, LeaseStore};
-use crate::limit::{Algorithm, LimitStore, Limiter, Quota};
+use crate::limit::store::LimitStore;
+use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryLimits, MemoryRecords, MemoryStore};
 use crate::quorum::{QuorumOptions, QuorumStore};
 use crate::record::RecordStore;
@@ -223,4 +224,25 @@ fn sqlite_path(url: &str) -> Result<&str> {
         });
     }
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The CLI asks stores whether they coordinate across processes instead of
+    /// comparing descriptions: the memory store does not, SQLite does.
+    #[tokio::test]
+    async fn only_in_process_stores_are_not_shared() {
+        let memory = Warden::connect("memory:").await.unwrap();
+        assert!(!memory.backend().is_shared());
+        assert!(!memory.limits().is_shared());
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("w.db").display());
+        let sqlite = Warden::connect(&url).await.unwrap();
+        assert!(sqlite.backend().is_shared());
+        assert!(sqlite.limits().is_shared());
+    }
 }

@@ -5,7 +5,8 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use warden::limit::{Algorithm, Decision, Mode, Policy, Quota, State, Timestamp, step};
+use warden::limit::store::{State, step};
+use warden::limit::{Algorithm, Decision, Mode, Policy, Quota, Timestamp};
 
 /// A start far from zero, like real epoch microseconds.
 const T0: u64 = 1_700_000_000_000_000;

@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
-use crate::limit::{Decision, LimitRequest, LimitStore, Timestamp};
+use crate::limit::store::{LimitRequest, LimitStore};
+use crate::limit::{Decision, Timestamp};
 
 /// The limit store of a [`Warden`](crate::Warden) connected to etcd: it refuses
 /// every request with an [`Error::Config`] that says where limits belong.

@@ -163,6 +163,14 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// credentials.
     fn describe(&self) -> String;
 
+    /// Whether the store coordinates across processes: `false` for a store that
+    /// lives in this process only (the memory store), whose leases exclude
+    /// nobody outside it. The default is `true`, since a store is normally
+    /// outside the process; an in-process store overrides it.
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     /// The clock the `valid_until` deadlines of this backend are read on; the
     /// lease layer compares them with this clock's `now`. The default is the
     /// [`SystemClock`], which counts suspended time; a test backend may inject a

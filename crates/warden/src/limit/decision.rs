@@ -2,6 +2,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::duration::micros;
+
 /// An instant on a limit store's clock, in whole microseconds.
 ///
 /// Redis stores use the server's `TIME` (microseconds since the Unix epoch); the
@@ -27,7 +29,7 @@ impl Timestamp {
         let since = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO);
-        Timestamp(u64::try_from(since.as_micros()).unwrap_or(u64::MAX))
+        Timestamp(micros(since))
     }
 
     /// This instant plus `d` (saturating).
@@ -35,11 +37,6 @@ impl Timestamp {
     pub fn plus(self, d: Duration) -> Self {
         Timestamp(self.0.saturating_add(micros(d)))
     }
-}
-
-/// Whole microseconds of `d`, saturating.
-pub(crate) fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Whether a request takes units or only looks.

@@ -333,6 +333,7 @@ impl Limiter {
 /// A random extra wait in `[0, min(retry / 4, MAX_JITTER)]`.
 fn jitter(retry: Duration) -> Duration {
     let max = (retry / 4).min(MAX_JITTER);
-    let micros = u64::try_from(max.as_micros()).unwrap_or(0);
+    // `max` is at most MAX_JITTER, so the conversion never saturates.
+    let micros = crate::duration::micros(max);
     Duration::from_micros(rand::rng().random_range(0..=micros))
 }

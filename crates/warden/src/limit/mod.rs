@@ -11,8 +11,10 @@
 //! Each algorithm is a pure function `(state, now, policy, cost, mode) →
 //! (decision, next state)` ([`gcra::step`], [`token_bucket::step`],
 //! [`sliding_log::step`], [`sliding_window::step`], [`fixed_window::step`],
-//! and [`apply`] for several policies at once). The in-process store
-//! ([`MemoryLimits`](crate::memory::MemoryLimits)) runs them under a mutex; the Redis store runs the same
+//! and [`store::apply`] for several policies at once). The in-process store
+//! ([`MemoryLimits`](crate::memory::MemoryLimits)) runs them under a mutex and
+//! the SQLite store in a transaction, both through one loop
+//! ([`store::read_step_write`]); the Redis store runs the same
 //! arithmetic as one Lua script on the server's clock (`TIME`), never the
 //! client's. A differential test feeds both the same sequences and compares
 //! every decision. All times are integer microseconds, exact in Lua's doubles.
@@ -37,6 +39,15 @@
 //! [`Limiter::and`] adds policies ("10 per second and 1000 per day"). All are
 //! checked and committed in one step (one Lua script on Redis, whose keys share
 //! one hash tag): when any refuses, nothing is consumed.
+//!
+//! # Layout
+//!
+//! The top level is the user API ([`Limiter`], [`Quota`], [`Algorithm`],
+//! [`Policy`], [`Decision`]) and one public module per algorithm with its pure
+//! step function. What only a store implementer needs — the
+//! [`LimitStore`](store::LimitStore) trait, [`LimitRequest`](store::LimitRequest), per-key [`State`](store::State),
+//! [`apply`](store::apply) and the shared read/step/write loop — is in
+//! [`store`]. Nothing here imports from a store: stores import from here.
 
 mod decision;
 pub mod fixed_window;
@@ -47,14 +58,10 @@ mod quota;
 pub mod sliding_log;
 pub mod sliding_window;
 mod step;
-mod store;
+pub mod store;
 pub mod token_bucket;
 
 pub use decision::{Decision, Mode, Timestamp};
 pub use limiter::{Limiter, MAX_JITTER};
 pub use policy::{MAX_LOG_CAPACITY, MAX_SPAN, Policy};
 pub use quota::{Algorithm, Quota};
-pub use step::{Applied, MAX_STORED, Next, Slot, State, Step, apply, check_cost, step};
-pub use store::{LimitRequest, LimitStore};
-
-pub(crate) use decision::micros;

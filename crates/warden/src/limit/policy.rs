@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::decision::micros;
 use super::quota::{Algorithm, Quota};
+use crate::duration::micros;
 use crate::error::{Error, Result};
 
 /// The longest span a policy may cover (window, or burst × interval):

@@ -25,7 +25,8 @@ pub const MAX_STORED: u64 = (1 << 53) - 1;
 ///
 /// ```
 /// use std::num::NonZeroU32;
-/// use warden::limit::{step, Algorithm, Mode, Policy, Quota, State, Timestamp};
+/// use warden::limit::store::{step, State};
+/// use warden::limit::{Algorithm, Mode, Policy, Quota, Timestamp};
 ///
 /// let p = Policy::new(Quota::per_minute(NonZeroU32::new(3).unwrap()), Algorithm::TokenBucket)?;
 /// let s = step(&p, "k", None, Timestamp::from_micros(42), 1, Mode::Consume)?

@@ -180,6 +180,10 @@ impl LeaseStore for MemoryStore {
         "memory:".to_string()
     }
 
+    fn is_shared(&self) -> bool {
+        false
+    }
+
     fn clock(&self) -> &dyn Clock {
         &*self.clock
     }

@@ -1,4 +1,8 @@
-//! The in-process limit store: a keyed map with bounded memory.
+//! The in-process limit store: a keyed map with bounded memory, behind a
+//! mutex. The map is a [`StateTable`] for the shared read/step/write loop; this
+//! file adds only what is particular to memory: the bound on keys (refusing
+//! new keys when full, never evicting live ones) and the sweeps of expired
+//! keys.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -6,11 +10,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::error::Result;
-use crate::limit::{
-    Algorithm, Decision, LimitRequest, LimitStore, Limiter, Quota, Slot, State, Timestamp, apply,
-    micros,
-};
+use crate::error::{Error, Result};
+use crate::limit::store::{LimitRequest, LimitStore, State, StateTable, read_step_write};
+use crate::limit::{Algorithm, Decision, Limiter, Quota, Timestamp};
 
 /// The default bound on the keys a [`MemoryLimits`] keeps.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -123,66 +125,76 @@ impl MemoryLimits {
     /// Runs a request synchronously (the store never waits on I/O).
     ///
     /// # Errors
-    /// See [`apply`]: zero cost, cost over capacity, mismatched state.
+    /// See [`apply`](crate::limit::store::apply): zero cost, cost over
+    /// capacity, mismatched state.
     pub fn apply_now(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
         let now = request.now.unwrap_or_else(|| self.now());
+        let mut table = Table {
+            map: &mut self.lock(),
+            max_keys: self.max_keys,
+            wrote: false,
+        };
+        let decisions = read_step_write(&mut table, request, now)?;
+        if table.wrote {
+            let map = &mut *table.map;
+            map.ops += 1;
+            if map.ops.is_multiple_of(SWEEP_EVERY) {
+                map.sweep(now.as_micros());
+            }
+        }
+        Ok(decisions)
+    }
+}
+
+/// The map as the shared read/step/write loop sees it, under the lock.
+struct Table<'a> {
+    map: &'a mut Map,
+    max_keys: usize,
+    /// Whether the request wrote anything (counts towards the next sweep).
+    wrote: bool,
+}
+
+impl StateTable for Table<'_> {
+    type Error = Error;
+
+    fn read(&mut self, key: &str) -> Result<Option<State>> {
+        // An expired state reads exactly like no state (property-tested), so it
+        // is used as is until a sweep drops it; this also keeps a clock that
+        // steps back from forgetting what was consumed.
+        Ok(self.map.entries.get(key).map(|e| e.state.clone()))
+    }
+
+    fn admit(
+        &mut self,
+        writes: &[&str],
+        now: Timestamp,
+        decisions: &[Decision],
+    ) -> Result<Option<Vec<Decision>>> {
         let at = now.as_micros();
-        let keys: Vec<String> = request
-            .policies
-            .iter()
-            .map(|p| p.storage_key("", request.key))
-            .collect();
-        let mut map = self.lock();
-        let slots: Vec<Slot<'_>> = request
-            .policies
-            .iter()
-            .zip(&keys)
-            .map(|(policy, key)| Slot {
-                policy,
-                key,
-                // An expired state reads exactly like no state (property-tested),
-                // so it is used as is until a sweep drops it; this also keeps
-                // a clock that steps back from forgetting what was consumed.
-                state: map.entries.get(key).map(|e| e.state.clone()),
-            })
-            .collect();
-        let applied = apply(&slots, now, request.cost, request.mode)?;
+        let map = &mut *self.map;
         let added = |map: &Map| {
-            keys.iter()
-                .zip(&applied.writes)
-                .filter(|(key, write)| write.is_some() && !map.entries.contains_key(*key))
+            writes
+                .iter()
+                .filter(|key| !map.entries.contains_key(**key))
                 .count()
         };
-        if map.entries.len() + added(&map) > self.max_keys {
+        if map.entries.len() + added(map) > self.max_keys {
             if at >= map.next_expiry {
                 map.sweep(at);
             }
-            if map.entries.len() + added(&map) > self.max_keys {
-                return Ok(map.full(at, &applied.decisions));
+            if map.entries.len() + added(map) > self.max_keys {
+                return Ok(Some(map.full(at, decisions)));
             }
         }
-        let mut wrote = false;
-        for (key, write) in keys.into_iter().zip(applied.writes) {
-            if let Some(next) = write {
-                let expires_at = at.saturating_add(micros(next.ttl));
-                map.next_expiry = map.next_expiry.min(expires_at);
-                map.entries.insert(
-                    key,
-                    Entry {
-                        state: next.state,
-                        expires_at,
-                    },
-                );
-                wrote = true;
-            }
-        }
-        if wrote {
-            map.ops += 1;
-            if map.ops.is_multiple_of(SWEEP_EVERY) {
-                map.sweep(at);
-            }
-        }
-        Ok(applied.decisions)
+        Ok(None)
+    }
+
+    fn write(&mut self, key: String, state: State, expires_at: Timestamp) -> Result<()> {
+        let expires_at = expires_at.as_micros();
+        self.map.next_expiry = self.map.next_expiry.min(expires_at);
+        self.map.entries.insert(key, Entry { state, expires_at });
+        self.wrote = true;
+        Ok(())
     }
 }
 
@@ -223,6 +235,10 @@ impl LimitStore for MemoryLimits {
 
     fn describe(&self) -> String {
         "memory:".to_string()
+    }
+
+    fn is_shared(&self) -> bool {
+        false
     }
 }
 

@@ -10,7 +10,8 @@ use super::conn::RedisConn;
 use super::lease::RedisStore;
 use super::options::RedisOptions;
 use crate::error::{Error, Result};
-use crate::limit::{Decision, LimitRequest, LimitStore, Mode, Timestamp};
+use crate::limit::store::{LimitRequest, LimitStore};
+use crate::limit::{Decision, Mode, Timestamp};
 
 /// The one rate-limit script: shared helpers, one part per algorithm, then the
 /// part that applies a request to all of a limiter's policies.

@@ -33,6 +33,8 @@
 
 use std::sync::Arc;
 
+use crate::duration::micros_i64;
+
 /// Where Linux publishes a random id that changes at every boot.
 const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
@@ -103,7 +105,7 @@ pub(crate) fn boot_id() -> Arc<str> {
 #[cfg(unix)]
 pub(crate) fn store_us() -> Result<i64, String> {
     let d = crate::clock::try_system_since_origin()?;
-    Ok(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    Ok(micros_i64(d))
 }
 
 /// Microseconds on the store clock. Without a system-wide monotonic clock, the
@@ -138,7 +140,7 @@ pub(crate) fn wall_us() -> Result<i64, String> {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|e| format!("wall clock before 1970: {e}"))?;
-    Ok(i64::try_from(since.as_micros()).unwrap_or(i64::MAX))
+    Ok(micros_i64(since))
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! Rate-limit state in the SQLite file: the limit algorithms' pure step
-//! functions run inside one `BEGIN IMMEDIATE` transaction per request.
+//! Rate-limit state in the SQLite file: the `warden_limits` table is a
+//! [`StateTable`] for the shared read/step/write loop, run inside one
+//! `BEGIN IMMEDIATE` transaction per request; this file adds the limiter's
+//! clock and the pruning of expired rows.
 //!
 //! # The limiter's clock
 //!
@@ -17,8 +19,10 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::clock::{self, HostTime};
 use super::{Fault, SqliteStore};
+use crate::duration::to_i64;
 use crate::error::Result;
-use crate::limit::{Decision, LimitRequest, LimitStore, Policy, Slot, State, Timestamp, apply};
+use crate::limit::store::{LimitRequest, LimitStore, State, StateTable, read_step_write};
+use crate::limit::{Decision, Policy, Timestamp};
 
 /// Expired rows deleted per request, at most: keeps the table near the number
 /// of live keys without ever making one request slow.
@@ -52,18 +56,47 @@ fn limiter_now(tx: &Connection, host: &HostTime) -> Result<Timestamp, Fault> {
     Ok(Timestamp::from_micros(u64::try_from(now).unwrap_or(0)))
 }
 
-fn to_sql(us: u64) -> i64 {
-    i64::try_from(us).unwrap_or(i64::MAX)
+/// The `warden_limits` table inside one open transaction, as the shared
+/// read/step/write loop sees it.
+struct Table<'a> {
+    tx: &'a Connection,
+    /// The request's instant, in the table's microseconds.
+    at: i64,
+}
+
+impl StateTable for Table<'_> {
+    type Error = Fault;
+
+    fn read(&mut self, key: &str) -> Result<Option<State>, Fault> {
+        let blob: Option<Vec<u8>> = self
+            .tx
+            .query_row(
+                "SELECT state FROM warden_limits WHERE key = ?1 AND expires_at_us > ?2",
+                params![key, self.at],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(blob.map(|b| State::decode(&b, key)).transpose()?)
+    }
+
+    fn write(&mut self, key: String, state: State, expires_at: Timestamp) -> Result<(), Fault> {
+        self.tx.execute(
+            "INSERT INTO warden_limits (key, state, expires_at_us) VALUES (?1, ?2, ?3)
+             ON CONFLICT (key) DO UPDATE SET
+               state = excluded.state, expires_at_us = excluded.expires_at_us",
+            params![key, state.encode(), to_i64(expires_at.as_micros())],
+        )?;
+        Ok(())
+    }
 }
 
 #[async_trait::async_trait]
 impl LimitStore for SqliteStore {
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        // The transaction runs on a blocking thread, so it gets its own copy
+        // of the request.
         let policies: Vec<Policy> = request.policies.to_vec();
-        let keys: Vec<String> = policies
-            .iter()
-            .map(|p| p.storage_key("", request.key))
-            .collect();
+        let key = request.key.to_string();
         let (cost, mode, injected) = (request.cost, request.mode, request.now);
         self.transact(
             "limit",
@@ -74,46 +107,15 @@ impl LimitStore for SqliteStore {
                     Some(now) => now,
                     None => limiter_now(tx, host)?,
                 };
-                let at = to_sql(now.as_micros());
-                let mut states = Vec::with_capacity(keys.len());
-                for key in &keys {
-                    let blob: Option<Vec<u8>> = tx
-                        .query_row(
-                            "SELECT state FROM warden_limits WHERE key = ?1 AND expires_at_us > ?2",
-                            params![key, at],
-                            |r| r.get(0),
-                        )
-                        .optional()?;
-                    let state = blob
-                        .map(|b| State::decode(&b, key))
-                        .transpose()
-                        .map_err(Fault::Warden)?;
-                    states.push(state);
-                }
-                let slots: Vec<Slot<'_>> = policies
-                    .iter()
-                    .zip(&keys)
-                    .zip(states)
-                    .map(|((policy, key), state)| Slot { policy, key, state })
-                    .collect();
-                let applied = apply(&slots, now, cost, mode).map_err(Fault::Warden)?;
-                for (key, write) in keys.iter().zip(applied.writes) {
-                    if let Some(next) = write {
-                        let expires = now.plus(next.ttl).as_micros();
-                        tx.execute(
-                            "INSERT INTO warden_limits (key, state, expires_at_us) VALUES (?1, ?2, ?3)
-                             ON CONFLICT (key) DO UPDATE SET
-                               state = excluded.state, expires_at_us = excluded.expires_at_us",
-                            params![key, next.state.encode(), to_sql(expires)],
-                        )?;
-                    }
-                }
+                let at = to_i64(now.as_micros());
+                let request = LimitRequest::new(&key, &policies, cost, mode);
+                let decisions = read_step_write(&mut Table { tx, at }, &request, now)?;
                 tx.execute(
                     "DELETE FROM warden_limits WHERE key IN
                        (SELECT key FROM warden_limits WHERE expires_at_us <= ?1 LIMIT ?2)",
                     params![at, PRUNE_PER_REQUEST],
                 )?;
-                Ok(applied.decisions)
+                Ok(decisions)
             },
         )
         .await

@@ -12,6 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
+use crate::duration::millis_i64;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::lease::{
@@ -131,6 +132,12 @@ impl From<rusqlite::Error> for Fault {
     }
 }
 
+impl From<Error> for Fault {
+    fn from(e: Error) -> Self {
+        Fault::Warden(e)
+    }
+}
+
 /// The lease columns of one row.
 struct Row {
     fence: i64,
@@ -178,7 +185,7 @@ fn attempt<T>(
 }
 
 fn ttl_ms(ttl: Duration) -> i64 {
-    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1)
+    millis_i64(ttl).max(1)
 }
 
 fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
