@@ -241,12 +241,12 @@ impl EtcdCluster {
             let (ic, token) = (cluster.initial_cluster.clone(), cluster.token.clone());
             cluster.members[i].spawn(&ic, &token)?;
         }
-        cluster.wait_healthy(None)?;
+        cluster.wait_healthy_members(None)?;
         Ok(cluster)
     }
 
     /// Waits until every running member (or only `only`) answers healthy.
-    fn wait_healthy(&mut self, only: Option<usize>) -> Result<(), String> {
+    fn wait_healthy_members(&mut self, only: Option<usize>) -> Result<(), String> {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             let mut all = true;
@@ -323,6 +323,17 @@ impl EtcdCluster {
         }
     }
 
+    /// Waits (up to 20 s) until every running member reports healthy (sees a
+    /// leader), e.g. after [`resume`](Self::resume).
+    ///
+    /// # Panics
+    /// When the cluster does not recover in time.
+    pub fn wait_healthy(&mut self) {
+        if let Err(e) = self.wait_healthy_members(None) {
+            panic!("{e}");
+        }
+    }
+
     /// Kills member `i` with SIGKILL and waits for it.
     pub fn kill(&mut self, i: usize) {
         self.members[i].kill();
@@ -341,7 +352,7 @@ impl EtcdCluster {
         loop {
             let started = self.members[i]
                 .spawn(&ic, &token)
-                .and_then(|()| self.wait_healthy(Some(i)));
+                .and_then(|()| self.wait_healthy_members(Some(i)));
             match started {
                 Ok(()) => return,
                 Err(e) if Instant::now() > deadline => panic!("restart etcd member {i}: {e}"),
@@ -353,9 +364,18 @@ impl EtcdCluster {
         }
     }
 
-    /// SIGSTOP member `i`: it freezes, its sockets stay open.
+    /// SIGSTOP member `i`: it freezes, its sockets stay open. Returns once
+    /// every thread of it has stopped (read from `/proc` where there is one):
+    /// a signal takes effect asynchronously, and a member still running for a
+    /// few milliseconds could commit what a test expects it to refuse.
     pub fn pause(&self, i: usize) {
-        self.members[i].signal(Signal::SIGSTOP);
+        let member = &self.members[i];
+        member.signal(Signal::SIGSTOP);
+        let Some(pid) = member.pid() else { return };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !all_threads_stopped(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// SIGCONT member `i` after [`pause`](Self::pause).
@@ -385,6 +405,22 @@ impl Drop for EtcdCluster {
             m.kill();
         }
     }
+}
+
+/// Whether every thread of `pid` is stopped (state `T`); `true` where `/proc`
+/// cannot tell.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).map_or(true, |stat| {
+            // The state follows the command name, which is in parentheses.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+                .is_none_or(|state| state == 'T' || state == 't')
+        })
+    })
 }
 
 /// The last `n` lines of `log`.

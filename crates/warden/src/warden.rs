@@ -51,7 +51,7 @@ impl Warden {
     /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
     ///   processes of this host, created if missing (its directory must exist);
     /// - `etcd://[user[:password]@]host:2379[,host:2379…]` — an etcd cluster
-    ///   (feature `etcd`), checked with a `Status` call before returning, for
+    ///   (feature `etcd`), checked with a read before returning, for
     ///   leases only: rate limits on it are refused with an error naming Redis
     ///   and SQLite (see [`etcd`](crate::etcd)). The password is never shown.
     pub async fn connect(url: &str) -> Result<Self> {

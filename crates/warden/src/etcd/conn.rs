@@ -4,10 +4,14 @@
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions};
+use etcd_client::{Client, ConnectOptions, GetOptions};
 
 use super::options::{EtcdOptions, EtcdUrl};
 use crate::error::{Error, Result};
+
+/// How often one call is sent again after a refused connection (a dead
+/// endpoint among live ones), within its time budget.
+const MAX_REFUSED: u32 = 16;
 
 /// A connected client plus what error messages need.
 #[derive(Clone)]
@@ -18,14 +22,16 @@ pub(crate) struct EtcdConn {
 }
 
 impl EtcdConn {
-    /// Connects to `url`'s endpoints and checks that the cluster answers (a
-    /// `Status` call) within the time budgets, so a dead or wrong endpoint list
-    /// fails here with a clear error rather than on the first lease.
+    /// Connects to `url`'s endpoints and checks that the cluster answers a read
+    /// within the time budgets, so a dead or wrong endpoint list, a cluster
+    /// without a majority or missing permissions fail here with a clear error
+    /// rather than on the first lease.
     pub async fn connect(url: &EtcdUrl, options: &EtcdOptions) -> Result<Self> {
         let display = url.display();
         let mut connect = ConnectOptions::new()
+            // No per-request timeout in the channel: `call` bounds every call
+            // with its own budget and reports it as a timeout.
             .with_connect_timeout(options.connect_timeout)
-            .with_timeout(options.timeout)
             // HTTP/2 pings notice a dead member (kill -9, a cut cable) while
             // idle, so the channel fails over instead of waiting on a socket
             // that will never answer.
@@ -66,8 +72,17 @@ impl EtcdConn {
             display,
             timeout: options.timeout,
         };
-        conn.call("connect", "", |mut c| async move { c.status().await })
-            .await?;
+        // A linearizable read of one key under our prefix: answers only when
+        // the cluster has a leader and a majority, and when the user may read.
+        let probe = options.prefix.clone();
+        conn.call("connect", "", |mut c| {
+            let probe = probe.clone();
+            async move {
+                let only_keys = GetOptions::new().with_keys_only().with_limit(1);
+                c.get(probe, Some(only_keys)).await
+            }
+        })
+        .await?;
         Ok(conn)
     }
 
@@ -79,10 +94,23 @@ impl EtcdConn {
     /// Runs `f` with a client within the call budget and maps its error.
     pub async fn call<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T>
     where
-        F: FnOnce(Client) -> Fut,
+        F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
-        match tokio::time::timeout(self.timeout, f(self.client.clone())).await {
+        // The channel balances over every endpoint, a dead one included: a
+        // call whose connection was refused never left this process, so it is
+        // sent again (the balancer picks anew) while the budget lasts. Any
+        // other failure may have reached etcd and is returned as it is.
+        let attempts = async {
+            let mut refused = 0;
+            loop {
+                match f(self.client.clone()).await {
+                    Err(e) if never_sent(&e) && refused < MAX_REFUSED => refused += 1,
+                    other => return other,
+                }
+            }
+        };
+        match tokio::time::timeout(self.timeout, attempts).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(map_error(&self.display, op, key, e)),
             Err(_) => Err(Error::Timeout {
@@ -170,4 +198,32 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// Whether `e` is a failure to connect: the request never reached etcd, so
+/// sending it again cannot apply it twice.
+fn never_sent(e: &etcd_client::Error) -> bool {
+    // etcd-client's error exposes no `source()`: start below it.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match e {
+        etcd_client::Error::TransportError(t) => Some(t),
+        etcd_client::Error::GRpcStatus(status) => {
+            if status.message().contains("tcp connect error") {
+                return true;
+            }
+            std::error::Error::source(status)
+        }
+        _ => None,
+    };
+    while let Some(s) = source {
+        if s.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        if s.to_string().contains("tcp connect error") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }

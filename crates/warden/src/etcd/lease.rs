@@ -126,7 +126,10 @@ impl EtcdStore {
         let k = storage_key.to_string();
         let mut reply = self
             .conn
-            .call(op, storage_key, |mut c| async move { c.get(k, None).await })
+            .call(op, storage_key, |mut c| {
+                let k = k.clone();
+                async move { c.get(k, None).await }
+            })
             .await?;
         Ok(reply.take_kvs().into_iter().next())
     }
@@ -246,7 +249,10 @@ impl LeaseStore for EtcdStore {
             .or_else([TxnOp::get(storage_key.clone(), None)]);
         let reply = match self
             .conn
-            .call("acquire", key, |mut c| async move { c.txn(txn).await })
+            .call("acquire", key, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
             .await
         {
             Ok(reply) => reply,
@@ -314,9 +320,10 @@ impl LeaseStore for EtcdStore {
             Compare::value(storage_key.clone(), CompareOp::Equal, token.as_str()),
             Compare::lease(storage_key.clone(), CompareOp::Equal, id),
         ]);
-        let still_ours = self
-            .conn
-            .call("extend", key, |mut c| async move { c.txn(check).await });
+        let still_ours = self.conn.call("extend", key, |mut c| {
+            let check = check.clone();
+            async move { c.txn(check).await }
+        });
         let (alive, ours) = tokio::join!(keep_alive, still_ours);
         if !alive? || !ours?.succeeded() {
             self.forget(&storage_key, token);
@@ -348,7 +355,10 @@ impl LeaseStore for EtcdStore {
             ]);
         let reply = self
             .conn
-            .call("release", key, |mut c| async move { c.txn(txn).await })
+            .call("release", key, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
             .await?;
         self.forget(&storage_key, token);
         let lease = remembered
@@ -394,12 +404,15 @@ impl LeaseStore for EtcdStore {
         let options = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
         let opened = self
             .conn
-            .call("watch", key, |mut c| async move {
-                let mut stream = c.watch(storage_key, Some(options)).await?;
-                // Wait for etcd to confirm the watch: from then on, no delete
-                // of the key can be missed.
-                let first = stream.message().await?;
-                Ok((stream, first.is_some_and(|r| r.created())))
+            .call("watch", key, |mut c| {
+                let (storage_key, options) = (storage_key.clone(), options.clone());
+                async move {
+                    let mut stream = c.watch(storage_key, Some(options)).await?;
+                    // Wait for etcd to confirm the watch: from then on, no delete
+                    // of the key can be missed.
+                    let first = stream.message().await?;
+                    Ok((stream, first.is_some_and(|r| r.created())))
+                }
             })
             .await;
         let mut stream = match opened {
