@@ -89,15 +89,20 @@ fn wait_inf_waits_until_the_lease_is_free() {
         let mut waiter = common::Running(waiter);
         // Still waiting, past the default wait of 10 s for `inf` (a shorter
         // look for the synonym), while the lease is held.
-        let look = if forever == "inf" { 11_000 } else { 300 };
+        let look = if forever == "inf" { 12_000 } else { 300 };
         std::thread::sleep(Duration::from_millis(look));
-        assert!(waiter.0.try_wait().unwrap().is_none(), "{forever}: gave up");
+        if let Some(status) = waiter.0.try_wait().unwrap() {
+            panic!("{forever}: gave up ({status}): {}", waiter.stderr());
+        }
         std::fs::write(&release, "").unwrap();
         assert_eq!(holder.wait(Duration::from_secs(10)).code(), Some(0));
         assert_eq!(waiter.wait(Duration::from_secs(10)).code(), Some(0));
         let json = last_json_line(&waiter.stderr());
         assert_eq!(json["outcome"], "exited", "{json}");
-        assert!(json["waited_ms"].as_u64().unwrap() >= 300, "{json}");
+        // Counted from when the waiter itself started (after its own start-up),
+        // so only the `inf` round's bound is meaningful: beyond the default 10 s.
+        let waited = json["waited_ms"].as_u64().unwrap();
+        assert!(forever != "inf" || waited > 10_000, "{json}");
         std::fs::remove_file(&release).unwrap();
         holder = hold(&s, "k", &release);
     }
