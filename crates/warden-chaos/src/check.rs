@@ -189,6 +189,8 @@ struct Write {
 
 #[derive(Debug, Clone)]
 struct Hold {
+    client: String,
+    released: bool,
     lease: String,
     key: String,
     fence: u64,
@@ -292,6 +294,8 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                             holds.insert(
                                 lease.clone(),
                                 Hold {
+                                    client: e.client.clone(),
+                                    released: false,
                                     lease: lease.clone(),
                                     key: key.clone(),
                                     fence,
@@ -308,6 +312,7 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
             (Op::Release, Kind::Invoke) => {
                 if let Some(h) = e.lease.as_ref().and_then(|l| holds.get_mut(l)) {
                     h.end = e.until.unwrap_or(e.t).min(e.t).max(h.start);
+                    h.released = true;
                 }
             }
             (Op::Lost, _) => {
@@ -378,6 +383,21 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
             report.examples.push(s);
         }
     };
+
+    // A holder process killed before its release held until the kill (its
+    // acquire was recorded when the command started, after the grant, so
+    // start + TTL would overstate its validity).
+    for h in holds.values_mut().filter(|h| !h.released) {
+        let killed = events.iter().find(|e| {
+            e.op == Op::Fault
+                && e.note.as_deref() == Some("client-kill")
+                && e.value.is_some_and(|slot| format!("s{slot}") == h.client)
+                && e.t >= h.start
+        });
+        if let Some(k) = killed {
+            h.end = h.end.min(k.t);
+        }
+    }
 
     // Double grants and lease fence reuse, per key.
     let mut by_key: BTreeMap<String, Vec<Hold>> = BTreeMap::new();
