@@ -220,7 +220,10 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
         ..Report::default()
     };
     let mut ttl_ns: u64 = 1_000_000_000;
-    for e in events.iter().filter(|e| e.op == Op::Config) {
+    for e in events
+        .iter()
+        .filter(|e| e.op == Op::Config && e.client == "checker")
+    {
         if let Some(ms) = e.value {
             ttl_ns = ms * 1_000_000;
         }
