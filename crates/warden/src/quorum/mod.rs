@@ -91,9 +91,14 @@
 //! paused past its validity from acting late. Pass the fence to the resource and
 //! let the resource refuse stale ones (see [`fence`](crate::fence)).
 
+mod ballot;
+mod gather;
 pub(crate) mod node;
+mod ops;
 mod options;
 mod store;
+#[cfg(test)]
+mod tests;
 
 pub use crate::error::{NodeOutcome, NodeVote};
 pub use options::{DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY, DriftMargin, QuorumOptions};

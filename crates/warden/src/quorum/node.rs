@@ -83,4 +83,13 @@ pub(crate) trait QuorumNode: Debug + Clone + Send + Sync + 'static {
 
     /// The node's name in logs.
     fn name(&self) -> String;
+
+    /// [`undo`](Self::undo), logging a failure: the TTL frees the key then.
+    async fn undo_logged(&self, key: &str, token: &OwnerToken, what: &'static str) -> Result<bool> {
+        let reply = self.undo(key, token).await;
+        if let Err(e) = &reply {
+            tracing::debug!(key, node = %self.name(), error = %e, "{what} failed; the TTL will free the key");
+        }
+        reply
+    }
 }

@@ -6,6 +6,9 @@ use rusqlite::Connection;
 
 use super::*;
 use crate::Warden;
+use crate::fence::Fence;
+use crate::lease::{AcquireReply, ExtendReply, LeaseStore, ReleaseOutcome};
+use crate::token::OwnerToken;
 
 async fn open(path: &Path) -> SqliteStore {
     SqliteStore::open(path, SqliteOptions::default())

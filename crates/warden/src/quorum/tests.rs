@@ -1,0 +1,523 @@
+//! The quorum's decision logic over in-process nodes: no Redis, so every case —
+//! a node that is down, slow, frozen, busy, or answers after the decision; a
+//! split vote; grants with differing fences — is set up exactly. Slowness is a
+//! gate the test opens, not a sleep.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{Semaphore, watch};
+
+use super::node::{Ballot, QuorumNode, Renewal};
+use super::options::QuorumOptions;
+use super::store::Quorum;
+use crate::error::{Error, NodeOutcome, Result};
+use crate::lease::{AcquireReply, LeaseStatus, ReleaseOutcome, ReleaseWatch};
+use crate::token::OwnerToken;
+
+/// How an in-process node answers votes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Like a Redis node: grants a free key, refuses a held one.
+    Normal,
+    /// Unreachable: every call fails at once.
+    Down,
+    /// Every vote and status read waits for the gate (see [`MemNode::open`]);
+    /// undos do not.
+    Gated,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// key → owner token.
+    holders: HashMap<String, String>,
+    /// key → fence counter.
+    fences: HashMap<String, u64>,
+    raises: usize,
+}
+
+/// An in-process quorum node. Cheap to clone; clones share the state.
+#[derive(Debug, Clone)]
+struct MemNode {
+    name: String,
+    mode: Arc<Mutex<Mode>>,
+    state: Arc<Mutex<State>>,
+    gate: Arc<Semaphore>,
+    /// Bumped on every change, so a test can wait for one.
+    changed: Arc<watch::Sender<u64>>,
+}
+
+impl MemNode {
+    fn new(i: usize, mode: Mode) -> Self {
+        MemNode {
+            name: format!("mem{i}"),
+            mode: Arc::new(Mutex::new(mode)),
+            state: Arc::default(),
+            gate: Arc::new(Semaphore::new(0)),
+            changed: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    fn mode(&self) -> Mode {
+        *self.mode.lock().unwrap()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
+    /// Lets the gated votes through.
+    fn open(&self) {
+        self.gate.add_permits(Semaphore::MAX_PERMITS / 2);
+    }
+
+    /// Someone else holds `key` here, with fence `fence`.
+    fn held_by_other(self, key: &str, fence: u64) -> Self {
+        let mut state = self.state();
+        state.holders.insert(key.into(), "someone-else".into());
+        state.fences.insert(key.into(), fence);
+        drop(state);
+        self
+    }
+
+    fn with_fence(self, key: &str, fence: u64) -> Self {
+        self.state().fences.insert(key.into(), fence);
+        self
+    }
+
+    fn holder(&self, key: &str) -> Option<String> {
+        self.state().holders.get(key).cloned()
+    }
+
+    fn fence(&self, key: &str) -> u64 {
+        self.state().fences.get(key).copied().unwrap_or(0)
+    }
+
+    /// Waits until `cond` holds on this node (bounded, so a bug fails the test
+    /// instead of hanging it).
+    async fn wait_for(&self, what: &str, cond: impl Fn(&MemNode) -> bool) {
+        let mut rx = self.changed.subscribe();
+        let waited = tokio::time::timeout(Duration::from_secs(10), async {
+            while !cond(self) {
+                rx.changed().await.expect("the node outlives the test");
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "{}: never saw {what}", self.name);
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.mode() == Mode::Down {
+            return Err(Error::Unreachable {
+                backend: self.name.clone(),
+                op: "test",
+                key: String::new(),
+                cause: "connection refused".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+}
+
+#[async_trait]
+impl QuorumNode for MemNode {
+    async fn ping(&self) -> Result<()> {
+        self.check()
+    }
+
+    async fn vote(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<Ballot> {
+        self.check()?;
+        if self.mode() == Mode::Gated {
+            let _permit = self.gate.acquire().await.expect("the gate stays open");
+        }
+        let ballot = {
+            let mut state = self.state();
+            if state.holders.contains_key(key) {
+                Ballot::Held(Some(ttl))
+            } else {
+                state.holders.insert(key.into(), token.as_str().into());
+                let fence = state.fences.entry(key.into()).or_default();
+                *fence += 1;
+                Ballot::Granted(*fence)
+            }
+        };
+        self.bump();
+        Ok(ballot)
+    }
+
+    async fn undo(&self, key: &str, token: &OwnerToken) -> Result<bool> {
+        self.check()?;
+        let undone = {
+            let mut state = self.state();
+            let ours = state.holders.get(key).is_some_and(|t| t == token.as_str());
+            if ours {
+                state.holders.remove(key);
+            }
+            ours
+        };
+        self.bump();
+        Ok(undone)
+    }
+
+    async fn raise_fence(&self, key: &str, token: &OwnerToken, fence: u64) -> Result<bool> {
+        self.check()?;
+        let mut state = self.state();
+        state.raises += 1;
+        if state.holders.get(key).is_none_or(|t| t != token.as_str()) {
+            return Ok(false);
+        }
+        let counter = state.fences.entry(key.into()).or_default();
+        *counter = (*counter).max(fence);
+        Ok(true)
+    }
+
+    async fn extend_or_take(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        _ttl: Duration,
+        fence: u64,
+        may_take: bool,
+    ) -> Result<Renewal> {
+        self.check()?;
+        let mut state = self.state();
+        match state.holders.get(key) {
+            Some(t) if t == token.as_str() => Ok(Renewal::Extended),
+            None if may_take => {
+                state.holders.insert(key.into(), token.as_str().into());
+                let counter = state.fences.entry(key.into()).or_default();
+                *counter = (*counter).max(fence);
+                Ok(Renewal::Taken)
+            }
+            _ => Ok(Renewal::NotOurs),
+        }
+    }
+
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        Ok(if self.undo(key, token).await? {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        self.check()?;
+        if self.mode() == Mode::Gated {
+            let _permit = self.gate.acquire().await.expect("the gate stays open");
+        }
+        let state = self.state();
+        Ok(LeaseStatus {
+            held: state.holders.contains_key(key),
+            ttl_left: None,
+            fence: state.fences.get(key).copied().map(crate::fence::Fence::new),
+            storage_key: key.to_string(),
+        })
+    }
+
+    async fn watch_releases(&self, _key: &str) -> ReleaseWatch {
+        ReleaseWatch::polling()
+    }
+
+    fn storage_key(&self, key: &str) -> String {
+        key.to_string()
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+/// A quorum over `nodes`; the node timeout is long, so no test depends on it
+/// unless it freezes a node on purpose.
+fn quorum(nodes: &[MemNode]) -> Quorum<MemNode> {
+    let options = QuorumOptions::default()
+        .node_timeout(Duration::from_secs(30))
+        .retry_delay(Duration::from_millis(50));
+    let names = nodes.iter().map(|n| n.name.clone()).collect();
+    Quorum::from_nodes(nodes.to_vec(), names, options)
+}
+
+fn nodes(modes: &[Mode]) -> Vec<MemNode> {
+    modes
+        .iter()
+        .enumerate()
+        .map(|(i, m)| MemNode::new(i, *m))
+        .collect()
+}
+
+fn token() -> OwnerToken {
+    OwnerToken::generate().expect("randomness")
+}
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn fence_of(reply: &AcquireReply) -> u64 {
+    match reply {
+        AcquireReply::Acquired { fence, .. } => fence.get(),
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn unanimous_grants_win_with_their_common_fence_and_no_raise() {
+    let nodes = nodes(&[Mode::Normal; 3]);
+    let q = quorum(&nodes);
+    let t = token();
+    let reply = q.acquire("k", &t, TTL).await.unwrap();
+    assert_eq!(fence_of(&reply), 1);
+    for n in &nodes {
+        assert_eq!(n.holder("k").as_deref(), Some(t.as_str()));
+        assert_eq!(
+            n.state().raises,
+            0,
+            "the steady state needs no second round"
+        );
+    }
+}
+
+#[tokio::test]
+async fn differing_fences_settle_on_the_highest_on_a_majority() {
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal).with_fence("k", 4),
+        MemNode::new(1, Mode::Normal).with_fence("k", 1),
+        MemNode::new(2, Mode::Normal).with_fence("k", 2),
+    ];
+    let q = quorum(&nodes);
+    let reply = q.acquire("k", &token(), TTL).await.unwrap();
+    assert_eq!(fence_of(&reply), 5, "the maximum over the grants");
+    let at_fence = nodes.iter().filter(|n| n.fence("k") >= 5).count();
+    assert!(at_fence >= 2, "a majority has counter ≥ 5: {at_fence}");
+    assert_eq!(
+        nodes[0].state().raises,
+        0,
+        "the node at the fence is not raised"
+    );
+}
+
+#[tokio::test]
+async fn a_down_minority_is_outvoted_and_a_down_majority_is_unavailable() {
+    let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::Down]);
+    let q = quorum(&nodes);
+    assert_eq!(fence_of(&q.acquire("k", &token(), TTL).await.unwrap()), 1);
+
+    let nodes = self::nodes(&[Mode::Normal, Mode::Down, Mode::Down]);
+    let q = quorum(&nodes);
+    let err = q.acquire("k", &token(), TTL).await.unwrap_err();
+    let Error::QuorumUnavailable { votes, needed, .. } = err else {
+        panic!("expected QuorumUnavailable, got {err:?}");
+    };
+    assert_eq!(needed, 2);
+    assert_eq!(votes[0].outcome, NodeOutcome::Granted);
+    assert!(matches!(votes[1].outcome, NodeOutcome::Unreachable { .. }));
+    assert_eq!(nodes[0].holder("k"), None, "the lone grant is undone");
+}
+
+#[tokio::test]
+async fn a_majority_held_by_another_reports_its_ttl_and_undoes_our_grant() {
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal),
+        MemNode::new(1, Mode::Normal).held_by_other("k", 7),
+        MemNode::new(2, Mode::Normal).held_by_other("k", 7),
+    ];
+    let q = quorum(&nodes);
+    let reply = q.acquire("k", &token(), TTL).await.unwrap();
+    assert_eq!(
+        reply,
+        AcquireReply::Held {
+            ttl_left: Some(TTL)
+        }
+    );
+    assert_eq!(nodes[0].holder("k"), None, "our grant on node 0 is undone");
+}
+
+#[tokio::test]
+async fn a_split_vote_is_refused_with_a_retry_delay_and_leaves_no_key() {
+    // Five nodes: two grant, two are held by another, one is down. Nobody has
+    // a majority; the grants are undone.
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal),
+        MemNode::new(1, Mode::Normal),
+        MemNode::new(2, Mode::Normal).held_by_other("k", 3),
+        MemNode::new(3, Mode::Normal).held_by_other("k", 3),
+        MemNode::new(4, Mode::Down),
+    ];
+    let q = quorum(&nodes);
+    let reply = q.acquire("k", &token(), TTL).await.unwrap();
+    let AcquireReply::Held {
+        ttl_left: Some(wait),
+    } = reply
+    else {
+        panic!("expected Held with a retry delay, got {reply:?}");
+    };
+    assert!(
+        wait <= Duration::from_millis(50),
+        "a retry delay, not a TTL: {wait:?}"
+    );
+    assert_eq!(nodes[0].holder("k"), None);
+    assert_eq!(nodes[1].holder("k"), None);
+}
+
+#[tokio::test]
+async fn a_won_ballot_does_not_wait_for_a_slow_node_and_keeps_its_late_grant() {
+    let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::Gated]);
+    let q = quorum(&nodes);
+    let t = token();
+    // The gate is closed: returning at all proves the slow node was not waited for.
+    let reply = q.acquire("k", &t, TTL).await.unwrap();
+    assert_eq!(fence_of(&reply), 1);
+    nodes[2].open();
+    nodes[2]
+        .wait_for("the late grant", |n| n.holder("k").is_some())
+        .await;
+    assert_eq!(
+        nodes[2].holder("k").as_deref(),
+        Some(t.as_str()),
+        "still ours: the lease is held"
+    );
+}
+
+#[tokio::test]
+async fn a_vote_granted_after_a_lost_decision_is_undone() {
+    // Nodes 0 and 1 are held by another: the attempt is lost before node 2
+    // votes. Its undo overtakes the gated vote and finds nothing; the vote then
+    // grants, and the follow-up undoes it.
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal).held_by_other("k", 2),
+        MemNode::new(1, Mode::Normal).held_by_other("k", 2),
+        MemNode::new(2, Mode::Gated),
+    ];
+    let q = quorum(&nodes);
+    let reply = q.acquire("k", &token(), TTL).await.unwrap();
+    assert!(matches!(reply, AcquireReply::Held { .. }), "{reply:?}");
+    nodes[2].open();
+    nodes[2]
+        .wait_for("the late vote", |n| n.fence("k") == 1)
+        .await;
+    nodes[2]
+        .wait_for("the late grant undone", |n| n.holder("k").is_none())
+        .await;
+}
+
+#[tokio::test]
+async fn a_grant_arriving_after_the_release_is_undone() {
+    let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::Gated]);
+    let q = quorum(&nodes);
+    let t = token();
+    fence_of(&q.acquire("k", &t, TTL).await.unwrap());
+    assert_eq!(q.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
+    nodes[2].open();
+    nodes[2]
+        .wait_for("the late vote", |n| n.fence("k") == 1)
+        .await;
+    nodes[2]
+        .wait_for("the late grant undone", |n| n.holder("k").is_none())
+        .await;
+}
+
+#[tokio::test]
+async fn a_split_vote_does_not_wait_for_a_node_that_timed_out_last_time() {
+    // Node 2 is frozen (its vote waits for a gate never opened) and timed out
+    // last time. Nodes 0 and 1 split the vote: decided without node 2, long
+    // before the 30 s node timeout.
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal),
+        MemNode::new(1, Mode::Normal).held_by_other("k", 1),
+        MemNode::new(2, Mode::Gated),
+    ];
+    let q = quorum(&nodes);
+    q.unresponsive()[2].store(true, Ordering::Relaxed);
+    let reply = tokio::time::timeout(Duration::from_secs(10), q.acquire("k", &token(), TTL))
+        .await
+        .expect("decided without the frozen node")
+        .unwrap();
+    assert!(matches!(reply, AcquireReply::Held { .. }), "{reply:?}");
+    assert_eq!(nodes[0].holder("k"), None, "our grant is undone");
+}
+
+#[tokio::test]
+async fn a_frozen_node_times_out_and_is_marked_unresponsive() {
+    let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::Gated]);
+    let options = QuorumOptions::default().node_timeout(Duration::from_millis(50));
+    let names = nodes.iter().map(|n| n.name.clone()).collect();
+    let q = Quorum::from_nodes(nodes.clone(), names, options);
+    // Status waits for every node: the frozen one times out.
+    let status = q.status("k").await.unwrap();
+    assert!(!status.held);
+    assert!(q.unresponsive()[2].load(Ordering::Relaxed));
+    assert!(!q.unresponsive()[0].load(Ordering::Relaxed));
+}
+
+#[tokio::test]
+async fn extend_takes_a_free_node_while_the_lease_is_valid() {
+    let nodes = nodes(&[Mode::Normal; 3]);
+    let q = quorum(&nodes);
+    let t = token();
+    let fence = fence_of(&q.acquire("k", &t, TTL).await.unwrap());
+    // Node 2 lost our key (say it expired early there).
+    nodes[2].state().holders.remove("k");
+    let reply = q.extend("k", &t, TTL).await.unwrap();
+    assert!(
+        matches!(reply, crate::lease::ExtendReply::Extended { .. }),
+        "{reply:?}"
+    );
+    assert_eq!(
+        nodes[2].holder("k").as_deref(),
+        Some(t.as_str()),
+        "taken back"
+    );
+    assert!(nodes[2].fence("k") >= fence);
+}
+
+#[tokio::test]
+async fn extend_reports_a_lease_a_majority_no_longer_holds() {
+    let nodes = nodes(&[Mode::Normal; 3]);
+    let q = quorum(&nodes);
+    let t = token();
+    fence_of(&q.acquire("k", &t, TTL).await.unwrap());
+    for n in &nodes[..2] {
+        n.state().holders.insert("k".into(), "someone-else".into());
+    }
+    let reply = q.extend("k", &t, TTL).await.unwrap();
+    assert_eq!(reply, crate::lease::ExtendReply::NotHeld);
+}
+
+#[test]
+fn the_tally_decides_on_a_majority_either_way() {
+    use super::ballot::Tally;
+    let t = |granted, held, missing| Tally {
+        granted,
+        held,
+        missing,
+    };
+    // 3 nodes, quorum 2.
+    assert!(t(2, 0, 1).decided(2, 1), "won");
+    assert!(!t(1, 0, 2).decided(2, 2), "one grant: wait");
+    assert!(
+        !t(1, 1, 1).decided(2, 1),
+        "split, the third may still grant"
+    );
+    assert!(
+        t(1, 1, 1).decided(2, 0),
+        "split, the third timed out last time"
+    );
+    assert!(t(0, 2, 1).decided(2, 1), "held by a majority");
+    assert!(t(0, 0, 1).decided(2, 1), "two failed: unavailable");
+}
+
+#[test]
+fn a_majority_held_waits_for_enough_of_them_to_expire() {
+    use super::ballot::held_ttl;
+    let s = Duration::from_secs;
+    // 5 nodes, quorum 3, two ours: one more must expire.
+    assert_eq!(held_ttl(3, 2, vec![s(9), s(4), s(6)]), Some(s(4)));
+    // None ours: three must expire.
+    assert_eq!(held_ttl(3, 0, vec![s(9), s(4), s(6)]), Some(s(9)));
+}

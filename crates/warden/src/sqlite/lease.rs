@@ -1,0 +1,227 @@
+//! The [`LeaseStore`] impl of [`SqliteStore`]: one row per key in
+//! `warden_leases`, read, decided on and written in one transaction, with
+//! expiry on the store clock of this boot (see the `clock` module). The store
+//! itself, its options and the transaction runner are in the parent module.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::clock::HostTime;
+use super::{Fault, SqliteStore, schema};
+use crate::duration::millis_i64;
+use crate::error::Result;
+use crate::fence::Fence;
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+};
+use crate::token::OwnerToken;
+
+/// The lease columns of one row.
+struct Row {
+    fence: i64,
+    token: Option<String>,
+    boot: Option<String>,
+    expires_at_ms: Option<i64>,
+    ttl_ms: Option<i64>,
+}
+
+impl Row {
+    /// The remaining TTL if the lease is held at `now`, else `None`.
+    ///
+    /// A lease is held when it has an owner, was written during this boot (on
+    /// the store clock, or a legacy row on the clock it was written with), has
+    /// not reached its expiry, and its remaining time is at most its TTL — more
+    /// than that means the clock went backwards, which only a restarted clock
+    /// does.
+    fn held_for(&self, now: &HostTime) -> Option<Duration> {
+        self.token.as_ref()?;
+        let now_ms = now.ms_for(self.boot.as_deref()?)?;
+        let left = self.expires_at_ms?.checked_sub(now_ms)?;
+        if left <= 0 || left > self.ttl_ms? {
+            return None;
+        }
+        u64::try_from(left).ok().map(Duration::from_millis)
+    }
+
+    fn held_by(&self, token: &OwnerToken, now: &HostTime) -> bool {
+        self.token.as_deref() == Some(token.as_str()) && self.held_for(now).is_some()
+    }
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    millis_i64(ttl).max(1)
+}
+
+fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
+    conn.query_row(
+        "SELECT fence, token, boot_id, expires_at_ms, ttl_ms FROM warden_leases WHERE key = ?1",
+        [key],
+        |r| {
+            Ok(Row {
+                fence: r.get(0)?,
+                token: r.get(1)?,
+                boot: r.get(2)?,
+                expires_at_ms: r.get(3)?,
+                ttl_ms: r.get(4)?,
+            })
+        },
+    )
+    .optional()
+}
+
+#[async_trait]
+impl LeaseStore for SqliteStore {
+    async fn try_acquire(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireReply> {
+        let sent = crate::clock::now();
+        let (owned_key, token) = (key.to_string(), token.as_str().to_string());
+        let ttl_ms = ttl_ms(ttl);
+        let fence = self
+            .transact(
+                "acquire",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| {
+                    let row = read_row(tx, &owned_key)?;
+                    if let Some(left) = row.as_ref().and_then(|r| r.held_for(now)) {
+                        return Ok(Err(left));
+                    }
+                    let last = row.map_or(0, |r| r.fence);
+                    let fence = last
+                        .checked_add(1)
+                        .filter(|f| *f > 0)
+                        .ok_or_else(|| Fault::Data(format!("fence counter is {last}")))?;
+                    tx.execute(
+                        "INSERT INTO warden_leases (key, fence, token, boot_id, expires_at_ms, ttl_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                         ON CONFLICT (key) DO UPDATE SET
+                           fence = excluded.fence, token = excluded.token,
+                           boot_id = excluded.boot_id, expires_at_ms = excluded.expires_at_ms,
+                           ttl_ms = excluded.ttl_ms",
+                        params![
+                            owned_key,
+                            fence,
+                            token,
+                            &*now.boot,
+                            now.ms().saturating_add(ttl_ms),
+                            ttl_ms
+                        ],
+                    )?;
+                    Ok(Ok(fence))
+                },
+            )
+            .await?;
+        Ok(match fence {
+            Ok(fence) => AcquireReply::Acquired {
+                // Positive by the check above.
+                fence: Fence::new(fence.unsigned_abs()),
+                valid_until: valid_until(sent, ttl),
+            },
+            Err(left) => AcquireReply::Held {
+                ttl_left: Some(left),
+            },
+        })
+    }
+
+    async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
+        let sent = crate::clock::now();
+        let (owned_key, token) = (key.to_string(), token.clone());
+        let ttl_ms = ttl_ms(ttl);
+        let extended = self
+            .transact(
+                "extend",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| {
+                    match read_row(tx, &owned_key)? {
+                        Some(row) if row.held_by(&token, now) => {}
+                        _ => return Ok(false),
+                    }
+                    // Stamps the current boot id too: a legacy row moves to the
+                    // store clock with its new expiry.
+                    tx.execute(
+                        "UPDATE warden_leases SET expires_at_ms = ?2, ttl_ms = ?3, boot_id = ?4
+                         WHERE key = ?1",
+                        params![
+                            owned_key,
+                            now.ms().saturating_add(ttl_ms),
+                            ttl_ms,
+                            &*now.boot
+                        ],
+                    )?;
+                    Ok(true)
+                },
+            )
+            .await?;
+        Ok(if extended {
+            ExtendReply::Extended {
+                valid_until: valid_until(sent, ttl),
+            }
+        } else {
+            ExtendReply::NotHeld
+        })
+    }
+
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        let (owned_key, token) = (key.to_string(), token.clone());
+        self.transact(
+            "release",
+            key,
+            TransactionBehavior::Immediate,
+            move |tx, now| {
+                match read_row(tx, &owned_key)? {
+                    Some(row) if row.held_by(&token, now) => {}
+                    _ => return Ok(ReleaseOutcome::NotHeld),
+                }
+                tx.execute(
+                    "UPDATE warden_leases
+                     SET token = NULL, boot_id = NULL, expires_at_ms = NULL, ttl_ms = NULL
+                     WHERE key = ?1",
+                    [&owned_key],
+                )?;
+                Ok(ReleaseOutcome::Released)
+            },
+        )
+        .await
+    }
+
+    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        let owned_key = key.to_string();
+        let (ttl_left, fence) = self
+            .transact(
+                "status",
+                key,
+                TransactionBehavior::Deferred,
+                move |tx, now| {
+                    let Some(row) = read_row(tx, &owned_key)? else {
+                        return Ok((None, None));
+                    };
+                    let fence = u64::try_from(row.fence)
+                        .map_err(|_| Fault::Data(format!("fence counter is {}", row.fence)))?;
+                    Ok((row.held_for(now), (fence > 0).then(|| Fence::new(fence))))
+                },
+            )
+            .await?;
+        Ok(LeaseStatus {
+            held: ttl_left.is_some(),
+            ttl_left,
+            fence,
+            storage_key: format!("{}/{key}", schema::LEASES),
+        })
+    }
+
+    async fn watch_releases(&self, _key: &str) -> ReleaseWatch {
+        // Other processes cannot notify this one: waiters poll.
+        ReleaseWatch::polling()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.display.clone()
+    }
+}
