@@ -100,6 +100,11 @@ pub enum Command {
     /// Show whether a lease is held, its remaining TTL and last fence.
     #[command(after_help = STATUS_EXAMPLES)]
     Status(StatusArgs),
+    /// Run a command only while this process leads an election (WARDEN_FENCE
+    /// is the term); campaign again after losing leadership unless --once.
+    Elect(crate::elect::ElectArgs),
+    /// Show who leads an election: exit 0, or 75 when nobody leads.
+    Leader(crate::leader::LeaderArgs),
     /// Print a shell completion script on stdout (e.g. `warden completions
     /// bash > /etc/bash_completion.d/warden`).
     Completions(CompletionsArgs),

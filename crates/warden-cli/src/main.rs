@@ -7,8 +7,10 @@
 
 mod cli;
 mod duration;
+mod elect;
 mod exit;
 mod generate;
+mod leader;
 mod limit;
 mod output;
 mod run;
@@ -79,6 +81,8 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
         Command::Run(args) => run::run(&cli.global, args).await,
         Command::Limit(args) => limit::limit(&cli.global, args).await,
         Command::Status(args) => status::status(&cli.global, args).await,
+        Command::Elect(args) => elect::elect(&cli.global, args).await,
+        Command::Leader(args) => leader::leader(&cli.global, args).await,
         // Handled in `main` before the runtime starts.
         Command::Completions(_) | Command::Man(_) => Ok(0),
     }

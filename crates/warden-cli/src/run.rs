@@ -138,6 +138,35 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
     let acquired = Instant::now();
     report.fence = Some(guard.fence().get());
     tracing::info!(key = %args.key, fence = %guard.fence(), "lease acquired");
+    let held = hold(global, args, &warden, guard, grace).await?;
+    report.ran = Some(held.ran);
+    report.command_status = held.command_status;
+    report.held = Some(acquired.elapsed());
+    Ok(report.finish(if held.lost { "lost" } else { "exited" }, held.code))
+}
+
+/// How a command run by [`hold`] ended.
+pub struct Held {
+    /// warden's exit status.
+    pub code: u8,
+    /// Whether the lease was lost (exit 76).
+    pub lost: bool,
+    /// The command's own status, when it exited while the lease was held.
+    pub command_status: Option<u8>,
+    /// How long the command ran.
+    pub ran: Duration,
+}
+
+/// Runs the command of `args` under an acquired `guard`: supervised as the
+/// module docs say, released at the end. (`warden elect` runs its command
+/// through this too.)
+pub async fn hold(
+    global: &Global,
+    args: &RunArgs,
+    warden: &Warden,
+    guard: LeaseGuard,
+    grace: Duration,
+) -> Result<Held, Failure> {
     if guard.remaining() <= grace {
         // The round trip ate the validity: the command would be terminated as
         // soon as it started.
@@ -151,14 +180,20 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
             ),
         ));
     }
+    let started = Instant::now();
     let ended = supervise(global, args, &guard, grace).await;
-    report.ran = Some(acquired.elapsed());
-    if let Ok(Ended::Exited(status)) = &ended {
-        report.command_status = Some(exit_code(*status));
-    }
-    let (code, lost) = finish(global, args, &warden, guard, ended).await?;
-    report.held = Some(acquired.elapsed());
-    Ok(report.finish(if lost { "lost" } else { "exited" }, code))
+    let ran = started.elapsed();
+    let command_status = match &ended {
+        Ok(Ended::Exited(status)) => Some(exit_code(*status)),
+        _ => None,
+    };
+    let (code, lost) = finish(global, args, warden, guard, ended).await?;
+    Ok(Held {
+        code,
+        lost,
+        command_status,
+        ran,
+    })
 }
 
 /// Acquires within `wait`, or until the lease is free when `wait` is `None`.

@@ -56,6 +56,7 @@
 
 pub mod clock;
 mod duration;
+pub mod election;
 pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
@@ -65,6 +66,7 @@ pub mod lease;
 pub mod limit;
 pub mod memory;
 pub mod quorum;
+pub mod record;
 pub mod redis;
 pub mod sqlite;
 mod token;

@@ -2,13 +2,15 @@
 
 use std::sync::Arc;
 
+use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::lease::{Lease, LeaseStatus, LeaseStore};
 use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
-use crate::memory::{MemoryLimits, MemoryStore};
+use crate::memory::{MemoryLimits, MemoryRecords, MemoryStore};
 use crate::quorum::{QuorumOptions, QuorumStore};
+use crate::record::RecordStore;
 use crate::redis::{RedisLimits, RedisOptions, RedisStore};
 use crate::sqlite::{SqliteOptions, SqliteStore};
 
@@ -26,6 +28,9 @@ use crate::sqlite::{SqliteOptions, SqliteStore};
 pub struct Warden {
     backend: Arc<dyn LeaseStore>,
     limits: Arc<dyn LimitStore>,
+    /// Where elections and run-once operations keep their records (none for
+    /// a custom lease store unless given).
+    records: Option<Arc<dyn RecordStore>>,
 }
 
 impl Warden {
@@ -62,7 +67,9 @@ impl Warden {
             "redis" | "rediss" => {
                 let backend = RedisStore::connect(url, RedisOptions::default()).await?;
                 let limits = RedisLimits::from_backend(&backend);
-                Ok(Self::with_backend(backend).with_limits(limits))
+                Ok(Self::with_backend(backend.clone())
+                    .with_limits(limits)
+                    .with_records(backend))
             }
             "sqlite" => Self::sqlite(sqlite_path(url)?).await,
             #[cfg(feature = "etcd")]
@@ -119,12 +126,14 @@ impl Warden {
     /// [`SqliteStore`]), with default options, for leases and rate limits.
     pub async fn sqlite(path: impl Into<std::path::PathBuf>) -> Result<Self> {
         let backend = SqliteStore::open(path, SqliteOptions::default()).await?;
-        Ok(Self::with_backend(backend.clone()).with_limits(backend))
+        Ok(Self::with_backend(backend.clone())
+            .with_limits(backend.clone())
+            .with_records(backend))
     }
 
     /// An in-process store.
     pub fn memory() -> Self {
-        Self::with_backend(MemoryStore::new())
+        Self::with_backend(MemoryStore::new()).with_records(MemoryRecords::new())
     }
 
     /// A handle on any lease backend, with rate-limit state in this process
@@ -133,7 +142,21 @@ impl Warden {
         Warden {
             backend: Arc::new(backend),
             limits: Arc::new(MemoryLimits::new()),
+            records: None,
         }
+    }
+
+    /// This handle with election and run-once records kept in `records`
+    /// (connecting by URL sets it to the same store as the leases).
+    #[must_use]
+    pub fn with_records(mut self, records: impl RecordStore) -> Self {
+        self.records = Some(Arc::new(records));
+        self
+    }
+
+    /// A leader election on `key`; see [`election`](crate::election).
+    pub fn election(&self, key: impl Into<String>) -> Election {
+        Election::new(Arc::clone(&self.backend), self.records.clone(), key.into())
     }
 
     /// This handle with rate-limit state kept in `limits`.
@@ -177,6 +200,11 @@ impl Warden {
     pub async fn status(&self, key: &str) -> Result<LeaseStatus> {
         validate_key(key)?;
         self.backend.status(key).await
+    }
+
+    /// The store of election and run-once records behind this handle, if any.
+    pub fn records(&self) -> Option<&Arc<dyn RecordStore>> {
+        self.records.as_ref()
     }
 
     /// The backend behind this handle.

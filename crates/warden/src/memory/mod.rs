@@ -7,6 +7,8 @@
 
 mod lease;
 mod limit;
+mod record;
 
 pub use lease::MemoryStore;
 pub use limit::{DEFAULT_MAX_KEYS, MemoryLimits};
+pub use record::MemoryRecords;

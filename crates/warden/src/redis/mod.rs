@@ -16,6 +16,7 @@ mod lease;
 mod limit;
 mod node;
 mod options;
+mod record;
 mod subscriber;
 
 pub use conn::split_redis_urls;

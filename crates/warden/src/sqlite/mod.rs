@@ -11,6 +11,7 @@
 mod clock;
 mod lease;
 mod limit;
+mod record;
 mod schema;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,146 @@
+//! `warden elect`: run a command only while this process leads an election.
+//!
+//! The candidate campaigns on the key (a lease held with the watchdog, see the
+//! library's `election` module); once elected it runs the command exactly as
+//! `warden run` does — own process group, `WARDEN_FENCE` (the term) and
+//! `WARDEN_KEY` in its environment, SIGTERM then SIGKILL when leadership is
+//! (about to be) lost. After a loss it campaigns again, unless `--once`. When
+//! the command exits by itself, warden resigns and exits with its status.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::Args;
+use nix::sys::signal::Signal;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::cli::{Global, RunArgs, Wait};
+use crate::exit::{self, Failure};
+use crate::{duration, output, run, store};
+
+/// `warden elect` options.
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// The election's key.
+    #[arg(long)]
+    pub key: String,
+
+    /// This candidate's id, shown by `warden leader` (default HOSTNAME:PID).
+    #[arg(long)]
+    pub id: Option<String>,
+
+    /// TTL of the leader's lease; it is renewed every third of it, and a
+    /// crashed leader is replaced about this long after its last renewal.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    pub ttl: Duration,
+
+    /// How long the command's process group has between SIGTERM and SIGKILL
+    /// when leadership is (about to be) lost; as for `warden run`.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub grace: Option<Duration>,
+
+    /// Lead once: after leadership is lost, exit (76) instead of campaigning
+    /// again.
+    #[arg(long)]
+    pub once: bool,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// Signals that end a campaign (while no command runs, nobody else would
+/// handle them: once `warden run`'s machinery has installed its handlers, their
+/// default action is gone for good).
+const STOP: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+
+pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
+    warden::validate_key(&args.key)?;
+    let id = match &args.id {
+        Some(id) => id.clone(),
+        None => default_id(),
+    };
+    // The command runs through `warden run`'s machinery; these are its terms.
+    let run_args = RunArgs {
+        key: args.key.clone(),
+        ttl: args.ttl,
+        wait: Wait::For(Duration::ZERO),
+        no_wait: false,
+        grace: args.grace,
+        conflict_exit_code: None,
+        json: false,
+        json_file: None,
+        shell: None,
+        argv: args.command.clone(),
+    };
+    let grace = run::timing(&run_args)?;
+    check_id(&id)?;
+    let warden = store::connect(global).await?;
+    let election = warden.election(&args.key).ttl(args.ttl);
+    let mut stops = Vec::new();
+    for sig in STOP {
+        let stream = signal(SignalKind::from_raw(sig as i32))
+            .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {e}")))?;
+        stops.push((sig, stream));
+    }
+    loop {
+        let leadership = tokio::select! {
+            won = election.campaign(&id) => won?,
+            sig = any(&mut stops) => return Ok(128 + sig as u8),
+        };
+        if !global.quiet {
+            output::note(&format!(
+                "elected leader of {:?} as {id:?} (term {})",
+                args.key,
+                leadership.term()
+            ));
+        }
+        let held = run::hold(global, &run_args, &warden, leadership.into_guard(), grace).await?;
+        if !held.lost || args.once {
+            return Ok(held.code);
+        }
+        if !global.quiet {
+            output::note(&format!(
+                "leadership of {:?} lost; campaigning again",
+                args.key
+            ));
+        }
+    }
+}
+
+/// The library refuses bad ids too; this says it as a usage error.
+fn check_id(id: &str) -> Result<(), Failure> {
+    if id.is_empty() {
+        return Err(Failure::usage("--id must not be empty"));
+    }
+    if id.len() > warden::election::MAX_ID_LEN || id.chars().any(char::is_control) {
+        return Err(Failure::usage(format!(
+            "--id must be at most {} bytes without control characters",
+            warden::election::MAX_ID_LEN
+        )));
+    }
+    Ok(())
+}
+
+/// `HOSTNAME:PID`.
+fn default_id() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    format!("{host}:{}", std::process::id())
+}
+
+/// Completes with the first signal received on any of `streams`.
+async fn any(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> Signal {
+    std::future::poll_fn(|cx| {
+        for (sig, stream) in streams.iter_mut() {
+            if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
+                return std::task::Poll::Ready(*sig);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}

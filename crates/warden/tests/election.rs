@@ -1,0 +1,249 @@
+//! Leader election on every store: ids, terms, resigning, observing, bad input.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod recipes_common;
+
+use std::time::Duration;
+
+use recipes_common::Fixture;
+use warden::election::{Election, Leader};
+use warden::record::{PutOutcome, PutRule, Record};
+use warden::{Error, ReleaseOutcome};
+
+/// A bound on waits that should end at once; reaching it fails the test.
+const BOUND: Duration = Duration::from_secs(10);
+
+async fn leader_is_named_and_terms_increase(fx: &Fixture) {
+    let election = fx
+        .warden
+        .election("elect:named")
+        .ttl(Duration::from_secs(10));
+    assert!(election.leader().await.unwrap().is_none());
+    let a = election
+        .try_campaign("node-a")
+        .await
+        .unwrap()
+        .expect("nobody leads");
+    assert!(election.try_campaign("node-b").await.unwrap().is_none());
+    let now = election.leader().await.unwrap().expect("a leads");
+    assert_eq!(now.id.as_deref(), Some("node-a"));
+    assert_eq!(now.term, a.term());
+    assert!(now.ttl_left.is_some_and(|t| t <= Duration::from_secs(10)));
+    let first = a.term();
+    assert_eq!(a.resign().await.unwrap(), ReleaseOutcome::Released);
+    assert!(election.leader().await.unwrap().is_none());
+
+    let b = tokio::time::timeout(BOUND, election.campaign("node-b"))
+        .await
+        .expect("elected at once")
+        .unwrap();
+    assert!(b.term() > first, "{} > {first}", b.term());
+    let now = election.leader().await.unwrap().expect("b leads");
+    assert_eq!((now.id.as_deref(), now.term), (Some("node-b"), b.term()));
+    b.resign().await.unwrap();
+}
+
+async fn a_deposed_leader_cannot_overwrite_its_successors_id(fx: &Fixture) {
+    let election = fx
+        .warden
+        .election("elect:deposed")
+        .ttl(Duration::from_secs(10));
+    let old = election.try_campaign("old").await.unwrap().unwrap();
+    let old_term = old.term();
+    old.resign().await.unwrap();
+    let new = election.try_campaign("new").await.unwrap().unwrap();
+    // The old leader's id write arriving late, under its old term.
+    let records = fx.warden.records().expect("records");
+    let late = Record {
+        fence: old_term,
+        value: b"old".to_vec(),
+    };
+    let put = records
+        .put_record("elect:deposed", &late, None, PutRule::IfNotOlder)
+        .await
+        .unwrap();
+    assert!(matches!(put, PutOutcome::Kept(r) if r.fence == new.term() && r.value == b"new"));
+    let now = election.leader().await.unwrap().unwrap();
+    assert_eq!(now.id.as_deref(), Some("new"));
+    new.resign().await.unwrap();
+}
+
+async fn campaigning_waits_for_the_leader_to_resign(fx: &Fixture) {
+    let election = fx
+        .warden
+        .election("elect:wait")
+        .ttl(Duration::from_secs(10));
+    let a = election.try_campaign("a").await.unwrap().unwrap();
+    let waiting = {
+        let election = election.clone();
+        tokio::spawn(async move { election.campaign_within("b", BOUND).await })
+    };
+    let term = a.term();
+    a.resign().await.unwrap();
+    let b = waiting
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("b elected after a resigned");
+    assert!(b.term() > term);
+    assert_eq!(b.id(), "b");
+    b.resign().await.unwrap();
+}
+
+async fn observers_see_every_change(fx: &Fixture) {
+    // On one Redis master every change is pushed: with polling set to an hour,
+    // this only passes if releases and new leaders' ids wake the observer.
+    let pushed = fx.url.starts_with("redis") && !fx.url.contains(',');
+    let poll = if pushed {
+        Duration::from_secs(3600)
+    } else {
+        Duration::from_millis(20)
+    };
+    let election = fx
+        .warden
+        .election("elect:observe")
+        .ttl(Duration::from_secs(10))
+        .poll_every(poll);
+    let mut observer = election.observe();
+    let first = tokio::time::timeout(BOUND, observer.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.is_none());
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let watching = tokio::spawn(async move {
+        for _ in 0..3 {
+            let change = tokio::time::timeout(BOUND, observer.changed())
+                .await
+                .expect("change seen in time")
+                .unwrap();
+            seen_tx.send(change.map(|l| (l.id, l.term))).unwrap();
+        }
+    });
+    // Each change is made only after the one before was seen: an observer
+    // reports the state it reads, not every intermediate one.
+    let a = election.try_campaign("a").await.unwrap().unwrap();
+    assert_eq!(
+        seen_rx.recv().await.unwrap(),
+        Some((Some("a".to_string()), a.term()))
+    );
+    a.resign().await.unwrap();
+    assert_eq!(seen_rx.recv().await.unwrap(), None);
+    let b = election.try_campaign("b").await.unwrap().unwrap();
+    assert_eq!(
+        seen_rx.recv().await.unwrap(),
+        Some((Some("b".to_string()), b.term()))
+    );
+    watching.await.unwrap();
+    b.resign().await.unwrap();
+}
+
+async fn bad_ids_are_refused(fx: &Fixture) {
+    let election = fx.warden.election("elect:bad");
+    let long = "x".repeat(257);
+    for id in ["", "a\nb", long.as_str()] {
+        let e = election.try_campaign(id).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::InvalidArgument {
+                    what: "candidate id",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+    // Nothing was taken on the way.
+    assert!(!fx.warden.status("elect:bad").await.unwrap().held);
+    let e = fx.warden.election("").leader().await.unwrap_err();
+    assert!(matches!(e, Error::InvalidKey { .. }), "{e}");
+}
+
+/// Leadership lost in the store (the key deleted, as by a failover that lost
+/// it) is signalled to the leader by its watchdog, and the next candidate is
+/// elected with a higher term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_vanishes_is_told_and_replaced_on_redis() {
+    let fx = recipes_common::redis().await;
+    let election = fx
+        .warden
+        .election("elect:vanish")
+        .ttl(Duration::from_millis(600));
+    let a = election.try_campaign("a").await.unwrap().unwrap();
+    fx.server
+        .as_ref()
+        .unwrap()
+        .command("DEL warden:{elect:vanish}")
+        .unwrap();
+    tokio::time::timeout(BOUND, a.lost().wait())
+        .await
+        .expect("the watchdog noticed");
+    assert!(a.is_lost());
+    let b = election
+        .try_campaign("b")
+        .await
+        .unwrap()
+        .expect("free again");
+    assert!(b.term() > a.term());
+    assert_eq!(
+        election.leader().await.unwrap().unwrap().id.as_deref(),
+        Some("b")
+    );
+    assert_eq!(a.resign().await.unwrap(), ReleaseOutcome::NotHeld);
+    b.resign().await.unwrap();
+}
+
+fn _types(_: &Election, _: &Leader) {}
+
+on_store!(memory: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
+    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
+on_store!(sqlite: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
+    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
+on_store!(redis: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
+    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
+
+/// A record key of the wrong type is an error naming the key, and the lease
+/// taken on the way is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_key_of_the_wrong_type_is_refused_on_redis() {
+    let fx = recipes_common::redis().await;
+    let server = fx.server.as_ref().unwrap();
+    server
+        .command("SET warden:{elect:wrong}:record oops")
+        .unwrap();
+    let election = fx.warden.election("elect:wrong");
+    let e = election.try_campaign("a").await.unwrap_err();
+    assert!(
+        matches!(&e, Error::WrongType { key, .. } if key.contains("elect:wrong")),
+        "{e}"
+    );
+    assert!(!fx.warden.status("elect:wrong").await.unwrap().held);
+    // Reading fails the same way, rather than guessing.
+    assert!(matches!(
+        election.leader().await,
+        Err(Error::WrongType { .. })
+    ));
+}
+
+/// On a quorum the term is the quorum's fence (monotonic across leaders); the
+/// id is not kept there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terms_increase_on_a_quorum_without_ids() {
+    let fx = recipes_common::quorum().await;
+    let election = fx
+        .warden
+        .election("elect:quorum")
+        .ttl(Duration::from_secs(5));
+    let a = election.try_campaign("a").await.unwrap().unwrap();
+    assert!(election.try_campaign("b").await.unwrap().is_none());
+    let now = election.leader().await.unwrap().unwrap();
+    assert_eq!((now.id, now.term), (None, a.term()));
+    let first = a.term();
+    a.resign().await.unwrap();
+    assert!(election.leader().await.unwrap().is_none());
+    let b = election.try_campaign("b").await.unwrap().unwrap();
+    assert!(b.term() > first);
+    b.resign().await.unwrap();
+}

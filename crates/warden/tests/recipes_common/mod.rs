@@ -1,0 +1,85 @@
+//! Fixtures of the recipe tests (election, once, semaphore): a handle per store,
+//! connected by URL so that records and permits live in the same store.
+
+#![allow(clippy::unwrap_used, dead_code, missing_docs)]
+
+use warden::Warden;
+use warden_test::RedisServer;
+
+/// A warden handle plus what keeps its store alive.
+pub struct Fixture {
+    pub warden: Warden,
+    pub url: String,
+    pub server: Option<RedisServer>,
+    pub nodes: Vec<RedisServer>,
+    pub dir: Option<tempfile::TempDir>,
+}
+
+pub async fn memory() -> Fixture {
+    Fixture {
+        warden: Warden::memory(),
+        url: "memory:".into(),
+        server: None,
+        nodes: Vec::new(),
+        dir: None,
+    }
+}
+
+pub async fn sqlite() -> Fixture {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite:{}", dir.path().join("warden.db").display());
+    Fixture {
+        warden: Warden::connect(&url).await.expect("open the test database"),
+        url,
+        server: None,
+        nodes: Vec::new(),
+        dir: Some(dir),
+    }
+}
+
+pub async fn redis() -> Fixture {
+    let server = RedisServer::start();
+    let url = server.url();
+    Fixture {
+        warden: Warden::connect(&url)
+            .await
+            .expect("connect to redis-server"),
+        url,
+        server: Some(server),
+        nodes: Vec::new(),
+        dir: None,
+    }
+}
+
+pub async fn quorum() -> Fixture {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let url = nodes
+        .iter()
+        .map(RedisServer::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    Fixture {
+        warden: Warden::connect(&url).await.expect("connect to the quorum"),
+        url,
+        server: None,
+        nodes,
+        dir: None,
+    }
+}
+
+/// One `#[tokio::test]` on `store` for each function named, in a module
+/// named after the store.
+#[macro_export]
+macro_rules! on_store {
+    ($store:ident: $($name:ident),* $(,)?) => {
+        mod $store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let fx = $crate::recipes_common::$store().await;
+                    super::$name(&fx).await;
+                }
+            )*
+        }
+    };
+}
