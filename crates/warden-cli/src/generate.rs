@@ -11,12 +11,17 @@ use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::exit;
 
 /// Exit statuses, as the man pages list them (docs/cli.md has the same table).
-const EXIT_STATUSES: [(&str, &str); 10] = [
+const EXIT_STATUSES: [(&str, &str); 11] = [
+    ("the command's", "run, elect: the command exited with it"),
     (
-        "the command's",
-        "run: the command exited with it; 128+N when it was killed by signal N",
+        "128+N",
+        "run, elect: the command was killed by signal N; elect: warden got signal N \
+         while campaigning",
     ),
-    ("0", "status; limit allowed; completions and man"),
+    (
+        "0",
+        "status; limit allowed; leader: someone leads; completions and man",
+    ),
     (
         "64",
         "bad usage: unknown flag, malformed duration, a TTL too short to renew, \
@@ -38,16 +43,17 @@ const EXIT_STATUSES: [(&str, &str); 10] = [
     ),
     (
         "75",
-        "run: not acquired within --wait (or the --conflict-exit-code); limit: limited",
+        "run: not acquired within --wait (or the --conflict-exit-code); limit: limited; \
+         leader: nobody leads",
     ),
     (
         "76",
         "run: the command may not have run alone (the lease was lost, deleted or \
-         taken while it ran)",
+         taken while it ran); elect --once: leadership was lost",
     ),
     (
         "126, 127",
-        "run: the command could not be executed / was not found",
+        "run, elect: the command could not be executed / was not found",
     ),
 ];
 

@@ -336,3 +336,23 @@ fn a_man_page_is_generated_from_the_grammar() {
     let run = std::fs::read_to_string(dir.join("warden-run.1")).unwrap();
     assert!(run.contains("WARDEN_FENCE"), "{run}");
 }
+
+#[test]
+fn a_missing_subcommand_is_answered_with_all_of_them() {
+    let s = Sandbox::new();
+    let out = output(&mut s.warden());
+    assert_eq!(out.status.code(), Some(64));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for name in [
+        "run",
+        "limit",
+        "status",
+        "elect",
+        "leader",
+        "completions",
+        "man",
+    ] {
+        assert!(err.contains(name), "{name} missing: {err}");
+    }
+}
