@@ -32,10 +32,11 @@ pub struct Cli {
 /// Options accepted before or after the subcommand.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Store URL: sqlite:PATH, redis://HOST:PORT[/DB], rediss://… (repeatable;
-    /// several Redis URLs form a quorum; in WARDEN_BACKEND, separate them with
-    /// commas). Default: this user's SQLite file at $WARDEN_DB, else
-    /// $XDG_STATE_HOME/warden/warden.db, else ~/.local/state/warden/warden.db.
+    /// Store URL: sqlite:PATH, redis://HOST:PORT[/DB] (repeatable; several
+    /// Redis URLs form a quorum; in WARDEN_BACKEND, separate them with commas;
+    /// rediss:// is refused: this build has no TLS). Default: this user's
+    /// SQLite file at $WARDEN_DB, else $XDG_STATE_HOME/warden/warden.db, else
+    /// ~/.local/state/warden/warden.db.
     // No `value_delimiter`: a comma may be part of a password, so splitting is
     // left to `store::split_urls`, which only cuts before another URL. The
     // environment's value is never shown in --help (it may hold a password).

@@ -119,8 +119,18 @@ pub fn man(args: &ManArgs) -> u8 {
 /// environment, which clap does not know about.
 fn page(cmd: &clap::Command) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
-    Man::new(cmd.clone()).render(&mut out)?;
+    // The examples get a section of their own, set line by line: clap_mangen
+    // would fill them into a paragraph under "EXTRA".
+    let examples = cmd.get_after_help().map(|text| text.to_string());
+    Man::new(cmd.clone().after_help(None::<&str>)).render(&mut out)?;
     let mut roff = Roff::new();
+    if let Some(text) = examples {
+        roff.control("SH", ["EXAMPLES"]).control("nf", []);
+        for line in text.lines().filter(|l| l.trim() != "Examples:") {
+            roff.text([roman(line.trim_start())]);
+        }
+        roff.control("fi", []);
+    }
     roff.control("SH", ["EXIT STATUS"]);
     for (status, meaning) in EXIT_STATUSES {
         roff.control("TP", [])

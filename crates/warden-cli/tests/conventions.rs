@@ -310,7 +310,14 @@ fn a_man_page_is_generated_from_the_grammar() {
     let page = stdout(&out);
     assert!(page.starts_with(".ie") || page.starts_with(".TH"), "{page}");
     assert!(page.contains(".TH warden 1"), "{page}");
-    for word in ["run", "limit", "status", "completions", "EXIT STATUS"] {
+    for word in [
+        "run",
+        "limit",
+        "status",
+        "completions",
+        "EXIT STATUS",
+        "EXAMPLES",
+    ] {
         assert!(page.contains(word), "no {word:?} in {page}");
     }
     // One page per subcommand into a directory, as a packager installs them.
