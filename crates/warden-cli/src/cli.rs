@@ -188,7 +188,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub json_file: Option<PathBuf>,
 
-    /// Run this shell command with `sh -c` (instead of `-- CMD ARGS…`).
+    /// Run this shell command with `/bin/sh -c` (instead of `-- CMD ARGS…`).
     #[arg(
         short = 'c',
         long = "command",
@@ -203,10 +203,12 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The program and its arguments: `sh -c SHELL_COMMAND` for `-c`.
+    /// The program and its arguments: `/bin/sh -c SHELL_COMMAND` for `-c` —
+    /// the POSIX shell by its path, as `system(3)` does, so neither `$SHELL`
+    /// nor a short `PATH` (cron's) changes what runs.
     pub fn program(&self) -> Vec<OsString> {
         match &self.shell {
-            Some(line) => vec!["sh".into(), "-c".into(), line.clone()],
+            Some(line) => vec!["/bin/sh".into(), "-c".into(), line.clone()],
             None => self.argv.clone(),
         }
     }

@@ -81,7 +81,7 @@ const ENVIRONMENT: [(&str, &str); 6] = [
     ),
     (
         "SHELL",
-        "not used: -c runs sh, whatever the user's shell, so scripts behave alike",
+        "not used: -c runs /bin/sh, whatever the user's shell, so scripts behave alike",
     ),
 ];
 

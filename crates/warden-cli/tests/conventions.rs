@@ -133,6 +133,13 @@ fn dash_c_runs_a_shell_command() {
     ]));
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert_eq!(stdout(&out), "SH 1\n");
+    // /bin/sh itself, as system(3) does: no PATH lookup (cron's PATH is short).
+    let out = output(
+        s.warden()
+            .env("PATH", "")
+            .args(["run", "-k", "sh", "-c", "exit 6"]),
+    );
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
     // The long form, and after other options.
     let out = output(s.warden().args(["run", "--command", "exit 5", "-k", "sh"]));
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
