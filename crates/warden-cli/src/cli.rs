@@ -83,6 +83,16 @@ Examples:
   warden limit -k mail --rate 100/1h --burst 20 --json
   warden limit -k upload --rate 1000/1d --cost 50 --algorithm sliding-window";
 
+const ELECT_EXAMPLES: &str = "\
+Examples:
+  warden elect -k scheduler -- ./scheduler     # on every host; one runs it at a time
+  warden elect -k migrate --once -t 10s -- ./migrate.sh";
+
+const LEADER_EXAMPLES: &str = "\
+Examples:
+  warden leader -k scheduler
+  warden leader -k scheduler --json | jq -r .id";
+
 const STATUS_EXAMPLES: &str = "\
 Examples:
   warden status -k nightly
@@ -102,8 +112,10 @@ pub enum Command {
     Status(StatusArgs),
     /// Run a command only while this process leads an election (WARDEN_FENCE
     /// is the term); campaign again after losing leadership unless --once.
+    #[command(after_help = ELECT_EXAMPLES)]
     Elect(crate::elect::ElectArgs),
     /// Show who leads an election: exit 0, or 75 when nobody leads.
+    #[command(after_help = LEADER_EXAMPLES)]
     Leader(crate::leader::LeaderArgs),
     /// Print a shell completion script on stdout (e.g. `warden completions
     /// bash > /etc/bash_completion.d/warden`).

@@ -69,6 +69,14 @@ fn short_flags_work_as_in_flock() {
     assert_eq!(json["held"], true, "{json}");
     let out = output(s.warden().args(["limit", "-k", "l", "--rate", "1/m"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // And on the election commands (nobody leads: 75).
+    let out = output(s.warden().args(["leader", "-k", "e"]));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let out = output(
+        s.warden()
+            .args(["elect", "-k", "e", "-t", "3s", "--once", "--", "true"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
     std::fs::write(&release, "").unwrap();
     assert_eq!(holder.wait(Duration::from_secs(10)).code(), Some(0));
@@ -267,6 +275,8 @@ fn help_shows_examples() {
         (vec!["run", "--help"], "--wait inf"),
         (vec!["limit", "--help"], "--rate"),
         (vec!["status", "--help"], "--json"),
+        (vec!["elect", "--help"], "warden elect -k"),
+        (vec!["leader", "--help"], "warden leader -k"),
     ] {
         let out = output(s.warden().args(&args));
         assert_eq!(out.status.code(), Some(0), "{args:?}");
