@@ -16,8 +16,10 @@
 //! - **Over-admission**: a limiter admitted more than its limit while its state
 //!   was not lost.
 //!
-//! Each finding is blamed on the fault in force at that moment, or the one
-//! healed shortly before (within two TTLs and a second); otherwise `none`.
+//! Each finding is blamed on a fault in force while it happened, or healed
+//! shortly before (within two TTLs and a second); when several are, one warden
+//! does not claim to tolerate (a frozen client, a forgetful store, a jumped
+//! clock, a failover) is blamed first, as the likelier cause; otherwise `none`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -189,6 +191,8 @@ struct Write {
 
 #[derive(Debug, Clone)]
 struct Hold {
+    client: String,
+    released: bool,
     lease: String,
     key: String,
     fence: u64,
@@ -218,7 +222,10 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
         ..Report::default()
     };
     let mut ttl_ns: u64 = 1_000_000_000;
-    for e in events.iter().filter(|e| e.op == Op::Config) {
+    for e in events
+        .iter()
+        .filter(|e| e.op == Op::Config && e.client == "checker")
+    {
         if let Some(ms) = e.value {
             ttl_ns = ms * 1_000_000;
         }
@@ -252,15 +259,22 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
             _ => {}
         }
     }
-    // The fault to blame at `t`: the one in force, else the latest healed
-    // within the window; the latest start wins.
-    let blame = |t: u64| -> String {
+    // The fault to blame for a finding that took place over [from, to]: one in
+    // force then or healed within the window before; a fault warden does not
+    // claim to tolerate explains a violation better than a tolerated one, so
+    // it is blamed first; then the latest start.
+    let blame_over = |from: u64, to: u64| -> String {
         spans
             .iter()
-            .filter(|s| s.start <= t && t <= s.end.saturating_add(blame_window))
-            .max_by_key(|s| s.start)
+            .filter(|s| s.start <= to && from <= s.end.saturating_add(blame_window))
+            .max_by_key(|s| {
+                let measured = warden_test::nemesis::FaultKind::from_name(&s.kind)
+                    .is_some_and(|k| !k.tolerated());
+                (measured, s.start)
+            })
             .map_or_else(|| "none".to_string(), |s| s.kind.clone())
     };
+    let blame = |t: u64| blame_over(t, t);
 
     let mut acquire_lat: Vec<f64> = Vec::new();
     let mut pending: HashMap<String, u64> = HashMap::new();
@@ -292,6 +306,8 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                             holds.insert(
                                 lease.clone(),
                                 Hold {
+                                    client: e.client.clone(),
+                                    released: false,
                                     lease: lease.clone(),
                                     key: key.clone(),
                                     fence,
@@ -308,6 +324,7 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
             (Op::Release, Kind::Invoke) => {
                 if let Some(h) = e.lease.as_ref().and_then(|l| holds.get_mut(l)) {
                     h.end = e.until.unwrap_or(e.t).min(e.t).max(h.start);
+                    h.released = true;
                 }
             }
             (Op::Lost, _) => {
@@ -379,6 +396,21 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
         }
     };
 
+    // A holder process killed before its release held until the kill (its
+    // acquire was recorded when the command started, after the grant, so
+    // start + TTL would overstate its validity).
+    for h in holds.values_mut().filter(|h| !h.released) {
+        let killed = events.iter().find(|e| {
+            e.op == Op::Fault
+                && e.note.as_deref() == Some("client-kill")
+                && e.value.is_some_and(|slot| format!("s{slot}") == h.client)
+                && e.t >= h.start
+        });
+        if let Some(k) = killed {
+            h.end = h.end.min(k.t);
+        }
+    }
+
     // Double grants and lease fence reuse, per key.
     let mut by_key: BTreeMap<String, Vec<Hold>> = BTreeMap::new();
     for h in holds.into_values() {
@@ -396,7 +428,7 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                 if b.end <= b.start || a.end <= a.start {
                     continue;
                 }
-                let class = blame(b.start);
+                let class = blame_over(b.start, a.end.min(b.end));
                 report
                     .by_class
                     .entry(class.clone())
@@ -464,7 +496,9 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
             by_value.entry(w.value).or_default().push(w);
         }
         for w in &applied {
-            let class = blame(w.t_invoke);
+            // From the lease's last read before this write (the critical
+            // section) to the write.
+            let class = blame_over(w.t_invoke.saturating_sub(ttl_ns), w.t_invoke);
             // Stale: a higher fence was acknowledged before this write was sent.
             let before = prefix_max.partition_point(|(t, _, _)| *t < w.t_invoke);
             if before > 0 {
@@ -522,7 +556,10 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
             if lost == 0 {
                 continue;
             }
-            let class = blame(ws.iter().map(|w| w.t_invoke).max().unwrap_or(0));
+            let class = blame_over(
+                ws.iter().map(|w| w.t_invoke).min().unwrap_or(0),
+                ws.iter().map(|w| w.t_invoke).max().unwrap_or(0),
+            );
             let c = report.by_class.entry(class).or_default();
             if fenced {
                 c.lost_updates += lost;
@@ -653,6 +690,29 @@ mod tests {
         assert_eq!(r.by_class["server-clock-jump"].double_grants, 1);
         assert_eq!(r.tolerated().double_grants, 0);
         assert!(r.violations().is_empty(), "measured, not a failure");
+    }
+
+    #[test]
+    fn a_measured_fault_is_blamed_before_a_tolerated_one_in_force() {
+        let mut rel_a = ev(50, "a", Op::Release, Kind::Invoke)
+            .key("k0")
+            .held(1, "a");
+        rel_a.until = Some(50_000_000);
+        let h = vec![
+            ev(1, "a", Op::Fault, Kind::Info).note("client-pause"),
+            ev(5, "nemesis", Op::Fault, Kind::Info).note("latency"),
+            ev(10, "a", Op::Acquire, Kind::Ok).key("k0").held(1, "a"),
+            ev(20, "a", Op::Heal, Kind::Info).note("client-pause"),
+            ev(30, "b", Op::Acquire, Kind::Ok).key("k0").held(2, "b"),
+            rel_a,
+            ev(60, "b", Op::Release, Kind::Invoke)
+                .key("k0")
+                .held(2, "b"),
+            ev(70, "nemesis", Op::Heal, Kind::Info).note("latency"),
+        ];
+        let r = check(&h, 0);
+        assert_eq!(r.by_class["client-pause"].double_grants, 1);
+        assert_eq!(r.tolerated().double_grants, 0);
     }
 
     #[test]
