@@ -17,12 +17,13 @@ const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Schemes that start a new URL in a comma-separated list. A comma followed by
 /// anything else belongs to the URL before it (a password may contain one).
-const SCHEMES: [&str; 4] = ["redis://", "rediss://", "sqlite:", "memory:"];
+const SCHEMES: [&str; 5] = ["redis://", "rediss://", "sqlite:", "memory:", "etcd://"];
 
 /// Splits a `--backend` / `WARDEN_BACKEND` value into URLs: only at a comma that
 /// starts another URL, never inside a password. The library's
 /// `warden::redis::split_redis_urls` follows the same rule for Redis lists; this
-/// one also cuts before `sqlite:` and `memory:` so that a mixed list is refused
+/// one also cuts before `sqlite:`, `memory:` and `etcd://` (whose own list of
+/// members is one URL, `etcd://h1:2379,h2:2379`) so that a mixed list is refused
 /// by name rather than read as one odd Redis URL.
 pub fn split_urls(value: &str) -> Vec<&str> {
     let mut urls = Vec::new();
@@ -193,5 +194,15 @@ mod tests {
             ["redis://:pw@h:1", "sqlite:x.db"]
         );
         assert!(split_urls(" , ").is_empty());
+        // An etcd URL lists its members after commas: one URL; another
+        // scheme after a comma starts a second one (and is refused).
+        assert_eq!(
+            split_urls("etcd://u:p,w@h1:2379,h2:2379"),
+            ["etcd://u:p,w@h1:2379,h2:2379"]
+        );
+        assert_eq!(
+            split_urls("redis://h:1,etcd://h2"),
+            ["redis://h:1", "etcd://h2"]
+        );
     }
 }

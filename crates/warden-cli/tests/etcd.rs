@@ -1,0 +1,214 @@
+//! `warden --backend etcd://…`: the real binary on a real etcd.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{Sandbox, alive, output, stderr, stdout, wait_for_file};
+use nix::sys::signal::{Signal, kill};
+use warden_test::EtcdCluster;
+
+/// Six concurrent `warden run` on one key take turns: no two commands
+/// overlap, and fences (etcd create revisions) increase in the order the runs
+/// got the lease.
+#[test]
+fn concurrent_runs_on_etcd_take_turns_with_increasing_fences() {
+    let etcd = EtcdCluster::single();
+    let sandbox = Sandbox::new();
+    let n = 6;
+    let mut children = Vec::new();
+    for i in 0..n {
+        let record = sandbox.path(&format!("run.{i}"));
+        let script = format!(
+            "s=$(date +%s%N); sleep 0.1; e=$(date +%s%N); echo \"$WARDEN_FENCE $s $e\" > {}",
+            record.display()
+        );
+        let child = sandbox
+            .warden()
+            .args([
+                "--backend",
+                &etcd.url(),
+                "run",
+                "--key",
+                "batch",
+                "--wait",
+                "60s",
+            ])
+            .args(["--", "sh", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        children.push(child);
+    }
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+    }
+    let mut runs: Vec<(u64, u128, u128)> = (0..n)
+        .map(|i| {
+            let text = std::fs::read_to_string(sandbox.path(&format!("run.{i}"))).unwrap();
+            let f: Vec<&str> = text.split_whitespace().collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    runs.sort_by_key(|r| r.1);
+    for pair in runs.windows(2) {
+        let ((f1, _, end1), (f2, start2, _)) = (pair[0], pair[1]);
+        assert!(end1 <= start2, "two holders at once: {runs:?}");
+        assert!(
+            f2 > f1,
+            "fences must increase in acquisition order: {runs:?}"
+        );
+    }
+}
+
+/// A `warden run` frozen (SIGSTOP) past its TTL: etcd expires its lease, the
+/// next run gets the key with a larger fence, and the woken warden kills its
+/// command and exits 76 — it never reports a lone run.
+#[test]
+fn a_warden_frozen_past_its_ttl_on_etcd_loses_to_a_higher_fence_and_exits_76() {
+    let etcd = EtcdCluster::single();
+    let sandbox = Sandbox::new();
+    let marker = sandbox.path("child");
+    let fence_file = sandbox.path("fence");
+    let script = format!(
+        "echo $WARDEN_FENCE > {f}; trap 'exit 143' TERM; echo $$ > {m}; sleep 30 & wait",
+        f = fence_file.display(),
+        m = marker.display()
+    );
+    let mut first = sandbox.start(&[
+        "--backend",
+        &etcd.url(),
+        "run",
+        "--key",
+        "job",
+        "--ttl",
+        "1s",
+        "--grace",
+        "300ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let child: i32 = wait_for_file(&marker, Duration::from_secs(10))
+        .trim()
+        .parse()
+        .unwrap();
+    let first_fence: u64 = wait_for_file(&fence_file, Duration::from_secs(5))
+        .trim()
+        .parse()
+        .unwrap();
+    kill(first.pid(), Signal::SIGSTOP).unwrap();
+    // Frozen, it cannot renew: once etcd expires the lease another run gets it.
+    let second = output(
+        sandbox
+            .warden()
+            .args([
+                "--backend",
+                &etcd.url(),
+                "run",
+                "--key",
+                "job",
+                "--wait",
+                "10s",
+            ])
+            .args(["--", "sh", "-c", "echo $WARDEN_FENCE"]),
+    );
+    kill(first.pid(), Signal::SIGCONT).unwrap();
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let second_fence: u64 = stdout(&second).trim().parse().unwrap();
+    assert!(
+        second_fence > first_fence,
+        "{second_fence} after {first_fence}"
+    );
+    let status = first.wait(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(76), "{}", first.stderr());
+    assert!(!alive(child), "the command outlived its lease");
+}
+
+fn assert_one_line_error(sandbox: &Sandbox, args: &[&str], code: i32, mentions: &str) -> String {
+    let out = output(sandbox.warden().args(args));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
+    assert!(
+        err.contains(mentions),
+        "{args:?}: {err} should mention {mentions:?}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn dead_endpoints_exit_69_and_bad_urls_64_never_showing_the_password() {
+    let s = Sandbox::new();
+    let dead = format!("etcd://root:hunter2@127.0.0.1:{}", warden_test::free_port());
+    let start = std::time::Instant::now();
+    let err = assert_one_line_error(
+        &s,
+        &["--backend", &dead, "run", "--key", "k", "--", "true"],
+        69,
+        "unreachable",
+    );
+    assert!(!err.contains("hunter2"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    let err = assert_one_line_error(
+        &s,
+        &["--backend", &dead, "status", "--key", "k"],
+        69,
+        "unreachable",
+    );
+    assert!(!err.contains("hunter2"), "{err}");
+    let err = assert_one_line_error(
+        &s,
+        &[
+            "--backend",
+            "etcd://root:hunter2@h1:port",
+            "status",
+            "--key",
+            "k",
+        ],
+        64,
+        "bad port",
+    );
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[test]
+fn rate_limits_on_etcd_are_refused_naming_redis_and_sqlite() {
+    let etcd = EtcdCluster::single();
+    let s = Sandbox::new();
+    let err = assert_one_line_error(
+        &s,
+        &[
+            "--backend",
+            &etcd.url(),
+            "limit",
+            "--key",
+            "k",
+            "--rate",
+            "5/s",
+        ],
+        64,
+        "not kept in etcd",
+    );
+    assert!(err.contains("redis://") && err.contains("sqlite:"), "{err}");
+    let status = output(
+        s.warden()
+            .args(["--backend", &etcd.url(), "status", "--key", "k"]),
+    );
+    assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
+}
