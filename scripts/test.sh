@@ -18,6 +18,8 @@ fi
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 test -f /usr/include/google/protobuf/descriptor.proto || missing+=(libprotobuf-dev)
+# libfaketime, for the fault suite's client processes whose wall clock jumps.
+command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -32,10 +32,11 @@ pub struct Cli {
 /// Options accepted before or after the subcommand.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Store URL: sqlite:PATH, redis://HOST:PORT[/DB], rediss://… (repeatable;
-    /// several Redis URLs form a quorum; in WARDEN_BACKEND, separate them with
-    /// commas). Default: this user's SQLite file at $WARDEN_DB, else
-    /// $XDG_STATE_HOME/warden/warden.db, else ~/.local/state/warden/warden.db.
+    /// Store URL: sqlite:PATH, redis://HOST:PORT[/DB] (repeatable; several
+    /// Redis URLs form a quorum; in WARDEN_BACKEND, separate them with commas;
+    /// rediss:// is refused: this build has no TLS). Default: this user's
+    /// SQLite file at $WARDEN_DB, else $XDG_STATE_HOME/warden/warden.db, else
+    /// ~/.local/state/warden/warden.db.
     // No `value_delimiter`: a comma may be part of a password, so splitting is
     // left to `store::split_urls`, which only cuts before another URL. The
     // environment's value is never shown in --help (it may hold a password).
@@ -82,6 +83,16 @@ Examples:
   warden limit -k mail --rate 100/1h --burst 20 --json
   warden limit -k upload --rate 1000/1d --cost 50 --algorithm sliding-window";
 
+const ELECT_EXAMPLES: &str = "\
+Examples:
+  warden elect -k scheduler -- ./scheduler     # on every host; one runs it at a time
+  warden elect -k migrate --once -t 10s -- ./migrate.sh";
+
+const LEADER_EXAMPLES: &str = "\
+Examples:
+  warden leader -k scheduler
+  warden leader -k scheduler --json | jq -r .id";
+
 const STATUS_EXAMPLES: &str = "\
 Examples:
   warden status -k nightly
@@ -101,9 +112,14 @@ pub enum Command {
     Status(StatusArgs),
     /// Run a command only while this process leads an election (WARDEN_FENCE
     /// is the term); campaign again after losing leadership unless --once.
+    #[command(after_help = ELECT_EXAMPLES)]
     Elect(crate::elect::ElectArgs),
     /// Show who leads an election: exit 0, or 75 when nobody leads.
+    #[command(after_help = LEADER_EXAMPLES)]
     Leader(crate::leader::LeaderArgs),
+    /// Run a command at most once per key; later and concurrent callers exit
+    /// with its recorded status (and replay its stdout with --capture).
+    Once(crate::once::OnceArgs),
     /// Print a shell completion script on stdout (e.g. `warden completions
     /// bash > /etc/bash_completion.d/warden`).
     Completions(CompletionsArgs),
@@ -187,7 +203,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub json_file: Option<PathBuf>,
 
-    /// Run this shell command with `sh -c` (instead of `-- CMD ARGS…`).
+    /// Run this shell command with `/bin/sh -c` (instead of `-- CMD ARGS…`).
     #[arg(
         short = 'c',
         long = "command",
@@ -202,10 +218,12 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The program and its arguments: `sh -c SHELL_COMMAND` for `-c`.
+    /// The program and its arguments: `/bin/sh -c SHELL_COMMAND` for `-c` —
+    /// the POSIX shell by its path, as `system(3)` does, so neither `$SHELL`
+    /// nor a short `PATH` (cron's) changes what runs.
     pub fn program(&self) -> Vec<OsString> {
         match &self.shell {
-            Some(line) => vec!["sh".into(), "-c".into(), line.clone()],
+            Some(line) => vec!["/bin/sh".into(), "-c".into(), line.clone()],
             None => self.argv.clone(),
         }
     }

@@ -22,7 +22,7 @@ use crate::{duration, output, run, store};
 #[derive(Debug, Args)]
 pub struct ElectArgs {
     /// The election's key.
-    #[arg(long)]
+    #[arg(short, long)]
     pub key: String,
 
     /// This candidate's id, shown by `warden leader` (default HOSTNAME:PID).
@@ -31,7 +31,7 @@ pub struct ElectArgs {
 
     /// TTL of the leader's lease; it is renewed every third of it, and a
     /// crashed leader is replaced about this long after its last renewal.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
     pub ttl: Duration,
 
     /// How long the command's process group has between SIGTERM and SIGKILL

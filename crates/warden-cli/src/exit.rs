@@ -72,11 +72,23 @@ pub fn from_clap(e: &clap::Error) -> (u8, String) {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => (0, e.to_string()),
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => (
-            USAGE,
-            "a command is required: run, limit, status, completions or man (see 'warden --help')"
-                .into(),
-        ),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // Named from the grammar, so a new subcommand is never left out.
+            let cli = <crate::cli::Cli as clap::CommandFactory>::command();
+            let names: Vec<&str> = cli
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set())
+                .map(clap::Command::get_name)
+                .collect();
+            let list = match names.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+                _ => names.join(""),
+            };
+            (
+                USAGE,
+                format!("a command is required: {list} (see 'warden --help')"),
+            )
+        }
         _ => {
             // clap's first paragraph names the problem (and, for a missing
             // argument, which one on the next line); the rest is usage text.

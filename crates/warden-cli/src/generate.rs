@@ -11,12 +11,17 @@ use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::exit;
 
 /// Exit statuses, as the man pages list them (docs/cli.md has the same table).
-const EXIT_STATUSES: [(&str, &str); 10] = [
+const EXIT_STATUSES: [(&str, &str); 11] = [
+    ("the command's", "run, elect: the command exited with it"),
     (
-        "the command's",
-        "run: the command exited with it; 128+N when it was killed by signal N",
+        "128+N",
+        "run, elect: the command was killed by signal N; elect: warden got signal N \
+         while campaigning",
     ),
-    ("0", "status; limit allowed; completions and man"),
+    (
+        "0",
+        "status; limit allowed; leader: someone leads; completions and man",
+    ),
     (
         "64",
         "bad usage: unknown flag, malformed duration, a TTL too short to renew, \
@@ -38,16 +43,17 @@ const EXIT_STATUSES: [(&str, &str); 10] = [
     ),
     (
         "75",
-        "run: not acquired within --wait (or the --conflict-exit-code); limit: limited",
+        "run: not acquired within --wait (or the --conflict-exit-code); limit: limited; \
+         leader: nobody leads",
     ),
     (
         "76",
         "run: the command may not have run alone (the lease was lost, deleted or \
-         taken while it ran)",
+         taken while it ran); elect --once: leadership was lost",
     ),
     (
         "126, 127",
-        "run: the command could not be executed / was not found",
+        "run, elect: the command could not be executed / was not found",
     ),
 ];
 
@@ -75,7 +81,7 @@ const ENVIRONMENT: [(&str, &str); 6] = [
     ),
     (
         "SHELL",
-        "not used: -c runs sh, whatever the user's shell, so scripts behave alike",
+        "not used: -c runs /bin/sh, whatever the user's shell, so scripts behave alike",
     ),
 ];
 
@@ -119,8 +125,18 @@ pub fn man(args: &ManArgs) -> u8 {
 /// environment, which clap does not know about.
 fn page(cmd: &clap::Command) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
-    Man::new(cmd.clone()).render(&mut out)?;
+    // The examples get a section of their own, set line by line: clap_mangen
+    // would fill them into a paragraph under "EXTRA".
+    let examples = cmd.get_after_help().map(|text| text.to_string());
+    Man::new(cmd.clone().after_help(None::<&str>)).render(&mut out)?;
     let mut roff = Roff::new();
+    if let Some(text) = examples {
+        roff.control("SH", ["EXAMPLES"]).control("nf", []);
+        for line in text.lines().filter(|l| l.trim() != "Examples:") {
+            roff.text([roman(line.trim_start())]);
+        }
+        roff.control("fi", []);
+    }
     roff.control("SH", ["EXIT STATUS"]);
     for (status, meaning) in EXIT_STATUSES {
         roff.control("TP", [])

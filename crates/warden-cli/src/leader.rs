@@ -10,7 +10,7 @@ use crate::{duration, output, store};
 #[derive(Debug, Args)]
 pub struct LeaderArgs {
     /// The election's key.
-    #[arg(long)]
+    #[arg(short, long)]
     pub key: String,
 
     /// Print {"key","id","term","ttl_ms"} as JSON ("id": null when nobody

@@ -69,6 +69,14 @@ fn short_flags_work_as_in_flock() {
     assert_eq!(json["held"], true, "{json}");
     let out = output(s.warden().args(["limit", "-k", "l", "--rate", "1/m"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // And on the election commands (nobody leads: 75).
+    let out = output(s.warden().args(["leader", "-k", "e"]));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let out = output(
+        s.warden()
+            .args(["elect", "-k", "e", "-t", "3s", "--once", "--", "true"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
     std::fs::write(&release, "").unwrap();
     assert_eq!(holder.wait(Duration::from_secs(10)).code(), Some(0));
@@ -133,6 +141,13 @@ fn dash_c_runs_a_shell_command() {
     ]));
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert_eq!(stdout(&out), "SH 1\n");
+    // /bin/sh itself, as system(3) does: no PATH lookup (cron's PATH is short).
+    let out = output(
+        s.warden()
+            .env("PATH", "")
+            .args(["run", "-k", "sh", "-c", "exit 6"]),
+    );
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
     // The long form, and after other options.
     let out = output(s.warden().args(["run", "--command", "exit 5", "-k", "sh"]));
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
@@ -260,6 +275,8 @@ fn help_shows_examples() {
         (vec!["run", "--help"], "--wait inf"),
         (vec!["limit", "--help"], "--rate"),
         (vec!["status", "--help"], "--json"),
+        (vec!["elect", "--help"], "warden elect -k"),
+        (vec!["leader", "--help"], "warden leader -k"),
     ] {
         let out = output(s.warden().args(&args));
         assert_eq!(out.status.code(), Some(0), "{args:?}");
@@ -310,7 +327,14 @@ fn a_man_page_is_generated_from_the_grammar() {
     let page = stdout(&out);
     assert!(page.starts_with(".ie") || page.starts_with(".TH"), "{page}");
     assert!(page.contains(".TH warden 1"), "{page}");
-    for word in ["run", "limit", "status", "completions", "EXIT STATUS"] {
+    for word in [
+        "run",
+        "limit",
+        "status",
+        "completions",
+        "EXIT STATUS",
+        "EXAMPLES",
+    ] {
         assert!(page.contains(word), "no {word:?} in {page}");
     }
     // One page per subcommand into a directory, as a packager installs them.
@@ -328,4 +352,24 @@ fn a_man_page_is_generated_from_the_grammar() {
     }
     let run = std::fs::read_to_string(dir.join("warden-run.1")).unwrap();
     assert!(run.contains("WARDEN_FENCE"), "{run}");
+}
+
+#[test]
+fn a_missing_subcommand_is_answered_with_all_of_them() {
+    let s = Sandbox::new();
+    let out = output(&mut s.warden());
+    assert_eq!(out.status.code(), Some(64));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for name in [
+        "run",
+        "limit",
+        "status",
+        "elect",
+        "leader",
+        "completions",
+        "man",
+    ] {
+        assert!(err.contains(name), "{name} missing: {err}");
+    }
 }

@@ -1,4 +1,4 @@
-//! Test support for warden: real servers, started for real.
+//! Test support for warden: real servers, started for real, and real faults.
 //!
 //! [`RedisServer`] spawns `redis-server` on a free loopback port with its own
 //! temporary directory, waits until it answers `PING`, and stops it on drop. When
@@ -8,9 +8,16 @@
 //! The binary is `redis-server` from `PATH`, or the path in the
 //! `WARDEN_REDIS_SERVER` environment variable. [`PostgresServer`] does the same
 //! for a throwaway PostgreSQL cluster. [`Proxy`] sits between a client and a
-//! server on loopback and delays or cuts their traffic. [`EtcdCluster`] starts
-//! real `etcd` members (one, or a cluster of three) with their own ports and data
-//! directories (`etcd` from `PATH`, or the path in `WARDEN_ETCD`).
+//! server on loopback and delays (with jitter), partitions one way, cuts or
+//! redirects their traffic. [`EtcdCluster`] starts real `etcd` members (one, or
+//! a cluster of three) with their own ports and data directories (`etcd` from
+//! `PATH`, or the path in `WARDEN_ETCD`).
+//!
+//! For fault injection: [`ReplicatedRedis`] is a master with a replica and a
+//! failover; [`RedisServer::jump_clock`] is a server clock step as its keys see
+//! it; [`FakeClock`] makes a client process's wall clock jump; [`process`]
+//! pauses, resumes and kills process trees; [`nemesis`] draws a fault
+//! schedule from a seed.
 //!
 //! ```no_run
 //! let server = warden_test::RedisServer::start();
@@ -20,11 +27,17 @@
 //! ```
 
 mod etcd_server;
+mod failover;
+mod fake_clock;
+pub mod nemesis;
 mod postgres_server;
+pub mod process;
 mod proxy;
 mod redis_server;
 
 pub use etcd_server::{ETCD_ENV, EtcdCluster, EtcdMember};
+pub use failover::ReplicatedRedis;
+pub use fake_clock::{FakeClock, LIBFAKETIME_ENV, libfaketime};
 pub use postgres_server::{PG_BIN_ENV, PostgresServer};
-pub use proxy::{MAX_PROXY_CONNECTIONS, Proxy};
+pub use proxy::{Direction, MAX_PROXY_CONNECTIONS, Partition, Proxy};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, RedisServerBuilder, free_port};

@@ -30,6 +30,8 @@ pub struct PostgresServer {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    bin: PathBuf,
+    owner: Option<(Uid, Gid)>,
 }
 
 fn bin_dir() -> Option<PathBuf> {
@@ -116,26 +118,12 @@ impl PostgresServer {
             port: 0,
             dir,
             child: None,
+            bin,
+            owner,
         };
         for _ in 0..5 {
             server.port = free_port();
-            let log = std::fs::File::create(server.log_path()).expect("create the PostgreSQL log");
-            if let Some((uid, gid)) = owner {
-                chown(&server.log_path(), Some(uid), Some(gid)).expect("chown the log");
-            }
-            let mut cmd = Command::new(bin.join("postgres"));
-            cmd.arg("-D")
-                .arg(&data)
-                .args(["-p", &server.port.to_string(), "-h", "127.0.0.1", "-F"])
-                .arg("-k")
-                .arg(dir_str(server.dir.path()))
-                .args(["-c", "max_connections=200"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log);
-            as_owner(&mut cmd);
-            server.child = Some(cmd.spawn().expect("spawn postgres"));
-            if server.wait_ready() {
+            if server.spawn() {
                 return server;
             }
             server.kill();
@@ -166,6 +154,71 @@ impl PostgresServer {
         }
     }
 
+    /// The postmaster's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Freezes the postmaster and every backend (SIGSTOP): connections stay
+    /// open, queries hang.
+    pub fn pause(&self) {
+        if let Some(pid) = self.pid() {
+            crate::process::pause_tree(pid);
+        }
+    }
+
+    /// Resumes after [`pause`](Self::pause) (SIGCONT).
+    pub fn resume(&self) {
+        if let Some(pid) = self.pid() {
+            crate::process::resume_tree(pid);
+        }
+    }
+
+    /// Crashes the server (SIGKILL to the postmaster and its backends) and starts
+    /// it again on the same port and data directory: committed data survives
+    /// (the cluster runs with fsync off, but the OS keeps the page cache).
+    ///
+    /// # Panics
+    /// When it does not come back within 30 s.
+    pub fn restart(&mut self) {
+        if let Some(pid) = self.pid() {
+            crate::process::kill_tree(pid);
+        }
+        self.kill();
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        while Instant::now() < deadline {
+            if self.spawn() {
+                return;
+            }
+            self.kill();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("PostgreSQL did not restart: {}", self.log());
+    }
+
+    fn spawn(&mut self) -> bool {
+        let log = std::fs::File::create(self.log_path()).expect("create the PostgreSQL log");
+        if let Some((uid, gid)) = self.owner {
+            chown(&self.log_path(), Some(uid), Some(gid)).expect("chown the log");
+        }
+        let mut cmd = Command::new(self.bin.join("postgres"));
+        cmd.arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-p", &self.port.to_string(), "-h", "127.0.0.1", "-F"])
+            .arg("-k")
+            .arg(dir_str(self.dir.path()))
+            .args(["-c", "max_connections=200"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        if let Some((uid, gid)) = self.owner {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid.as_raw()).gid(gid.as_raw());
+        }
+        self.child = Some(cmd.spawn().expect("spawn postgres"));
+        self.wait_ready()
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.path().join("postgres.log")
     }
@@ -193,6 +246,10 @@ fn dir_str(path: &Path) -> String {
 
 impl Drop for PostgresServer {
     fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            // Backends of a paused or crashed cluster must not outlive the test.
+            crate::process::kill_tree(pid);
+        }
         if std::thread::panicking() {
             eprintln!(
                 "---- postgres log (port {}) ----\n{}---- end ----",

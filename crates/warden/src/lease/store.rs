@@ -13,6 +13,9 @@
 //!   (Redlock) with fencing tokens that stay monotonic across holders.
 //! - [`SqliteStore`](crate::sqlite::SqliteStore): a SQLite file shared by the
 //!   processes of one host; the embedded default of the `warden` command line.
+//!
+//! Every store counts a lease valid for its TTL minus one clock-drift margin,
+//! [`DriftMargin`] (default 1% + 2 ms; [`drift`] and [`valid_until`] use it).
 
 use std::fmt::Debug;
 use std::time::Duration;

@@ -83,11 +83,7 @@ impl<N: QuorumNode> Quorum<N> {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<AcquireReply> {
-        let sent = Instant::now();
-        let validity = self.options().drift.validity(ttl);
-        // The holder's deadline, on the clock that counts suspended time.
-        let valid_at = crate::clock::now() + validity;
-        let node_deadline = (sent + self.options().node_timeout).min(sent + validity);
+        let d = self.deadlines(ttl);
         // Unless the lease is won, the votes are undone on every node; a
         // dropped caller counts as a failed attempt.
         let mut undo = UndoOnDrop {
@@ -96,7 +92,7 @@ impl<N: QuorumNode> Quorum<N> {
             token,
             armed: true,
         };
-        let call = Call::new("acquire", key, Some(node_deadline));
+        let call = Call::new("acquire", key, Some(d.node));
         let (owned_key, owned_token) = (key.to_string(), token.clone());
         let mut votes = self
             .fan_out(call, move |node| {
@@ -108,18 +104,16 @@ impl<N: QuorumNode> Quorum<N> {
         votes
             .until(None, |b| Tally::of(b).decided(quorum, self.pending(b)))
             .await;
-        let won = Tally::of(&votes.replies).granted >= quorum && crate::clock::now() < valid_at;
+        let won = Tally::of(&votes.replies).granted >= quorum && crate::clock::now() < d.valid_at;
         if won
-            && let Some(fence) = self
-                .settle(key, token, &votes.replies, sent + validity)
-                .await
-            && crate::clock::now() < valid_at
+            && let Some(fence) = self.settle(key, token, &votes.replies, d.valid_until).await
+            && crate::clock::now() < d.valid_at
         {
             undo.armed = false;
-            return Ok(self.won(key, token, fence, valid_at, votes));
+            return Ok(self.won(key, token, fence, d.valid_at, votes));
         }
         undo.armed = false;
-        self.refuse(key, token, ttl, votes, node_deadline).await
+        self.refuse(key, token, ttl, votes, d.node).await
     }
 
     /// Records a won lease and follows up on the votes still to come.

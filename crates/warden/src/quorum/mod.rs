@@ -90,6 +90,16 @@
 //! Like any lease, a quorum lease limits concurrency; it cannot stop a holder that
 //! paused past its validity from acting late. Pass the fence to the resource and
 //! let the resource refuse stale ones (see [`fence`](crate::fence)).
+//!
+//! # Code
+//!
+//! `node.rs` says what a quorum needs from one node (a crate-internal trait; the
+//! Redis store implements it in `redis/node.rs`); `gather.rs` is the one fan-out
+//! every operation uses (all nodes at once, per-node deadline, early decision,
+//! unresponsive-node marking); `ballot.rs` is the acquire decision (tally, fence
+//! settlement, undo of late votes, the refusal); `ops.rs` holds extend, release,
+//! status and the release watch; `store.rs` the public [`QuorumStore`] over a
+//! node-generic core, which `tests.rs` drives with in-process nodes.
 
 mod ballot;
 mod gather;

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::gather::{Call, count_ok};
 use super::node::{QuorumNode, Renewal};
-use super::store::{Holding, Quorum};
+use super::store::{Deadlines, Holding, Quorum};
 use crate::error::{NodeOutcome, Result};
 use crate::lease::{ExtendReply, LeaseStatus, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
@@ -59,11 +59,11 @@ impl<N: QuorumNode> Quorum<N> {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<ExtendReply> {
-        let sent = Instant::now();
-        let validity = self.options().drift.validity(ttl);
-        // The holder's deadline, on the clock that counts suspended time.
-        let valid_at = crate::clock::now() + validity;
-        let deadline = (sent + self.options().node_timeout).min(sent + validity);
+        let Deadlines {
+            valid_at,
+            node: deadline,
+            ..
+        } = self.deadlines(ttl);
         // A free node is taken only while the lease is still valid by the last
         // confirmed deadline: then a majority holds our token, nobody else can
         // have held the lease since, and taking a free node gives the lease back

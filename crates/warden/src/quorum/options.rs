@@ -1,4 +1,5 @@
-//! Settings of a quorum backend.
+//! Settings of a quorum store. The drift margin is the lease layer's
+//! [`DriftMargin`] (one margin for every store), re-exported here.
 
 use std::time::Duration;
 

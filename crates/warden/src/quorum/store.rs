@@ -73,7 +73,31 @@ pub(super) struct Holding {
     pub valid_until: crate::clock::Moment,
 }
 
+/// The deadlines of one acquire or extend, taken when its requests go out.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Deadlines {
+    /// The end of the validity, TTL minus drift (monotonic).
+    pub valid_until: Instant,
+    /// The holder's deadline, on the clock that counts suspended time.
+    pub valid_at: crate::clock::Moment,
+    /// Each node's answer must arrive by then: the node timeout, never past the
+    /// validity.
+    pub node: Instant,
+}
+
 impl<N: QuorumNode> Quorum<N> {
+    /// The deadlines of an operation for `ttl` sent now.
+    pub(super) fn deadlines(&self, ttl: Duration) -> Deadlines {
+        let sent = Instant::now();
+        let validity = self.options().drift.validity(ttl);
+        let valid_until = sent + validity;
+        Deadlines {
+            valid_until,
+            valid_at: crate::clock::now() + validity,
+            node: (sent + self.options().node_timeout).min(valid_until),
+        }
+    }
+
     /// A quorum over `nodes` (at least one), named `names` in errors.
     pub(super) fn from_nodes(nodes: Vec<N>, names: Vec<String>, options: QuorumOptions) -> Self {
         let quorum = nodes.len() / 2 + 1;

@@ -384,6 +384,15 @@ async fn a_won_ballot_does_not_wait_for_a_slow_node_and_keeps_its_late_grant() {
     );
 }
 
+/// Opens a gated node, waits for its vote to grant (the fence counts it), then
+/// for the follow-up to undo that grant.
+async fn late_vote_grants_then_is_undone(node: &MemNode) {
+    node.open();
+    node.wait_for("the late vote", |n| n.fence("k") == 1).await;
+    node.wait_for("the late grant undone", |n| n.holder("k").is_none())
+        .await;
+}
+
 #[tokio::test]
 async fn a_vote_granted_after_a_lost_decision_is_undone() {
     // Nodes 0 and 1 are held by another: the attempt is lost before node 2
@@ -397,13 +406,7 @@ async fn a_vote_granted_after_a_lost_decision_is_undone() {
     let q = quorum(&nodes);
     let reply = q.acquire("k", &token(), TTL).await.unwrap();
     assert!(matches!(reply, AcquireReply::Held { .. }), "{reply:?}");
-    nodes[2].open();
-    nodes[2]
-        .wait_for("the late vote", |n| n.fence("k") == 1)
-        .await;
-    nodes[2]
-        .wait_for("the late grant undone", |n| n.holder("k").is_none())
-        .await;
+    late_vote_grants_then_is_undone(&nodes[2]).await;
 }
 
 #[tokio::test]
@@ -413,13 +416,7 @@ async fn a_grant_arriving_after_the_release_is_undone() {
     let t = token();
     fence_of(&q.acquire("k", &t, TTL).await.unwrap());
     assert_eq!(q.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
-    nodes[2].open();
-    nodes[2]
-        .wait_for("the late vote", |n| n.fence("k") == 1)
-        .await;
-    nodes[2]
-        .wait_for("the late grant undone", |n| n.holder("k").is_none())
-        .await;
+    late_vote_grants_then_is_undone(&nodes[2]).await;
 }
 
 #[tokio::test]
