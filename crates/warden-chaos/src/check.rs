@@ -418,6 +418,10 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
         }
     }
 
+    // When each lease got its fence (for blaming a fence's reuse).
+    let granted: HashMap<String, u64> =
+        holds.values().map(|h| (h.lease.clone(), h.start)).collect();
+
     // Double grants and lease fence reuse, per key.
     let mut by_key: BTreeMap<String, Vec<Hold>> = BTreeMap::new();
     for h in holds.into_values() {
@@ -534,6 +538,15 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                 })
             });
             if let Some(p) = regressed {
+                // Like a reused lease fence: blame a data loss between the two.
+                let class = spans
+                    .iter()
+                    .filter(|s| {
+                        let from = granted.get(&p.lease).copied().unwrap_or(p.t_invoke);
+                        loses_data(&s.kind) && s.start >= from && s.start <= w.t_invoke
+                    })
+                    .max_by_key(|s| s.start)
+                    .map_or_else(|| class.clone(), |s| s.kind.clone());
                 report
                     .by_class
                     .entry(class.clone())
@@ -542,7 +555,7 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                 note(
                     &mut report,
                     format!(
-                        "fence regression on {res}: {} (fence {}) followed {} (fence {})",
+                        "fence regression on {res}: {} (fence {}) applied after {} (fence {}) [{class}]",
                         w.lease, w.fence, p.lease, p.fence
                     ),
                 );
