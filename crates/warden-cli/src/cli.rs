@@ -117,6 +117,9 @@ pub enum Command {
     /// Show who leads an election: exit 0, or 75 when nobody leads.
     #[command(after_help = LEADER_EXAMPLES)]
     Leader(crate::leader::LeaderArgs),
+    /// Run a command at most once per key; later and concurrent callers exit
+    /// with its recorded status (and replay its stdout with --capture).
+    Once(crate::once::OnceArgs),
     /// Print a shell completion script on stdout (e.g. `warden completions
     /// bash > /etc/bash_completion.d/warden`).
     Completions(CompletionsArgs),

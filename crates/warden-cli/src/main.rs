@@ -12,6 +12,7 @@ mod exit;
 mod generate;
 mod leader;
 mod limit;
+mod once;
 mod output;
 mod run;
 mod secrets;
@@ -83,6 +84,7 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
         Command::Status(args) => status::status(&cli.global, args).await,
         Command::Elect(args) => elect::elect(&cli.global, args).await,
         Command::Leader(args) => leader::leader(&cli.global, args).await,
+        Command::Once(args) => once::once(&cli.global, args).await,
         // Handled in `main` before the runtime starts.
         Command::Completions(_) | Command::Man(_) => Ok(0),
     }

@@ -26,7 +26,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
-use warden::{LeaseGuard, ReleaseOutcome, TryAcquire, Warden};
+use warden::{Lease, LeaseGuard, ReleaseOutcome, TryAcquire, Warden};
 
 use crate::cli::{Global, RunArgs, Wait};
 use crate::exit::{self, Failure};
@@ -104,32 +104,13 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
     let warden = store::connect(global).await?;
     let lease = warden.lease(&args.key).ttl(args.ttl).watchdog(true);
     let started = Instant::now();
-    let outcome = if args.no_wait {
-        lease.try_acquire().await?
-    } else {
-        let wait = match args.wait {
-            Wait::For(d) => Some(d),
-            Wait::Forever => None,
-        };
-        output::while_waiting(&args.key, wait, !global.quiet, acquire(&lease, wait)).await?
-    };
+    let outcome = take(global, args, &lease).await?;
     report.waited = started.elapsed();
     let guard = match outcome {
         TryAcquire::Acquired(guard) => guard,
         TryAcquire::Held { ttl_left } => {
             if !global.quiet {
-                let ttl = ttl_left.map_or(String::new(), |t| {
-                    format!(" (its TTL has {} left)", duration::show(t))
-                });
-                let waited = if args.no_wait {
-                    String::new()
-                } else {
-                    format!(" after waiting {}", duration::show(report.waited))
-                };
-                output::note(&format!(
-                    "lease {:?} is held by another process{ttl}; not acquired{waited}",
-                    args.key
-                ));
+                note_held(args, ttl_left, report.waited);
             }
             let code = args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED);
             return Ok(report.finish("not_acquired", code));
@@ -194,6 +175,35 @@ pub async fn hold(
         command_status,
         ran,
     })
+}
+
+/// One attempt with `--no-wait`; otherwise waits as `--wait` says, showing
+/// that it waits.
+async fn take(global: &Global, args: &RunArgs, lease: &Lease) -> Result<TryAcquire, Failure> {
+    if args.no_wait {
+        return Ok(lease.try_acquire().await?);
+    }
+    let wait = match args.wait {
+        Wait::For(d) => Some(d),
+        Wait::Forever => None,
+    };
+    Ok(output::while_waiting(&args.key, wait, !global.quiet, acquire(lease, wait)).await?)
+}
+
+/// The one-line note that another process holds the lease.
+fn note_held(args: &RunArgs, ttl_left: Option<Duration>, waited: Duration) {
+    let ttl = ttl_left.map_or(String::new(), |t| {
+        format!(" (its TTL has {} left)", duration::show(t))
+    });
+    let waited = if args.no_wait {
+        String::new()
+    } else {
+        format!(" after waiting {}", duration::show(waited))
+    };
+    output::note(&format!(
+        "lease {:?} is held by another process{ttl}; not acquired{waited}",
+        args.key
+    ));
 }
 
 /// Acquires within `wait`, or until the lease is free when `wait` is `None`.
@@ -308,12 +318,7 @@ async fn supervise(
     guard: &LeaseGuard,
     grace: Duration,
 ) -> Result<Ended, Failure> {
-    let mut streams = Vec::new();
-    for sig in FORWARDED {
-        let stream = signal(SignalKind::from_raw(sig as i32))
-            .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {e}")))?;
-        streams.push((sig, stream));
-    }
+    let mut streams = forwarded_signals()?;
     let mut child = spawn(args, guard)?;
     let group = child_group(&child);
     // Interactive use: the command gets the terminal (and Ctrl-C) while it runs.
@@ -343,25 +348,7 @@ async fn supervise(
                 // Before the local deadline only the store can have said so.
                 return Ok(if at < deadline { Ended::Gone } else { Ended::Lost });
             }
-            status = child.wait() => {
-                let status = status.map_err(|e| {
-                    Failure::new(exit::SOFTWARE, format!("cannot wait for the command: {e}"))
-                })?;
-                // What it left running in its group must not outlive the lease.
-                kill_group(group).await;
-                // Seen exiting after the lease's validity ran out (warden itself
-                // was paused past the TTL): it may not have run alone to the end.
-                if guard.is_lost() || guard.remaining().is_zero() {
-                    if !quiet {
-                        output::note(&format!(
-                            "lease {:?} expired before the command finished; another holder may have overlapped",
-                            args.key
-                        ));
-                    }
-                    return Ok(Ended::Lost);
-                }
-                return Ok(Ended::Exited(status));
-            }
+            status = child.wait() => return exited(args, quiet, guard, group, status).await,
             () = tokio::time::sleep_until(term_at) => {
                 let left = guard.remaining();
                 if left > grace {
@@ -381,6 +368,45 @@ async fn supervise(
             sig = any_signal => forward(group, sig),
         }
     }
+}
+
+/// The signals warden forwards to the command, each with its stream.
+fn forwarded_signals() -> Result<Vec<(Signal, tokio::signal::unix::Signal)>, Failure> {
+    FORWARDED
+        .into_iter()
+        .map(|sig| {
+            let stream = signal(SignalKind::from_raw(sig as i32))
+                .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {e}")))?;
+            Ok((sig, stream))
+        })
+        .collect()
+}
+
+/// The command exited while supervised: what it left running in its group is
+/// killed, and an exit seen after the lease's validity ran out counts as lost.
+async fn exited(
+    args: &RunArgs,
+    quiet: bool,
+    guard: &LeaseGuard,
+    group: Option<Pid>,
+    status: std::io::Result<ExitStatus>,
+) -> Result<Ended, Failure> {
+    let status = status
+        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot wait for the command: {e}")))?;
+    // What it left running in its group must not outlive the lease.
+    kill_group(group).await;
+    // Seen exiting after the lease's validity ran out (warden itself
+    // was paused past the TTL): it may not have run alone to the end.
+    if guard.is_lost() || guard.remaining().is_zero() {
+        if !quiet {
+            output::note(&format!(
+                "lease {:?} expired before the command finished; another holder may have overlapped",
+                args.key
+            ));
+        }
+        return Ok(Ended::Lost);
+    }
+    Ok(Ended::Exited(status))
 }
 
 /// Completes with the first signal received on any of `streams`.
@@ -532,6 +558,18 @@ async fn finish(
         }
         Ended::Exited(status) => status,
     };
+    release_after_exit(global, args, warden, guard, status).await
+}
+
+/// The command exited within the lease: checks that the lease is still ours,
+/// releases it, and turns the outcome into warden's exit status.
+async fn release_after_exit(
+    global: &Global,
+    args: &RunArgs,
+    warden: &Warden,
+    guard: LeaseGuard,
+    status: ExitStatus,
+) -> Result<(u8, bool), Failure> {
     // Ask the store whether the lease is still ours before letting it go. A
     // renewal does that (it never revives a lost lease); it is tried twice,
     // because the first call after a store restart can fail on the broken

@@ -213,6 +213,17 @@ impl RedisServer {
         Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
     }
 
+    /// Creates (or resets) the ACL user `name` with `password` and the given
+    /// ACL `rules` (e.g. `"~warden:* +@all"`), and returns a `redis://` URL that
+    /// logs in as that user. Panics when the server refuses the rules.
+    pub fn acl_user(&self, name: &str, password: &str, rules: &str) -> String {
+        let reply = self
+            .command(&format!("ACL SETUSER {name} reset on >{password} {rules}"))
+            .expect("send ACL SETUSER");
+        assert!(reply.starts_with("+OK"), "ACL SETUSER {name}: {reply}");
+        format!("redis://{name}:{password}@{}", self.addr())
+    }
+
     fn signal(&self, signal: Signal) {
         if let Some(pid) = self.pid() {
             let pid = i32::try_from(pid).expect("pid fits i32");

@@ -65,6 +65,7 @@ mod key;
 pub mod lease;
 pub mod limit;
 pub mod memory;
+pub mod once;
 pub mod quorum;
 pub mod record;
 pub mod redis;

@@ -9,6 +9,7 @@ use crate::lease::{Lease, LeaseStatus, LeaseStore};
 use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryLimits, MemoryRecords, MemoryStore};
+use crate::once::Once;
 use crate::quorum::{QuorumOptions, QuorumStore};
 use crate::record::RecordStore;
 use crate::redis::{RedisLimits, RedisOptions, RedisStore};
@@ -152,6 +153,11 @@ impl Warden {
     pub fn with_records(mut self, records: impl RecordStore) -> Self {
         self.records = Some(Arc::new(records));
         self
+    }
+
+    /// A run-once operation on `key`; see [`once`](crate::once).
+    pub fn once(&self, key: impl Into<String>) -> Once {
+        Once::new(Arc::clone(&self.backend), self.records.clone(), key.into())
     }
 
     /// A leader election on `key`; see [`election`](crate::election).

@@ -260,8 +260,7 @@ impl Lease {
                         return Err(e);
                     }
                     tracing::debug!(key = %self.key, error = %e, "transient error while waiting; retrying");
-                    let pause = rand::rng().random_range(error_backoff / 2..=error_backoff);
-                    error_backoff = (error_backoff * 2).min(MAX_ERROR_BACKOFF);
+                    let pause = jittered(&mut error_backoff, MAX_ERROR_BACKOFF);
                     tokio::time::sleep(pause.min(deadline - now)).await;
                     failing = Some(e);
                     continue;
@@ -281,16 +280,7 @@ impl Lease {
                 watch = Some(self.backend.watch_releases(&self.key).await);
                 continue;
             };
-            // An expiring lease frees up when its TTL runs out; 1 ms later the key
-            // is surely gone.
-            let expiry = ttl_left.map(|t| t + Duration::from_millis(1));
-            let pause = if watch.is_push() {
-                expiry.unwrap_or(MAX_PUSH_WAIT).min(MAX_PUSH_WAIT)
-            } else {
-                let jittered = rand::rng().random_range(backoff / 2..=backoff);
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                expiry.map_or(jittered, |e| e.min(jittered))
-            };
+            let pause = held_pause(watch, ttl_left, &mut backoff);
             watch.wait(pause.min(deadline - now)).await;
         }
     }
@@ -356,4 +346,28 @@ impl Lease {
             AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
         }
     }
+}
+
+/// How long to wait for a release of a held lease: until its TTL runs out
+/// (1 ms later the key is surely gone), capped by [`MAX_PUSH_WAIT`] when
+/// releases are pushed, else by a jittered, doubling poll interval.
+fn held_pause(
+    watch: &ReleaseWatch,
+    ttl_left: Option<Duration>,
+    backoff: &mut Duration,
+) -> Duration {
+    let expiry = ttl_left.map(|t| t + Duration::from_millis(1));
+    if watch.is_push() {
+        expiry.unwrap_or(MAX_PUSH_WAIT).min(MAX_PUSH_WAIT)
+    } else {
+        let poll = jittered(backoff, MAX_BACKOFF);
+        expiry.map_or(poll, |e| e.min(poll))
+    }
+}
+
+/// A random pause in `[backoff / 2, backoff]`; doubles `backoff` up to `max`.
+fn jittered(backoff: &mut Duration, max: Duration) -> Duration {
+    let pause = rand::rng().random_range(*backoff / 2..=*backoff);
+    *backoff = (*backoff * 2).min(max);
+    pause
 }
