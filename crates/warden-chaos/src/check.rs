@@ -87,7 +87,7 @@ pub struct Report {
     pub writes_applied: u64,
     /// Fenced writes refused as stale.
     pub writes_refused: u64,
-    /// Lost signals observed after a store-side fault.
+    /// Lost signals of holders that held the lease when a store-side fault began.
     pub lost_signals: u64,
     /// Lost-signal latency from the fault's start, p50, ms.
     pub detect_p50_ms: f64,
@@ -328,11 +328,18 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                 }
             }
             (Op::Lost, _) => {
-                // Latency from the start of a store-side fault in force (or just healed).
+                // Latency from the start of a store-side fault in force (or just
+                // healed), for holders that held the lease when it started (a
+                // guard that arrived lost after the fault is not a detection).
+                let since = e
+                    .lease
+                    .as_ref()
+                    .and_then(|l| holds.get(l))
+                    .map_or(u64::MAX, |h| h.start);
                 if let Some(s) = spans
                     .iter()
                     .filter(|s| s.start <= e.t && e.t <= s.end.saturating_add(ttl_ns))
-                    .filter(|s| !s.kind.starts_with("client-"))
+                    .filter(|s| !s.kind.starts_with("client-") && since < s.start)
                     .max_by_key(|s| s.start)
                 {
                     report.lost_signals += 1;
@@ -410,6 +417,10 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
             h.end = h.end.min(k.t);
         }
     }
+
+    // When each lease got its fence (for blaming a fence's reuse).
+    let granted: HashMap<String, u64> =
+        holds.values().map(|h| (h.lease.clone(), h.start)).collect();
 
     // Double grants and lease fence reuse, per key.
     let mut by_key: BTreeMap<String, Vec<Hold>> = BTreeMap::new();
@@ -527,6 +538,15 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                 })
             });
             if let Some(p) = regressed {
+                // Like a reused lease fence: blame a data loss between the two.
+                let class = spans
+                    .iter()
+                    .filter(|s| {
+                        let from = granted.get(&p.lease).copied().unwrap_or(p.t_invoke);
+                        loses_data(&s.kind) && s.start >= from && s.start <= w.t_invoke
+                    })
+                    .max_by_key(|s| s.start)
+                    .map_or_else(|| class.clone(), |s| s.kind.clone());
                 report
                     .by_class
                     .entry(class.clone())
@@ -535,7 +555,7 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
                 note(
                     &mut report,
                     format!(
-                        "fence regression on {res}: {} (fence {}) followed {} (fence {})",
+                        "fence regression on {res}: {} (fence {}) applied after {} (fence {}) [{class}]",
                         w.lease, w.fence, p.lease, p.fence
                     ),
                 );

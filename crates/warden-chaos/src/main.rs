@@ -215,8 +215,8 @@ fn cmd_scorecard(o: &Opts) -> Result<ExitCode, String> {
         });
     }
     let date = date_utc();
-    let command = format!("scripts/chaos --minutes {minutes} --seed {seed}");
-    let table = render(&date, &redis_version(), &command, &rows);
+    let how = format!("`scripts/chaos --minutes {minutes} --seed {seed}`");
+    let table = render(&date, &redis_version(), &how, &rows);
     println!("{table}");
     let old = std::fs::read_to_string(&doc).unwrap_or_default();
     std::fs::write(&doc, splice(&old, &table))
@@ -266,8 +266,11 @@ fn cmd_render(o: &Opts) -> Result<ExitCode, String> {
             report,
         });
     }
-    let command = format!("scripts/chaos --minutes {minutes} --seed {seed}");
-    let table = render(&date_utc(), &redis_version(), &command, &rows);
+    let how = format!(
+        "`scripts/chaos --minutes {minutes} --seed {seed}`, its histories checked again by \
+         `warden-chaos render --seed {seed} --minutes {minutes}`"
+    );
+    let table = render(&date_utc(), &redis_version(), &how, &rows);
     println!("{table}");
     let old = std::fs::read_to_string(&doc).unwrap_or_default();
     std::fs::write(&doc, splice(&old, &table))

@@ -26,13 +26,14 @@ fn pct(num: u64, den: u64) -> String {
     }
 }
 
-/// Renders the tables between the scorecard markers.
-pub fn render(date: &str, redis_version: &str, command: &str, rows: &[Row]) -> String {
+/// Renders the tables between the scorecard markers; `how` says which
+/// command produced them (Markdown).
+pub fn render(date: &str, redis_version: &str, how: &str, rows: &[Row]) -> String {
     let mut s = String::new();
     let total_faults: u64 = rows.iter().map(|r| r.report.total().faults).sum();
     let _ = writeln!(
         s,
-        "Run of {date}: `{command}`, redis-server {redis_version}, {total_faults} faults injected.\n"
+        "Run of {date}: {how}, redis-server {redis_version}, {total_faults} faults injected.\n"
     );
     let _ = writeln!(
         s,

@@ -217,6 +217,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub json_file: Option<PathBuf>,
 
+    /// Hold one of N permits of an expiring semaphore on the key instead of
+    /// the lease: up to N commands run at once (consul lock -n).
+    #[arg(long, value_name = "N")]
+    pub permits: Option<NonZeroU32>,
+
     /// Run this shell command with `/bin/sh -c` (instead of `-- CMD ARGS…`).
     #[arg(
         short = 'c',

@@ -70,6 +70,7 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
         conflict_exit_code: None,
         json: false,
         json_file: None,
+        permits: None,
         shell: None,
         argv: args.command.clone(),
     };

@@ -102,7 +102,13 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
     // is found out before the lease is taken, not after the command ran.
     let mut report = Report::open(args)?;
     let warden = store::connect(global).await?;
-    let lease = warden.lease(&args.key).ttl(args.ttl).watchdog(true);
+    // With --permits the lease is a permit of an expiring semaphore.
+    let lease = match args.permits {
+        Some(n) => warden.semaphore(&args.key, n)?.lease(),
+        None => warden.lease(&args.key),
+    }
+    .ttl(args.ttl)
+    .watchdog(true);
     let started = Instant::now();
     let outcome = take(global, args, &lease).await?;
     report.waited = started.elapsed();

@@ -69,6 +69,7 @@ pub mod once;
 pub mod quorum;
 pub mod record;
 pub mod redis;
+pub mod semaphore;
 pub mod sqlite;
 mod token;
 mod warden;

@@ -8,12 +8,14 @@ use crate::key::validate_key;
 use crate::lease::{Lease, LeaseStatus, LeaseStore};
 use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
-use crate::memory::{MemoryLimits, MemoryRecords, MemoryStore};
+use crate::memory::{MemoryLimits, MemoryRecords, MemorySemaphores, MemoryStore};
 use crate::once::Once;
 use crate::quorum::{QuorumOptions, QuorumStore};
 use crate::record::RecordStore;
 use crate::redis::{RedisLimits, RedisOptions, RedisStore};
+use crate::semaphore::{Semaphore, SemaphoreStore};
 use crate::sqlite::{SqliteOptions, SqliteStore};
+use std::num::NonZeroU32;
 
 /// A handle on one coordination store. Cheap to clone (an `Arc` inside).
 ///
@@ -32,6 +34,8 @@ pub struct Warden {
     /// Where elections and run-once operations keep their records (none for
     /// a custom lease store unless given).
     records: Option<Arc<dyn RecordStore>>,
+    /// Where semaphores keep their permits (none on a quorum).
+    semaphores: Option<Arc<dyn SemaphoreStore>>,
 }
 
 impl Warden {
@@ -70,7 +74,8 @@ impl Warden {
                 let limits = RedisLimits::from_backend(&backend);
                 Ok(Self::with_backend(backend.clone())
                     .with_limits(limits)
-                    .with_records(backend))
+                    .with_records(backend.clone())
+                    .with_semaphores(backend))
             }
             "sqlite" => Self::sqlite(sqlite_path(url)?).await,
             #[cfg(feature = "etcd")]
@@ -129,12 +134,15 @@ impl Warden {
         let backend = SqliteStore::open(path, SqliteOptions::default()).await?;
         Ok(Self::with_backend(backend.clone())
             .with_limits(backend.clone())
-            .with_records(backend))
+            .with_records(backend.clone())
+            .with_semaphores(backend))
     }
 
     /// An in-process store.
     pub fn memory() -> Self {
-        Self::with_backend(MemoryStore::new()).with_records(MemoryRecords::new())
+        Self::with_backend(MemoryStore::new())
+            .with_records(MemoryRecords::new())
+            .with_semaphores(MemorySemaphores::new())
     }
 
     /// A handle on any lease backend, with rate-limit state in this process
@@ -144,6 +152,7 @@ impl Warden {
             backend: Arc::new(backend),
             limits: Arc::new(MemoryLimits::new()),
             records: None,
+            semaphores: None,
         }
     }
 
@@ -153,6 +162,31 @@ impl Warden {
     pub fn with_records(mut self, records: impl RecordStore) -> Self {
         self.records = Some(Arc::new(records));
         self
+    }
+
+    /// This handle with semaphore permits kept in `store` (connecting by URL
+    /// sets it to the leases' store, except on a quorum).
+    #[must_use]
+    pub fn with_semaphores(mut self, store: impl SemaphoreStore) -> Self {
+        self.semaphores = Some(Arc::new(store));
+        self
+    }
+
+    /// An expiring semaphore on `key` with `permits` holders at most; see
+    /// [`semaphore`](crate::semaphore). Fails on a store without semaphores
+    /// (a quorum), naming the alternative.
+    pub fn semaphore(&self, key: impl Into<String>, permits: NonZeroU32) -> Result<Semaphore> {
+        let store = self.semaphores.clone().ok_or_else(|| {
+            Error::invalid(
+                "store",
+                format!(
+                    "{} has no semaphores (a quorum of masters would need its own majority \
+                     protocol for permit counts); use one Redis master or SQLite",
+                    self.backend.describe()
+                ),
+            )
+        })?;
+        Ok(Semaphore::new(store, key.into(), permits))
     }
 
     /// A run-once operation on `key`; see [`once`](crate::once).

@@ -8,7 +8,9 @@
 mod lease;
 mod limit;
 mod record;
+mod semaphore;
 
 pub use lease::MemoryStore;
 pub use limit::{DEFAULT_MAX_KEYS, MemoryLimits};
 pub use record::MemoryRecords;
+pub use semaphore::MemorySemaphores;

@@ -17,6 +17,7 @@ mod limit;
 mod node;
 mod options;
 mod record;
+mod semaphore;
 mod subscriber;
 
 pub use conn::split_redis_urls;

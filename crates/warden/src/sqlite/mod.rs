@@ -13,6 +13,7 @@ mod lease;
 mod limit;
 mod record;
 mod schema;
+mod semaphore;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
