@@ -32,9 +32,9 @@ pub struct Cli {
 /// Options accepted before or after the subcommand.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Store URL: sqlite:PATH, redis://HOST:PORT[/DB] (repeatable; several
-    /// Redis URLs form a quorum; in WARDEN_BACKEND, separate them with commas;
-    /// rediss:// is refused: this build has no TLS). Default: this user's
+    /// Store URL: sqlite:PATH, redis://[USER:PASSWORD@]HOST:PORT[/DB] or
+    /// rediss://… for TLS (repeatable; several Redis URLs form a quorum; in
+    /// WARDEN_BACKEND, separate them with commas). Default: this user's
     /// SQLite file at $WARDEN_DB, else $XDG_STATE_HOME/warden/warden.db, else
     /// ~/.local/state/warden/warden.db.
     // No `value_delimiter`: a comma may be part of a password, so splitting is
@@ -49,6 +49,20 @@ pub struct Global {
         action = ArgAction::Append,
     )]
     pub backends: Vec<String>,
+
+    /// PEM file of the CA that signs the rediss:// server's certificate
+    /// (default: the system's trusted roots).
+    #[arg(long, value_name = "FILE", global = true, env = "WARDEN_CACERT")]
+    pub cacert: Option<PathBuf>,
+
+    /// PEM client certificate for a rediss:// server that checks clients
+    /// (with --tls-key).
+    #[arg(long, value_name = "FILE", global = true, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", global = true, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 
     /// Print nothing but errors (and what --json asks for).
     #[arg(short, long, global = true)]

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use warden::Warden;
 use warden::quorum::{QuorumOptions, QuorumStore};
+use warden::redis::{RedisLimits, RedisOptions, RedisStore};
 
 use crate::cli::Global;
 use crate::exit::{Failure, UNAVAILABLE};
@@ -67,6 +68,7 @@ pub async fn connect(global: &Global) -> Result<Warden, Failure> {
             Ok(Warden::sqlite(path).await?)
         }
         // The library reads the URL (and redacts it in its errors).
+        [url] if tls_set(global) => connect_redis_tls(url, global).await,
         [url] => Ok(Warden::connect(url).await?),
         several => {
             if several
@@ -86,6 +88,33 @@ pub async fn connect(global: &Global) -> Result<Warden, Failure> {
             Ok(Warden::with_backend(backend))
         }
     }
+}
+
+/// Whether --cacert, --tls-cert or --tls-key was given.
+fn tls_set(global: &Global) -> bool {
+    global.cacert.is_some() || global.tls_cert.is_some()
+}
+
+/// One Redis master with the certificates of --cacert / --tls-cert / --tls-key.
+async fn connect_redis_tls(url: &str, global: &Global) -> Result<Warden, Failure> {
+    // WARDEN_CACERT may be set for the whole environment: other stores
+    // ignore it rather than fail.
+    if !starts_with_ci(url, "rediss://") {
+        tracing::debug!("--cacert/--tls-cert/--tls-key apply to rediss:// only; ignored");
+        return Ok(Warden::connect(url).await?);
+    }
+    let mut options = RedisOptions::default();
+    if let Some(ca) = &global.cacert {
+        options = options.ca_file(ca);
+    }
+    if let (Some(cert), Some(key)) = (&global.tls_cert, &global.tls_key) {
+        options = options.client_cert(cert, key);
+    }
+    let backend = RedisStore::connect(url, options).await?;
+    let limits = RedisLimits::from_backend(&backend);
+    Ok(Warden::with_backend(backend.clone())
+        .with_limits(limits)
+        .with_records(backend))
 }
 
 fn starts_with_ci(text: &str, prefix: &str) -> bool {

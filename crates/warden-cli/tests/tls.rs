@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Sandbox, output, stderr};
-use warden_test::RedisServer;
+use warden_test::{RedisServer, TlsCerts, TlsRedis};
 
 /// Redis 7 denies every channel to a new ACL user, so the release script's
 /// PUBLISH is refused. The notification is best-effort: the release must still
@@ -26,4 +26,52 @@ fn run_under_an_acl_user_without_channel_rights_releases() {
     assert!(!stderr(&out).contains("s3cret"), "{}", stderr(&out));
     let exists = redis.command("EXISTS warden:{job}").unwrap();
     assert_eq!(exists.trim(), ":0", "lease key still held after run");
+}
+
+/// `warden run` over `rediss://` with `--cacert`; the lease key is gone after.
+#[test]
+fn run_over_tls_with_cacert() {
+    let sandbox = Sandbox::new();
+    let certs = TlsCerts::generate();
+    let redis = TlsRedis::start(&certs);
+    let out = output(sandbox.warden().args([
+        "--backend",
+        &redis.url(),
+        "--cacert",
+        certs.path("ca.pem").to_str().unwrap(),
+        "run",
+        "--key",
+        "tls",
+        "--",
+        "true",
+    ]));
+    assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+    let exists = redis.server.command("EXISTS warden:{tls}").unwrap();
+    assert_eq!(exists.trim(), ":0");
+}
+
+/// A server certificate from another CA: exit 69, a message naming the host
+/// and the reason, never the password.
+#[test]
+fn a_wrong_ca_exits_69_naming_the_host() {
+    let sandbox = Sandbox::new();
+    let certs = TlsCerts::generate();
+    let redis = TlsRedis::start(&certs);
+    let url = redis.url().replace("rediss://", "rediss://:s3cret@");
+    let out = output(sandbox.warden().args([
+        "--backend",
+        &url,
+        "--cacert",
+        certs.path("other-ca.pem").to_str().unwrap(),
+        "run",
+        "--key",
+        "tls",
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("127.0.0.1"), "{err}");
+    assert!(err.contains("certificate"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
 }

@@ -34,6 +34,7 @@ mod postgres_server;
 pub mod process;
 mod proxy;
 mod redis_server;
+mod tls;
 
 pub use etcd_server::{ETCD_ENV, EtcdCluster, EtcdMember};
 pub use failover::ReplicatedRedis;
@@ -41,3 +42,4 @@ pub use fake_clock::{FakeClock, LIBFAKETIME_ENV, libfaketime};
 pub use postgres_server::{PG_BIN_ENV, PostgresServer};
 pub use proxy::{Direction, MAX_PROXY_CONNECTIONS, Partition, Proxy};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, RedisServerBuilder, free_port};
+pub use tls::{TlsCerts, TlsRedis};

@@ -34,3 +34,128 @@ async fn release_succeeds_for_a_user_without_channel_rights() {
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     assert_eq!(server.command("EXISTS warden:{acl}").unwrap().trim(), ":0");
 }
+
+/// The minimal ACL rules of docs/redis.md: warden's keys and channels, and
+/// only the commands warden sends.
+const MINIMAL_ACL: &str = "resetkeys ~warden:* resetchannels &warden:* -@all \
+    +evalsha +eval +script|load +ping +time +subscribe +unsubscribe \
+    +get +set +del +incr +decr +pexpire +pexpireat +pttl +type +publish \
+    +hget +hmget +hset +zadd +zcard +zcount +zrange +zrangebyscore +zrem \
+    +zremrangebyrank +zremrangebyscore +zscore";
+
+/// A waiter under the minimal ACL user is woken by the release notification
+/// (well before the holder's TTL), and a limiter works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_minimal_acl_user_is_enough() {
+    let server = RedisServer::start();
+    let url = server.acl_user("warden", "s3cret", MINIMAL_ACL);
+    let store = RedisStore::connect(
+        &url,
+        RedisOptions::default().timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap();
+    let limits = warden::redis::RedisLimits::from_backend(&store);
+    let warden = Warden::with_backend(store).with_limits(limits);
+    let ttl = Duration::from_secs(60);
+    let holder = warden
+        .lease("min")
+        .ttl(ttl)
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    let waiter = {
+        let warden = warden.clone();
+        tokio::spawn(async move {
+            warden
+                .lease("min")
+                .ttl(ttl)
+                .acquire_within(ttl / 2)
+                .await
+                .unwrap()
+                .into_guard()
+                .is_some()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(holder.release().await.unwrap(), ReleaseOutcome::Released);
+    assert!(waiter.await.unwrap(), "the waiter did not get the lease");
+    let limiter = warden.limiter(
+        warden::limit::Quota::per_minute(std::num::NonZeroU32::new(1).unwrap()),
+        warden::limit::Algorithm::Gcra,
+    );
+    assert!(limiter.check("c").await.unwrap().allowed);
+    assert!(!limiter.check("c").await.unwrap().allowed);
+    let denied = server.command("ACL LOG").unwrap();
+    // The one denial allowed: `CONFIG GET maxmemory-policy` at connect (the
+    // eviction check is skipped; CONFIG GET would also reveal passwords).
+    assert!(
+        denied.starts_with("*0") || (denied.starts_with("*1\r\n") && denied.contains("config|get")),
+        "ACL denials: {denied}"
+    );
+}
+
+#[cfg(feature = "tls")]
+mod tls {
+    use std::num::NonZeroU32;
+    use std::time::Duration;
+
+    use warden::limit::{Algorithm, Quota};
+    use warden::redis::{RedisLimits, RedisOptions, RedisStore};
+    use warden::{Error, ReleaseOutcome, Warden};
+    use warden_test::{TlsCerts, TlsRedis};
+
+    fn options() -> RedisOptions {
+        RedisOptions::default().timeout(Duration::from_secs(2))
+    }
+
+    /// A lease and a limiter over `rediss://`, trusting the test CA.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lease_and_limiter_over_tls_with_the_ca() {
+        let certs = TlsCerts::generate();
+        let redis = TlsRedis::start(&certs);
+        let store = RedisStore::connect(&redis.url(), options().ca_file(certs.path("ca.pem")))
+            .await
+            .unwrap();
+        let limits = RedisLimits::from_backend(&store);
+        let warden = Warden::with_backend(store).with_limits(limits);
+        let guard = warden
+            .lease("tls")
+            .ttl(Duration::from_secs(30))
+            .try_acquire()
+            .await
+            .unwrap()
+            .into_guard()
+            .unwrap();
+        assert_eq!(
+            redis.server.command("EXISTS warden:{tls}").unwrap().trim(),
+            ":1"
+        );
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        let limiter = warden.limiter(
+            Quota::per_minute(NonZeroU32::new(2).unwrap()),
+            Algorithm::Gcra,
+        );
+        assert!(limiter.check("c").await.unwrap().allowed);
+        assert!(limiter.check("c").await.unwrap().allowed);
+        assert!(!limiter.check("c").await.unwrap().allowed);
+    }
+
+    /// A server certificate from another CA is refused with an error naming
+    /// the host and never the password.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wrong_ca_is_refused_naming_the_host() {
+        let certs = TlsCerts::generate();
+        let redis = TlsRedis::start(&certs);
+        let url = redis.url().replace("rediss://", "rediss://:s3cret@");
+        let err = RedisStore::connect(&url, options().ca_file(certs.path("other-ca.pem")))
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("127.0.0.1"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(matches!(err, Error::Unreachable { .. }), "{err:?}");
+    }
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{IntoConnectionInfo, RedisError};
 
+use super::options::RedisTls;
 use crate::error::{Error, Result};
 
 /// Default time budget of one Redis call, connection included.
@@ -102,6 +103,54 @@ fn refuse_query_credentials(url: &str, display: &str) -> Result<()> {
     Ok(())
 }
 
+/// Builds the client; with certificate files, through redis-rs's TLS builder.
+fn open_client(
+    info: redis::ConnectionInfo,
+    tls: &RedisTls,
+    display: &str,
+) -> Result<redis::Client> {
+    let config = |reason: String| Error::Config {
+        url: display.to_string(),
+        reason,
+    };
+    if !tls.is_set() {
+        return redis::Client::open(info).map_err(|e| config(e.to_string()));
+    }
+    #[cfg(feature = "tls")]
+    {
+        let read = |what: &str, path: &std::path::Path| {
+            std::fs::read(path)
+                .map_err(|e| config(format!("cannot read the {what} {}: {e}", path.display())))
+        };
+        let root_cert = match &tls.ca_file {
+            Some(path) => Some(read("CA file", path)?),
+            None => None,
+        };
+        let client_tls = match &tls.client_cert {
+            Some((cert, key)) => Some(redis::ClientTlsConfig {
+                client_cert: read("client certificate", cert)?,
+                client_key: read("client key", key)?,
+            }),
+            None => None,
+        };
+        redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls,
+                root_cert,
+            },
+        )
+        .map_err(|e| config(e.to_string()))
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = info;
+        Err(config(
+            "TLS certificates are set but warden was built without its `tls` feature".into(),
+        ))
+    }
+}
+
 /// Memory policies under which Redis may delete keys that warden must keep.
 fn evicts(policy: &str) -> bool {
     policy.starts_with("allkeys-") || policy.starts_with("volatile-")
@@ -111,6 +160,16 @@ impl RedisConn {
     /// Parses `url` and prepares a connection without any I/O; the first call
     /// connects. Use this where the server may be down at start (quorum nodes).
     pub fn lazy(url: &str, timeout: Duration, connect_timeout: Duration) -> Result<Self> {
+        Self::lazy_tls(url, timeout, connect_timeout, &RedisTls::default())
+    }
+
+    /// Like [`lazy`](Self::lazy), with the certificates of a `rediss://` URL.
+    pub(crate) fn lazy_tls(
+        url: &str,
+        timeout: Duration,
+        connect_timeout: Duration,
+        tls: &RedisTls,
+    ) -> Result<Self> {
         let display = redact(url);
         if timeout.is_zero() || connect_timeout.is_zero() {
             return Err(Error::invalid(
@@ -123,10 +182,7 @@ impl RedisConn {
             url: display.clone(),
             reason: e.to_string(),
         })?;
-        let client = redis::Client::open(info).map_err(|e| Error::Config {
-            url: display.clone(),
-            reason: e.to_string(),
-        })?;
+        let client = open_client(info, tls, &display)?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(timeout))
             .set_connection_timeout(Some(connect_timeout))
@@ -150,7 +206,17 @@ impl RedisConn {
 
     /// Like [`lazy`](Self::lazy), then checks the server answers `PING`.
     pub async fn connect(url: &str, timeout: Duration, connect_timeout: Duration) -> Result<Self> {
-        let conn = Self::lazy(url, timeout, connect_timeout)?;
+        Self::connect_tls(url, timeout, connect_timeout, &RedisTls::default()).await
+    }
+
+    /// Like [`connect`](Self::connect), with the certificates of a `rediss://` URL.
+    pub(crate) async fn connect_tls(
+        url: &str,
+        timeout: Duration,
+        connect_timeout: Duration,
+        tls: &RedisTls,
+    ) -> Result<Self> {
+        let conn = Self::lazy_tls(url, timeout, connect_timeout, tls)?;
         conn.call("connect", "", |mut c| async move {
             redis::cmd("PING").query_async::<()>(&mut c).await
         })

@@ -24,6 +24,6 @@ pub use conn::split_redis_urls;
 pub use fenced::RedisFencedStore;
 pub use lease::RedisStore;
 pub use limit::RedisLimits;
-pub use options::{DEFAULT_PREFIX, RedisOptions, ReplicaAcks};
+pub use options::{DEFAULT_PREFIX, RedisOptions, RedisTls, ReplicaAcks};
 
 pub(crate) use conn::redact;

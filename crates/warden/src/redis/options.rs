@@ -2,6 +2,7 @@
 //! acknowledgements a lease write may require ([`ReplicaAcks`]).
 
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
@@ -26,6 +27,31 @@ pub struct RedisOptions {
     /// Connect to a server whose `maxmemory-policy` may evict keys (default
     /// `false`); see [`allow_eviction`](Self::allow_eviction).
     pub allow_eviction: bool,
+    /// Certificates for `rediss://` URLs (default: the system's trusted roots,
+    /// no client certificate); see [`ca_file`](Self::ca_file).
+    pub tls: RedisTls,
+}
+
+/// The certificate files of a `rediss://` connection. Read at connect; an
+/// unreadable file is a configuration error naming the file.
+///
+/// TLS needs warden's `tls` cargo feature (rustls); without it a `rediss://`
+/// URL or any of these files is refused at connect.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedisTls {
+    /// PEM file of the certificate authorities that may sign the server's
+    /// certificate, instead of the system's trusted roots.
+    pub ca_file: Option<PathBuf>,
+    /// PEM files of a client certificate and its private key, for servers that
+    /// authenticate clients (`tls-auth-clients yes`).
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+}
+
+impl RedisTls {
+    /// Whether anything differs from the defaults.
+    pub(crate) fn is_set(&self) -> bool {
+        self.ca_file.is_some() || self.client_cert.is_some()
+    }
 }
 
 impl RedisOptions {
@@ -64,11 +90,26 @@ impl Default for RedisOptions {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             replicas: None,
             allow_eviction: false,
+            tls: RedisTls::default(),
         }
     }
 }
 
 impl RedisOptions {
+    /// Trusts the certificate authorities in the PEM file `path` (and only
+    /// them) for `rediss://` servers. Default: the system's trusted roots.
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca_file = Some(path.into());
+        self
+    }
+
+    /// Presents the client certificate `cert` with its private key `key` (PEM
+    /// files) to `rediss://` servers that authenticate clients.
+    pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls.client_cert = Some((cert.into(), key.into()));
+        self
+    }
+
     /// Sets the key prefix.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();

@@ -1,0 +1,149 @@
+//! A `redis-server` that also listens for TLS, with a CA and certificates made
+//! at test time by the `openssl` command (nothing is downloaded or checked in).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{RedisServer, free_port};
+
+/// A throwaway CA, a server certificate for `127.0.0.1`/`localhost` signed by
+/// it, a client certificate signed by it, and an unrelated second CA.
+#[derive(Debug)]
+pub struct TlsCerts {
+    dir: tempfile::TempDir,
+}
+
+impl TlsCerts {
+    /// Generates the certificates with `openssl`.
+    ///
+    /// # Panics
+    /// When `openssl` is missing or fails: a TLS test cannot go on without it.
+    pub fn generate() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("warden-tls-")
+            .tempdir()
+            .expect("create a temporary directory for certificates");
+        let certs = TlsCerts { dir };
+        certs.ca("ca");
+        certs.ca("other-ca");
+        certs.signed("server", "subjectAltName=IP:127.0.0.1,DNS:localhost");
+        certs.signed("client", "extendedKeyUsage=clientAuth");
+        certs
+    }
+
+    /// The file `name` (`ca.pem`, `server.key`, `client.pem`, `other-ca.pem`…).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn ca(&self, name: &str) {
+        openssl(
+            self.dir.path(),
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN=warden test {name}"),
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.pem"),
+            ],
+        );
+    }
+
+    fn signed(&self, name: &str, extension: &str) {
+        openssl(
+            self.dir.path(),
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN={name}"),
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+            ],
+        );
+        std::fs::write(self.path(&format!("{name}.ext")), format!("{extension}\n"))
+            .expect("write the extension file");
+        openssl(
+            self.dir.path(),
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &format!("{name}.ext"),
+                "-out",
+                &format!("{name}.pem"),
+            ],
+        );
+    }
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl (install it to run the TLS tests)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A `redis-server` with its plain port (for the harness) and a TLS port
+/// serving `certs`' server certificate; client certificates are optional.
+#[derive(Debug)]
+pub struct TlsRedis {
+    /// The server; [`RedisServer::command`] uses its plain port.
+    pub server: RedisServer,
+    tls_port: u16,
+}
+
+impl TlsRedis {
+    /// Starts the server.
+    pub fn start(certs: &TlsCerts) -> Self {
+        let tls_port = free_port();
+        let path = |name: &str| certs.path(name).display().to_string();
+        let server = RedisServer::builder()
+            .args([
+                "--tls-port".to_string(),
+                tls_port.to_string(),
+                "--tls-cert-file".to_string(),
+                path("server.pem"),
+                "--tls-key-file".to_string(),
+                path("server.key"),
+                "--tls-ca-cert-file".to_string(),
+                path("ca.pem"),
+                "--tls-auth-clients".to_string(),
+                "optional".to_string(),
+            ])
+            .start();
+        TlsRedis { server, tls_port }
+    }
+
+    /// `rediss://127.0.0.1:PORT` of the TLS port.
+    pub fn url(&self) -> String {
+        format!("rediss://127.0.0.1:{}", self.tls_port)
+    }
+}
