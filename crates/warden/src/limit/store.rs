@@ -62,8 +62,8 @@ impl<'a> LimitRequest<'a> {
 /// A store of limiter state. Implementations run [`apply`] (or, for
 /// Redis, the same logic in Lua) atomically over the request's policies.
 ///
-/// They must return [`Error`](crate::Error) only for infrastructure failures and
-/// bad stored data ([`Error::WrongType`](crate::Error::WrongType)); a refusal is a
+/// They must return [`Error`] only for infrastructure failures and
+/// bad stored data ([`Error::WrongType`]); a refusal is a
 /// [`Decision`] with `allowed == false`.
 #[async_trait]
 pub trait LimitStore: Debug + Send + Sync + 'static {

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "warden:";
 
-/// Settings of a [`RedisStore`].
+/// Settings of a [`RedisStore`](super::RedisStore).
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct RedisOptions {

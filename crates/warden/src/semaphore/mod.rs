@@ -12,7 +12,7 @@
 //! poll elsewhere.
 //!
 //! On a quorum of Redis masters semaphores are refused with
-//! [`Error::InvalidArgument`] naming the alternative (one Redis master or
+//! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the alternative (one Redis master or
 //! SQLite): a permit count split across independent masters would need its
 //! own majority protocol.
 //!
