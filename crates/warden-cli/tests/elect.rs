@@ -251,13 +251,17 @@ fn leader_shows_the_default_id() {
                     .warden()
                     .args(["--backend", &db, "leader", "--key", "k", "--json"]),
             );
+        // A new leader holds its lease a moment before its id is written:
+        // `leader` then reports the term with `"id": null`; wait for the id.
         if out.status.code() == Some(0) {
-            break stdout(&out);
+            let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+            if json["id"].is_string() {
+                break json;
+            }
         }
         assert!(start.elapsed() < Duration::from_secs(10), "never elected");
         std::thread::sleep(Duration::from_millis(20));
     };
-    let json: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
     let id = json["id"].as_str().unwrap();
     assert!(
         id.ends_with(&format!(":{}", running.pid())),
