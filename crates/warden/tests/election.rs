@@ -247,3 +247,23 @@ async fn terms_increase_on_a_quorum_without_ids() {
     assert!(b.term() > first);
     b.resign().await.unwrap();
 }
+
+/// Announcing a new leader's id is best-effort: an ACL user without channel
+/// rights (PUBLISH refused with NOPERM) is still elected and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_channel_rights_is_elected_and_named_on_redis() {
+    let server = warden_test::RedisServer::start();
+    let url = server.acl_user("app", "s3cret", "~warden:* resetchannels +@all");
+    let warden = warden::Warden::connect(&url).await.unwrap();
+    let election = warden.election("elect:acl").ttl(Duration::from_secs(30));
+    let a = election
+        .try_campaign("a")
+        .await
+        .unwrap()
+        .expect("nobody leads");
+    assert_eq!(
+        election.leader().await.unwrap().unwrap().id.as_deref(),
+        Some("a")
+    );
+    assert_eq!(a.resign().await.unwrap(), ReleaseOutcome::Released);
+}

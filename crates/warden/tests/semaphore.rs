@@ -143,3 +143,26 @@ async fn a_quorum_is_refused_naming_the_alternative() {
         "{e}"
     );
 }
+
+/// Waking waiters is best-effort: an ACL user without channel rights (PUBLISH
+/// refused with NOPERM) still gives its permit back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_succeeds_for_a_user_without_channel_rights_on_redis() {
+    let server = warden_test::RedisServer::start();
+    let url = server.acl_user("app", "s3cret", "~warden:* resetchannels +@all");
+    let warden = warden::Warden::connect(&url).await.unwrap();
+    let sem = warden.semaphore("sem:acl", n(2)).unwrap();
+    let guard = sem
+        .lease()
+        .ttl(Duration::from_secs(30))
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .expect("free permit");
+    assert_eq!(
+        guard.release().await.unwrap(),
+        warden::ReleaseOutcome::Released
+    );
+    assert_eq!(sem.held().await.unwrap(), 0);
+}

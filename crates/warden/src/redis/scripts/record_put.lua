@@ -5,6 +5,9 @@
 -- stored fence is newer), ARGV[5] a channel to announce a written record on
 -- ('' for none)
 -- Returns {1, nil, nil} when written, {0, fence, value} with the record kept.
+-- The PUBLISH is best-effort (pcall): an ACL user without channel rights gets
+-- NOPERM on it, and a refused announcement must neither fail nor undo the
+-- write; observers then learn of the new leader by polling or its TTL.
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('WRONGTYPE record key ' .. KEYS[1] .. ' holds a ' .. kind)
@@ -24,6 +27,6 @@ if tonumber(ARGV[3]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
 end
 if ARGV[5] ~= '' then
-  redis.call('PUBLISH', ARGV[5], 'record')
+  redis.pcall('PUBLISH', ARGV[5], 'record')
 end
 return {1, false, false}

@@ -1,5 +1,7 @@
 -- Give a permit back and wake the waiters.
 -- KEYS[1] permits; ARGV[1] owner token, ARGV[2] release channel. Returns 1 released, 0 not held.
+-- The PUBLISH is best-effort (pcall), as for a lease release: a NOPERM on it
+-- must neither fail nor undo the release; waiters then retry on their TTL.
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'zset' then
   return redis.error_reply('WRONGTYPE semaphore key ' .. KEYS[1] .. ' holds a ' .. kind)
@@ -8,7 +10,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  redis.call('PUBLISH', ARGV[2], '1')
+  redis.pcall('PUBLISH', ARGV[2], '1')
   return 1
 end
 return 0
