@@ -78,6 +78,24 @@ pub(crate) fn from_millis(ms: i64) -> Option<Duration> {
     u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
+/// The names of the recipes' keys (records, semaphores), beside the lease's.
+impl Keys {
+    /// The hash holding the fenced record next to the lease `key`.
+    pub(crate) fn record(&self, key: &str) -> String {
+        format!("{}:record", self.lease(key))
+    }
+
+    /// The sorted set holding the permits of semaphore `key`.
+    pub(crate) fn permits(&self, key: &str) -> String {
+        format!("{}:permits", self.lease(key))
+    }
+
+    /// The fence counter of semaphore `key` (apart from the lease's).
+    pub(crate) fn permits_fence(&self, key: &str) -> String {
+        format!("{}:permits:fence", self.lease(key))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use redis::Script;
 
 use super::RedisStore;
+use super::keys::millis;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::record::{PutOutcome, PutRule, Record, RecordStore};
@@ -20,7 +21,7 @@ static DELETE: LazyLock<Script> = LazyLock::new(|| Script::new(DELETE_LUA));
 impl RedisStore {
     /// The Redis key of the record next to the lease `key` (same hash slot).
     pub fn record_key(&self, key: &str) -> String {
-        format!("{}:record", self.lease_key(key))
+        self.keys().record(key)
     }
 }
 
@@ -70,15 +71,13 @@ impl RecordStore for RedisStore {
         rule: PutRule,
     ) -> Result<PutOutcome> {
         let record_key = self.record_key(key);
-        let ttl_ms = ttl.map_or(0, |t| {
-            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
-        });
+        let ttl_ms = ttl.map_or(0, |t| millis(t).max(1));
         // A new leader's record is announced on the lease's release channel,
         // so that observers (who wait there for a release) learn of the new
         // leader without polling.
         let (rule, channel) = match rule {
             PutRule::IfAbsent => ("absent", String::new()),
-            PutRule::IfNotOlder => ("not-older", format!("{}:released", self.lease_key(key))),
+            PutRule::IfNotOlder => ("not-older", self.keys().released(key)),
         };
         let mut invocation = PUT.key(&record_key);
         invocation

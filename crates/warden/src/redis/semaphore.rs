@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use redis::Script;
 
 use super::RedisStore;
+use super::keys::{from_millis, millis};
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::lease::{
@@ -29,18 +30,20 @@ static RELEASE: LazyLock<Script> =
 static COUNT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/semaphore_count.lua")));
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+/// A permit's TTL in whole milliseconds, at least 1 (a sub-millisecond TTL
+/// must not round to a permit that is expired when taken).
+fn ttl_ms(d: Duration) -> u64 {
+    millis(d).max(1)
 }
 
 impl RedisStore {
     /// The sorted set holding the permits of semaphore `key`.
     pub fn permits_key(&self, key: &str) -> String {
-        format!("{}:permits", self.lease_key(key))
+        self.keys().permits(key)
     }
 
     fn permits_fence_key(&self, key: &str) -> String {
-        format!("{}:permits:fence", self.lease_key(key))
+        self.keys().permits_fence(key)
     }
 }
 
@@ -58,12 +61,12 @@ impl SemaphoreStore for RedisStore {
         let mut call = ACQUIRE.key(&set);
         call.key(self.permits_fence_key(key))
             .arg(token.as_str())
-            .arg(millis(ttl))
+            .arg(ttl_ms(ttl))
             .arg(permits.get());
         let (won, value): (i64, i64) = self.conn().script("acquire permit", &set, &call).await?;
         if won != 1 {
             return Ok(AcquireReply::Held {
-                ttl_left: u64::try_from(value).ok().map(Duration::from_millis),
+                ttl_left: from_millis(value),
             });
         }
         let fence = u64::try_from(value).map_err(|_| Error::WrongType {
@@ -85,7 +88,7 @@ impl SemaphoreStore for RedisStore {
         let sent = crate::clock::now();
         let set = self.permits_key(key);
         let mut call = EXTEND.key(&set);
-        call.arg(token.as_str()).arg(millis(ttl));
+        call.arg(token.as_str()).arg(ttl_ms(ttl));
         let renewed: i64 = self.conn().script("extend permit", &set, &call).await?;
         Ok(if renewed == 1 {
             ExtendReply::Extended {
@@ -99,8 +102,7 @@ impl SemaphoreStore for RedisStore {
     async fn release_permit(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
         let set = self.permits_key(key);
         let mut call = RELEASE.key(&set);
-        call.arg(token.as_str())
-            .arg(format!("{}:released", self.lease_key(key)));
+        call.arg(token.as_str()).arg(self.keys().released(key));
         let released: i64 = self.conn().script("release permit", &set, &call).await?;
         Ok(if released == 1 {
             ReleaseOutcome::Released
