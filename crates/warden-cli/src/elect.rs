@@ -87,7 +87,7 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
     loop {
         let leadership = tokio::select! {
             won = election.campaign(&id) => won?,
-            sig = any(&mut stops) => return Ok(128 + sig as u8),
+            sig = run::futures_any(&mut stops) => return Ok(128 + sig as u8),
         };
         if !global.quiet {
             output::note(&format!(
@@ -131,17 +131,4 @@ fn default_id() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_string());
     format!("{host}:{}", std::process::id())
-}
-
-/// Completes with the first signal received on any of `streams`.
-async fn any(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> Signal {
-    std::future::poll_fn(|cx| {
-        for (sig, stream) in streams.iter_mut() {
-            if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
-                return std::task::Poll::Ready(*sig);
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }

@@ -416,7 +416,7 @@ async fn exited(
 }
 
 /// Completes with the first signal received on any of `streams`.
-async fn futures_any(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> Signal {
+pub(crate) async fn futures_any(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> Signal {
     std::future::poll_fn(|cx| {
         for (sig, stream) in streams.iter_mut() {
             if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
