@@ -62,13 +62,17 @@ fn next_term(sandbox: &Sandbox, above: u64, max: Duration) -> (u64, i32) {
     }
 }
 
+/// `warden leader --key KEY --json` on `backend`.
+fn leader(sandbox: &Sandbox, backend: &str, key: &str) -> std::process::Output {
+    output(
+        sandbox
+            .warden()
+            .args(["--backend", backend, "leader", "--key", key, "--json"]),
+    )
+}
+
 fn leader_json(sandbox: &Sandbox, backend: &str) -> (Option<i32>, serde_json::Value) {
-    let out =
-        output(
-            sandbox
-                .warden()
-                .args(["--backend", backend, "leader", "--key", "jobs", "--json"]),
-        );
+    let out = leader(sandbox, backend, "jobs");
     let value: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     (out.status.code(), value)
 }
@@ -201,12 +205,7 @@ fn elect_once_exits_with_the_commands_status_and_resigns() {
     assert!(stderr(&out).contains("elected leader of \"k\" as \"solo\" (term 1)"));
     // It resigned: nobody leads, and the next term is higher.
     let (code, json) = {
-        let out =
-            output(
-                sandbox
-                    .warden()
-                    .args(["--backend", &db, "leader", "--key", "k", "--json"]),
-            );
+        let out = leader(&sandbox, &db, "k");
         (out.status.code(), stdout(&out))
     };
     assert_eq!(code, Some(75));
@@ -245,12 +244,7 @@ fn leader_shows_the_default_id() {
     ]);
     let start = Instant::now();
     let json = loop {
-        let out =
-            output(
-                sandbox
-                    .warden()
-                    .args(["--backend", &db, "leader", "--key", "k", "--json"]),
-            );
+        let out = leader(&sandbox, &db, "k");
         // A new leader holds its lease a moment before its id is written:
         // `leader` then reports the term with `"id": null`; wait for the id.
         if out.status.code() == Some(0) {
