@@ -110,11 +110,14 @@ async fn connect_redis_tls(url: &str, global: &Global) -> Result<Warden, Failure
     if let (Some(cert), Some(key)) = (&global.tls_cert, &global.tls_key) {
         options = options.client_cert(cert, key);
     }
+    // Wired as `Warden::connect` wires a plain redis:// store: leases, limits,
+    // records (`once`) and semaphores (`run --permits`).
     let backend = RedisStore::connect(url, options).await?;
     let limits = RedisLimits::from_backend(&backend);
     Ok(Warden::with_backend(backend.clone())
         .with_limits(limits)
-        .with_records(backend))
+        .with_records(backend.clone())
+        .with_semaphores(backend))
 }
 
 fn starts_with_ci(text: &str, prefix: &str) -> bool {
