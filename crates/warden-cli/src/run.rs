@@ -290,13 +290,12 @@ impl Report {
             "held_ms": self.held.map(ms),
             "ran_ms": self.ran.map(ms),
         });
+        let text = secrets::scrub(&value.to_string());
         match sink {
             Sink::Stderr => {
-                let text = secrets::scrub(&value.to_string());
                 let _ = writeln!(std::io::stderr().lock(), "{text}");
             }
             Sink::File(path, mut file) => {
-                let text = secrets::scrub(&value.to_string());
                 if let Err(e) = writeln!(file, "{text}").and_then(|()| file.sync_all()) {
                     // The command already ran: its status still decides.
                     output::note(&format!("cannot write --json-file {}: {e}", path.display()));
