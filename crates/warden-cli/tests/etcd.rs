@@ -6,7 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Sandbox, alive, concurrent_runs_take_turns, output, stderr, stdout, wait_for_file};
+use common::{
+    Sandbox, alive, assert_one_line_error, concurrent_runs_take_turns, output, stderr, stdout,
+    wait_for_file,
+};
 use nix::sys::signal::{Signal, kill};
 use warden_test::EtcdCluster;
 
@@ -83,19 +86,6 @@ fn a_warden_frozen_past_its_ttl_on_etcd_loses_to_a_higher_fence_and_exits_76() {
     let status = first.wait(Duration::from_secs(15));
     assert_eq!(status.code(), Some(76), "{}", first.stderr());
     assert!(!alive(child), "the command outlived its lease");
-}
-
-fn assert_one_line_error(sandbox: &Sandbox, args: &[&str], code: i32, mentions: &str) -> String {
-    let out = output(sandbox.warden().args(args));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
-    assert!(
-        err.contains(mentions),
-        "{args:?}: {err} should mention {mentions:?}"
-    );
-    assert!(!err.contains("panicked"), "{err}");
-    err
 }
 
 #[test]
