@@ -221,3 +221,29 @@ pub fn concurrent_runs_take_turns(sandbox: &Sandbox, backend: &str, n: usize, sl
         );
     }
 }
+
+/// Runs `warden ARGS` and checks that it fails with `code` and one line on
+/// stderr (`warden: …`, mentioning `mentions`, no panic), nothing on stdout;
+/// returns that line.
+pub fn assert_one_line_error(
+    sandbox: &Sandbox,
+    args: &[&str],
+    code: i32,
+    mentions: &str,
+) -> String {
+    let out = output(sandbox.warden().args(args));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
+    assert!(err.starts_with("warden: "), "{err}");
+    assert!(
+        err.contains(mentions),
+        "{args:?}: {err} should mention {mentions:?}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    err
+}
