@@ -64,32 +64,6 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Runs `warden ARGS` and checks that it exits `code` with one line on stderr
-/// (`warden: …`, mentioning `mentions`, no panic) and nothing on stdout;
-/// returns that line.
-pub fn assert_one_line_error(
-    sandbox: &Sandbox,
-    args: &[&str],
-    code: i32,
-    mentions: &str,
-) -> String {
-    let out = output(sandbox.warden().args(args));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
-    assert!(err.starts_with("warden: "), "{err}");
-    assert!(
-        err.contains(mentions),
-        "{args:?}: {err} should mention {mentions:?}"
-    );
-    assert!(
-        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-        "{err}"
-    );
-    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
-    err
-}
-
 /// Waits until `path` exists and is not empty (or panics after `max`).
 pub fn wait_for_file(path: &Path, max: Duration) -> String {
     let start = Instant::now();
