@@ -71,7 +71,7 @@ fn a_lease_deleted_while_the_command_ran_exits_76_and_says_so() {
         let (code, err) = finish(&sandbox, &mut run);
         assert_eq!(code, Some(76), "{wipe}: {err}");
         assert!(err.contains("deleted or expired"), "{wipe}: {err}");
-        assert!(!err.contains("another holder took"), "{wipe}: {err}");
+        assert!(!err.contains("taken by another holder"), "{wipe}: {err}");
     }
 }
 

@@ -75,3 +75,26 @@ fn a_wrong_ca_exits_69_naming_the_host() {
     assert!(err.contains("certificate"), "{err}");
     assert!(!err.contains("s3cret"), "{err}");
 }
+
+/// `--permits` over `rediss://` with `--cacert`: the TLS store offers
+/// semaphores as the plain `redis://` one does; the permit is gone after.
+#[test]
+fn run_with_permits_over_tls() {
+    let sandbox = Sandbox::new();
+    let certs = TlsCerts::generate();
+    let redis = TlsRedis::start(&certs);
+    let out = output(sandbox.warden().args([
+        "--backend",
+        &redis.url(),
+        "--cacert",
+        certs.path("ca.pem").to_str().unwrap(),
+        "run",
+        "--key",
+        "tls",
+        "--permits",
+        "2",
+        "--",
+        "true",
+    ]));
+    assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+}

@@ -4,24 +4,7 @@
 
 mod common;
 
-use common::{Sandbox, output, stderr, stdout};
-
-fn assert_one_line_error(sandbox: &Sandbox, args: &[&str], code: i32, mentions: &str) {
-    let out = output(sandbox.warden().args(args));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
-    assert!(err.starts_with("warden: "), "{err}");
-    assert!(
-        err.contains(mentions),
-        "{args:?}: {err} should mention {mentions:?}"
-    );
-    assert!(
-        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-        "{err}"
-    );
-    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
-}
+use common::{Sandbox, assert_one_line_error, output, stderr, stdout};
 
 #[test]
 fn bad_usage_exits_64_with_one_line() {
