@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Sandbox, alive, assert_one_line_error, concurrent_runs_take_turns, output, stderr, stdout,
-    wait_for_file,
+    Sandbox, alive, assert_one_line_error, concurrent_runs_take_turns, output, pid_in, stderr,
+    stdout, wait_for_file,
 };
 use nix::sys::signal::{Signal, kill};
 use warden_test::EtcdCluster;
@@ -52,10 +52,7 @@ fn a_warden_frozen_past_its_ttl_on_etcd_loses_to_a_higher_fence_and_exits_76() {
         "-c",
         &script,
     ]);
-    let child: i32 = wait_for_file(&marker, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap();
+    let child = pid_in(&marker);
     let first_fence: u64 = wait_for_file(&fence_file, Duration::from_secs(5))
         .trim()
         .parse()

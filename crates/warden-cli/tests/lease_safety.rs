@@ -5,19 +5,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, alive, output, stderr, stdout, wait_for_file};
+use common::{Sandbox, alive, output, pid_in, stderr, stdout};
 use nix::sys::signal::{Signal, kill};
 use warden_test::RedisServer;
-
-fn pid_in(path: &Path) -> i32 {
-    wait_for_file(path, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 /// A command that records its pid and waits until the file `go` appears (it
 /// never touches the store: what happens to the lease meanwhile is up to the

@@ -7,7 +7,9 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, alive, concurrent_runs_take_turns, output, stderr, stdout, wait_for_file};
+use common::{
+    Sandbox, alive, concurrent_runs_take_turns, output, pid_in, stderr, stdout, wait_for_file,
+};
 use nix::sys::signal::{Signal, kill};
 use warden_test::RedisServer;
 
@@ -65,10 +67,7 @@ fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
         &["--ttl", "3s"],
         &patient_child(&marker),
     );
-    let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&marker);
     let deleted = server.command("DEL warden:{job}").unwrap();
     assert!(deleted.contains('1'), "DEL answered {deleted:?}");
     let status = warden.wait(Duration::from_secs(15));
@@ -92,10 +91,7 @@ fn a_warden_paused_past_its_ttl_on_sqlite_kills_the_command_and_exits_76() {
         &["--ttl", "1s", "--grace", "300ms"],
         &patient_child(&marker),
     );
-    let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&marker);
     let warden_pid = warden.pid();
     kill(warden_pid, Signal::SIGSTOP).unwrap();
     // Paused: it cannot renew. Past the TTL another process takes the lease,
@@ -140,10 +136,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
         &["--ttl", "3s", "--grace", "1s"],
         &script,
     );
-    let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&marker);
     server.command("DEL warden:{stubborn}").unwrap();
     let status = warden.wait(Duration::from_secs(15));
     assert_eq!(status.code(), Some(76));

@@ -98,3 +98,26 @@ fn run_with_permits_over_tls() {
     ]));
     assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
 }
+
+/// `--cacert` (or `WARDEN_CACERT` set for the whole environment) only applies
+/// to a `rediss://` store: with a plain `redis://` or SQLite store it is
+/// ignored, even when the file does not exist.
+#[test]
+fn cacert_is_ignored_for_other_stores() {
+    let sandbox = Sandbox::new();
+    let redis = RedisServer::start();
+    let missing = sandbox.path("no-such-ca.pem");
+    let missing = missing.to_str().unwrap();
+    for backend in [redis.url(), sandbox.sqlite()] {
+        let out = output(sandbox.warden().env("WARDEN_CACERT", missing).args([
+            "--backend",
+            &backend,
+            "run",
+            "--key",
+            "plain",
+            "--",
+            "true",
+        ]));
+        assert!(out.status.success(), "{backend}: {}", stderr(&out));
+    }
+}

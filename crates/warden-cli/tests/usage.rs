@@ -295,3 +295,50 @@ fn a_password_protected_redis_works_and_its_password_is_never_printed() {
         }
     }
 }
+
+/// A `--json-file` that cannot be created is exit 73 before the lease is taken
+/// (the command never runs), and so is a `man --dir` that cannot be made.
+#[test]
+fn files_that_cannot_be_created_exit_73_before_anything_runs() {
+    let s = Sandbox::new();
+    let marker = s.path("ran");
+    let report = s.path("no/such/dir/report.json");
+    let touch = format!("touch {}", marker.display());
+    let report = report.to_str().unwrap();
+    let err = assert_one_line_error(
+        &s,
+        &[
+            "run",
+            "--key",
+            "k",
+            "--json-file",
+            report,
+            "--",
+            "sh",
+            "-c",
+            &touch,
+        ],
+        73,
+        "--json-file",
+    );
+    assert!(!marker.exists(), "the command ran: {err}");
+    let status = output(s.warden().args(["status", "--key", "k", "--json"]));
+    assert!(
+        stdout(&status).contains("\"held\":false"),
+        "{}",
+        stdout(&status)
+    );
+    assert!(
+        stdout(&status).contains("\"fence\":null"),
+        "the lease was taken: {}",
+        stdout(&status)
+    );
+    std::fs::write(s.path("file"), "").unwrap();
+    let under_a_file = s.path("file/man");
+    assert_one_line_error(
+        &s,
+        &["man", "--dir", under_a_file.to_str().unwrap()],
+        73,
+        "",
+    );
+}

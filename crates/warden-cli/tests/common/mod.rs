@@ -81,6 +81,14 @@ pub fn wait_for_file(path: &Path, max: Duration) -> String {
     }
 }
 
+/// The pid a command wrote into `path` (waiting up to 10 s for it).
+pub fn pid_in(path: &Path) -> i32 {
+    wait_for_file(path, Duration::from_secs(10))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Waits for a child with a deadline; kills it and panics when it is exceeded.
 pub fn wait_with_deadline(
     child: &mut std::process::Child,
