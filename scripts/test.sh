@@ -20,11 +20,16 @@ command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 test -f /usr/include/google/protobuf/descriptor.proto || missing+=(libprotobuf-dev)
 # libfaketime, for the fault suite's client processes whose wall clock jumps.
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+# openssl, which the TLS tests run to make their CA and certificates.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # As root (CI containers) directly, otherwise through sudo.
+  as_root=()
+  [ "$(id -u)" -eq 0 ] || as_root=(sudo)
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 echo "== cargo fmt --check"

@@ -51,7 +51,8 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, o: &Counts) {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &Counts) {
         self.faults += o.faults;
         self.double_grants += o.double_grants;
         self.stale_accepted += o.stale_accepted;
@@ -136,38 +137,26 @@ impl Report {
     pub fn violations(&self) -> Vec<String> {
         let all = self.total();
         let tol = self.tolerated();
-        let mut v = Vec::new();
-        if all.stale_accepted > 0 {
-            v.push(format!(
-                "{} stale writes accepted by a fenced resource",
-                all.stale_accepted
-            ));
-        }
-        if tol.fence_regressions > 0 {
-            v.push(format!(
-                "{} fence regressions under tolerated faults",
-                tol.fence_regressions
-            ));
-        }
-        if self.orphan_keys > 0 {
-            v.push(format!(
-                "{} orphan lease keys after TTL + ε",
-                self.orphan_keys
-            ));
-        }
-        if tol.double_grants > 0 {
-            v.push(format!(
-                "{} double grants under tolerated faults",
-                tol.double_grants
-            ));
-        }
-        if tol.over_admission > 0 {
-            v.push(format!(
-                "{} limiter over-admissions while the store was up",
-                tol.over_admission
-            ));
-        }
-        v
+        [
+            (
+                all.stale_accepted,
+                "stale writes accepted by a fenced resource",
+            ),
+            (
+                tol.fence_regressions,
+                "fence regressions under tolerated faults",
+            ),
+            (self.orphan_keys, "orphan lease keys after TTL + ε"),
+            (tol.double_grants, "double grants under tolerated faults"),
+            (
+                tol.over_admission,
+                "limiter over-admissions while the store was up",
+            ),
+        ]
+        .into_iter()
+        .filter(|&(n, _)| n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect()
     }
 }
 
@@ -759,5 +748,45 @@ mod tests {
         h.extend(write(20, "b", 2, 0, Kind::Ok)); // read 0 too: a's update is lost
         h.sort_by_key(|e| e.t);
         assert_eq!(check(&h, 0).total().lost_updates, 1);
+    }
+
+    #[test]
+    fn violations_count_stale_writes_always_and_grants_only_under_tolerated_faults() {
+        let bad = Counts {
+            faults: 1,
+            double_grants: 2,
+            stale_accepted: 3,
+            fence_regressions: 4,
+            lost_updates: 5,
+            over_admission: 6,
+            burst_after_loss: 7,
+            ..Counts::default()
+        };
+        let mut r = Report {
+            orphan_keys: 8,
+            ..Report::default()
+        };
+        r.by_class.insert("client-pause".into(), bad.clone());
+        assert_eq!(
+            r.violations(),
+            [
+                "3 stale writes accepted by a fenced resource",
+                "8 orphan lease keys after TTL + ε",
+            ]
+        );
+        r.by_class.insert("latency".into(), bad);
+        assert_eq!(
+            r.violations(),
+            [
+                "6 stale writes accepted by a fenced resource",
+                "4 fence regressions under tolerated faults",
+                "8 orphan lease keys after TTL + ε",
+                "2 double grants under tolerated faults",
+                "6 limiter over-admissions while the store was up",
+            ]
+        );
+        r.orphan_keys = 0;
+        r.by_class.clear();
+        assert!(r.violations().is_empty());
     }
 }

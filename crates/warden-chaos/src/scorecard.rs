@@ -75,16 +75,7 @@ pub fn render(date: &str, redis_version: &str, how: &str, rows: &[Row]) -> Strin
     let mut classes: BTreeMap<String, Counts> = BTreeMap::new();
     for r in rows {
         for (k, c) in &r.report.by_class {
-            let e = classes.entry(k.clone()).or_default();
-            e.faults += c.faults;
-            e.double_grants += c.double_grants;
-            e.stale_accepted += c.stale_accepted;
-            e.fence_regressions += c.fence_regressions;
-            e.lost_updates += c.lost_updates;
-            e.control_stale_accepted += c.control_stale_accepted;
-            e.control_lost_updates += c.control_lost_updates;
-            e.over_admission += c.over_admission;
-            e.burst_after_loss += c.burst_after_loss;
+            classes.entry(k.clone()).or_default().add(c);
         }
     }
     let _ = writeln!(
@@ -126,5 +117,38 @@ pub fn splice(doc: &str, table: &str) -> String {
             format!("{}{BEGIN}\n{table}{}", &doc[..b], &doc[e..])
         }
         _ => format!("{doc}\n{BEGIN}\n{table}{END}\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_class_table_sums_every_run() {
+        let row = |seed, faults, stale| {
+            let mut report = Report::default();
+            report.by_class.insert(
+                "server-pause".into(),
+                Counts {
+                    faults,
+                    stale_accepted: stale,
+                    burst_after_loss: 1,
+                    ..Counts::default()
+                },
+            );
+            Row {
+                scenario: "s".into(),
+                seed,
+                minutes: 1.0,
+                report,
+            }
+        };
+        let table = render("today", "8", "test", &[row(1, 2, 0), row(2, 3, 1)]);
+        assert!(
+            table.contains("| server-pause | yes | 5 | 0 | 1 | 0 | 0 | 0 / 2 | 0 / 0 |"),
+            "{table}"
+        );
+        assert!(table.contains("5 faults injected"), "{table}");
     }
 }

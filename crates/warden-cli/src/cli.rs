@@ -32,8 +32,9 @@ pub struct Cli {
 /// Options accepted before or after the subcommand.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Store URL: sqlite:PATH, redis://[USER:PASSWORD@]HOST:PORT[/DB] or
-    /// rediss://… for TLS (repeatable; several Redis URLs form a quorum; in
+    /// Store URL: sqlite:PATH, redis://[USER:PASSWORD@]HOST:PORT[/DB],
+    /// rediss://… for TLS or etcd://HOST:2379[,HOST:2379…] (repeatable; several
+    /// Redis URLs form a quorum; in
     /// WARDEN_BACKEND, separate them with commas). Default: this user's
     /// SQLite file at $WARDEN_DB, else $XDG_STATE_HOME/warden/warden.db, else
     /// ~/.local/state/warden/warden.db.

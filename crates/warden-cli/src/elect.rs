@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use clap::Args;
 use nix::sys::signal::Signal;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{Global, RunArgs, Wait};
-use crate::exit::{self, Failure};
+use crate::exit::Failure;
 use crate::{duration, output, run, store};
 
 /// `warden elect` options.
@@ -78,16 +77,11 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
     check_id(&id)?;
     let warden = store::connect(global).await?;
     let election = warden.election(&args.key).ttl(args.ttl);
-    let mut stops = Vec::new();
-    for sig in STOP {
-        let stream = signal(SignalKind::from_raw(sig as i32))
-            .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {e}")))?;
-        stops.push((sig, stream));
-    }
+    let mut stops = run::signal_streams(&STOP)?;
     loop {
         let leadership = tokio::select! {
             won = election.campaign(&id) => won?,
-            sig = any(&mut stops) => return Ok(128 + sig as u8),
+            sig = run::first_signal(&mut stops) => return Ok(128 + sig as u8),
         };
         if !global.quiet {
             output::note(&format!(
@@ -131,17 +125,4 @@ fn default_id() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_string());
     format!("{host}:{}", std::process::id())
-}
-
-/// Completes with the first signal received on any of `streams`.
-async fn any(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> Signal {
-    std::future::poll_fn(|cx| {
-        for (sig, stream) in streams.iter_mut() {
-            if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
-                return std::task::Poll::Ready(*sig);
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }

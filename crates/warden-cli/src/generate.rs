@@ -12,7 +12,11 @@ use crate::exit;
 
 /// Exit statuses, as the man pages list them (docs/cli.md has the same table).
 const EXIT_STATUSES: [(&str, &str); 11] = [
-    ("the command's", "run, elect: the command exited with it"),
+    (
+        "the command's",
+        "run, elect, once: the command exited with it (once: or the recorded status of an \
+         earlier run)",
+    ),
     (
         "128+N",
         "run, elect: the command was killed by signal N; elect: warden got signal N \
@@ -29,7 +33,8 @@ const EXIT_STATUSES: [(&str, &str); 11] = [
     ),
     (
         "65",
-        "limit: the cost exceeds the quota's capacity (it could never be allowed)",
+        "limit: the cost exceeds the quota's capacity (it could never be allowed); \
+         once --capture: the output is too large to record",
     ),
     (
         "69",
@@ -44,12 +49,13 @@ const EXIT_STATUSES: [(&str, &str); 11] = [
     (
         "75",
         "run: not acquired within --wait (or the --conflict-exit-code); limit: limited; \
-         leader: nobody leads",
+         leader: nobody leads; once: another caller still runs it after --wait",
     ),
     (
         "76",
         "run: the command may not have run alone (the lease was lost, deleted or \
-         taken while it ran); elect --once: leadership was lost",
+         taken while it ran); elect --once: leadership was lost; once: the runner's \
+         lease was lost",
     ),
     (
         "126, 127",
@@ -57,7 +63,7 @@ const EXIT_STATUSES: [(&str, &str); 11] = [
     ),
 ];
 
-const ENVIRONMENT: [(&str, &str); 6] = [
+const ENVIRONMENT: [(&str, &str); 7] = [
     (
         "WARDEN_BACKEND",
         "store URL(s), comma-separated; --backend wins over it",
@@ -68,16 +74,21 @@ const ENVIRONMENT: [(&str, &str); 6] = [
          ~/.local/state/warden/warden.db)",
     ),
     (
+        "WARDEN_CACERT",
+        "the CA file for a rediss:// store, as --cacert (which wins over it)",
+    ),
+    (
         "RUST_LOG",
         "log directives (warden=debug, info, off); what it names wins over -v",
     ),
     (
         "WARDEN_FENCE",
-        "set for the command run by warden run: the fencing token, decimal",
+        "set for the command of run, elect and once: the fencing token (elect: the \
+         term), decimal",
     ),
     (
         "WARDEN_KEY",
-        "set for the command run by warden run: the lease key",
+        "set for the command of run, elect and once: the key",
     ),
     (
         "SHELL",

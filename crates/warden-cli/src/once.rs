@@ -12,7 +12,6 @@
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
-use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ use warden::once::OnceOutcome;
 
 use crate::cli::{Global, Wait, parse_wait};
 use crate::exit::{self, Failure};
-use crate::{duration, output, store};
+use crate::{duration, output, run, store};
 
 /// `warden once` options.
 #[derive(Debug, Args)]
@@ -171,10 +170,7 @@ async fn execute(args: &OnceArgs, fence: Fence) -> Result<Vec<u8>, Vec<u8>> {
     };
     // Dropped when the lease is lost (the library drops this future): the
     // whole group goes, not only the direct child.
-    let _group = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(|id| GroupKill(Pid::from_raw(id)));
+    let _group = run::child_group(&child).map(GroupKill);
     let mut captured = Vec::new();
     if let Some(mut pipe) = child.stdout.take() {
         // Passed through as it comes, and kept for the record.
@@ -195,11 +191,7 @@ async fn execute(args: &OnceArgs, fence: Fence) -> Result<Vec<u8>, Vec<u8>> {
         Ok(status) => status,
         Err(_) => return Err(vec![exit::SOFTWARE]),
     };
-    let code = match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
-        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(1),
-        _ => 1,
-    };
+    let code = run::exit_code(status);
     let mut record = Vec::with_capacity(captured.len() + 1);
     record.push(code);
     record.extend_from_slice(&captured);

@@ -290,13 +290,12 @@ impl Report {
             "held_ms": self.held.map(ms),
             "ran_ms": self.ran.map(ms),
         });
+        let text = secrets::scrub(&value.to_string());
         match sink {
             Sink::Stderr => {
-                let text = secrets::scrub(&value.to_string());
                 let _ = writeln!(std::io::stderr().lock(), "{text}");
             }
             Sink::File(path, mut file) => {
-                let text = secrets::scrub(&value.to_string());
                 if let Err(e) = writeln!(file, "{text}").and_then(|()| file.sync_all()) {
                     // The command already ran: its status still decides.
                     output::note(&format!("cannot write --json-file {}: {e}", path.display()));
@@ -324,7 +323,7 @@ async fn supervise(
     guard: &LeaseGuard,
     grace: Duration,
 ) -> Result<Ended, Failure> {
-    let mut streams = forwarded_signals()?;
+    let mut streams = signal_streams(&FORWARDED)?;
     let mut child = spawn(args, guard)?;
     let group = child_group(&child);
     // Interactive use: the command gets the terminal (and Ctrl-C) while it runs.
@@ -336,7 +335,7 @@ async fn supervise(
         let now = Instant::now();
         let deadline = now + guard.remaining();
         let term_at = deadline.checked_sub(grace).unwrap_or(now).max(now);
-        let any_signal = futures_any(&mut streams);
+        let any_signal = first_signal(&mut streams);
         tokio::select! {
             biased;
             () = lost.wait() => {
@@ -376,11 +375,13 @@ async fn supervise(
     }
 }
 
-/// The signals warden forwards to the command, each with its stream.
-fn forwarded_signals() -> Result<Vec<(Signal, tokio::signal::unix::Signal)>, Failure> {
-    FORWARDED
-        .into_iter()
-        .map(|sig| {
+/// A stream for each of `signals` (`warden elect` listens with these too).
+pub fn signal_streams(
+    signals: &[Signal],
+) -> Result<Vec<(Signal, tokio::signal::unix::Signal)>, Failure> {
+    signals
+        .iter()
+        .map(|&sig| {
             let stream = signal(SignalKind::from_raw(sig as i32))
                 .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {e}")))?;
             Ok((sig, stream))
@@ -416,7 +417,7 @@ async fn exited(
 }
 
 /// Completes with the first signal received on any of `streams`.
-async fn futures_any(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> Signal {
+pub async fn first_signal(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> Signal {
     std::future::poll_fn(|cx| {
         for (sig, stream) in streams.iter_mut() {
             if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
@@ -457,7 +458,7 @@ fn spawn(args: &RunArgs, guard: &LeaseGuard) -> Result<Child, Failure> {
 }
 
 /// The child's process group (its pid, as it leads its own group).
-fn child_group(child: &Child) -> Option<Pid> {
+pub fn child_group(child: &Child) -> Option<Pid> {
     child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -634,7 +635,7 @@ async fn what_happened(warden: &Warden, key: &str) -> String {
 }
 
 /// The command's exit status, or 128+N when it died by signal N (as shells do).
-fn exit_code(status: ExitStatus) -> u8 {
+pub fn exit_code(status: ExitStatus) -> u8 {
     if let Some(code) = status.code() {
         return u8::try_from(code & 0xff).unwrap_or(1);
     }

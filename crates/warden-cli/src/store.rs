@@ -31,11 +31,7 @@ pub fn split_urls(value: &str) -> Vec<&str> {
     let mut start = 0;
     for (i, _) in value.match_indices(',') {
         let rest = value[i + 1..].trim_start();
-        let next_is_url = SCHEMES.iter().any(|s| {
-            rest.get(..s.len())
-                .is_some_and(|head| head.eq_ignore_ascii_case(s))
-        });
-        if next_is_url {
+        if SCHEMES.iter().any(|scheme| starts_with_ci(rest, scheme)) {
             urls.push(&value[start..i]);
             start = i + 1;
         }
@@ -52,10 +48,7 @@ pub async fn connect(global: &Global) -> Result<Warden, Failure> {
     let urls: Vec<&str> = global.backends.iter().flat_map(|v| split_urls(v)).collect();
     // In-process state coordinates nothing between two warden invocations: each
     // would hold every lease and a full rate-limit budget alone.
-    if urls.iter().any(|u| {
-        u.split_once(':')
-            .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("memory"))
-    }) {
+    if urls.iter().any(|u| starts_with_ci(u, "memory:")) {
         return Err(Failure::usage(
             "memory: keeps leases and limits inside one warden process, so separate \
              invocations would never coordinate; use sqlite:PATH or redis://",
@@ -110,11 +103,14 @@ async fn connect_redis_tls(url: &str, global: &Global) -> Result<Warden, Failure
     if let (Some(cert), Some(key)) = (&global.tls_cert, &global.tls_key) {
         options = options.client_cert(cert, key);
     }
+    // Wired as `Warden::connect` wires a plain redis:// store: leases, limits,
+    // records (`once`) and semaphores (`run --permits`).
     let backend = RedisStore::connect(url, options).await?;
     let limits = RedisLimits::from_backend(&backend);
     Ok(Warden::with_backend(backend.clone())
         .with_limits(limits)
-        .with_records(backend))
+        .with_records(backend.clone())
+        .with_semaphores(backend))
 }
 
 fn starts_with_ci(text: &str, prefix: &str) -> bool {

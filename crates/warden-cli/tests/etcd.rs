@@ -4,10 +4,12 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Sandbox, alive, output, stderr, stdout, wait_for_file};
+use common::{
+    Sandbox, alive, assert_one_line_error, concurrent_runs_take_turns, output, pid_in, stderr,
+    stdout, wait_for_file,
+};
 use nix::sys::signal::{Signal, kill};
 use warden_test::EtcdCluster;
 
@@ -18,56 +20,7 @@ use warden_test::EtcdCluster;
 fn concurrent_runs_on_etcd_take_turns_with_increasing_fences() {
     let etcd = EtcdCluster::single();
     let sandbox = Sandbox::new();
-    let n = 6;
-    let mut children = Vec::new();
-    for i in 0..n {
-        let record = sandbox.path(&format!("run.{i}"));
-        let script = format!(
-            "s=$(date +%s%N); sleep 0.1; e=$(date +%s%N); echo \"$WARDEN_FENCE $s $e\" > {}",
-            record.display()
-        );
-        let child = sandbox
-            .warden()
-            .args([
-                "--backend",
-                &etcd.url(),
-                "run",
-                "--key",
-                "batch",
-                "--wait",
-                "60s",
-            ])
-            .args(["--", "sh", "-c", &script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        children.push(child);
-    }
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
-    }
-    let mut runs: Vec<(u64, u128, u128)> = (0..n)
-        .map(|i| {
-            let text = std::fs::read_to_string(sandbox.path(&format!("run.{i}"))).unwrap();
-            let f: Vec<&str> = text.split_whitespace().collect();
-            (
-                f[0].parse().unwrap(),
-                f[1].parse().unwrap(),
-                f[2].parse().unwrap(),
-            )
-        })
-        .collect();
-    runs.sort_by_key(|r| r.1);
-    for pair in runs.windows(2) {
-        let ((f1, _, end1), (f2, start2, _)) = (pair[0], pair[1]);
-        assert!(end1 <= start2, "two holders at once: {runs:?}");
-        assert!(
-            f2 > f1,
-            "fences must increase in acquisition order: {runs:?}"
-        );
-    }
+    concurrent_runs_take_turns(&sandbox, &etcd.url(), 6, "0.1");
 }
 
 /// A `warden run` frozen (SIGSTOP) past its TTL: etcd expires its lease, the
@@ -99,10 +52,7 @@ fn a_warden_frozen_past_its_ttl_on_etcd_loses_to_a_higher_fence_and_exits_76() {
         "-c",
         &script,
     ]);
-    let child: i32 = wait_for_file(&marker, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap();
+    let child = pid_in(&marker);
     let first_fence: u64 = wait_for_file(&fence_file, Duration::from_secs(5))
         .trim()
         .parse()
@@ -133,19 +83,6 @@ fn a_warden_frozen_past_its_ttl_on_etcd_loses_to_a_higher_fence_and_exits_76() {
     let status = first.wait(Duration::from_secs(15));
     assert_eq!(status.code(), Some(76), "{}", first.stderr());
     assert!(!alive(child), "the command outlived its lease");
-}
-
-fn assert_one_line_error(sandbox: &Sandbox, args: &[&str], code: i32, mentions: &str) -> String {
-    let out = output(sandbox.warden().args(args));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
-    assert!(
-        err.contains(mentions),
-        "{args:?}: {err} should mention {mentions:?}"
-    );
-    assert!(!err.contains("panicked"), "{err}");
-    err
 }
 
 #[test]

@@ -5,19 +5,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, alive, output, stderr, stdout, wait_for_file};
+use common::{Sandbox, alive, output, pid_in, stderr, stdout};
 use nix::sys::signal::{Signal, kill};
 use warden_test::RedisServer;
-
-fn pid_in(path: &Path) -> i32 {
-    wait_for_file(path, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 /// A command that records its pid and waits until the file `go` appears (it
 /// never touches the store: what happens to the lease meanwhile is up to the
@@ -71,7 +63,7 @@ fn a_lease_deleted_while_the_command_ran_exits_76_and_says_so() {
         let (code, err) = finish(&sandbox, &mut run);
         assert_eq!(code, Some(76), "{wipe}: {err}");
         assert!(err.contains("deleted or expired"), "{wipe}: {err}");
-        assert!(!err.contains("another holder took"), "{wipe}: {err}");
+        assert!(!err.contains("taken by another holder"), "{wipe}: {err}");
     }
 }
 

@@ -7,76 +7,22 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, alive, output, stderr, stdout, wait_for_file};
+use common::{
+    Sandbox, alive, concurrent_runs_take_turns, output, pid_in, stderr, stdout, wait_for_file,
+};
 use nix::sys::signal::{Signal, kill};
 use warden_test::RedisServer;
-
-/// Starts `n` concurrent `warden run` on one key; each child records its fence
-/// and start/end times (ns). Checks that no two intervals overlap and that fences
-/// strictly increase in the order the lease was acquired.
-fn eight_runs_never_overlap(sandbox: &Sandbox, backend: &str) {
-    let n = 8;
-    let mut children = Vec::new();
-    for i in 0..n {
-        let record = sandbox.path(&format!("run.{i}"));
-        let script = format!(
-            "s=$(date +%s%N); sleep 0.15; e=$(date +%s%N); echo \"$WARDEN_FENCE $s $e\" > {}",
-            record.display()
-        );
-        let child = sandbox
-            .warden()
-            .args([
-                "--backend",
-                backend,
-                "run",
-                "--key",
-                "batch",
-                "--wait",
-                "60s",
-            ])
-            .args(["--", "sh", "-c", &script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        children.push(child);
-    }
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
-    }
-    let mut runs: Vec<(u64, u128, u128)> = (0..n)
-        .map(|i| {
-            let text = std::fs::read_to_string(sandbox.path(&format!("run.{i}"))).unwrap();
-            let f: Vec<&str> = text.split_whitespace().collect();
-            (
-                f[0].parse().unwrap(),
-                f[1].parse().unwrap(),
-                f[2].parse().unwrap(),
-            )
-        })
-        .collect();
-    runs.sort_by_key(|r| r.1);
-    for pair in runs.windows(2) {
-        let ((f1, _, end1), (f2, start2, _)) = (pair[0], pair[1]);
-        assert!(end1 <= start2, "two holders at once: {runs:?}");
-        assert!(
-            f2 > f1,
-            "fences must increase in acquisition order: {runs:?}"
-        );
-    }
-}
 
 #[test]
 fn eight_concurrent_runs_on_sqlite_take_turns_with_increasing_fences() {
     let sandbox = Sandbox::new();
-    eight_runs_never_overlap(&sandbox, &sandbox.sqlite());
+    concurrent_runs_take_turns(&sandbox, &sandbox.sqlite(), 8, "0.15");
 }
 
 #[test]
 fn eight_concurrent_runs_on_redis_take_turns_with_increasing_fences() {
     let server = RedisServer::start();
-    eight_runs_never_overlap(&Sandbox::new(), &server.url());
+    concurrent_runs_take_turns(&Sandbox::new(), &server.url(), 8, "0.15");
 }
 
 /// A child that records its pid, then waits; on SIGTERM it notes "term".
@@ -121,10 +67,7 @@ fn a_deleted_redis_key_terminates_the_command_and_exits_76() {
         &["--ttl", "3s"],
         &patient_child(&marker),
     );
-    let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&marker);
     let deleted = server.command("DEL warden:{job}").unwrap();
     assert!(deleted.contains('1'), "DEL answered {deleted:?}");
     let status = warden.wait(Duration::from_secs(15));
@@ -148,10 +91,7 @@ fn a_warden_paused_past_its_ttl_on_sqlite_kills_the_command_and_exits_76() {
         &["--ttl", "1s", "--grace", "300ms"],
         &patient_child(&marker),
     );
-    let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&marker);
     let warden_pid = warden.pid();
     kill(warden_pid, Signal::SIGSTOP).unwrap();
     // Paused: it cannot renew. Past the TTL another process takes the lease,
@@ -196,10 +136,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
         &["--ttl", "3s", "--grace", "1s"],
         &script,
     );
-    let pid: i32 = wait_for_file(&marker, Duration::from_secs(10))
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&marker);
     server.command("DEL warden:{stubborn}").unwrap();
     let status = warden.wait(Duration::from_secs(15));
     assert_eq!(status.code(), Some(76));

@@ -75,3 +75,49 @@ fn a_wrong_ca_exits_69_naming_the_host() {
     assert!(err.contains("certificate"), "{err}");
     assert!(!err.contains("s3cret"), "{err}");
 }
+
+/// `--permits` over `rediss://` with `--cacert`: the TLS store offers
+/// semaphores as the plain `redis://` one does; the permit is gone after.
+#[test]
+fn run_with_permits_over_tls() {
+    let sandbox = Sandbox::new();
+    let certs = TlsCerts::generate();
+    let redis = TlsRedis::start(&certs);
+    let out = output(sandbox.warden().args([
+        "--backend",
+        &redis.url(),
+        "--cacert",
+        certs.path("ca.pem").to_str().unwrap(),
+        "run",
+        "--key",
+        "tls",
+        "--permits",
+        "2",
+        "--",
+        "true",
+    ]));
+    assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+}
+
+/// `--cacert` (or `WARDEN_CACERT` set for the whole environment) only applies
+/// to a `rediss://` store: with a plain `redis://` or SQLite store it is
+/// ignored, even when the file does not exist.
+#[test]
+fn cacert_is_ignored_for_other_stores() {
+    let sandbox = Sandbox::new();
+    let redis = RedisServer::start();
+    let missing = sandbox.path("no-such-ca.pem");
+    let missing = missing.to_str().unwrap();
+    for backend in [redis.url(), sandbox.sqlite()] {
+        let out = output(sandbox.warden().env("WARDEN_CACERT", missing).args([
+            "--backend",
+            &backend,
+            "run",
+            "--key",
+            "plain",
+            "--",
+            "true",
+        ]));
+        assert!(out.status.success(), "{backend}: {}", stderr(&out));
+    }
+}

@@ -4,24 +4,7 @@
 
 mod common;
 
-use common::{Sandbox, output, stderr, stdout};
-
-fn assert_one_line_error(sandbox: &Sandbox, args: &[&str], code: i32, mentions: &str) {
-    let out = output(sandbox.warden().args(args));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
-    assert!(err.starts_with("warden: "), "{err}");
-    assert!(
-        err.contains(mentions),
-        "{args:?}: {err} should mention {mentions:?}"
-    );
-    assert!(
-        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-        "{err}"
-    );
-    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
-}
+use common::{Sandbox, assert_one_line_error, output, stderr, stdout};
 
 #[test]
 fn bad_usage_exits_64_with_one_line() {
@@ -311,4 +294,51 @@ fn a_password_protected_redis_works_and_its_password_is_never_printed() {
             }
         }
     }
+}
+
+/// A `--json-file` that cannot be created is exit 73 before the lease is taken
+/// (the command never runs), and so is a `man --dir` that cannot be made.
+#[test]
+fn files_that_cannot_be_created_exit_73_before_anything_runs() {
+    let s = Sandbox::new();
+    let marker = s.path("ran");
+    let report = s.path("no/such/dir/report.json");
+    let touch = format!("touch {}", marker.display());
+    let report = report.to_str().unwrap();
+    let err = assert_one_line_error(
+        &s,
+        &[
+            "run",
+            "--key",
+            "k",
+            "--json-file",
+            report,
+            "--",
+            "sh",
+            "-c",
+            &touch,
+        ],
+        73,
+        "--json-file",
+    );
+    assert!(!marker.exists(), "the command ran: {err}");
+    let status = output(s.warden().args(["status", "--key", "k", "--json"]));
+    assert!(
+        stdout(&status).contains("\"held\":false"),
+        "{}",
+        stdout(&status)
+    );
+    assert!(
+        stdout(&status).contains("\"fence\":null"),
+        "the lease was taken: {}",
+        stdout(&status)
+    );
+    std::fs::write(s.path("file"), "").unwrap();
+    let under_a_file = s.path("file/man");
+    assert_one_line_error(
+        &s,
+        &["man", "--dir", under_a_file.to_str().unwrap()],
+        73,
+        "",
+    );
 }

@@ -17,15 +17,21 @@ fn ask(s: &mut TcpStream, cmd: &str, wait: Duration) -> Option<String> {
     }
 }
 
-#[test]
-fn dropped_replies_leave_requests_applied() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(&server.addr());
-    let mut c = TcpStream::connect(proxy.addr()).unwrap();
+/// A connection through `proxy` that has answered a PING.
+fn ponged(proxy: &Proxy) -> TcpStream {
+    let mut c = TcpStream::connect(proxy.addr()).expect("connect to the proxy");
     assert_eq!(
         ask(&mut c, "PING", Duration::from_secs(2)).as_deref(),
         Some("+PONG\r\n")
     );
+    c
+}
+
+#[test]
+fn dropped_replies_leave_requests_applied() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(&server.addr());
+    let mut c = ponged(&proxy);
     proxy.partition(Direction::ToClient, Partition::Drop);
     // The request goes through, the reply is lost.
     assert_eq!(ask(&mut c, "SET k v", Duration::from_millis(500)), None);
@@ -33,22 +39,14 @@ fn dropped_replies_leave_requests_applied() {
     proxy.heal();
     // The stream lost bytes: it is reset, a new connection works.
     assert_eq!(ask(&mut c, "PING", Duration::from_secs(1)), None);
-    let mut c = TcpStream::connect(proxy.addr()).unwrap();
-    assert_eq!(
-        ask(&mut c, "PING", Duration::from_secs(2)).as_deref(),
-        Some("+PONG\r\n")
-    );
+    ponged(&proxy);
 }
 
 #[test]
 fn stalled_requests_arrive_after_the_heal() {
     let server = RedisServer::start();
     let proxy = Proxy::start(&server.addr());
-    let mut c = TcpStream::connect(proxy.addr()).unwrap();
-    assert_eq!(
-        ask(&mut c, "PING", Duration::from_secs(2)).as_deref(),
-        Some("+PONG\r\n")
-    );
+    let mut c = ponged(&proxy);
     proxy.partition(Direction::ToServer, Partition::Stall);
     assert_eq!(ask(&mut c, "SET k v", Duration::from_millis(500)), None);
     assert_eq!(

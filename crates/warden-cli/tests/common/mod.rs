@@ -81,6 +81,14 @@ pub fn wait_for_file(path: &Path, max: Duration) -> String {
     }
 }
 
+/// The pid a command wrote into `path` (waiting up to 10 s for it).
+pub fn pid_in(path: &Path) -> i32 {
+    wait_for_file(path, Duration::from_secs(10))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Waits for a child with a deadline; kills it and panics when it is exceeded.
 pub fn wait_with_deadline(
     child: &mut std::process::Child,
@@ -138,4 +146,86 @@ impl Drop for Running {
             let _ = self.0.wait();
         }
     }
+}
+
+/// Starts `n` concurrent `warden --backend BACKEND run` on one key, each
+/// command sleeping `sleep` seconds and recording its fence and start/end times
+/// (ns). Checks that no two intervals overlap and that fences strictly increase
+/// in the order the lease was acquired.
+pub fn concurrent_runs_take_turns(sandbox: &Sandbox, backend: &str, n: usize, sleep: &str) {
+    let mut children = Vec::new();
+    for i in 0..n {
+        let record = sandbox.path(&format!("run.{i}"));
+        let script = format!(
+            "s=$(date +%s%N); sleep {sleep}; e=$(date +%s%N); echo \"$WARDEN_FENCE $s $e\" > {}",
+            record.display()
+        );
+        let child = sandbox
+            .warden()
+            .args([
+                "--backend",
+                backend,
+                "run",
+                "--key",
+                "batch",
+                "--wait",
+                "60s",
+            ])
+            .args(["--", "sh", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        children.push(child);
+    }
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+    }
+    let mut runs: Vec<(u64, u128, u128)> = (0..n)
+        .map(|i| {
+            let text = std::fs::read_to_string(sandbox.path(&format!("run.{i}"))).unwrap();
+            let f: Vec<&str> = text.split_whitespace().collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    runs.sort_by_key(|r| r.1);
+    for pair in runs.windows(2) {
+        let ((f1, _, end1), (f2, start2, _)) = (pair[0], pair[1]);
+        assert!(end1 <= start2, "two holders at once: {runs:?}");
+        assert!(
+            f2 > f1,
+            "fences must increase in acquisition order: {runs:?}"
+        );
+    }
+}
+
+/// Runs `warden ARGS` and checks that it fails with `code` and one line on
+/// stderr (`warden: …`, mentioning `mentions`, no panic), nothing on stdout;
+/// returns that line.
+pub fn assert_one_line_error(
+    sandbox: &Sandbox,
+    args: &[&str],
+    code: i32,
+    mentions: &str,
+) -> String {
+    let out = output(sandbox.warden().args(args));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
+    assert!(err.starts_with("warden: "), "{err}");
+    assert!(
+        err.contains(mentions),
+        "{args:?}: {err} should mention {mentions:?}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    err
 }
