@@ -1,4 +1,5 @@
-//! Shared helpers for the lease tests: a backend per flavour.
+//! Shared helpers for the lease tests: a backend per flavour, and the Redis
+//! set-ups (nodes, a replicated pair, raw reads) several test files need.
 
 #![allow(clippy::unwrap_used)]
 #![allow(dead_code, missing_docs)]
@@ -9,7 +10,7 @@ use warden::Warden;
 use warden::quorum::{QuorumOptions, QuorumStore};
 use warden::redis::{RedisOptions, RedisStore};
 use warden::sqlite::{SqliteOptions, SqliteStore};
-use warden_test::RedisServer;
+use warden_test::{Proxy, RedisServer};
 
 /// A warden handle plus the server (or database directory) behind it, kept
 /// alive by the test.
@@ -45,17 +46,67 @@ pub async fn sqlite() -> Fixture {
 
 pub async fn redis() -> Fixture {
     let server = RedisServer::start();
+    Fixture {
+        warden: connect_redis(&server).await,
+        server: Some(server),
+        dir: None,
+        nodes: Vec::new(),
+    }
+}
+
+/// A handle on `server` with a 500 ms call timeout.
+pub async fn connect_redis(server: &RedisServer) -> Warden {
     let backend = RedisStore::connect(
         &server.url(),
         RedisOptions::default().timeout(Duration::from_millis(500)),
     )
     .await
     .expect("connect to the test redis-server");
-    Fixture {
-        warden: Warden::with_backend(backend),
-        server: Some(server),
-        dir: None,
-        nodes: Vec::new(),
+    Warden::with_backend(backend)
+}
+
+/// `n` fresh redis-servers (quorum nodes).
+pub fn start_nodes(n: usize) -> Vec<RedisServer> {
+    (0..n).map(|_| RedisServer::start()).collect()
+}
+
+/// `GET key` on the server at `url`, bypassing warden.
+pub async fn redis_get(url: &str, key: &str) -> Option<String> {
+    let client = redis::Client::open(url).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
+
+/// A master, a proxy in front of it, and a replica that replicates through the
+/// proxy; returns once the replica's link is up.
+pub fn replicated_pair() -> (RedisServer, Proxy, RedisServer) {
+    let master = RedisServer::start();
+    let proxy = Proxy::start(&master.addr());
+    let replica = RedisServer::builder()
+        .args(["--replicaof", "127.0.0.1", &proxy.port().to_string()])
+        .start();
+    wait_for_link(&replica);
+    (master, proxy, replica)
+}
+
+/// Waits (at most 15 s) until `replica` reports its master link up.
+pub fn wait_for_link(replica: &RedisServer) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !replica
+        .command("INFO replication")
+        .unwrap()
+        .contains("master_link_status:up")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica never synced: {}",
+            replica.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

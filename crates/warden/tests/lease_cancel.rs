@@ -7,7 +7,6 @@ mod common;
 
 use std::time::Duration;
 
-use warden::redis::{RedisOptions, RedisStore};
 use warden::{Error, Warden};
 use warden_test::RedisServer;
 
@@ -27,13 +26,7 @@ async fn freed(warden: &Warden, key: &str) -> bool {
 }
 
 async fn connect(server: &RedisServer) -> Warden {
-    let backend = RedisStore::connect(
-        &server.url(),
-        RedisOptions::default().timeout(Duration::from_millis(500)),
-    )
-    .await
-    .unwrap();
-    let warden = Warden::with_backend(backend);
+    let warden = common::connect_redis(server).await;
     // Loads the scripts: a first EVALSHA answered NOSCRIPT grants nothing, and
     // the test wants the frozen request to be one that grants.
     let warm = warden.lease("warm-up").try_acquire().await.unwrap();

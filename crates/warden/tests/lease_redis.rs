@@ -15,13 +15,7 @@ use warden::{Error, Fence, TryAcquire, Warden};
 use warden_test::RedisServer;
 
 async fn connect(server: &RedisServer) -> Warden {
-    let backend = RedisStore::connect(
-        &server.url(),
-        RedisOptions::default().timeout(Duration::from_millis(500)),
-    )
-    .await
-    .expect("connect");
-    Warden::with_backend(backend)
+    common::connect_redis(server).await
 }
 
 fn exists(server: &RedisServer, key: &str) -> bool {

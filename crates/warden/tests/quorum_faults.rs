@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,9 +13,7 @@ use warden::quorum::{NodeOutcome, QuorumOptions, QuorumStore};
 use warden::{Error, LeaseGuard, TryAcquire, Warden};
 use warden_test::RedisServer;
 
-fn start(n: usize) -> Vec<RedisServer> {
-    (0..n).map(|_| RedisServer::start()).collect()
-}
+use common::{redis_get, start_nodes};
 
 fn urls(nodes: &[RedisServer]) -> Vec<String> {
     nodes.iter().map(RedisServer::url).collect()
@@ -30,13 +30,7 @@ fn quorum(nodes: &[RedisServer], node_timeout: Duration) -> Warden {
 
 /// The value of the lease key on one node (`None` when absent).
 async fn owner_on(url: &str, key: &str) -> Option<String> {
-    let client = redis::Client::open(url).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("GET")
-        .arg(format!("warden:{{{key}}}"))
-        .query_async(&mut c)
-        .await
-        .unwrap()
+    redis_get(url, &format!("warden:{{{key}}}")).await
 }
 
 async fn owners(nodes: &[RedisServer], key: &str) -> Vec<Option<String>> {
@@ -68,7 +62,7 @@ async fn settle(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_nodes_two_down_still_grant_leases_with_increasing_fences() {
-    let mut nodes = start(5);
+    let mut nodes = start_nodes(5);
     nodes[1].kill();
     nodes[3].pause();
     let warden = quorum(&nodes, Duration::from_millis(300));
@@ -94,7 +88,7 @@ async fn five_nodes_two_down_still_grant_leases_with_increasing_fences() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_nodes_three_down_never_grant_and_name_every_node() {
-    let mut nodes = start(5);
+    let mut nodes = start_nodes(5);
     nodes[0].kill();
     nodes[2].kill();
     nodes[4].pause();
@@ -147,7 +141,7 @@ async fn five_nodes_three_down_never_grant_and_name_every_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_node_does_not_slow_down_acquire_extend_or_release() {
-    let nodes = start(3);
+    let nodes = start_nodes(3);
     // A node timeout far above what a healthy majority needs: waiting for the
     // frozen node even once would show.
     let node_timeout = Duration::from_secs(3);
@@ -175,7 +169,7 @@ async fn a_frozen_node_does_not_slow_down_acquire_extend_or_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_vote_ten_clients_at_most_one_holder_and_no_keys_left() {
-    let nodes = start(3);
+    let nodes = start_nodes(3);
     let clients: Vec<Warden> = (0..10)
         .map(|_| quorum(&nodes, Duration::from_millis(500)))
         .collect();
@@ -316,7 +310,7 @@ async fn fences_strictly_increase_while_minority_nodes_are_killed_and_restarted(
 /// then A acquires with a `ttl` while node 2 is down (so A holds nodes 0 and 1),
 /// and node 2 comes back empty — harmless, it never granted A.
 async fn a_holds_nodes_0_and_1(ttl: Duration) -> (Vec<RedisServer>, LeaseGuard) {
-    let mut nodes = start(3);
+    let mut nodes = start_nodes(3);
     let warden = quorum(&nodes, Duration::from_millis(300));
     for _ in 0..10 {
         let g = warden.lease("restart").try_acquire().await.unwrap();
@@ -400,7 +394,7 @@ async fn delayed_restart_prevents_the_double_grant() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_node_behind_a_proxy_is_not_waited_for() {
-    let nodes = start(3);
+    let nodes = start_nodes(3);
     let proxy = warden_test::Proxy::start(&nodes[2].addr());
     let mut node_urls = urls(&nodes[..2]);
     node_urls.push(proxy.url());
@@ -431,7 +425,7 @@ async fn a_slow_node_behind_a_proxy_is_not_waited_for() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_acquire_leaves_no_key_behind() {
-    let nodes = start(3);
+    let nodes = start_nodes(3);
     // Two nodes answer only after 300 ms each way: the acquire is still open
     // when the caller gives up after 100 ms.
     let proxies: Vec<warden_test::Proxy> = nodes[1..]
@@ -469,7 +463,7 @@ async fn a_cancelled_acquire_leaves_no_key_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extend_without_a_majority_is_an_error_and_the_lost_signal_fires() {
-    let mut nodes = start(3);
+    let mut nodes = start_nodes(3);
     let warden = quorum(&nodes, Duration::from_millis(300));
     let ttl = Duration::from_millis(1200);
     let guard = warden
@@ -501,7 +495,7 @@ async fn extend_without_a_majority_is_an_error_and_the_lost_signal_fires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_foreign_data_is_outvoted_and_reported() {
-    let nodes = start(3);
+    let nodes = start_nodes(3);
     let warden = quorum(&nodes, Duration::from_millis(300));
     nodes[0]
         .command("HSET warden:{foreign} field value")
@@ -528,7 +522,7 @@ async fn a_node_with_foreign_data_is_outvoted_and_reported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_configuration_is_checked() {
-    let nodes = start(3);
+    let nodes = start_nodes(3);
     let err = QuorumStore::new(Vec::<String>::new(), QuorumOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Config { .. }), "{err}");
     let twice = [nodes[0].url(), nodes[0].url(), nodes[1].url()];
@@ -545,7 +539,7 @@ async fn quorum_configuration_is_checked() {
     assert_eq!((backend.len(), backend.quorum()), (3, 2));
 
     // connect_quorum needs a majority to answer; `new` needs nothing.
-    let mut down = start(3);
+    let mut down = start_nodes(3);
     down[0].kill();
     down[1].kill();
     let err = Warden::connect_quorum(urls(&down)).await.unwrap_err();
@@ -574,7 +568,7 @@ async fn counters(nodes: &[RedisServer], key: &str) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_winner_settles_its_fence_on_a_majority_so_any_next_majority_exceeds_it() {
-    let nodes = start(3);
+    let nodes = start_nodes(3);
     let warden = quorum(&nodes, Duration::from_millis(500));
     // Diverged counters, as after votes that node 0 granted to losers.
     nodes[0].command("SET warden:{settle}:fence 10").unwrap();

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,9 +15,7 @@ use warden::quorum::{QuorumOptions, QuorumStore};
 use warden::{TryAcquire, Warden};
 use warden_test::RedisServer;
 
-fn start(n: usize) -> Vec<RedisServer> {
-    (0..n).map(|_| RedisServer::start()).collect()
-}
+use common::{redis_get, start_nodes};
 
 fn backend(nodes: &[RedisServer], node_timeout: Duration) -> QuorumStore {
     QuorumStore::new(
@@ -25,22 +25,12 @@ fn backend(nodes: &[RedisServer], node_timeout: Duration) -> QuorumStore {
     .unwrap()
 }
 
-async fn redis_get(url: &str, key: &str) -> Option<String> {
-    let client = redis::Client::open(url).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(&mut c)
-        .await
-        .unwrap()
-}
-
 /// Item 9a. The holder won on exactly two of three nodes (the third was frozen
 /// during the acquire); then one of its two nodes freezes. Renewal must take the
 /// free third node, so the lease keeps a majority and is never reported lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_on_exactly_a_majority_survives_one_of_its_nodes_freezing() {
-    let nodes = start(3);
+    let nodes = start_nodes(3);
     let warden = Warden::with_backend(backend(&nodes, Duration::from_millis(100)));
     let ttl = Duration::from_millis(900);
     let lease = warden.lease("exact-majority").ttl(ttl).watchdog(true);
@@ -156,7 +146,7 @@ async fn contended(clients: &[Warden], key: &str, job: Duration) -> (Duration, D
 /// and the lease never sits free for long.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_one_node_frozen_contenders_hand_over_about_as_fast_as_without() {
-    let nodes = start(3);
+    let nodes = start_nodes(3);
     // A long node timeout: every wait for the frozen node would show.
     let node_timeout = Duration::from_secs(1);
     let backends: Vec<QuorumStore> = (0..12).map(|_| backend(&nodes, node_timeout)).collect();

@@ -3,37 +3,17 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::num::NonZeroU32;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use warden::redis::{RedisOptions, RedisStore};
 use warden::{Error, ExtendOutcome, Warden};
-use warden_test::{Proxy, RedisServer};
+use warden_test::RedisServer;
 
-/// A master, a proxy in front of it, and a replica that replicates through the
-/// proxy; returns once the replica's link is up.
-fn replicated_pair() -> (RedisServer, Proxy, RedisServer) {
-    let master = RedisServer::start();
-    let proxy = Proxy::start(&master.addr());
-    let replica = RedisServer::builder()
-        .args(["--replicaof", "127.0.0.1", &proxy.port().to_string()])
-        .start();
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while !replica
-        .command("INFO replication")
-        .unwrap()
-        .contains("master_link_status:up")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "replica never synced: {}",
-            replica.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (master, proxy, replica)
-}
+use common::replicated_pair;
 
 async fn with_acks(master: &RedisServer, wait: Duration) -> Warden {
     let options = RedisOptions::default()

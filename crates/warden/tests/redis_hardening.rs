@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -14,45 +16,9 @@ use warden::lease::LeaseStore;
 use warden::redis::RedisFencedStore;
 use warden::redis::{RedisOptions, RedisStore};
 use warden::{Error, Fence, TryAcquire, Warden};
-use warden_test::{Proxy, RedisServer};
+use warden_test::RedisServer;
 
-/// A master, a proxy in front of it, and a replica that replicates through the
-/// proxy; returns once the replica's link is up.
-fn replicated_pair() -> (RedisServer, Proxy, RedisServer) {
-    let master = RedisServer::start();
-    let proxy = Proxy::start(&master.addr());
-    let replica = RedisServer::builder()
-        .args(["--replicaof", "127.0.0.1", &proxy.port().to_string()])
-        .start();
-    wait_for_link(&replica);
-    (master, proxy, replica)
-}
-
-fn wait_for_link(replica: &RedisServer) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while !replica
-        .command("INFO replication")
-        .unwrap()
-        .contains("master_link_status:up")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "replica never synced: {}",
-            replica.log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-async fn get(server: &RedisServer, key: &str) -> Option<String> {
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(&mut c)
-        .await
-        .unwrap()
-}
+use common::{redis_get, replicated_pair, wait_for_link};
 
 fn plain_options() -> RedisOptions {
     RedisOptions::default().timeout(Duration::from_secs(2))
@@ -74,7 +40,9 @@ async fn an_unacknowledged_extend_keeps_the_key_so_no_second_holder_gets_in() {
         .unwrap()
         .into_guard()
         .unwrap();
-    let token = get(&master, "warden:{acked}").await.expect("granted");
+    let token = redis_get(&master.url(), "warden:{acked}")
+        .await
+        .expect("granted");
 
     proxy.cut();
     let err = guard.extend().await.unwrap_err();
@@ -88,7 +56,7 @@ async fn an_unacknowledged_extend_keeps_the_key_so_no_second_holder_gets_in() {
     assert!(guard.remaining() > Duration::ZERO);
     // ... so the key must still be ours and exclude everyone else.
     assert_eq!(
-        get(&master, "warden:{acked}").await.as_deref(),
+        redis_get(&master.url(), "warden:{acked}").await.as_deref(),
         Some(token.as_str())
     );
     let second = other.lease("acked").try_acquire().await.unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{IntoConnectionInfo, RedisError};
 
-use super::options::RedisTls;
+use super::options::{RedisOptions, RedisTls};
 use crate::error::{Error, Result};
 
 /// Default time budget of one Redis call, connection included.
@@ -157,20 +157,12 @@ fn evicts(policy: &str) -> bool {
 }
 
 impl RedisConn {
-    /// Parses `url` and prepares a connection without any I/O; the first call
-    /// connects. Use this where the server may be down at start (quorum nodes).
-    pub fn lazy(url: &str, timeout: Duration, connect_timeout: Duration) -> Result<Self> {
-        Self::lazy_tls(url, timeout, connect_timeout, &RedisTls::default())
-    }
-
-    /// Like [`lazy`](Self::lazy), with the certificates of a `rediss://` URL.
-    pub(crate) fn lazy_tls(
-        url: &str,
-        timeout: Duration,
-        connect_timeout: Duration,
-        tls: &RedisTls,
-    ) -> Result<Self> {
+    /// Parses `url` and prepares a connection without any I/O, with the time
+    /// budgets and certificates of `options`; the first call connects. Use this
+    /// where the server may be down at start (quorum nodes).
+    pub(crate) fn lazy(url: &str, options: &RedisOptions) -> Result<Self> {
         let display = redact(url);
+        let (timeout, connect_timeout) = (options.timeout, options.connect_timeout);
         if timeout.is_zero() || connect_timeout.is_zero() {
             return Err(Error::invalid(
                 "timeout",
@@ -178,23 +170,21 @@ impl RedisConn {
             ));
         }
         refuse_query_credentials(url, &display)?;
-        let info = url.into_connection_info().map_err(|e| Error::Config {
+        let config = |reason: String| Error::Config {
             url: display.clone(),
-            reason: e.to_string(),
-        })?;
-        let client = open_client(info, tls, &display)?;
-        let config = ConnectionManagerConfig::new()
+            reason,
+        };
+        let info = url
+            .into_connection_info()
+            .map_err(|e| config(e.to_string()))?;
+        let client = open_client(info, &options.tls, &display)?;
+        let manager_config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(timeout))
             .set_connection_timeout(Some(connect_timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(200));
-        let manager =
-            ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(|e| {
-                Error::Config {
-                    url: display.clone(),
-                    reason: e.to_string(),
-                }
-            })?;
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
+            .map_err(|e| config(e.to_string()))?;
         Ok(RedisConn {
             manager,
             client,
@@ -205,18 +195,8 @@ impl RedisConn {
     }
 
     /// Like [`lazy`](Self::lazy), then checks the server answers `PING`.
-    pub async fn connect(url: &str, timeout: Duration, connect_timeout: Duration) -> Result<Self> {
-        Self::connect_tls(url, timeout, connect_timeout, &RedisTls::default()).await
-    }
-
-    /// Like [`connect`](Self::connect), with the certificates of a `rediss://` URL.
-    pub(crate) async fn connect_tls(
-        url: &str,
-        timeout: Duration,
-        connect_timeout: Duration,
-        tls: &RedisTls,
-    ) -> Result<Self> {
-        let conn = Self::lazy_tls(url, timeout, connect_timeout, tls)?;
+    pub(crate) async fn connect(url: &str, options: &RedisOptions) -> Result<Self> {
+        let conn = Self::lazy(url, options)?;
         conn.call("connect", "", |mut c| async move {
             redis::cmd("PING").query_async::<()>(&mut c).await
         })
@@ -401,7 +381,7 @@ mod tests {
             "redis://:se/cret@h:1",
             "rediss://:se,cret@h:1/notadb",
         ] {
-            if let Err(e) = RedisConn::lazy(url, DEFAULT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT) {
+            if let Err(e) = RedisConn::lazy(url, &RedisOptions::default()) {
                 let msg = format!("{e} {e:?}");
                 assert!(!msg.contains("se,cret") && !msg.contains("cret"), "{msg}");
             }
@@ -423,20 +403,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_password_query_parameter_is_refused_without_echoing_it() {
-        let err = RedisConn::lazy(
-            "redis://h:1/?password=s3cret",
-            DEFAULT_TIMEOUT,
-            DEFAULT_CONNECT_TIMEOUT,
-        )
-        .unwrap_err();
+        let err =
+            RedisConn::lazy("redis://h:1/?password=s3cret", &RedisOptions::default()).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("redis://user:password@host"), "{msg}");
         assert!(!msg.contains("s3cret"), "{msg}");
         assert!(
             RedisConn::lazy(
                 "redis://:p%3Fx@h:1/0?protocol=resp3",
-                DEFAULT_TIMEOUT,
-                DEFAULT_CONNECT_TIMEOUT
+                &RedisOptions::default()
             )
             .is_ok()
         );
@@ -453,8 +428,7 @@ mod source_tests {
     /// so callers can downcast it (e.g. to read its error code).
     #[tokio::test]
     async fn mapped_errors_keep_the_redis_error_as_their_source() {
-        let conn =
-            RedisConn::lazy("redis://h:1", DEFAULT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT).unwrap();
+        let conn = RedisConn::lazy("redis://h:1", &RedisOptions::default()).unwrap();
         let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         let answered =
             RedisError::from((redis::ErrorKind::Client, "bad reply", "detail".to_string()));

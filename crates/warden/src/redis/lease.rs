@@ -73,9 +73,7 @@ impl RedisStore {
     /// keys unless [`RedisOptions::allow_eviction`] is set.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self> {
         options.check_replica_wait()?;
-        let conn =
-            RedisConn::connect_tls(url, options.timeout, options.connect_timeout, &options.tls)
-                .await?;
+        let conn = RedisConn::connect(url, &options).await?;
         conn.check_eviction_policy(options.allow_eviction).await?;
         Ok(Self::with_conn(conn, options))
     }
@@ -86,8 +84,7 @@ impl RedisStore {
     /// `maxmemory-policy noeviction` too.
     pub fn lazy(url: &str, options: RedisOptions) -> Result<Self> {
         options.check_replica_wait()?;
-        let conn =
-            RedisConn::lazy_tls(url, options.timeout, options.connect_timeout, &options.tls)?;
+        let conn = RedisConn::lazy(url, &options)?;
         Ok(Self::with_conn(conn, options))
     }
 

@@ -70,9 +70,7 @@ impl RedisLimits {
     /// # Errors
     /// Bad URL, unreachable server, timeout.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self> {
-        let conn =
-            RedisConn::connect_tls(url, options.timeout, options.connect_timeout, &options.tls)
-                .await?;
+        let conn = RedisConn::connect(url, &options).await?;
         Ok(Self::with_conn(conn, &options.prefix))
     }
 
