@@ -57,30 +57,20 @@ fn keep_if(failed: bool, r: &RunResult, seed: u64) {
 fn a_short_seeded_run_accepts_no_stale_write_and_leaves_no_orphan() {
     let seed = seed();
     println!("seed {seed}");
-    let mut s = settings(
-        "short",
-        seed,
-        60,
-        vec![
-            FaultKind::Latency,
-            FaultKind::PartitionToServerDrop,
-            FaultKind::PartitionToServerStall,
-            FaultKind::PartitionToClientDrop,
-            FaultKind::PartitionToClientStall,
-            FaultKind::ServerPause,
-            FaultKind::ServerRestartPersistent,
-            FaultKind::ClientPause,
-            FaultKind::ResourcePause,
-            FaultKind::ResourceRestart,
-        ],
-    );
+    // Every fault warden tolerates, plus clients frozen past their TTL (the
+    // fenced resources must refuse them); the scenario keeps those it can
+    // inject on one Redis master and PostgreSQL.
+    let kinds = FaultKind::ALL
+        .into_iter()
+        .filter(|k| k.tolerated() || *k == FaultKind::ClientPause)
+        .collect();
+    let mut s = settings("short", seed, 60, kinds);
     s.postgres = true;
     let r = run(&s).expect("the scenario sets up");
     let all = r.report.total();
-    let failed = !r.report.violations().is_empty()
-        || all.stale_accepted > 0
-        || all.fence_regressions > 0
-        || r.report.orphan_keys > 0;
+    // violations() covers stale writes and orphans under any fault; fence
+    // regressions are failures here under client pauses too.
+    let failed = !r.report.violations().is_empty() || all.fence_regressions > 0;
     keep_if(failed, &r, seed);
     assert!(
         !failed,

@@ -3,11 +3,8 @@
 
 use std::net::IpAddr;
 
-use super::forwarded::{Hop, parse_forwarded, parse_x_forwarded_for};
+use super::forwarded::{Hop, forwarded_rev, x_forwarded_for_rev};
 use super::{KeyExtractor, RequestHead, TrustedProxies};
-
-/// Parses one header line into hops, appended in header order.
-type HopParser = fn(&[u8], &mut Vec<Hop>);
 
 /// Which forwarding header the trusted proxies write.
 ///
@@ -91,22 +88,31 @@ impl ClientIp {
         if !self.trusted.contains(peer) {
             return Some(peer);
         }
-        let mut hops = Vec::new();
-        let (name, parse): (&str, HopParser) = match self.header {
-            ForwardedHeader::XForwardedFor => ("x-forwarded-for", parse_x_forwarded_for),
-            ForwardedHeader::Forwarded => ("forwarded", parse_forwarded),
-        };
         // Several header lines form one list, in order (RFC 9110 §5.3): a
         // proxy may append its entry to the last line or add a line of its
-        // own. Each line is parsed on its own, as bytes, hop by hop, so nothing
-        // a client writes on its line (an open quote, a non-ASCII byte) can
-        // reach into the hops the proxies wrote to its right.
-        for value in head.headers.get_all(name) {
-            parse(value.as_bytes(), &mut hops);
+        // own, so the lines are read last to first. Each line is parsed on its
+        // own, as bytes, hop by hop, so nothing a client writes on its line (an
+        // open quote, a non-ASCII byte) can reach into the hops the proxies
+        // wrote to its right.
+        match self.header {
+            ForwardedHeader::XForwardedFor => {
+                let lines = head.headers.get_all("x-forwarded-for").iter().rev();
+                self.client(peer, lines.flat_map(|v| x_forwarded_for_rev(v.as_bytes())))
+            }
+            ForwardedHeader::Forwarded => {
+                let lines = head.headers.get_all("forwarded").iter().rev();
+                self.client(peer, lines.flat_map(|v| forwarded_rev(v.as_bytes())))
+            }
         }
+    }
+
+    /// The first untrusted hop, from `hops` given right to left; hops after it
+    /// (the client's own) are never parsed. All trusted: the leftmost, or the
+    /// peer when there are none.
+    fn client(&self, peer: IpAddr, hops: impl Iterator<Item = Hop>) -> Option<IpAddr> {
         let mut client = peer;
-        for hop in hops.iter().rev() {
-            match *hop {
+        for hop in hops {
+            match hop {
                 Hop::Ip(ip) if self.trusted.contains(ip) => client = ip,
                 Hop::Ip(ip) => return Some(ip),
                 Hop::Opaque => return None,

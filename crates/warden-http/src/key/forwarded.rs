@@ -1,14 +1,17 @@
-//! Parsing of `X-Forwarded-For` and `Forwarded` (RFC 7239) into hop lists.
+//! Parsing of `X-Forwarded-For` and `Forwarded` (RFC 7239) into hops, read
+//! **right to left**, lazily: the caller stops at the client, so the hops a
+//! client wrote left of it are never parsed, and nothing is allocated.
 //!
-//! Both parsers are total: any byte sequence gives a list of hops, where a hop
-//! that is not an IP address (garbage, `unknown`, an obfuscated `_node`, a
-//! non-ASCII byte, an unclosed quoted string) is [`Hop::Opaque`]. The caller
-//! decides what an opaque hop means.
+//! Both parsers are total: any byte sequence gives hops, where a hop that is
+//! not an IP address (garbage, `unknown`, an obfuscated `_node`, a non-ASCII
+//! byte, an unclosed quoted string) is [`Hop::Opaque`]. The caller decides
+//! what an opaque hop means.
 //!
 //! They work on bytes and hop by hop, so one bad hop never spoils the others:
 //! a client's garbage stays in the client's own (leftmost) hops, and the hops a
 //! trusted proxy appended to its right are always read as written.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 /// One entry of a forwarding header.
@@ -20,18 +23,18 @@ pub(crate) enum Hop {
     Opaque,
 }
 
-/// Parses one `X-Forwarded-For` line: comma-separated addresses, each
-/// optionally with a port (`192.0.2.1:1234`, `[2001:db8::1]:80`). Hops are
-/// pushed in header order.
-pub(crate) fn parse_x_forwarded_for(value: &[u8], out: &mut Vec<Hop>) {
-    for item in value.split(|&b| b == b',') {
-        out.push(ascii(item).map_or(Hop::Opaque, |s| parse_node(s.trim())));
-    }
+/// The hops of one `X-Forwarded-For` line, right to left: comma-separated
+/// addresses, each optionally with a port (`192.0.2.1:1234`,
+/// `[2001:db8::1]:80`).
+pub(crate) fn x_forwarded_for_rev(value: &[u8]) -> impl Iterator<Item = Hop> + '_ {
+    value
+        .rsplit(|&b| b == b',')
+        .map(|item| ascii(item).map_or(Hop::Opaque, |s| parse_node(s.trim())))
 }
 
-/// Parses one `Forwarded` line: comma-separated elements of `;`-separated
-/// `name=value` pairs; the `for` parameter of each element is its hop. Quoted
-/// strings may contain `,` `;` and `\`-escapes. Hops are pushed in header order.
+/// The hops of one `Forwarded` line, right to left: comma-separated elements
+/// of `;`-separated `name=value` pairs; the `for` parameter of each element is
+/// its hop. Quoted strings may contain `,` `;` and `\`-escapes.
 ///
 /// Elements are split **right to left**. The right end of the line is what the
 /// trusted proxies appended, and it is well-formed; the left end is the
@@ -41,29 +44,33 @@ pub(crate) fn parse_x_forwarded_for(value: &[u8], out: &mut Vec<Hop>) {
 /// elements are split before the client's bytes are looked at, whatever those
 /// are; a quoted string still open at the start of the line makes the rest
 /// one opaque hop.
-pub(crate) fn parse_forwarded(value: &[u8], out: &mut Vec<Hop>) {
-    let first = out.len();
-    let (mut end, mut quoted) = (value.len(), false);
-    for i in (0..value.len()).rev() {
-        match value[i] {
-            // Seen from the right, a quote closes the string unless an odd run
-            // of backslashes escapes it (`\\"` is an escaped backslash, then
-            // the quote).
-            b'"' if quoted => quoted = is_escaped(value, i),
-            b'"' => quoted = true,
-            b',' if !quoted => {
-                out.push(parse_element(&value[i + 1..end]));
-                end = i;
+pub(crate) fn forwarded_rev(value: &[u8]) -> impl Iterator<Item = Hop> + '_ {
+    // The end of the elements not yet returned; `None` once the line is done.
+    let mut end = Some(value.len());
+    std::iter::from_fn(move || {
+        let until = end?;
+        let mut quoted = false;
+        for i in (0..until).rev() {
+            match value[i] {
+                // Seen from the right, a quote closes the string unless an odd
+                // run of backslashes escapes it (`\\"` is an escaped
+                // backslash, then the quote).
+                b'"' if quoted => quoted = is_escaped(value, i),
+                b'"' => quoted = true,
+                b',' if !quoted => {
+                    end = Some(i);
+                    return Some(parse_element(&value[i + 1..until]));
+                }
+                _ => {}
             }
-            _ => {}
         }
-    }
-    out.push(if quoted {
-        Hop::Opaque
-    } else {
-        parse_element(&value[..end])
-    });
-    out[first..].reverse();
+        end = None;
+        Some(if quoted {
+            Hop::Opaque
+        } else {
+            parse_element(&value[..until])
+        })
+    })
 }
 
 /// Whether the byte at `i` follows an odd number of backslashes.
@@ -84,19 +91,17 @@ fn ascii(bytes: &[u8]) -> Option<&str> {
 
 /// One `Forwarded` element: the address of its single `for` parameter.
 fn parse_element(element: &[u8]) -> Hop {
-    // An element that ends inside a quoted string is malformed as a whole:
-    // its parameters cannot be told apart.
-    let Some(pairs) = ascii(element).and_then(|e| split_outside_quotes(e, ';')) else {
+    let Some(element) = ascii(element) else {
         return Hop::Opaque;
     };
     let mut hop = Hop::Opaque;
     let mut seen_for = false;
-    for pair in pairs {
+    let mut pair = |pair: &str| {
         let Some((name, raw)) = pair.split_once('=') else {
-            continue;
+            return;
         };
         if !name.trim().eq_ignore_ascii_case("for") {
-            continue;
+            return;
         }
         // Two `for` parameters in one element: ambiguous, trust neither.
         hop = if seen_for {
@@ -105,40 +110,40 @@ fn parse_element(element: &[u8]) -> Hop {
             unquote(raw.trim()).map_or(Hop::Opaque, |v| parse_node(&v))
         };
         seen_for = true;
+    };
+    // Split at `;` outside quoted strings, left to right.
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, b) in element.bytes().enumerate() {
+        if escaped {
+            escaped = false;
+        } else if quoted && b == b'\\' {
+            escaped = true;
+        } else if b == b'"' {
+            quoted = !quoted;
+        } else if b == b';' && !quoted {
+            pair(&element[start..i]);
+            start = i + 1;
+        }
     }
+    // An element that ends inside a quoted string (or right after a `\` in
+    // one) is malformed as a whole: its parameters cannot be told apart.
+    if quoted {
+        return Hop::Opaque;
+    }
+    pair(&element[start..]);
     hop
 }
 
-/// Splits at `sep` where it is not inside a quoted string; `None` if the text
-/// ends inside one (or right after a `\` in one).
-fn split_outside_quotes(s: &str, sep: char) -> Option<Vec<&str>> {
-    let mut parts = Vec::new();
-    let (mut start, mut quoted, mut escaped) = (0, false, false);
-    for (i, c) in s.char_indices() {
-        if escaped {
-            escaped = false;
-        } else if quoted && c == '\\' {
-            escaped = true;
-        } else if c == '"' {
-            quoted = !quoted;
-        } else if c == sep && !quoted {
-            parts.push(&s[start..i]);
-            start = i + c.len_utf8();
-        }
-    }
-    if quoted {
-        return None;
-    }
-    parts.push(&s[start..]);
-    Some(parts)
-}
-
 /// A token or a quoted string with its escapes resolved; `None` if malformed.
-fn unquote(v: &str) -> Option<String> {
+/// Borrowed unless an escape had to be resolved.
+fn unquote(v: &str) -> Option<Cow<'_, str>> {
     let Some(inner) = v.strip_prefix('"') else {
-        return (!v.contains('"')).then(|| v.to_owned());
+        return (!v.contains('"')).then_some(Cow::Borrowed(v));
     };
     let inner = inner.strip_suffix('"')?;
+    if !inner.contains(['\\', '"']) {
+        return Some(Cow::Borrowed(inner));
+    }
     let mut out = String::with_capacity(inner.len());
     let mut chars = inner.chars();
     while let Some(c) = chars.next() {
@@ -148,19 +153,23 @@ fn unquote(v: &str) -> Option<String> {
             c => out.push(c),
         }
     }
-    Some(out)
+    Some(Cow::Owned(out))
 }
 
 /// `192.0.2.1`, `192.0.2.1:80`, `2001:db8::1`, `[2001:db8::1]`, `[2001:db8::1]:80`.
 fn parse_node(node: &str) -> Hop {
     let host = if let Some(rest) = node.strip_prefix('[') {
         match rest.split_once(']') {
-            Some((host, tail)) if tail.is_empty() || is_port(tail) => host,
+            Some((host, tail))
+                if tail.is_empty() || tail.strip_prefix(':').is_some_and(is_port) =>
+            {
+                host
+            }
             _ => return Hop::Opaque,
         }
     } else if node.matches(':').count() == 1 {
         match node.split_once(':') {
-            Some((host, port)) if is_port(&format!(":{port}")) => host,
+            Some((host, port)) if is_port(port) => host,
             _ => return Hop::Opaque,
         }
     } else {
@@ -170,9 +179,9 @@ fn parse_node(node: &str) -> Hop {
         .map_or(Hop::Opaque, |ip| Hop::Ip(ip.to_canonical()))
 }
 
-fn is_port(tail: &str) -> bool {
-    tail.strip_prefix(':')
-        .is_some_and(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+/// One to five digits.
+fn is_port(digits: &str) -> bool {
+    !digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]
@@ -183,15 +192,16 @@ mod tests {
         Hop::Ip(s.parse().expect("test address"))
     }
 
-    fn xff(v: &str) -> Vec<Hop> {
-        let mut out = Vec::new();
-        parse_x_forwarded_for(v.as_bytes(), &mut out);
+    /// The hops in header order (the parsers give them right to left).
+    fn xff(v: impl AsRef<[u8]>) -> Vec<Hop> {
+        let mut out: Vec<Hop> = x_forwarded_for_rev(v.as_ref()).collect();
+        out.reverse();
         out
     }
 
-    fn fwd(v: &str) -> Vec<Hop> {
-        let mut out = Vec::new();
-        parse_forwarded(v.as_bytes(), &mut out);
+    fn fwd(v: impl AsRef<[u8]>) -> Vec<Hop> {
+        let mut out: Vec<Hop> = forwarded_rev(v.as_ref()).collect();
+        out.reverse();
         out
     }
 
@@ -256,11 +266,9 @@ mod tests {
             vec![Hop::Opaque, ip("3.3.3.3")]
         );
         // Non-ASCII bytes make their hop opaque, and only that one.
-        let mut out = Vec::new();
-        parse_forwarded(b"for=1.1.1.1, for=\"\xff\", for=3.3.3.3", &mut out);
+        let out = fwd(b"for=1.1.1.1, for=\"\xff\", for=3.3.3.3");
         assert_eq!(out, vec![ip("1.1.1.1"), Hop::Opaque, ip("3.3.3.3")]);
-        let mut out = Vec::new();
-        parse_x_forwarded_for(b"1.1.1.1,\xc3\xa9 ,3.3.3.3", &mut out);
+        let out = xff(b"1.1.1.1,\xc3\xa9 ,3.3.3.3");
         assert_eq!(out, vec![ip("1.1.1.1"), Hop::Opaque, ip("3.3.3.3")]);
     }
 }

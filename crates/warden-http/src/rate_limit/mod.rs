@@ -27,22 +27,98 @@ pub use service::RateLimit;
 
 #[cfg(test)]
 mod tests {
-    /// The sibling modules a file of this folder imports (`super::name`).
-    fn siblings(source: &str) -> Vec<&str> {
-        let mut found: Vec<&str> = source
-            .match_indices("super::")
-            .filter_map(|(at, _)| {
-                let rest = &source[at + "super::".len()..];
-                let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
-                let name = &rest[..end];
-                // Lower-case names are modules; `super::Type` is a re-export.
-                name.starts_with(|c: char| c.is_ascii_lowercase())
-                    .then_some(name)
+    /// This file: which siblings exist (`mod name;`) and which names they
+    /// re-export (`pub use name::…;`), read from its unindented lines.
+    const MOD_RS: &str = include_str!("mod.rs");
+
+    /// The siblings a file of this folder uses, however it names them:
+    /// `super::body`, `crate::rate_limit::body`, a group
+    /// (`super::{body::X, config}`), or a name a sibling re-exports
+    /// (`super::RateLimitBody`, `crate::RateLimitBody`). Comments are skipped
+    /// (a doc link is not an import); globs are not followed.
+    fn siblings(source: &str) -> Vec<&'static str> {
+        let code: Vec<&str> = source
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or(""))
+            .collect();
+        let code = code.join("\n");
+        let mut found: Vec<&str> = ["super::", "rate_limit::", "crate::"]
+            .into_iter()
+            .flat_map(|prefix| {
+                code.match_indices(prefix)
+                    .flat_map(|(at, _)| items(&code[at + prefix.len()..]))
+                    .filter_map(owner)
+                    .collect::<Vec<_>>()
             })
             .collect();
         found.sort_unstable();
         found.dedup();
         found
+    }
+
+    /// What a path goes on with: one item, or each item of a `{…}` group.
+    fn items(rest: &str) -> Vec<&str> {
+        let Some(group) = rest.strip_prefix('{') else {
+            return vec![rest];
+        };
+        let (mut depth, mut start, mut out) = (0, 0, Vec::new());
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    out.push(&group[start..i]);
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(&group[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The sibling an item names: `body::X` is `body`; a re-exported name is
+    /// the sibling it comes from.
+    fn owner(item: &str) -> Option<&'static str> {
+        let item = item.trim_start();
+        let end = item
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(item.len());
+        let name = &item[..end];
+        MOD_RS.lines().find_map(|line| {
+            if let Some(module) = line.strip_prefix("mod ").and_then(|m| m.strip_suffix(';')) {
+                return (module == name).then_some(module);
+            }
+            let (module, names) = line.strip_prefix("pub use ")?.split_once("::")?;
+            names
+                .split(['{', '}', ',', ';', ' '])
+                .any(|n| !name.is_empty() && n == name)
+                .then_some(module)
+        })
+    }
+
+    #[test]
+    fn the_scan_sees_every_way_of_naming_a_sibling() {
+        for (source, expected) in [
+            ("use super::layer::RateLimitLayer;", &["layer"][..]),
+            (
+                "use super::{body::RateLimitBody, layer::{self, RateLimitLayer}};",
+                &["body", "layer"],
+            ),
+            ("use crate::rate_limit::layer::RateLimitLayer;", &["layer"]),
+            ("use super::RateLimitLayer;", &["layer"]),
+            (
+                "use crate::{FailurePolicy, RateLimitLayer};",
+                &["config", "layer"],
+            ),
+            ("use super::*;\nuse crate::headers::HeaderStyle;", &[]),
+            ("/// [`RateLimitLayer`](super::RateLimitLayer)", &[]),
+        ] {
+            assert_eq!(siblings(source), expected, "{source}");
+        }
     }
 
     #[test]

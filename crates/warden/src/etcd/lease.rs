@@ -145,13 +145,19 @@ impl EtcdStore {
             // A key written without a lease (not by warden) never expires.
             return Ok(None);
         }
+        let (left, granted) = self.time_to_live(op, key, id).await?;
+        Ok(ttl_left(left, granted))
+    }
+
+    /// etcd's remaining and granted TTL of lease `id`, in seconds.
+    async fn time_to_live(&self, op: &'static str, key: &str, id: i64) -> Result<(i64, i64)> {
         let reply = self
             .conn
             .call(op, key, |mut c| async move {
                 c.lease_time_to_live(id, None).await
             })
             .await?;
-        Ok(ttl_left(reply.ttl(), reply.granted_ttl()))
+        Ok((reply.ttl(), reply.granted_ttl()))
     }
 
     /// Our lease on `storage_key`: remembered, or read from the key when it
@@ -168,27 +174,41 @@ impl EtcdStore {
         match self.get(op, storage_key).await? {
             Some(kv) if kv.value() == token.as_str().as_bytes() && kv.lease() != 0 => {
                 let id = kv.lease();
-                let reply = self
-                    .conn
-                    .call(op, storage_key, |mut c| async move {
-                        c.lease_time_to_live(id, None).await
-                    })
-                    .await?;
-                Ok(Some(Granted {
-                    id,
-                    ttl_secs: reply.granted_ttl(),
-                }))
+                let (_, ttl_secs) = self.time_to_live(op, storage_key, id).await?;
+                Ok(Some(Granted { id, ttl_secs }))
             }
             _ => Ok(None),
         }
     }
 
-    fn wrong_value(&self, storage_key: &str, detail: String) -> Error {
-        Error::WrongType {
+    /// The fence of the key our transaction just created: its create revision.
+    fn created_fence(&self, storage_key: &str, kv: Option<KeyValue>) -> Result<Fence> {
+        let wrong = |detail: String| Error::WrongType {
             key: storage_key.to_string(),
             detail,
-        }
+        };
+        let kv = kv.ok_or_else(|| wrong("the key vanished within its own transaction".into()))?;
+        let fence = u64::try_from(kv.create_revision())
+            .map_err(|_| wrong(format!("create revision {}", kv.create_revision())))?;
+        Ok(Fence::new(fence))
     }
+}
+
+/// Creates `storage_key` holding `token` bound to etcd lease `lease` only if
+/// the key does not exist (create revision 0), and reads it back in the same
+/// transaction for its create revision; otherwise reads the holder's key.
+fn create_if_absent(storage_key: &str, token: &OwnerToken, lease: i64) -> Txn {
+    Txn::new()
+        .when([Compare::create_revision(storage_key, CompareOp::Equal, 0)])
+        .and_then([
+            TxnOp::put(
+                storage_key,
+                token.as_str(),
+                Some(PutOptions::new().with_lease(lease)),
+            ),
+            TxnOp::get(storage_key, None),
+        ])
+        .or_else([TxnOp::get(storage_key, None)])
 }
 
 /// The first key-value of the first `Get` among a transaction's responses.
@@ -229,24 +249,7 @@ impl LeaseStore for EtcdStore {
             id: grant.id(),
             ttl_secs: grant.ttl(),
         };
-        // Create the key only if it does not exist (create revision 0), bound to
-        // our lease, and read it back in the same transaction for its create
-        // revision; otherwise read the holder's key.
-        let txn = Txn::new()
-            .when([Compare::create_revision(
-                storage_key.clone(),
-                CompareOp::Equal,
-                0,
-            )])
-            .and_then([
-                TxnOp::put(
-                    storage_key.clone(),
-                    token.as_str(),
-                    Some(PutOptions::new().with_lease(granted.id)),
-                ),
-                TxnOp::get(storage_key.clone(), None),
-            ])
-            .or_else([TxnOp::get(storage_key.clone(), None)]);
+        let txn = create_if_absent(&storage_key, token, granted.id);
         let reply = match self
             .conn
             .call("acquire", key, |mut c| {
@@ -267,21 +270,10 @@ impl LeaseStore for EtcdStore {
         let won = reply.succeeded();
         let kv = first_kv(reply.op_responses());
         if won {
-            let kv = kv.ok_or_else(|| {
-                self.wrong_value(
-                    &storage_key,
-                    "the key vanished within its own transaction".into(),
-                )
-            })?;
-            let fence = u64::try_from(kv.create_revision()).map_err(|_| {
-                self.wrong_value(
-                    &storage_key,
-                    format!("create revision {}", kv.create_revision()),
-                )
-            })?;
+            let fence = self.created_fence(&storage_key, kv)?;
             self.remember(&storage_key, token, granted);
             return Ok(AcquireReply::Acquired {
-                fence: Fence::new(fence),
+                fence,
                 valid_until: valid_until(start, ttl),
             });
         }

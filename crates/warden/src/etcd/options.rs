@@ -194,7 +194,11 @@ fn percent_decode(s: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
+            // Two hex digits exactly: `from_str_radix` alone would take "+1".
             let hex = s.get(i + 1..i + 3)?;
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
         } else {
@@ -233,6 +237,8 @@ mod tests {
             "etcd://h1?x=1",
             "etcd://:secret@h1",
             "etcd://u:bad%zz@h1",
+            "etcd://u:bad%+1@h1",
+            "etcd://u:bad%-1@h1",
             "etcds://h1",
             "http://h1",
             "etcd:h1",
