@@ -131,3 +131,42 @@ async fn a_fence_counter_that_is_not_a_fence_is_still_a_clear_error() {
         "the counter is left as it was"
     );
 }
+
+/// Calls of one command (`cmdstat_<name>`), 0 when it was never called.
+fn calls_of(server: &RedisServer, name: &str) -> u64 {
+    let stats = server.command("INFO commandstats").unwrap();
+    let prefix = format!("cmdstat_{name}:calls=");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The single-node path sends its scripts by `EVALSHA` (not their text by
+/// `EVAL`, which only quorum nodes and replica acknowledgements need) and no
+/// `WAIT` when no replica acknowledgement is asked for.
+#[tokio::test]
+async fn the_single_node_path_sends_evalsha_and_no_wait() {
+    let server = RedisServer::start();
+    let backend = RedisStore::connect(&server.url(), RedisOptions::default())
+        .await
+        .unwrap();
+    let warden = Warden::with_backend(backend);
+    // Warm up all three scripts: a first EVALSHA answered NOSCRIPT is a call too.
+    let g = warden.lease("warm").try_acquire().await.unwrap();
+    let g = g.into_guard().unwrap();
+    g.extend().await.unwrap();
+    g.release().await.unwrap();
+    server.command("CONFIG RESETSTAT").unwrap();
+
+    for i in 0..50 {
+        let lease = warden.lease(format!("sha-{i}"));
+        let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        guard.extend().await.unwrap();
+        guard.release().await.unwrap();
+    }
+    assert_eq!(calls_of(&server, "evalsha"), 150);
+    assert_eq!(calls_of(&server, "eval"), 0);
+    assert_eq!(calls_of(&server, "wait"), 0);
+}

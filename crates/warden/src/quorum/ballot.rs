@@ -6,12 +6,13 @@
 //! The decisions themselves ([`Tally`], [`held_ttl`]) are plain functions of
 //! the replies, unit-tested in `tests.rs` over in-process nodes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
 use tokio::time::{Instant, sleep_until};
 
-use super::gather::{Call, Inbox, count_ok};
+use super::gather::{Call, Inbox, count_ok, target};
 use super::node::{Ballot, QuorumNode};
 use super::store::{Holding, Quorum};
 use crate::error::{NodeOutcome, Result};
@@ -93,11 +94,11 @@ impl<N: QuorumNode> Quorum<N> {
             armed: true,
         };
         let call = Call::new("acquire", key, Some(d.node));
-        let (owned_key, owned_token) = (key.to_string(), token.clone());
+        let target = target(key, token);
         let mut votes = self
             .fan_out(call, move |node| {
-                let (key, token) = (owned_key.clone(), owned_token.clone());
-                async move { node.vote(&key, &token, ttl).await }
+                let t = Arc::clone(&target);
+                async move { node.vote(&t.0, &t.1, ttl).await }
             })
             .await;
         let quorum = self.quorum();
@@ -173,14 +174,14 @@ impl<N: QuorumNode> Quorum<N> {
             only: Some(&to_raise),
             ..Call::new("raise fence", key, Some(deadline))
         };
-        let (owned_key, owned_token) = (key.to_string(), token.clone());
+        let target = target(key, token);
         let confirmed = |r: &[Option<Result<bool>>]| at_fence + count_ok(r, |ok| *ok) >= quorum;
         let replies = self
             .gather(
                 call,
                 move |node| {
-                    let (key, token) = (owned_key.clone(), owned_token.clone());
-                    async move { node.raise_fence(&key, &token, fence).await }
+                    let t = Arc::clone(&target);
+                    async move { node.raise_fence(&t.0, &t.1, fence).await }
                 },
                 confirmed,
             )
@@ -257,13 +258,10 @@ impl<N: QuorumNode> Quorum<N> {
         key: &str,
         token: &OwnerToken,
     ) -> (Vec<super::gather::NodeTask>, Inbox<bool>) {
-        let (owned_key, owned_token) = (key.to_string(), token.clone());
+        let target = target(key, token);
         self.tasks(Call::new("undo", key, None), move |node| {
-            let (key, token) = (owned_key.clone(), owned_token.clone());
-            async move {
-                node.undo_logged(&key, &token, "undoing a quorum vote")
-                    .await
-            }
+            let t = Arc::clone(&target);
+            async move { node.undo_logged(&t.0, &t.1, "undoing a quorum vote").await }
         })
     }
 

@@ -9,6 +9,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 
@@ -18,6 +19,16 @@ use tokio::time::{Instant, timeout_at};
 use super::node::QuorumNode;
 use super::store::Quorum;
 use crate::error::{Error, NodeOutcome, NodeVote, Result};
+use crate::token::OwnerToken;
+
+/// A lease key and owner token shared by the node tasks of one operation: one
+/// allocation per operation instead of a copy of each per node.
+pub(super) type Target = Arc<(Box<str>, OwnerToken)>;
+
+/// The [`Target`] of an operation on `key` by `token`.
+pub(super) fn target(key: &str, token: &OwnerToken) -> Target {
+    Arc::new((key.into(), token.clone()))
+}
 
 /// One node's part of an operation, run to its end even when the caller has its
 /// answer already.
@@ -98,12 +109,14 @@ impl<N: QuorumNode> Quorum<N> {
         let n = self.nodes().len();
         let (tx, rx) = mpsc::unbounded_channel();
         let mut tasks = Vec::with_capacity(n);
+        // Only a timeout error needs the key, so it is copied once and shared.
+        let key: Arc<str> = Arc::from(call.key);
         for (i, node) in self.nodes().iter().enumerate() {
             if call.only.is_some_and(|only| !only.contains(&i)) {
                 continue;
             }
             let request = op(node.clone());
-            let (tx, me, key) = (tx.clone(), self.clone(), call.key.to_string());
+            let (tx, me, key) = (tx.clone(), self.clone(), Arc::clone(&key));
             let (op_name, deadline, mark) = (call.op, call.deadline, call.mark);
             tasks.push(Box::pin(async move {
                 let started = Instant::now();
@@ -111,7 +124,7 @@ impl<N: QuorumNode> Quorum<N> {
                     None => request.await,
                     Some(deadline) => match timeout_at(deadline, request).await {
                         Ok(reply) => reply,
-                        Err(_) => Err(me.timeout(i, op_name, key, started)),
+                        Err(_) => Err(me.timeout(i, op_name, &key, started)),
                     },
                 };
                 if mark {
@@ -157,11 +170,11 @@ impl<N: QuorumNode> Quorum<N> {
         inbox.replies
     }
 
-    fn timeout(&self, node: usize, op: &'static str, key: String, started: Instant) -> Error {
+    fn timeout(&self, node: usize, op: &'static str, key: &str, started: Instant) -> Error {
         Error::Timeout {
             backend: self.names()[node].clone(),
             op,
-            key,
+            key: key.to_string(),
             after: started.elapsed(),
         }
     }

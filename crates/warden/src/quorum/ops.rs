@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::gather::{Call, count_ok};
+use super::gather::{Call, count_ok, target};
 use super::node::{QuorumNode, Renewal};
 use super::store::{Deadlines, Holding, Quorum};
 use crate::error::{NodeOutcome, Result};
@@ -73,17 +73,14 @@ impl<N: QuorumNode> Quorum<N> {
         let holding = self.holding(key, token);
         let may_take = holding.is_some_and(|h| crate::clock::now() < h.valid_until);
         let fence = holding.map_or(0, |h| h.fence);
-        let (owned_key, owned_token) = (key.to_string(), token.clone());
+        let target = target(key, token);
         let quorum = self.quorum();
         let replies = self
             .gather(
                 Call::new("extend", key, Some(deadline)),
                 move |node| {
-                    let (key, token) = (owned_key.clone(), owned_token.clone());
-                    async move {
-                        node.extend_or_take(&key, &token, ttl, fence, may_take)
-                            .await
-                    }
+                    let t = Arc::clone(&target);
+                    async move { node.extend_or_take(&t.0, &t.1, ttl, fence, may_take).await }
                 },
                 |r| {
                     let missing = r.iter().filter(|r| r.is_none()).count();
@@ -158,14 +155,14 @@ impl<N: QuorumNode> Quorum<N> {
         self.set_holding(key, token, None);
         let quorum = self.quorum();
         let deadline = Instant::now() + self.options().node_timeout;
-        let (owned_key, owned_token) = (key.to_string(), token.clone());
+        let target = target(key, token);
         let released = |r: &ReleaseOutcome| *r == ReleaseOutcome::Released;
         let replies = self
             .gather(
                 Call::new("release", key, Some(deadline)),
                 move |node| {
-                    let (key, token) = (owned_key.clone(), owned_token.clone());
-                    async move { node.release(&key, &token).await }
+                    let t = Arc::clone(&target);
+                    async move { node.release(&t.0, &t.1).await }
                 },
                 |r| count_ok(r, |_| true) >= quorum && count_ok(r, released) > 0,
             )
@@ -185,12 +182,12 @@ impl<N: QuorumNode> Quorum<N> {
     pub(super) async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let quorum = self.quorum();
         let deadline = Instant::now() + self.options().node_timeout;
-        let owned_key = key.to_string();
+        let shared: Arc<str> = Arc::from(key);
         let replies = self
             .gather(
                 Call::new("status", key, Some(deadline)),
                 move |node| {
-                    let key = owned_key.clone();
+                    let key = Arc::clone(&shared);
                     async move { node.status(&key).await }
                 },
                 |_| false,
@@ -234,10 +231,10 @@ impl<N: QuorumNode> Quorum<N> {
             mark: false,
             ..Call::new("watch", key, None)
         };
-        let (owned_key, forward_to) = (key.to_string(), Arc::clone(&merged_tx));
+        let (shared, forward_to) = (Arc::<str>::from(key), Arc::clone(&merged_tx));
         let mut ready = self
             .fan_out(call, move |node| {
-                let (key, merged_tx) = (owned_key.clone(), Arc::clone(&forward_to));
+                let (key, merged_tx) = (Arc::clone(&shared), Arc::clone(&forward_to));
                 async move {
                     let watch = node.watch_releases(&key).await;
                     let push = watch.is_push();

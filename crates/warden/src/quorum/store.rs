@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::gather::Call;
+use super::gather::{Call, count_ok};
 use super::node::QuorumNode;
 use super::options::QuorumOptions;
 use crate::error::{Error, NodeOutcome, Result};
@@ -143,16 +143,11 @@ impl<N: QuorumNode> Quorum<N> {
             .gather(
                 Call::new("connect", "", Some(deadline)),
                 |node| async move { node.ping().await },
-                |replies| replies.iter().filter(|r| matches!(r, Some(Ok(())))).count() >= quorum,
+                |replies| count_ok(replies, |()| true) >= quorum,
             )
             .await;
-        let votes = self.votes(&replies, |()| NodeOutcome::Granted);
-        if votes
-            .iter()
-            .filter(|v| v.outcome == NodeOutcome::Granted)
-            .count()
-            < quorum
-        {
+        if count_ok(&replies, |()| true) < quorum {
+            let votes = self.votes(&replies, |()| NodeOutcome::Granted);
             return Err(self.unavailable("connect", "", votes));
         }
         Ok(())

@@ -50,6 +50,14 @@ impl Keys {
         format!("{}:fence", self.lease(key))
     }
 
+    /// The lease key and the fence counter of `key`, for the scripts that take
+    /// both (one formatting of the shared part instead of two).
+    pub(crate) fn lease_and_fence(&self, key: &str) -> [String; 2] {
+        let lease = self.lease(key);
+        let fence = format!("{lease}:fence");
+        [lease, fence]
+    }
+
     /// The channel a release of `key` is published on (waiters listen).
     pub(crate) fn released(&self, key: &str) -> String {
         format!("{}:released", self.lease(key))
@@ -163,6 +171,10 @@ mod tests {
         assert_eq!(keys.lease("orders:42"), "warden:{orders:42}");
         assert_eq!(keys.lease("}x"), "warden:{\\}x}");
         assert_eq!(keys.fence("orders:42"), "warden:{orders:42}:fence");
+        assert_eq!(
+            keys.lease_and_fence("}x"),
+            [keys.lease("}x"), keys.fence("}x")]
+        );
         assert_eq!(keys.released("orders:42"), "warden:{orders:42}:released");
         assert_eq!(keys.undone("orders:42"), "warden:{orders:42}:undone");
         assert_eq!(keys.resource("balance:42"), "warden:resource:balance:42");

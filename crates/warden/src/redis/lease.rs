@@ -117,7 +117,7 @@ impl RedisStore {
         op: &'static str,
         (script, source): (&Script, &str),
         keys: &[String],
-        args: &[String],
+        args: &[&str],
     ) -> Result<T> {
         let key = keys.first().map_or("", String::as_str);
         if self.inline_scripts {
@@ -185,7 +185,7 @@ impl RedisStore {
                 "release",
                 (&RELEASE, RELEASE_LUA),
                 &[self.keys.lease(key)],
-                &[token.as_str().to_string(), channel],
+                &[token.as_str(), &channel],
             )
             .await?;
         Ok(if released == 1 {
@@ -210,7 +210,7 @@ impl RedisStore {
         op: &'static str,
         script: (&Script, &str),
         keys: &[String],
-        args: &[String],
+        args: &[&str],
     ) -> Result<(T, Option<ReplicaReply>)> {
         let Some(acks) = self.replicas else {
             return Ok((self.run_script(op, script, keys, args).await?, None));
@@ -291,8 +291,8 @@ impl LeaseStore for RedisStore {
         ttl: Duration,
     ) -> Result<AcquireReply> {
         let start = crate::clock::now();
-        let keys = [self.keys.lease(key), self.keys.fence(key)];
-        let args = [token.as_str().to_string(), millis(ttl).to_string()];
+        let keys = self.keys.lease_and_fence(key);
+        let args = [token.as_str(), &millis(ttl).to_string()];
         let written = self
             .run_write("acquire", (&ACQUIRE, ACQUIRE_LUA), &keys, &args)
             .await;
@@ -337,7 +337,7 @@ impl LeaseStore for RedisStore {
                 "extend",
                 (&EXTEND, EXTEND_LUA),
                 &[self.keys.lease(key)],
-                &[token.as_str().to_string(), millis(ttl).to_string()],
+                &[token.as_str(), &millis(ttl).to_string()],
             )
             .await?;
         if extended != 1 {
@@ -360,21 +360,16 @@ impl LeaseStore for RedisStore {
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
-        let lease_key = self.keys.lease(key);
-        let fence_key = self.keys.fence(key);
+        let [lease_key, fence_key] = self.keys.lease_and_fence(key);
+        let mut pipe = redis::pipe();
+        pipe.cmd("TYPE")
+            .arg(&lease_key)
+            .pttl(&lease_key)
+            .get(&fence_key);
         let (kind, pttl, fence): (String, i64, Option<String>) = self
             .conn
-            .call("status", &lease_key, |mut c| {
-                let (lease_key, fence_key) = (lease_key.clone(), fence_key.clone());
-                async move {
-                    redis::pipe()
-                        .cmd("TYPE")
-                        .arg(&lease_key)
-                        .pttl(&lease_key)
-                        .get(&fence_key)
-                        .query_async(&mut c)
-                        .await
-                }
+            .call("status", &lease_key, |mut c| async move {
+                pipe.query_async(&mut c).await
             })
             .await?;
         // A key of another type is not a lease: reporting it as held would be a
@@ -388,7 +383,7 @@ impl LeaseStore for RedisStore {
         let fence = match fence {
             None => None,
             Some(s) => Some(Fence::new(s.parse().map_err(|_| Error::WrongType {
-                key: fence_key.clone(),
+                key: fence_key,
                 detail: format!("fence counter is {s:?}, not an integer"),
             })?)),
         };

@@ -54,8 +54,8 @@ impl QuorumNode for RedisStore {
     }
 
     async fn raise_fence(&self, key: &str, token: &OwnerToken, fence: u64) -> Result<bool> {
-        let keys = [self.keys().lease(key), self.keys().fence(key)];
-        let args = [token.as_str().to_string(), fence.to_string()];
+        let keys = self.keys().lease_and_fence(key);
+        let args = [token.as_str(), &fence.to_string()];
         let raised: i64 = self
             .run_script("raise fence", (&RAISE_FENCE, RAISE_FENCE_LUA), &keys, &args)
             .await?;
@@ -70,12 +70,12 @@ impl QuorumNode for RedisStore {
         fence: u64,
         may_take: bool,
     ) -> Result<Renewal> {
-        let keys = [self.keys().lease(key), self.keys().fence(key)];
+        let keys = self.keys().lease_and_fence(key);
         let args = [
-            token.as_str().to_string(),
-            millis(ttl).to_string(),
-            fence.to_string(),
-            if may_take { "1" } else { "0" }.to_string(),
+            token.as_str(),
+            &millis(ttl).to_string(),
+            &fence.to_string(),
+            if may_take { "1" } else { "0" },
         ];
         let code: i64 = self
             .run_script("extend", (&EXTEND, EXTEND_LUA), &keys, &args)
