@@ -1,6 +1,6 @@
 //! Everything Redis: the connection (`conn`), the key layout (`keys`), the
-//! settings (`options`), the lease store ([`RedisStore`], `lease`), its release
-//! subscriber (`subscriber`), what a quorum needs from one node (`node`: the
+//! settings (`options`), the lease store ([`RedisStore`], `lease`), its
+//! waiting line (`queue`), its release subscriber (`subscriber`), what a quorum needs from one node (`node`: the
 //! quorum's node trait implemented on [`RedisStore`]), the rate-limit store
 //! ([`RedisLimits`], `limit`), the fenced resource ([`RedisFencedStore`],
 //! `fenced`) and the Lua scripts they run (`scripts/*.lua`).
@@ -16,6 +16,7 @@ mod lease;
 mod limit;
 mod node;
 mod options;
+mod queue;
 mod record;
 mod semaphore;
 mod subscriber;

@@ -26,9 +26,10 @@ impl RedisStore {
     /// A store for one quorum node at `url`, without connecting. Its scripts go
     /// by `EVAL`, which keeps the node's requests in call order (an undo behind
     /// its vote, a release ahead of the next acquire); see
-    /// [`inline_scripts`](RedisStore::inline_scripts).
+    /// [`inline_scripts`](RedisStore::inline_scripts). Its waiters race (a
+    /// quorum has no waiting line), so its releases wake every watcher.
     pub(crate) fn quorum_node(url: &str, options: RedisOptions) -> Result<RedisStore> {
-        Ok(RedisStore::lazy(url, options)?.inline_scripts())
+        Ok(RedisStore::lazy(url, options)?.inline_scripts().wake_all())
     }
 }
 
