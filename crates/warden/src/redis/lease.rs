@@ -25,20 +25,25 @@ use crate::lease::{
 };
 use crate::token::OwnerToken;
 
-/// The helpers every lease script that grants or hands over starts with.
-macro_rules! lease_script {
+/// A lease script that uses the waiting line: the shared helpers
+/// (`scripts/lease_fence.lua`, `scripts/lease_line.lua`), then its body.
+macro_rules! line_script {
     ($body:literal) => {
         concat!(
-            include_str!("scripts/lease_prelude.lua"),
+            include_str!("scripts/lease_fence.lua"),
+            include_str!("scripts/lease_line.lua"),
             include_str!(concat!("scripts/", $body))
         )
     };
 }
-pub(super) use lease_script;
+pub(super) use line_script;
 
-const ACQUIRE_LUA: &str = lease_script!("lease_acquire.lua");
+const ACQUIRE_LUA: &str = concat!(
+    include_str!("scripts/lease_fence.lua"),
+    include_str!("scripts/lease_acquire.lua")
+);
 const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
-const RELEASE_LUA: &str = lease_script!("lease_release.lua");
+const RELEASE_LUA: &str = line_script!("lease_release.lua");
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
@@ -76,9 +81,6 @@ pub struct RedisStore {
     /// Send scripts with `EVAL` instead of `EVALSHA`: see
     /// [`inline_scripts`](Self::inline_scripts).
     inline_scripts: bool,
-    /// A quorum node: its waiters do not stand in line, so every release wakes
-    /// every watcher.
-    wake_all: bool,
 }
 
 impl RedisStore {
@@ -110,7 +112,6 @@ impl RedisStore {
             subscriber: Arc::new(OnceCell::new()),
             replicas: options.replicas,
             inline_scripts: false,
-            wake_all: false,
         }
     }
 
@@ -124,18 +125,6 @@ impl RedisStore {
     pub(super) fn inline_scripts(mut self) -> Self {
         self.inline_scripts = true;
         self
-    }
-
-    /// Makes every release wake every watcher (a quorum node, whose waiters
-    /// race instead of standing in line).
-    pub(super) fn wake_all(mut self) -> Self {
-        self.wake_all = true;
-        self
-    }
-
-    /// Whether every release wakes every watcher (see [`wake_all`](Self::wake_all)).
-    pub(super) fn wakes_all(&self) -> bool {
-        self.wake_all
     }
 
     /// Runs a lease script by `EVALSHA` (with NOSCRIPT recovery) or, with
@@ -191,35 +180,15 @@ impl RedisStore {
         &self.keys
     }
 
-    /// Deletes `key` if it holds `token`, like [`release`](LeaseStore::release),
-    /// without waking waiters: undoes one node's vote of a quorum acquisition that
-    /// failed (waking every waiter there would only make the next vote split too).
-    pub(super) async fn release_quietly(
-        &self,
-        key: &str,
-        token: &OwnerToken,
-    ) -> Result<ReleaseOutcome> {
-        self.release_on(key, token, false).await
-    }
-
     /// Releases `key` if it holds `token`: hands it to the first live waiter in
-    /// line, or deletes it; with `wake_all`, wakes every watcher too.
-    async fn release_on(
-        &self,
-        key: &str,
-        token: &OwnerToken,
-        wake_all: bool,
-    ) -> Result<ReleaseOutcome> {
+    /// line, or deletes it.
+    async fn release_to_next(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
         let released: i64 = self
             .run_script(
                 "release",
                 (&RELEASE, RELEASE_LUA),
                 &self.keys.lease_fence_queue(key),
-                &[
-                    token.as_str(),
-                    &self.keys.released(key),
-                    if wake_all { "1" } else { "0" },
-                ],
+                &[token.as_str(), &self.keys.released(key)],
             )
             .await?;
         Ok(if released == 1 {
@@ -434,7 +403,7 @@ impl LeaseStore for RedisStore {
     }
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
-        self.release_on(key, token, self.wake_all).await
+        self.release_to_next(key, token).await
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
@@ -474,7 +443,7 @@ impl LeaseStore for RedisStore {
     }
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {
-        self.watch_channel(key, None).await
+        self.watch_channel(key, None, true).await
     }
 
     async fn wait_turn(
@@ -497,7 +466,7 @@ impl LeaseStore for RedisStore {
     }
 
     async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
-        self.watch_channel(key, Some(token)).await
+        self.watch_channel(key, Some(token), false).await
     }
 
     fn describe(&self) -> String {

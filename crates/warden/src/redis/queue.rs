@@ -3,7 +3,7 @@
 //! and wakes only that waiter, so a contended lease changes hands in FIFO
 //! order with one notification per hand-off (`scripts/lease_wait.lua`,
 //! `scripts/lease_leave.lua`; the hand-off itself is in
-//! `scripts/lease_prelude.lua`, shared with the release).
+//! `scripts/lease_line.lua`, shared with the release).
 //!
 //! Each entry carries the waiter's token, its TTL and an expiry on the
 //! server's clock that every look of the waiter pushes forward: a waiter that
@@ -19,14 +19,14 @@ use std::time::Duration;
 use redis::Script;
 
 use super::keys::millis;
-use super::lease::{Grant, RedisStore, lease_script};
+use super::lease::{Grant, RedisStore, line_script};
 use crate::error::Result;
 use crate::lease::{AcquireReply, QueuePlace, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
 
-const WAIT_LUA: &str = lease_script!("lease_wait.lua");
-const LEAVE_LUA: &str = lease_script!("lease_leave.lua");
-const OBSERVE_LUA: &str = lease_script!("lease_observe.lua");
+const WAIT_LUA: &str = line_script!("lease_wait.lua");
+const LEAVE_LUA: &str = line_script!("lease_leave.lua");
+const OBSERVE_LUA: &str = line_script!("lease_observe.lua");
 static WAIT: LazyLock<Script> = LazyLock::new(|| Script::new(WAIT_LUA));
 static LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_LUA));
 static OBSERVE: LazyLock<Script> = LazyLock::new(|| Script::new(OBSERVE_LUA));
@@ -64,7 +64,7 @@ impl RedisStore {
             (&WAIT, WAIT_LUA),
             &keys,
             &args,
-            |(won, value, place): (i64, i64, Option<String>)| (won, value, place),
+            |(won, value, place): (i64, i64, String)| (won, value, Some(place)),
         )
         .await
     }
@@ -97,13 +97,14 @@ impl RedisStore {
     }
 
     /// A watch on the release channel of `key`: for hand-offs to `token`, or
-    /// (`None`) for every release, with an observer's marker in line for as
-    /// long as the watch lives (a quorum node needs none: its releases wake
-    /// everyone). Without a subscriber the watch polls.
+    /// (`None`) for every release — with `mark`, with an observer's marker in
+    /// line for as long as the watch lives (a quorum node needs none: its
+    /// releases wake everyone). Without a subscriber the watch polls.
     pub(super) async fn watch_channel(
         &self,
         key: &str,
         token: Option<&OwnerToken>,
+        mark: bool,
     ) -> ReleaseWatch {
         let Some(sub) = self.subscriber().await else {
             return ReleaseWatch::polling();
@@ -112,7 +113,7 @@ impl RedisStore {
         let Some(rx) = sub.watch(channel, token.map(OwnerToken::as_str)).await else {
             return ReleaseWatch::polling();
         };
-        if token.is_some() || self.wakes_all() {
+        if token.is_some() || !mark {
             return ReleaseWatch::from_channel(rx, None);
         }
         match Observer::start(self.clone(), key).await {

@@ -1,11 +1,10 @@
 -- Release a lease that still holds our token: hand it to the first live
 -- waiter in line, or delete it when nobody waits.
 -- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line
--- ARGV[1] owner token, ARGV[2] release channel, ARGV[3] '1' to wake every
--- watcher (a quorum node), '0' otherwise
+-- ARGV[1] owner token, ARGV[2] release channel
 -- Returns 1 when released, 0 when the key does not hold our token.
 -- Uncontended this is GET, LPOP, DEL: nothing is published when nobody waits.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-return release_to_next(KEYS, ARGV[2], ARGV[3] == '1')
+return release_to_next(KEYS, ARGV[2])

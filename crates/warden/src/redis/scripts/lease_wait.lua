@@ -3,13 +3,13 @@
 -- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line
 -- ARGV[1] owner token, ARGV[2] ttl in milliseconds, ARGV[3] release channel,
 -- ARGV[4] our entry from the last look ('' before the first)
--- Returns {1, fence} when the lease is ours (its TTL reset to ttl from now),
+-- Returns {1, fence, ''} when the lease is ours (its TTL reset to ttl from now),
 -- {0, pttl, entry} when we wait, entry being our place in line.
 local owner = redis.call('GET', KEYS[1])
 if owner == ARGV[1] then
   -- Handed over: claim it, so the holder counts its validity from this call.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[2]))}
+  return {1, tonumber(redis.call('GET', KEYS[2])), ''}
 end
 if not owner then
   -- Free (its holder's TTL ran out): the first live waiter gets it.
@@ -23,7 +23,7 @@ if not owner then
     if not fence then
       return fence_err
     end
-    return {1, fence}
+    return {1, fence, ''}
   end
   local handoff_err = hand_off(KEYS, waiter, ARGV[3])
   if handoff_err then

@@ -1,4 +1,5 @@
--- Shared by the lease scripts (prepended to each of them).
+-- Shared by the lease scripts that use the waiting line (prepended to each
+-- of them, after lease_fence.lua).
 --
 -- The waiting line of a lease is a list, KEYS[3] (`…:queue`), of entries
 -- "<expires_ms> <ttl_ms> <token>": a waiter's owner token, the TTL it asked
@@ -6,31 +7,6 @@
 -- refreshes it. An entry whose TTL is 0 is an observer's marker, not a waiter:
 -- it asks releases to wake every watcher (a release with nobody in line
 -- publishes nothing otherwise).
-
--- Increments the fence counter for a grant of lease_key. On failure (a counter
--- of another type, not an integer, at its maximum, or negative) lease_key is
--- deleted, the counter left as it was, and nil plus an error reply returned:
--- no lease ever exists without its fence.
-local function take_fence(lease_key, fence_key)
-  local fence = redis.pcall('INCR', fence_key)
-  if type(fence) == 'table' and fence.err then
-    redis.call('DEL', lease_key)
-    local fence_type = redis.call('TYPE', fence_key).ok
-    if fence_type ~= 'string' then
-      return nil, redis.error_reply('WRONGTYPE fence counter ' .. fence_key .. ' holds a ' .. fence_type)
-    end
-    if not string.match(redis.call('GET', fence_key), '^%d+$') then
-      return nil, redis.error_reply('WRONGTYPE fence counter ' .. fence_key .. ' is not an integer')
-    end
-    return nil, redis.error_reply('ERR fence counter ' .. fence_key .. ' cannot be incremented (' .. fence.err .. '); no lease was granted')
-  end
-  if fence < 1 then
-    redis.call('DECR', fence_key)
-    redis.call('DEL', lease_key)
-    return nil, redis.error_reply('WRONGTYPE fence counter ' .. fence_key .. ' is not an integer')
-  end
-  return fence
-end
 
 -- The server's clock in milliseconds.
 local function server_ms()
@@ -93,9 +69,9 @@ end
 
 -- Releases the lease we hold: hands it to the first live waiter in line, or
 -- deletes it. Every watcher is woken ('1') when an observer's marker is in
--- line or `wake_all` is set (a quorum node, whose waiters do not queue).
--- Returns 1, or an error reply (nothing changed) when the line is not a list.
-local function release_to_next(keys, channel, wake_all)
+-- line. Returns 1, or an error reply (nothing changed) when the line is not a
+-- list.
+local function release_to_next(keys, channel)
   local waiter, observed, err = pop_waiter(keys[3])
   if err then
     return err
@@ -106,7 +82,7 @@ local function release_to_next(keys, channel, wake_all)
   else
     redis.call('DEL', keys[1])
   end
-  if observed or wake_all then
+  if observed then
     redis.pcall('PUBLISH', channel, '1')
   end
   return 1
