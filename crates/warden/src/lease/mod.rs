@@ -221,7 +221,16 @@ impl Lease {
     /// backend), so a released lease changes hands in about one round trip;
     /// without notifications they poll with jittered exponential backoff. A lease
     /// that expires instead of being released is retried when its TTL runs out.
-    /// Waiting is not FIFO: all woken waiters race and one wins.
+    ///
+    /// On a store with a waiting line (one Redis master) waiting is FIFO: after
+    /// its first refusal the waiter stands in line with one owner token for the
+    /// whole wait ([`LeaseStore::wait_turn`]), a release hands the lease to the
+    /// first live waiter and wakes only it, and the waiter's validity counts
+    /// from its claim. Waiting ends by leaving the line; a lease handed over
+    /// meanwhile is passed on. FIFO does not cover a lease whose TTL ran out (a
+    /// newcomer may take the free key first) or a waiter that hit a transient
+    /// error (it stands in line again at the end). On other stores all woken
+    /// waiters race and one wins.
     ///
     /// A [transient](Error::is_transient) backend error (a restart, a frozen or
     /// overloaded server, a failover) does not end the wait: attempts go on with

@@ -56,8 +56,9 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 /// |---|---|---|
 /// | `warden:{orders:42}` | string, with TTL | the holder's owner token |
 /// | `warden:{orders:42}:fence` | string, no TTL | the last fence handed out |
+/// | `warden:{orders:42}:queue` | list, with TTL | the waiting line |
 ///
-/// Both keys share the hash tag `{orders:42}`, so they live in one slot of a
+/// The keys share the hash tag `{orders:42}`, so they live in one slot of a
 /// Redis Cluster (the layout is ready for one; warden has no cluster client
 /// yet). A key starting with `}` or `\` gets a `\` in front inside the braces
 /// (`}x` → `warden:{\}x}`), since `{}` would be an empty hash tag and split the
@@ -66,9 +67,12 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 ///
 /// The lease key's value is a plain random string, the convention
 /// of most Redis lock clients, so a lock taken by another client on the same key
-/// excludes warden and vice versa. Releases are published on
-/// `warden:{orders:42}:released`, which waiters subscribe to (RESP3 pub/sub) so a
-/// contended lease changes hands without polling.
+/// excludes warden and vice versa. Waiters stand in the waiting line and a
+/// release hands the lease to the first live one, publishing its token on
+/// `warden:{orders:42}:released`, which waiters subscribe to (RESP3 pub/sub):
+/// a contended lease changes hands in FIFO order without polling, waking one
+/// waiter per hand-off. The line's entries and costs are described in
+/// `docs/redis.md`.
 ///
 /// The fence counter has no TTL on purpose: if it expired, fences would start over
 /// and a stale holder's token could look new again.
