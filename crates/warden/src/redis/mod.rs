@@ -9,6 +9,7 @@
 //! scripts go by `EVALSHA` with a reload on `NOSCRIPT`, connections reconnect by
 //! themselves, and every call has a time budget.
 
+mod cluster;
 mod conn;
 mod fenced;
 mod keys;
