@@ -84,7 +84,29 @@ impl RedisCluster {
         );
         let cluster = RedisCluster { nodes, masters };
         cluster.wait_until_ok();
+        cluster.wait_for_replicas();
         cluster
+    }
+
+    /// Waits until every master has a replica in sync (`WAIT` would count it).
+    fn wait_for_replicas(&self) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let synced = self.nodes.iter().all(|n| {
+                query(&n.addr(), &["INFO", "replication"]).is_ok_and(|info| {
+                    info.contains("master_link_status:up")
+                        || (info.contains("role:master") && !info.contains("connected_slaves:0"))
+                })
+            });
+            if synced {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replicas are not in sync after {READY_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,…` with the masters as seeds.
