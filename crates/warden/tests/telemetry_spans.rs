@@ -143,14 +143,12 @@ fn position(all: &[Captured], pred: impl Fn(&Captured) -> bool) -> usize {
 async fn spans_and_events_tell_the_story_without_tokens_or_passwords() {
     let capture = Capture::default();
     let text = Text::default();
-    let subscriber = tracing_subscriber::registry()
-        .with(capture.clone())
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(text.clone())
-                .with_ansi(false)
-                .with_span_events(tracing_subscriber::fmt::format::FmtSpan::FULL),
-        );
+    let subscriber = tracing_subscriber::registry().with(capture.clone()).with(
+        tracing_subscriber::fmt::layer()
+            .with_writer(text.clone())
+            .with_ansi(false)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::FULL),
+    );
     // The runtime is single-threaded, so spawned tasks report here too.
     let _default = tracing::subscriber::set_default(subscriber);
     let played = telemetry_common::play().await;
@@ -175,8 +173,11 @@ async fn spans_and_events_tell_the_story_without_tokens_or_passwords() {
     assert!(first.field("latency_us").unwrap().parse::<u64>().is_ok());
     let store = first.field("store").unwrap();
     assert!(store.starts_with("redis://***@127.0.0.1:"), "{store}");
-    assert!(acquires.iter().any(|s| s.field("outcome") == Some("held")
-        && s.field("ttl_left_ms").is_some_and(|t| t.parse::<u64>().unwrap() > 0)));
+    assert!(acquires.iter().any(|s| {
+        s.field("outcome") == Some("held")
+            && s.field("ttl_left_ms")
+                .is_some_and(|t| t.parse::<u64>().unwrap() > 0)
+    }));
     assert_eq!(acquires.last().unwrap().field("fence"), Some("2"));
 
     // The wait: several attempts, ended by the hand-off.
@@ -210,7 +211,10 @@ async fn spans_and_events_tell_the_story_without_tokens_or_passwords() {
     );
 
     // Losses are warnings, with their cause, once each.
-    let lost: Vec<&Captured> = mine.iter().filter(|c| c.what == "event lease lost").collect();
+    let lost: Vec<&Captured> = mine
+        .iter()
+        .filter(|c| c.what == "event lease lost")
+        .collect();
     assert_eq!(lost.len(), 2, "{lost:?}");
     assert!(lost.iter().all(|c| c.level == Level::WARN));
     assert_eq!(lost[0].field("key"), Some(KEY));
@@ -226,7 +230,10 @@ async fn spans_and_events_tell_the_story_without_tokens_or_passwords() {
     let releasing = position(&mine, |c| c.what == "open release");
     let woken = position(&mine, |c| c.what == "event woken by a release");
     let granted = position(&mine, |c| c.what == "span wait");
-    assert!(waiting < releasing && releasing < woken && woken < granted, "{mine:#?}");
+    assert!(
+        waiting < releasing && releasing < woken && woken < granted,
+        "{mine:#?}"
+    );
     assert_eq!(mine[woken].scope, ["wait"]);
     assert_eq!(mine[woken].level, Level::DEBUG);
 
@@ -236,7 +243,9 @@ async fn spans_and_events_tell_the_story_without_tokens_or_passwords() {
     // The fallback's own check is a span inside the failed store's span.
     assert_eq!(
         outcomes,
-        ["allowed", "allowed", "refused", "error", "allowed", "fallback"]
+        [
+            "allowed", "allowed", "refused", "error", "allowed", "fallback"
+        ]
     );
     assert_eq!(limits[0].field("remaining"), Some("1"));
     assert_eq!(limits[2].field("remaining"), Some("0"));
@@ -260,7 +269,10 @@ async fn spans_and_events_tell_the_story_without_tokens_or_passwords() {
         .filter(|c| c.field("node") == Some(&played.killed_node))
         .map(|c| c.field("outcome").unwrap())
         .collect();
-    assert!(!killed.is_empty() && !killed.contains(&"answered"), "{killed:?}");
+    assert!(
+        !killed.is_empty() && !killed.contains(&"answered"),
+        "{killed:?}"
+    );
 
     // `info` is quiet: nothing of warden's at info; warnings only for the two
     // losses and the fallback in use (and the failing renewal of none).

@@ -406,7 +406,11 @@ impl Lease {
 
     /// Counts an acquire call that ended with `result`, `started` then.
     fn count(&self, result: &Result<TryAcquire>, started: Instant) {
-        telemetry::acquisition(|| self.backend.describe(), outcome(result), started.elapsed());
+        telemetry::acquisition(
+            || self.backend.describe(),
+            outcome(result),
+            started.elapsed(),
+        );
     }
 
     /// The attempt of [`attempt`](Self::attempt), without its span.

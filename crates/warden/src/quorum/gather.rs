@@ -182,7 +182,14 @@ impl<N: QuorumNode> Quorum<N> {
 
     /// Tells the `tracing` subscriber (at `trace`) and the metrics recorder
     /// how node `i` answered `op`.
-    fn report<T>(&self, i: usize, op: &'static str, key: &str, reply: &Result<T>, started: Instant) {
+    fn report<T>(
+        &self,
+        i: usize,
+        op: &'static str,
+        key: &str,
+        reply: &Result<T>,
+        started: Instant,
+    ) {
         let outcome = match reply {
             Ok(_) => "answered",
             Err(Error::Timeout { .. }) => "timed_out",

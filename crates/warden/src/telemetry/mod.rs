@@ -55,10 +55,10 @@
 
 #[cfg(feature = "metrics")]
 mod meter;
-pub mod names;
 #[cfg(not(feature = "metrics"))]
 #[path = "quiet.rs"]
 mod meter;
+pub mod names;
 
 pub(crate) use meter::{
     acquisition, handoff, hold, limit_decision, limit_store, loss, quorum_reply, renewal,

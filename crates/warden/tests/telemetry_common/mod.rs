@@ -108,7 +108,10 @@ pub async fn play() -> Played {
         .unwrap()
         .into_guard()
         .unwrap();
-    tokens.push(get(&server, &warden.status(SHORT_KEY).await.unwrap().storage_key));
+    tokens.push(get(
+        &server,
+        &warden.status(SHORT_KEY).await.unwrap().storage_key,
+    ));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(c.is_lost());
     assert_eq!(c.release().await.unwrap(), ReleaseOutcome::NotHeld);
