@@ -272,7 +272,7 @@ impl Limiter {
         let store = &self.inner.store;
         let span = tracing::debug_span!(
             "limit",
-            key,
+            key = %key,
             store = %store.describe(),
             cost,
             peek = matches!(mode, Mode::Peek),
