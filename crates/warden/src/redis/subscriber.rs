@@ -1,11 +1,18 @@
 //! The release subscriber: one RESP3 connection per store, subscribed to the
 //! release channels of the keys being waited on, fanning messages out to
-//! [`ReleaseWatch`](crate::lease::ReleaseWatch)es so a contended lease changes hands without polling.
+//! [`ReleaseWatch`](crate::lease::ReleaseWatch)es so a contended lease
+//! changes hands without polling.
 //!
 //! A message naming a waiter's owner token is a hand-off: it wakes only the
 //! watcher of that token, if it is in this process. Any other message (`1` for
 //! a release, `record` for a new record) wakes the channel's plain watchers. A
 //! lost connection wakes everyone.
+//!
+//! On a Redis Cluster the subscriber is a RESP3 cluster connection. The release
+//! scripts `PUBLISH`, which a cluster forwards to every node, so a subscription
+//! on any node hears it; the client moves subscriptions to another node when
+//! one fails, and a disconnection wakes every waiter (it may have missed a
+//! release).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,7 +22,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::watch;
 
-use super::conn::RedisConn;
+use super::conn::{Link, Origin, RedisConn};
 use crate::token::OwnerToken;
 
 /// A pushed value as text, when it is one.
@@ -75,7 +82,7 @@ impl Watchers {
 /// One RESP3 connection subscribed to the release channels of the keys being
 /// waited on; messages are fanned out to `watch` channels.
 pub(super) struct Subscriber {
-    manager: ConnectionManager,
+    link: Link,
     senders: Arc<Mutex<HashMap<String, Watchers>>>,
     // Serialises SUBSCRIBE/UNSUBSCRIBE so an unsubscribe of an idle channel can
     // never overtake a new subscribe of the same channel.
@@ -85,48 +92,69 @@ pub(super) struct Subscriber {
 
 impl Subscriber {
     pub(super) async fn open(conn: &RedisConn) -> Option<Subscriber> {
-        let info = conn.client().get_connection_info().clone();
-        let redis_settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let info = info.set_redis_settings(redis_settings);
-        let client = redis::Client::open(info).ok()?;
         let senders: Arc<Mutex<HashMap<String, Watchers>>> = Arc::default();
         let dispatch = Arc::clone(&senders);
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(conn.connect_timeout()))
-            .set_response_timeout(Some(conn.timeout()))
-            .set_number_of_retries(1)
-            .set_automatic_resubscription()
-            .set_push_sender(move |push: PushInfo| {
-                let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
-                match push.kind {
-                    PushKind::Message => {
-                        let watchers = text(push.data.first()).and_then(|c| senders.get(c));
-                        if let (Some(w), Some(message)) = (watchers, text(push.data.get(1))) {
-                            w.wake_for(message);
-                        }
+        let on_push = move |push: PushInfo| {
+            let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
+            match push.kind {
+                PushKind::Message => {
+                    let watchers = text(push.data.first()).and_then(|c| senders.get(c));
+                    if let (Some(w), Some(message)) = (watchers, text(push.data.get(1))) {
+                        w.wake_for(message);
                     }
-                    // A release may have been missed while disconnected: wake
-                    // every waiter so it tries again.
-                    PushKind::Disconnection => {
-                        senders.values().for_each(Watchers::wake_everyone);
-                    }
-                    _ => {}
                 }
-                Ok::<(), redis::aio::SendError>(())
-            });
-        let manager = tokio::time::timeout(
-            conn.timeout(),
-            ConnectionManager::new_with_config(client, config),
-        )
+                // A release may have been missed while disconnected: wake
+                // every waiter so it tries again.
+                PushKind::Disconnection => {
+                    senders.values().for_each(Watchers::wake_everyone);
+                }
+                _ => {}
+            }
+            Ok::<(), redis::aio::SendError>(())
+        };
+        let opened = tokio::time::timeout(conn.timeout(), async {
+            match conn.origin() {
+                Origin::Node(client) => {
+                    let info = client.get_connection_info().clone();
+                    let redis_settings = info
+                        .redis_settings()
+                        .clone()
+                        .set_protocol(ProtocolVersion::RESP3);
+                    let client = redis::Client::open(info.set_redis_settings(redis_settings))?;
+                    let config = ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(conn.connect_timeout()))
+                        .set_response_timeout(Some(conn.timeout()))
+                        .set_number_of_retries(1)
+                        .set_automatic_resubscription()
+                        .set_push_sender(on_push);
+                    ConnectionManager::new_with_config(client, config)
+                        .await
+                        .map(Link::Node)
+                }
+                Origin::Cluster(seeds) => {
+                    let client = seeds.client(
+                        ProtocolVersion::RESP3,
+                        conn.timeout(),
+                        conn.connect_timeout(),
+                    )?;
+                    let config = redis::cluster::ClusterConfig::new()
+                        .set_connection_timeout(conn.connect_timeout())
+                        .set_response_timeout(conn.timeout())
+                        .set_push_sender(on_push);
+                    client
+                        .get_async_connection_with_config(config)
+                        .await
+                        .map(Link::Cluster)
+                }
+            }
+        })
         .await
-        .ok()?
-        .map_err(|e| tracing::debug!(error = %e, "release notifications unavailable; polling"))
         .ok()?;
+        let link = opened
+            .map_err(|e| tracing::debug!(error = %e, "release notifications unavailable; polling"))
+            .ok()?;
         Some(Subscriber {
-            manager,
+            link,
             senders,
             changes: tokio::sync::Mutex::new(()),
             timeout: conn.timeout(),
@@ -163,13 +191,13 @@ impl Subscriber {
             };
             (tx.subscribe(), subscribe, idle)
         };
-        let mut manager = self.manager.clone();
+        let mut link = self.link.clone();
         if !idle.is_empty() {
-            let _ = tokio::time::timeout(self.timeout, manager.unsubscribe(&idle)).await;
+            let _ = tokio::time::timeout(self.timeout, link.unsubscribe(&idle)).await;
         }
         if subscribe {
             let ok = matches!(
-                tokio::time::timeout(self.timeout, manager.subscribe(&channel)).await,
+                tokio::time::timeout(self.timeout, link.subscribe(&channel)).await,
                 Ok(Ok(()))
             );
             if !ok {
