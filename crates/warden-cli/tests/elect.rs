@@ -267,16 +267,30 @@ fn leader_shows_the_default_id() {
 }
 
 #[test]
-fn bad_ids_are_usage_errors() {
+fn bad_ids_are_usage_errors_and_leave_the_leader_alone() {
     let sandbox = Sandbox::new();
     let db = sandbox.sqlite();
+    let mut leader_run = sandbox.start(&[
+        "--backend",
+        &db,
+        "elect",
+        "--key",
+        "jobs",
+        "--id",
+        "first",
+        "--",
+        "sh",
+        "-c",
+        "sleep 60",
+    ]);
+    let before = wait_for_leader(&sandbox, &db, "first");
     for id in ["", "a\tb"] {
         let out = output(sandbox.warden().args([
             "--backend",
             &db,
             "elect",
             "--key",
-            "k",
+            "jobs",
             "--id",
             id,
             "--",
@@ -284,6 +298,31 @@ fn bad_ids_are_usage_errors() {
         ]));
         assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
         assert!(stderr(&out).contains("--id"), "{}", stderr(&out));
+    }
+    let (code, after) = leader_json(&sandbox, &db);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        (&after["id"], &after["term"]),
+        (&before["id"], &before["term"]),
+        "the leader is unchanged"
+    );
+    kill(leader_run.pid(), Signal::SIGTERM).unwrap();
+    leader_run.wait(Duration::from_secs(10));
+}
+
+/// Polls `warden leader --key jobs --json` until `id` leads; returns its JSON.
+fn wait_for_leader(sandbox: &Sandbox, backend: &str, id: &str) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let (code, json) = leader_json(sandbox, backend);
+        if code == Some(0) && json["id"] == id {
+            return json;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{id} never led: {json}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
