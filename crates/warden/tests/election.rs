@@ -278,3 +278,32 @@ async fn a_user_without_channel_rights_is_elected_and_named_on_redis() {
     );
     assert_eq!(a.resign().await.unwrap(), ReleaseOutcome::Released);
 }
+
+/// On a quorum `leader()` reports the highest fence counter any node has:
+/// never below the leader's own term, but above it once a candidate's failed
+/// vote took a node the leader had lost (here: the key deleted on one node) —
+/// a number that no leader held, and that a later leader may get. Only
+/// `Leadership::term()` is the leader's term; the docs say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_quorum_the_reported_term_is_never_below_the_leaders() {
+    let fx = recipes_common::quorum().await;
+    let election = fx
+        .warden
+        .election("elect:split")
+        .ttl(Duration::from_secs(30));
+    let a = election.try_campaign("a").await.unwrap().unwrap();
+    fx.nodes[2].command("DEL warden:{elect:split}").unwrap();
+    assert!(election.try_campaign("b").await.unwrap().is_none());
+    let now = election.leader().await.unwrap().unwrap();
+    assert!(now.term >= a.term(), "{} < {}", now.term, a.term());
+    assert_eq!(now.id, None);
+    let first = a.term();
+    a.resign().await.unwrap();
+    let b = election
+        .campaign_within("b", BOUND)
+        .await
+        .unwrap()
+        .expect("elected after the resignation");
+    assert!(b.term() > first, "{} after {first}", b.term());
+    b.resign().await.unwrap();
+}
