@@ -240,8 +240,17 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<Decision> {
-        let decisions = self.run_each(key, cost, mode, now).await?;
-        Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))
+        let combine = |decisions: Vec<Decision>| {
+            Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))
+        };
+        // An in-process store answers at once: no future is built for it
+        // (an in-process store has no infrastructure to fail, so its errors
+        // never call for the fallback).
+        let request = self.request(key, cost, mode, now)?;
+        if let Some(Ok(decision)) = self.inner.store.decide_inline(&request) {
+            return Ok(decision);
+        }
+        combine(self.run_each(key, cost, mode, now).await?)
     }
 
     /// Like [`run`](Self::run), but returns each policy's decision, in the
@@ -256,6 +265,25 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<Vec<Decision>> {
+        let request = self.request(key, cost, mode, now)?;
+        match (self.inner.store.apply(&request).await, &self.inner.fallback) {
+            (Err(e), Some(fallback)) if e.is_infrastructure() => {
+                tracing::warn!(error = %e, key, "rate-limit store failed; using the fallback limiter");
+                Box::pin(fallback.run_each(key, cost, mode, now)).await
+            }
+            (result, _) => result,
+        }
+    }
+
+    /// The checked request for `key`: bad input is refused here, before any
+    /// store is asked.
+    fn request<'a>(
+        &'a self,
+        key: &'a str,
+        cost: u32,
+        mode: Mode,
+        now: Option<Timestamp>,
+    ) -> Result<LimitRequest<'a>> {
         validate_key(key)?;
         let policies = self.policies()?;
         check_cost(policies, cost)?;
@@ -265,14 +293,7 @@ impl Limiter {
                 "an injected instant beyond 2^53 − 2^50 µs (year 2219) is not exact in Lua",
             ));
         }
-        let request = LimitRequest::new(key, policies, cost, mode).at(now);
-        match (self.inner.store.apply(&request).await, &self.inner.fallback) {
-            (Err(e), Some(fallback)) if e.is_infrastructure() => {
-                tracing::warn!(error = %e, key, "rate-limit store failed; using the fallback limiter");
-                Box::pin(fallback.run_each(key, cost, mode, now)).await
-            }
-            (result, _) => result,
-        }
+        Ok(LimitRequest::new(key, policies, cost, mode).at(now))
     }
 
     /// Takes one unit for `key`, waiting up to `max_wait` for it. See
