@@ -159,12 +159,15 @@ impl Policy {
     /// `warden:{ip:203.0.113.7}:limit:gcra:60/60000000:10`.
     ///
     /// All policies of one user key share the hash tag `{key}`, so a compound
-    /// limiter's keys live in one Redis Cluster slot. The quota is part of the
+    /// limiter's keys live in one Redis Cluster slot; a key starting with `}`
+    /// or `\` gets a `\` in front inside the braces, as lease keys do (`{}`
+    /// would be an empty hash tag and scatter the policies). The quota is part of the
     /// name: changing a quota starts from a fresh state instead of misreading
     /// the old one.
     pub fn storage_key(&self, prefix: &str, key: &str) -> String {
         format!(
-            "{prefix}{{{key}}}:limit:{}:{}/{}:{}",
+            "{prefix}{{{}}}:limit:{}:{}/{}:{}",
+            crate::key::hash_tag(key),
             self.algorithm,
             self.quota.limit(),
             self.period_us,
