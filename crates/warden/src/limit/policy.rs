@@ -144,6 +144,17 @@ impl Policy {
         self.record_rejected
     }
 
+    /// What tells this policy's state apart from another policy's of the same
+    /// user key: exactly the parts [`storage_key`](Self::storage_key) names.
+    pub(crate) fn tag(&self) -> PolicyTag {
+        PolicyTag {
+            algorithm: self.algorithm,
+            limit: self.quota.limit().get(),
+            period_us: self.period_us,
+            capacity: self.capacity,
+        }
+    }
+
     /// The storage key of this policy for the user key `key`, e.g.
     /// `warden:{ip:203.0.113.7}:limit:gcra:60/60000000:10`.
     ///
@@ -163,4 +174,14 @@ impl Policy {
             self.capacity
         )
     }
+}
+
+/// The identity of a policy's state, for in-process tables that index by
+/// policy and user key instead of a formatted storage key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PolicyTag {
+    algorithm: Algorithm,
+    limit: u32,
+    period_us: u64,
+    capacity: u64,
 }
