@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use super::holder::HolderInfo;
 use super::store::{AcquireReply, LeaseStore, ReleaseOutcome};
 use crate::error::{Error, Result};
 use crate::token::OwnerToken;
@@ -30,6 +31,7 @@ pub(super) async fn acquire(
     key: String,
     token: OwnerToken,
     ttl: Duration,
+    holder: Option<Arc<HolderInfo>>,
 ) -> Reply {
     let (tx, rx) = oneshot::channel::<Reply>();
     let mut waiting = Waiting {
@@ -40,7 +42,9 @@ pub(super) async fn acquire(
         answered: false,
     };
     tokio::spawn(async move {
-        let reply = backend.try_acquire(&key, &token, ttl).await;
+        let reply = backend
+            .try_acquire(&key, &token, ttl, holder.as_deref())
+            .await;
         // A failure that may have happened after the store applied the
         // request (a timeout, a reset connection) may have left a grant. (The
         // quorum and the replica check undo their own grants.)

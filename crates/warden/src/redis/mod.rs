@@ -11,9 +11,11 @@
 
 mod conn;
 mod fenced;
+mod holder;
 mod keys;
 mod lease;
 mod limit;
+mod list;
 mod node;
 mod options;
 mod record;

@@ -1,6 +1,7 @@
 -- Acquire a lease and, only when it is won, increment the key's fence counter.
--- KEYS[1] lease key, KEYS[2] fence counter
--- ARGV[1] owner token, ARGV[2] ttl in milliseconds
+-- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] holder hash
+-- ARGV[1] owner token, ARGV[2] ttl in milliseconds; when the holder is
+-- recorded, ARGV[3] host, ARGV[4] pid and ARGV[5] label (if any)
 -- Returns {1, fence} when acquired, {0, pttl} when held by someone else.
 -- The fast path is two commands (SET NX, INCR); the type checks run only when
 -- one of them did not go through, so a key of another type is still a clear
@@ -26,6 +27,20 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('DECR', KEYS[2])
     redis.call('DEL', KEYS[1])
     return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
+  end
+  if ARGV[3] then
+    -- Who holds it (never the token), stamped with the server's clock, with
+    -- the lease's TTL. TIME before a write is fine under effects replication,
+    -- the only mode of Redis 7.
+    local now = redis.call('TIME')
+    local fields = {'host', ARGV[3], 'pid', ARGV[4], 'fence', fence, 'since_s', now[1], 'since_us', now[2]}
+    if ARGV[5] then
+      fields[#fields + 1] = 'label'
+      fields[#fields + 1] = ARGV[5]
+    end
+    redis.call('DEL', KEYS[3])
+    redis.call('HSET', KEYS[3], unpack(fields))
+    redis.call('PEXPIRE', KEYS[3], ARGV[2])
   end
   return {1, fence}
 end
