@@ -91,7 +91,7 @@ fn shows_the_holder(s: &Sandbox, backend: &str) -> [Running; 2] {
     );
     let text = stdout(&out);
     assert!(
-        text.contains(&format!("holder   "))
+        text.contains("holder   ")
             && text.contains(&format!(" pid {} \"nightly report\"", first.0.id())),
         "{text}"
     );

@@ -311,3 +311,80 @@ async fn sqlite_errors_keep_the_rusqlite_error_as_their_source() {
         "{mapped:?}"
     );
 }
+
+/// A file of schema version 1 (no holder columns) is migrated when opened:
+/// its leases and fences stay, the holder columns appear, and the version
+/// moves to the current one.
+#[tokio::test]
+async fn a_version_1_file_is_migrated_and_keeps_its_fences() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE warden_leases (
+            key TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, token TEXT,
+            boot_id TEXT, expires_at_ms INTEGER, ttl_ms INTEGER
+         ) STRICT, WITHOUT ROWID;
+         CREATE TABLE warden_limits (
+            key TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL, expires_at_us INTEGER NOT NULL
+         ) STRICT, WITHOUT ROWID;
+         CREATE INDEX warden_limits_expiry ON warden_limits (expires_at_us);
+         CREATE TABLE warden_clock (boot_id TEXT PRIMARY KEY NOT NULL, origin_us INTEGER NOT NULL) STRICT;
+         INSERT INTO warden_leases (key, fence) VALUES ('old', 41);
+         PRAGMA application_id = 1464091982;
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    drop(conn);
+    let backend = open(&path).await;
+    let version: i32 = Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, schema::SCHEMA_VERSION);
+    assert_eq!(
+        backend.status("old").await.unwrap().fence,
+        Some(Fence::new(41))
+    );
+    let me = crate::HolderInfo::this_process().with_label("migrated");
+    let holder = token();
+    let fence = fence_of(
+        backend
+            .try_acquire("old", &holder, LONG, Some(&me))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(fence, 42);
+    let status = backend.status("old").await.unwrap();
+    assert_eq!(status.holder.unwrap().label.as_deref(), Some("migrated"));
+    // Opening it again (already migrated) changes nothing.
+    drop(backend);
+    let again = open(&path).await;
+    assert!(again.status("old").await.unwrap().held);
+}
+
+/// The owner token stays in the row; neither status nor list shows it.
+#[tokio::test]
+async fn status_and_list_never_show_the_owner_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    let holder = token();
+    let me = crate::HolderInfo::this_process().with_label("job");
+    fence_of(
+        backend
+            .try_acquire("k", &holder, LONG, Some(&me))
+            .await
+            .unwrap(),
+    );
+    let stored: String = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT token FROM warden_leases", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, holder.as_str());
+    let status = format!("{:?}", backend.status("k").await.unwrap());
+    let listed = format!("{:?}", backend.list("").await.unwrap());
+    assert!(status.contains("job") && listed.contains("job"), "{listed}");
+    assert!(!status.contains(holder.as_str()), "{status}");
+    assert!(!listed.contains(holder.as_str()), "{listed}");
+}
