@@ -263,8 +263,13 @@ impl RedisStore {
 
     /// How many processes wait for `key`: the subscribers of its release
     /// channel (`PUBSUB NUMSUB`). Best-effort: `None` when the server refuses
-    /// (an ACL user without the command).
+    /// (an ACL user without the command), and on a Redis Cluster.
     async fn waiters(&self, key: &str) -> Option<u64> {
+        // On a cluster a node counts only its own subscribers, and waiters
+        // subscribe wherever their client connected: no count is right.
+        if matches!(self.conn.origin(), super::conn::Origin::Cluster(_)) {
+            return None;
+        }
         let channel = self.keys.released(key);
         let mut cmd = redis::cmd("PUBSUB");
         cmd.arg("NUMSUB").arg(&channel);

@@ -19,6 +19,15 @@ const SCAN_COUNT: u32 = 1000;
 impl RedisStore {
     /// The held leases whose user key starts with `prefix`, in key order.
     pub(super) async fn list_leases(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        // SCAN walks one node: on a cluster it would miss the other masters'
+        // leases and look complete.
+        if matches!(self.conn().origin(), super::conn::Origin::Cluster(_)) {
+            return Err(Error::Config {
+                url: self.describe(),
+                reason: "a Redis Cluster cannot list its leases (SCAN walks one node);                          ask each master with a redis:// URL"
+                    .into(),
+            });
+        }
         let store_prefix = self.prefix();
         let pattern = format!(
             "{}{{{}*}}",
