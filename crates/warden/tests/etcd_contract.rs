@@ -99,6 +99,7 @@ mod etcd_store {
         holder_is_recorded_read_by_anyone_and_released_with_the_lease,
         holder_record_expires_with_the_lease,
         list_shows_the_held_leases_under_a_prefix,
+        a_waiter_that_gets_the_lease_records_itself,
     );
     etcd_contract!(
         a_sub_second_ttl_counts_locally_from_the_asked_ttl_while_etcd_holds_a_whole_second,

@@ -38,4 +38,5 @@ lease_contract!(
     holder_is_recorded_read_by_anyone_and_released_with_the_lease,
     holder_record_expires_with_the_lease,
     list_shows_the_held_leases_under_a_prefix,
+    a_waiter_that_gets_the_lease_records_itself,
 );

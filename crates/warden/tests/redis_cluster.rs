@@ -58,6 +58,7 @@ async fn leases_keep_their_contract_on_a_cluster() {
     lease_common::holder_is_recorded_read_by_anyone_and_released_with_the_lease(&w, t).await;
     lease_common::holder_record_expires_with_the_lease(&w, t).await;
     lease_common::list_shows_the_held_leases_under_a_prefix(&w, t).await;
+    lease_common::a_waiter_that_gets_the_lease_records_itself(&w, t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

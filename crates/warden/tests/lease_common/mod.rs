@@ -488,3 +488,27 @@ pub async fn list_shows_the_held_leases_under_a_prefix(w: &Warden, _t: &Timing) 
     assert_eq!(w.list("").await.unwrap().len(), 2, "every held lease");
     drop((b, other));
 }
+
+/// A waiter that gets the lease (handed over on release, or after the TTL)
+/// records itself, not the previous holder.
+pub async fn a_waiter_that_gets_the_lease_records_itself(w: &Warden, _t: &Timing) {
+    let ttl = Duration::from_secs(30);
+    let first = w.lease("holder:handoff").ttl(ttl).label("first");
+    let guard = first.try_acquire().await.unwrap().into_guard().unwrap();
+    let waiter = {
+        let lease = w.lease("holder:handoff").ttl(ttl).label("second");
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(10)).await })
+    };
+    // Let the waiter stand in line before the release.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard.release().await.unwrap();
+    let second = waiter
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .expect("handed over");
+    let holder = w.status("holder:handoff").await.unwrap().holder;
+    assert_eq!(holder.and_then(|h| h.label).as_deref(), Some("second"));
+    second.release().await.unwrap();
+}
