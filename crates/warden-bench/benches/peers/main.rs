@@ -7,7 +7,10 @@
 //! which installs the peers and builds the release `warden` binary.
 //!
 //! `WARDEN_BENCH_ROUNDS` (default 3) and `WARDEN_BENCH_SECONDS` (default 2,
-//! per workload and peer) shorten or lengthen the run.
+//! per workload and peer) shorten or lengthen the run; `WARDEN_BENCH_ONLY`
+//! (comma-separated: `distinct`, `cost`, `contended`, `limiter`, `local`,
+//! `quorum`, `cli`) runs only those workloads, and the table then shows the
+//! others as not measured.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -105,27 +108,41 @@ async fn main() {
         eprintln!("WARDEN_BENCH_PYTHON is not set: redis-py is left out");
     }
 
+    let only = std::env::var("WARDEN_BENCH_ONLY").unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || only.split(',').any(|w| w.trim() == name);
     let mut s = Samples::default();
     for round in 1..=rounds {
         eprintln!("round {round} of {rounds}");
         stats.flush().await;
-        distinct::throughput(&p, 16, run_for, &mut s).await;
-        distinct::throughput(&p, 64, run_for, &mut s).await;
-        s.add(
-            "ceiling.evalsha",
-            ceiling(&stats, server.port(), run_for).await,
-        );
-        stats.flush().await;
-        distinct::cost(&p, &stats, &mut s).await;
-        contended::run(&p, &stats, run_for, &mut s).await;
-        stats.flush().await;
-        limiter::run(&p, &stats, run_for, &mut s).await;
-        local::run(&mut s).await;
-        for n in &node_stats {
-            n.flush().await;
+        if wanted("distinct") {
+            distinct::throughput(&p, 16, run_for, &mut s).await;
+            distinct::throughput(&p, 64, run_for, &mut s).await;
+            let ceiling = ceiling(&stats, server.port(), run_for).await;
+            s.add("ceiling.evalsha", ceiling);
+            stats.flush().await;
         }
-        quorum::run(&node_urls, &node_stats, run_for, &mut s).await;
-        cli::run(&server.url(), &mut s).await;
+        if wanted("cost") {
+            distinct::cost(&p, &stats, &mut s).await;
+        }
+        if wanted("contended") {
+            contended::run(&p, &stats, run_for, &mut s).await;
+        }
+        if wanted("limiter") {
+            stats.flush().await;
+            limiter::run(&p, &stats, run_for, &mut s).await;
+        }
+        if wanted("local") {
+            local::run(&mut s).await;
+        }
+        if wanted("quorum") {
+            for n in &node_stats {
+                n.flush().await;
+            }
+            quorum::run(&node_urls, &node_stats, run_for, &mut s).await;
+        }
+        if wanted("cli") {
+            cli::run(&server.url(), &mut s).await;
+        }
     }
 
     let setting = report::Setting {

@@ -229,6 +229,7 @@ pub fn render(s: &Samples, setting: &Setting) -> String {
     for n in [3, 5] {
         let q = t.m(&format!("quorum.{n}"));
         let left = t.m(&format!("quorum.{n}.left"));
+        let errors = t.m(&format!("quorum.{n}.errors"));
         let per_rtt = q / one * n as f64;
         t.row(
             format!("quorum of {n} (one host), 16 tasks, cycles/s"),
