@@ -54,6 +54,7 @@
 
 mod attempt;
 mod guard;
+mod line;
 mod monitor;
 mod release_watch;
 mod store;
@@ -61,8 +62,8 @@ mod store;
 pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
 pub use release_watch::ReleaseWatch;
 pub use store::{
-    AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, drift,
-    valid_until,
+    AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
+    drift, valid_until,
 };
 
 use std::sync::Arc;
@@ -70,10 +71,14 @@ use std::time::Duration;
 
 use rand::Rng;
 use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use crate::error::{Error, Result};
 use crate::key::validate_key;
+use crate::telemetry;
 use crate::token::OwnerToken;
+use line::Line;
 
 /// TTL of a lease unless [`Lease::ttl`] says otherwise.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -210,7 +215,10 @@ impl Lease {
     /// Tries once, without waiting.
     pub async fn try_acquire(&self) -> Result<TryAcquire> {
         let renew = self.validate()?;
-        self.attempt(renew).await
+        let started = Instant::now();
+        let result = self.attempt(renew).await;
+        self.count(&result, started);
+        result
     }
 
     /// Tries until acquired or until `max_wait` has passed.
@@ -219,7 +227,16 @@ impl Lease {
     /// backend), so a released lease changes hands in about one round trip;
     /// without notifications they poll with jittered exponential backoff. A lease
     /// that expires instead of being released is retried when its TTL runs out.
-    /// Waiting is not FIFO: all woken waiters race and one wins.
+    ///
+    /// On a store with a waiting line (one Redis master) waiting is FIFO: after
+    /// its first refusal the waiter stands in line with one owner token for the
+    /// whole wait ([`LeaseStore::wait_turn`]), a release hands the lease to the
+    /// first live waiter and wakes only it, and the waiter's validity counts
+    /// from its claim. Waiting ends by leaving the line; a lease handed over
+    /// meanwhile is passed on. FIFO does not cover a lease whose TTL ran out (a
+    /// newcomer may take the free key first) or a waiter that hit a transient
+    /// error (it stands in line again at the end). On other stores all woken
+    /// waiters race and one wins.
     ///
     /// A [transient](Error::is_transient) backend error (a restart, a frozen or
     /// overloaded server, a failover) does not end the wait: attempts go on with
@@ -231,21 +248,61 @@ impl Lease {
     /// retrying never leaves a stray grant behind.
     pub async fn acquire_within(&self, max_wait: Duration) -> Result<TryAcquire> {
         let renew = self.validate()?;
+        let span = tracing::debug_span!(
+            "wait",
+            key = %self.key,
+            store = %self.backend.describe(),
+            max_wait_ms = crate::duration::millis(max_wait),
+            outcome = Empty,
+            fence = Empty,
+            attempts = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let mut attempts = 0_u32;
+        let result = self
+            .wait(renew, max_wait, &mut attempts)
+            .instrument(span.clone())
+            .await;
+        span.record("attempts", attempts);
+        if let Ok(TryAcquire::Acquired(guard)) = &result {
+            span.record("fence", guard.fence().get());
+        }
+        telemetry::finish!(debug, &span, outcome(&result), started);
+        self.count(&result, started);
+        result
+    }
+
+    /// The waiting loop of [`acquire_within`](Self::acquire_within), counting
+    /// its attempts.
+    async fn wait(
+        &self,
+        renew: Option<Duration>,
+        max_wait: Duration,
+        attempts: &mut u32,
+    ) -> Result<TryAcquire> {
         let deadline = Instant::now() + max_wait.min(MAX_TTL);
-        let mut watch: Option<ReleaseWatch> = None;
+        // When the last wait ended with a release notification: a grant right
+        // after it is a hand-off.
+        let mut woken_at: Option<Instant> = None;
+        // Our stand in the waiting line, from the first refusal on.
+        let mut line: Option<Line> = None;
         let mut backoff = MIN_BACKOFF;
         let mut error_backoff = MIN_ERROR_BACKOFF;
         // The last transient error, while the backend keeps failing.
         let mut failing: Option<Error> = None;
         loop {
+            *attempts += 1;
             let attempt = match failing.take() {
-                None => self.attempt(renew).await,
+                None => self.step(&mut line, renew).await,
                 // A retry after an error ends with the budget: the error is the
                 // answer then. (An attempt cut short is undone by its own task.)
-                Some(last) => match tokio::time::timeout_at(deadline, self.attempt(renew)).await {
-                    Ok(attempt) => attempt,
-                    Err(_elapsed) => return Err(last),
-                },
+                Some(last) => {
+                    match tokio::time::timeout_at(deadline, self.step(&mut line, renew)).await {
+                        Ok(attempt) => attempt,
+                        Err(_elapsed) => return Err(last),
+                    }
+                }
             };
             let outcome = match attempt {
                 Ok(outcome) => {
@@ -255,6 +312,10 @@ impl Lease {
                 // A restart, a failover, a frozen server: worth waiting for
                 // while the budget lasts. Everything else ends the wait now.
                 Err(e) if e.is_transient() => {
+                    // The look may or may not have been applied: stand in line
+                    // again with a fresh token, so a late undo of this one can
+                    // never touch a later grant. (Dropping the stand leaves.)
+                    line = None;
                     let now = Instant::now();
                     if now >= deadline {
                         return Err(e);
@@ -268,20 +329,56 @@ impl Lease {
                 Err(e) => return Err(e),
             };
             let TryAcquire::Held { ttl_left } = outcome else {
+                if let Some(woken_at) = woken_at {
+                    telemetry::handoff(|| self.backend.describe(), woken_at.elapsed());
+                }
                 return Ok(outcome);
             };
             let now = Instant::now();
             if now >= deadline {
+                if let Some(line) = line.take() {
+                    line.leave().await;
+                }
                 return Ok(outcome);
             }
-            let Some(watch) = watch.as_mut() else {
-                // Subscribe, then try again at once: a release between the first
-                // attempt and the subscription would otherwise be missed.
-                watch = Some(self.backend.watch_releases(&self.key).await);
+            let Some(stand) = line.as_mut() else {
+                tracing::debug!(
+                    ttl_left_ms = ttl_left.map(crate::duration::millis),
+                    "held by another holder; waiting"
+                );
+                // Watch, then look again at once (taking a place in line): a
+                // release between the first attempt and the watch would
+                // otherwise be missed.
+                line = Some(Line::join(Arc::clone(&self.backend), &self.key).await?);
                 continue;
             };
-            let pause = held_pause(watch, ttl_left, &mut backoff);
-            watch.wait(pause.min(deadline - now)).await;
+            let mut pause = held_pause(stand.watch(), ttl_left, &mut backoff);
+            if stand.has_place() {
+                // A place that is not refreshed within the TTL is given up.
+                pause = pause.min(self.ttl / 2);
+            }
+            woken_at = None;
+            if stand.watch().wait(pause.min(deadline - now)).await {
+                tracing::debug!("woken by a release");
+                woken_at = Some(Instant::now());
+            }
+        }
+    }
+
+    /// The next attempt of a wait: a plain one until we stand in line, then a
+    /// look from our place.
+    async fn step(&self, line: &mut Option<Line>, renew: Option<Duration>) -> Result<TryAcquire> {
+        let Some(stand) = line.as_mut() else {
+            return self.attempt(renew).await;
+        };
+        match stand.look(self.ttl).await? {
+            AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(self.guard(
+                stand.token().clone(),
+                fence,
+                valid_until,
+                renew,
+            ))),
+            AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
         }
     }
 
@@ -323,6 +420,44 @@ impl Lease {
     /// vote, a delayed compare-and-delete, an abandoned attempt undone by
     /// [`attempt`]) can never delete this attempt's grant.
     async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
+        let span = tracing::debug_span!(
+            "acquire",
+            key = %self.key,
+            store = %self.backend.describe(),
+            ttl_ms = crate::duration::millis(self.ttl),
+            outcome = Empty,
+            fence = Empty,
+            ttl_left_ms = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let result = self.attempt_once(renew).instrument(span.clone()).await;
+        match &result {
+            Ok(TryAcquire::Acquired(guard)) => {
+                span.record("fence", guard.fence().get());
+            }
+            Ok(TryAcquire::Held {
+                ttl_left: Some(ttl_left),
+            }) => {
+                span.record("ttl_left_ms", crate::duration::millis(*ttl_left));
+            }
+            _ => {}
+        }
+        telemetry::finish!(debug, &span, outcome(&result), started);
+        result
+    }
+
+    /// Counts an acquire call that ended with `result`, `started` then.
+    fn count(&self, result: &Result<TryAcquire>, started: Instant) {
+        telemetry::acquisition(
+            || self.backend.describe(),
+            outcome(result),
+            started.elapsed(),
+        );
+    }
+
+    /// The attempt of [`attempt`](Self::attempt), without its span.
+    async fn attempt_once(&self, renew: Option<Duration>) -> Result<TryAcquire> {
         let token = OwnerToken::generate()?;
         let reply = attempt::acquire(
             Arc::clone(&self.backend),
@@ -332,19 +467,41 @@ impl Lease {
         )
         .await?;
         match reply {
-            AcquireReply::Acquired { fence, valid_until } => {
-                Ok(TryAcquire::Acquired(LeaseGuard::start(
-                    Arc::clone(&self.backend),
-                    self.key.clone(),
-                    token,
-                    self.ttl,
-                    fence,
-                    valid_until,
-                    renew,
-                )))
-            }
+            AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(self.guard(
+                token,
+                fence,
+                valid_until,
+                renew,
+            ))),
             AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
         }
+    }
+
+    fn guard(
+        &self,
+        token: OwnerToken,
+        fence: crate::fence::Fence,
+        valid_until: crate::clock::Moment,
+        renew: Option<Duration>,
+    ) -> LeaseGuard {
+        LeaseGuard::start(
+            Arc::clone(&self.backend),
+            self.key.clone(),
+            token,
+            self.ttl,
+            fence,
+            valid_until,
+            renew,
+        )
+    }
+}
+
+/// The `outcome` of an acquire, in spans and metrics.
+fn outcome(result: &Result<TryAcquire>) -> &'static str {
+    match result {
+        Ok(TryAcquire::Acquired(_)) => "acquired",
+        Ok(TryAcquire::Held { .. }) => "held",
+        Err(_) => "error",
     }
 }
 

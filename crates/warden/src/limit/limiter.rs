@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use rand::Rng;
 use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use super::decision::{Decision, Mode, Timestamp};
 use super::policy::Policy;
@@ -13,6 +15,7 @@ use super::step::check_cost;
 use super::store::{LimitRequest, LimitStore};
 use crate::error::{Error, Result};
 use crate::key::validate_key;
+use crate::telemetry;
 
 /// The latest instant a caller may inject: with a policy's longest span
 /// ([`MAX_SPAN`](super::MAX_SPAN)) on top it stays below 2^53, where Lua's
@@ -240,6 +243,15 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<Decision> {
+        // Unobserved (no `debug` subscriber for its span, no metrics), an
+        // in-process store answers at once: no future, no span, no timing.
+        // Its errors are never infrastructure errors, so no fallback is due.
+        if !observed() {
+            let request = self.request(key, cost, mode, now)?;
+            if let Some(Ok(decision)) = self.inner.store.decide_inline(&request) {
+                return Ok(decision);
+            }
+        }
         let decisions = self.run_each(key, cost, mode, now).await?;
         Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))
     }
@@ -256,6 +268,55 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<Vec<Decision>> {
+        let request = self.request(key, cost, mode, now)?;
+        let store = &self.inner.store;
+        let span = tracing::debug_span!(
+            "limit",
+            key = %key,
+            store = %store.describe(),
+            cost,
+            peek = matches!(mode, Mode::Peek),
+            outcome = Empty,
+            remaining = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let answer = store.apply(&request).instrument(span.clone()).await;
+        telemetry::limit_store(|| store.describe(), started.elapsed());
+        let (result, fell_back) = match (answer, &self.inner.fallback) {
+            (Err(e), Some(fallback)) if e.is_infrastructure() => {
+                tracing::warn!(parent: &span, error = %e, key, "rate-limit store failed; using the fallback limiter");
+                let result = Box::pin(fallback.run_each(key, cost, mode, now))
+                    .instrument(span.clone())
+                    .await;
+                (result, true)
+            }
+            (result, _) => (result, false),
+        };
+        let combined = result.as_deref().ok().and_then(Decision::combine);
+        if let Some(d) = &combined {
+            span.record("remaining", d.remaining);
+        }
+        let outcome = match (&combined, fell_back) {
+            (_, true) => "fallback",
+            (Some(d), false) if d.allowed => "allowed",
+            (Some(_), false) => "refused",
+            (None, false) => "error",
+        };
+        telemetry::finish!(debug, &span, outcome, started);
+        telemetry::limit_decision(|| store.describe(), outcome);
+        result
+    }
+
+    /// The checked request for `key`: bad input is refused here, before any
+    /// store is asked.
+    fn request<'a>(
+        &'a self,
+        key: &'a str,
+        cost: u32,
+        mode: Mode,
+        now: Option<Timestamp>,
+    ) -> Result<LimitRequest<'a>> {
         validate_key(key)?;
         let policies = self.policies()?;
         check_cost(policies, cost)?;
@@ -265,14 +326,7 @@ impl Limiter {
                 "an injected instant beyond 2^53 − 2^50 µs (year 2219) is not exact in Lua",
             ));
         }
-        let request = LimitRequest::new(key, policies, cost, mode).at(now);
-        match (self.inner.store.apply(&request).await, &self.inner.fallback) {
-            (Err(e), Some(fallback)) if e.is_infrastructure() => {
-                tracing::warn!(error = %e, key, "rate-limit store failed; using the fallback limiter");
-                Box::pin(fallback.run_each(key, cost, mode, now)).await
-            }
-            (result, _) => result,
-        }
+        Ok(LimitRequest::new(key, policies, cost, mode).at(now))
     }
 
     /// Takes one unit for `key`, waiting up to `max_wait` for it. See
@@ -328,6 +382,12 @@ impl Limiter {
             tokio::time::sleep_until(wake).await;
         }
     }
+}
+
+/// Whether a check is watched: a subscriber takes the `limit` span at
+/// `debug`, or the `metrics` feature counts decisions.
+fn observed() -> bool {
+    cfg!(feature = "metrics") || tracing::enabled!(tracing::Level::DEBUG)
 }
 
 /// A random extra wait in `[0, min(retry / 4, MAX_JITTER)]`.
