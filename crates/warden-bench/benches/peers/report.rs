@@ -235,7 +235,8 @@ pub fn render(s: &Samples, setting: &Setting) -> String {
             format!("quorum of {n} (one host), 16 tasks, cycles/s"),
             rate(q),
             format!(
-                "one node {}; lease keys left after the run: {left:.0}",
+                "one node {}; lease keys left after the run: {left:.0}; \
+                 `QuorumUnavailable` errors: {errors:.0}",
                 rate(one)
             ),
             format!(
