@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::attempt;
+use super::holder::HolderInfo;
 use super::release_watch::ReleaseWatch;
 use super::store::{AcquireReply, LeaseStore, QueuePlace};
 use crate::error::Result;
@@ -44,8 +45,12 @@ impl Line {
     }
 
     /// One look: the lease when it is this waiter's turn, else its place is
-    /// kept (or taken).
-    pub(super) async fn look(&mut self, ttl: Duration) -> Result<AcquireReply> {
+    /// kept (or taken). A grant records `holder`, if any.
+    pub(super) async fn look(
+        &mut self,
+        ttl: Duration,
+        holder: Option<Arc<HolderInfo>>,
+    ) -> Result<AcquireReply> {
         if self.looked && self.place.is_none() {
             // A store without a line keeps no place: each look is a plain
             // attempt, and gets a fresh token so a late clean-up of an earlier
@@ -58,6 +63,7 @@ impl Line {
             self.key.clone(),
             self.token.clone(),
             ttl,
+            holder,
             self.place.clone(),
         )
         .await?;
