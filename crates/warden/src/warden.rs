@@ -57,8 +57,9 @@ impl Warden {
     ///   processes of this host, created if missing (its directory must exist);
     /// - `etcd://[user[:password]@]host:2379[,host:2379…]` — an etcd cluster
     ///   (feature `etcd`), checked with a read before returning, for
-    ///   leases only: rate limits on it are refused with an error naming Redis
-    ///   and SQLite (see [`etcd`](crate::etcd)). The password is never shown.
+    ///   leases, elections, semaphores and run-once; rate limits on it are
+    ///   refused with an error naming Redis and SQLite (see
+    ///   [`etcd`](crate::etcd)). The password is never shown.
     pub async fn connect(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
         if matches!(scheme, "redis" | "rediss") {
@@ -86,7 +87,10 @@ impl Warden {
                 let limits = crate::etcd::EtcdLimits {
                     endpoints: crate::etcd::redact(url),
                 };
-                Ok(Self::with_backend(store).with_limits(limits))
+                Ok(Self::with_backend(store.clone())
+                    .with_limits(limits)
+                    .with_records(store.clone())
+                    .with_semaphores(store))
             }
             #[cfg(not(feature = "etcd"))]
             "etcd" | "etcds" => Err(Error::Config {

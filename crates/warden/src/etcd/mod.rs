@@ -57,6 +57,8 @@ mod keys;
 mod lease;
 mod limit;
 mod options;
+mod record;
+mod semaphore;
 
 pub use lease::EtcdStore;
 pub use limit::EtcdLimits;
