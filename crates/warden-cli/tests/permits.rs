@@ -1,5 +1,5 @@
 //! `warden run --permits N` end to end: twenty contenders, never more than N
-//! inside; on Redis and on SQLite.
+//! inside; on Redis, SQLite and etcd.
 
 #![allow(clippy::unwrap_used)]
 
@@ -71,6 +71,12 @@ fn never_more_than_three(backend: &str) {
 fn twenty_contenders_on_redis() {
     let server = RedisServer::start();
     never_more_than_three(&server.url());
+}
+
+#[test]
+fn twenty_contenders_on_etcd() {
+    let etcd = warden_test::EtcdCluster::single();
+    never_more_than_three(&etcd.url());
 }
 
 #[test]
