@@ -18,7 +18,14 @@ const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Schemes that start a new URL in a comma-separated list. A comma followed by
 /// anything else belongs to the URL before it (a password may contain one).
-const SCHEMES: [&str; 5] = ["redis://", "rediss://", "sqlite:", "memory:", "etcd://"];
+const SCHEMES: [&str; 6] = [
+    "redis://",
+    "rediss://",
+    "sqlite:",
+    "memory:",
+    "etcd://",
+    "etcds://",
+];
 
 /// Splits a `--backend` / `WARDEN_BACKEND` value into URLs: only at a comma that
 /// starts another URL, never inside a password. The library's
@@ -88,12 +95,30 @@ fn tls_set(global: &Global) -> bool {
     global.cacert.is_some() || global.tls_cert.is_some()
 }
 
+/// An etcd cluster over TLS with the certificates of --cacert / --tls-cert /
+/// --tls-key (etcdctl's --cacert / --cert / --key).
+async fn connect_etcd_tls(url: &str, global: &Global) -> Result<Warden, Failure> {
+    let mut options = warden::etcd::EtcdOptions::default();
+    if let Some(ca) = &global.cacert {
+        options = options.ca_file(ca);
+    }
+    if let (Some(cert), Some(key)) = (&global.tls_cert, &global.tls_key) {
+        options = options.client_cert(cert, key);
+    }
+    Ok(Warden::connect_etcd(url, options).await?)
+}
+
 /// One Redis master with the certificates of --cacert / --tls-cert / --tls-key.
 async fn connect_redis_tls(url: &str, global: &Global) -> Result<Warden, Failure> {
+    if starts_with_ci(url, "etcds://") {
+        return connect_etcd_tls(url, global).await;
+    }
     // WARDEN_CACERT may be set for the whole environment: other stores
     // ignore it rather than fail.
     if !starts_with_ci(url, "rediss://") {
-        tracing::debug!("--cacert/--tls-cert/--tls-key apply to rediss:// only; ignored");
+        tracing::debug!(
+            "--cacert/--tls-cert/--tls-key apply to rediss:// and etcds:// only; ignored"
+        );
         return Ok(Warden::connect(url).await?);
     }
     let mut options = RedisOptions::default();
