@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# redis-cli, which a CLI test's commands use to write a fenced resource.
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v jq >/dev/null 2>&1 || missing+=(jq)   # scripts/check-rust-version.sh
 # PostgreSQL for the SQL-fencing tests (the harness finds Debian's versioned bin dir).
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then

@@ -294,3 +294,202 @@ fn bad_ids_are_usage_errors() {
         assert!(stderr(&out).contains("--id"), "{}", stderr(&out));
     }
 }
+
+/// The fenced write of [`RedisFencedStore`](warden::redis::RedisFencedStore),
+/// run by the leaders' commands through `redis-cli`: the resource's own check,
+/// not a copy of it.
+const FENCED_WRITE: &str = include_str!("../../warden/src/redis/scripts/fenced_write.lua");
+
+/// The resource the leaders write, and its Redis key.
+const RESOURCE: &str = "jobs:output";
+
+/// One write per line in `writes`: `term n applied(1)/rejected(0) nanoseconds`.
+fn writes(sandbox: &Sandbox) -> Vec<(u64, u64, u8, u128)> {
+    let text = std::fs::read_to_string(sandbox.path("writes")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() != 4 {
+                return None;
+            }
+            Some((
+                f[0].parse().ok()?,
+                f[1].parse().ok()?,
+                f[2].parse().ok()?,
+                f[3].parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Waits for an applied write of a term above `above`; returns the term.
+fn applied_term_above(sandbox: &Sandbox, above: u64, max: Duration) -> u64 {
+    let start = Instant::now();
+    loop {
+        if let Some(w) = writes(sandbox).iter().find(|w| w.0 > above && w.2 == 1) {
+            return w.0;
+        }
+        assert!(
+            start.elapsed() < max,
+            "no applied write of a term above {above} within {max:?}: {:?}",
+            writes(sandbox)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A leader frozen with SIGSTOP (warden and its command, as a paused VM)
+/// past its TTL is replaced; the new leader's writes to a fenced Redis
+/// resource are applied. When the old leader wakes, its warden stops its
+/// command before that command writes again, and a write with the old term —
+/// what the command would have sent had it woken first — is rejected by the
+/// resource, which keeps the new leader's value.
+#[test]
+fn a_frozen_leader_that_wakes_is_stopped_and_its_old_term_refused() {
+    assert!(
+        std::process::Command::new("redis-cli")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "this test needs redis-cli (Debian: redis-tools, which scripts/test.sh installs)"
+    );
+    let server = RedisServer::start();
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let resource_key = format!("warden:resource:{RESOURCE}");
+    // Each leader's command records its pid, then writes its term to the
+    // resource every 50 ms and logs the resource's answer.
+    let script = format!(
+        "echo $$ > {dir}/cmd.$WARDEN_FENCE; i=0; while :; do i=$((i+1)); \
+         r=$(redis-cli -p {port} EVAL \"$FENCED_WRITE\" 1 {resource_key} $WARDEN_FENCE \"term $WARDEN_FENCE write $i\" | head -n 1); \
+         echo \"$WARDEN_FENCE $i $r $(date +%s%N)\" >> {dir}/writes; sleep 0.05; done",
+        dir = sandbox.dir.path().display(),
+        port = server.port(),
+    );
+    let candidate = |id: &str| {
+        Running(
+            sandbox
+                .warden()
+                .args(["--backend", &url, "elect", "--key", "jobs", "--ttl", "1s"])
+                .args(["--id", id, "--", "sh", "-c", &script])
+                .env("FENCED_WRITE", FENCED_WRITE)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut a = candidate("a");
+    let old = applied_term_above(&sandbox, 0, Duration::from_secs(10));
+    let old_cmd: i32 = common::pid_in(&sandbox.path(&format!("cmd.{old}")));
+
+    // Freeze the whole leader: warden and its command's process group.
+    kill(a.pid(), Signal::SIGSTOP).unwrap();
+    killpg(Pid::from_raw(old_cmd), Signal::SIGSTOP).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let frozen_writes = writes(&sandbox).len();
+
+    // A second candidate is elected once the frozen leader's TTL runs out,
+    // and its writes, with the higher term, are applied.
+    let mut b = candidate("b");
+    let new = applied_term_above(&sandbox, old, TTL + RETRY + START + Duration::from_secs(5));
+    assert!(new > old);
+    let (code, json) = leader_json(&sandbox, &url);
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(
+        (json["id"].as_str(), json["term"].as_u64()),
+        (Some("b"), Some(new)),
+        "{json}"
+    );
+
+    // The old leader wakes: its warden is continued first, its command is
+    // still frozen. Warden finds its local deadline long past and kills the
+    // command before it runs another instruction.
+    kill(a.pid(), Signal::SIGCONT).unwrap();
+    let woke = Instant::now();
+    while common::alive(old_cmd) {
+        assert!(
+            woke.elapsed() < Duration::from_secs(5),
+            "the old leader's command is still alive 5 s after its warden woke"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Whatever else was left in the group is continued: there must be nothing.
+    let _ = killpg(Pid::from_raw(old_cmd), Signal::SIGCONT);
+    std::thread::sleep(Duration::from_millis(300));
+    let after: Vec<_> = writes(&sandbox)
+        .into_iter()
+        .skip(frozen_writes)
+        .filter(|w| w.0 == old)
+        .collect();
+    assert!(
+        after.is_empty(),
+        "the old leader wrote after waking: {after:?}"
+    );
+    // The woken warden is a candidate again, not a leader.
+    assert!(
+        matches!(a.0.try_wait(), Ok(None)),
+        "warden elect campaigns again"
+    );
+    let (_, json) = leader_json(&sandbox, &url);
+    assert_eq!(json["term"].as_u64(), Some(new), "{json}");
+
+    // The write the old command would have sent had it woken first: refused,
+    // naming the new term; the new leader's value stays.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (stale, kept) = rt.block_on(async {
+        let store = warden::redis::RedisFencedStore::connect(&url)
+            .await
+            .unwrap();
+        let stale = store
+            .write(
+                RESOURCE,
+                warden::Fence::new(old),
+                format!("term {old} late write"),
+            )
+            .await
+            .unwrap();
+        (stale, store.read(RESOURCE).await.unwrap().unwrap())
+    });
+    assert_eq!(
+        stale,
+        warden::fence::FencedWrite::Rejected {
+            current: warden::Fence::new(new)
+        }
+    );
+    assert_eq!(kept.0.get(), new);
+    let kept_value = String::from_utf8(kept.1).unwrap();
+    assert!(
+        kept_value.starts_with(&format!("term {new} write ")),
+        "{kept_value}"
+    );
+    // Every write of the old term was applied before the new leader's first.
+    let log = writes(&sandbox);
+    let first_new = log
+        .iter()
+        .filter(|w| w.0 == new)
+        .map(|w| w.3)
+        .min()
+        .unwrap();
+    assert!(
+        log.iter()
+            .filter(|w| w.0 == old)
+            .all(|w| w.2 == 1 && w.3 < first_new),
+        "{log:?}"
+    );
+    assert!(
+        log.iter().filter(|w| w.0 == new).all(|w| w.2 == 1),
+        "{log:?}"
+    );
+
+    for c in [&a, &b] {
+        let _ = kill(c.pid(), Signal::SIGTERM);
+    }
+    b.wait(Duration::from_secs(10));
+    a.wait(Duration::from_secs(10));
+    let stderr_a = a.stderr();
+    assert!(stderr_a.contains("lost"), "{stderr_a}");
+}
