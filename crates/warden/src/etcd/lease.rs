@@ -56,9 +56,9 @@ impl std::fmt::Debug for EtcdStore {
 }
 
 impl EtcdStore {
-    /// Connects to the cluster named by an `etcd://` URL
-    /// (`etcd://[user[:password]@]host:2379[,host:2379…]`) and checks that it
-    /// answers. User and password in the URL take precedence over
+    /// Connects to the cluster named by an `etcd://` or `etcds://` (TLS) URL
+    /// (`etcd[s]://[user[:password]@]host:2379[,host:2379…]`) and checks that
+    /// it answers. User and password in the URL take precedence over
     /// [`EtcdOptions::user`].
     pub async fn connect(url: &str, options: EtcdOptions) -> Result<Self> {
         let parsed = EtcdUrl::parse(url)?;
