@@ -252,6 +252,17 @@ fn rust_log_turns_on_logging_as_v_does() {
             stderr(&out)
         );
     }
+    // The library's spans: `warden=debug` shows the lease's acquire and
+    // release with their fields.
+    let story = stderr(&run(Some("warden=debug"), &[]));
+    for needle in [
+        "acquire{key=log",
+        "outcome=\"acquired\"",
+        "release{key=log",
+        "held_ms=",
+    ] {
+        assert!(story.contains(needle), "{needle}: {story}");
+    }
     // RUST_LOG names what to hide, too.
     let off = run(Some("off"), &["-v"]);
     assert!(!stderr(&off).contains("lease acquired"), "{}", stderr(&off));

@@ -71,6 +71,7 @@ pub mod record;
 pub mod redis;
 pub mod semaphore;
 pub mod sqlite;
+pub mod telemetry;
 mod token;
 mod warden;
 

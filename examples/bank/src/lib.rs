@@ -11,7 +11,8 @@
 //! [`warden_http::RateLimitLayer`], trusting `X-Forwarded-For` (or, with
 //! `--forwarded-header forwarded`, RFC 7239 `Forwarded`) only from
 //! `--trusted-proxy` ranges. Every error — unknown routes, wrong methods and
-//! bad bodies included — is `application/problem+json`.
+//! bad bodies included — is `application/problem+json`. `GET /metrics`
+//! answers warden's metrics in Prometheus's text format (not rate-limited).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,6 +32,7 @@
 pub mod app;
 pub mod config;
 pub mod ledger;
+pub mod metrics;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -57,8 +59,10 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-/// Connects to the stores and builds the router with its rate-limit layer.
+/// Connects to the stores and builds the router with its rate-limit layer,
+/// and `/metrics` beside it.
 pub async fn app(config: &Config) -> Result<Router, StartError> {
+    let metrics = metrics::handle().map_err(StartError)?;
     let warden = Warden::connect(config.backend.expose())
         .await
         .map_err(|e| StartError(format!("--backend: {e}")))?;
@@ -83,7 +87,10 @@ pub async fn app(config: &Config) -> Result<Router, StartError> {
         lease_ttl: config.lease_ttl,
         lease_wait: config.lease_wait,
     };
-    Ok(app::routes(bank).layer(layer))
+    // `/metrics` is merged after the layer: scrapes take no client's budget.
+    Ok(app::routes(bank)
+        .layer(layer)
+        .merge(metrics::routes(metrics)))
 }
 
 /// Serves `app` on `listener` (with peer addresses for the rate limiter) until

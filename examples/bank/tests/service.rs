@@ -601,3 +601,50 @@ async fn non_object_bodies_are_refused_and_every_error_is_problem_json() {
         .unwrap();
     assert_problem(res, StatusCode::PAYLOAD_TOO_LARGE, "3 MiB body").await;
 }
+
+/// The value of the sample `name{labels}` in a Prometheus text page, whatever
+/// the order of its labels (`None` when absent).
+fn sample(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    page.lines().find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let (metric, rest) = series.split_once('{').unwrap_or((series, "}"));
+        let given = rest.strip_suffix('}')?;
+        let all = labels
+            .iter()
+            .all(|(k, v)| given.split(',').any(|l| l == format!("{k}=\"{v}\"")));
+        (metric == name && all).then(|| value.parse().unwrap())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_scraped_in_prometheus_format_after_some_requests() {
+    let bank = Bank::start(|c| c.limit = bank::config::parse_rate("3/1m").unwrap()).await;
+    let client = client_from("127.0.0.4");
+    for _ in 0..3 {
+        assert_eq!(deposit(&client, &bank, "metered", 5).await.0, 200);
+    }
+    assert_eq!(
+        deposit(&client, &bank, "metered", 5).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Scrapes are not rate-limited: the client's budget is spent already.
+    let res = client.get(bank.url("/metrics")).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(header(&res, "content-type"), "text/plain; version=0.0.4");
+    let page = res.text().await.unwrap();
+
+    // Other tests of this process may add to the counts: at least ours.
+    let redis = ("store", "redis");
+    let count = |name, outcome| sample(&page, name, &[redis, ("outcome", outcome)]);
+    let acquired = count("warden_lease_acquisitions_total", "acquired");
+    assert!(acquired.is_some_and(|n| n >= 3.0), "{page}");
+    assert!(count("warden_limit_decisions_total", "allowed").is_some_and(|n| n >= 3.0));
+    assert!(count("warden_limit_decisions_total", "refused").is_some_and(|n| n >= 1.0));
+    // Histograms are summaries: a count, and a sum of plausible seconds.
+    let holds = sample(&page, "warden_lease_hold_seconds_count", &[redis]).unwrap();
+    let held = sample(&page, "warden_lease_hold_seconds_sum", &[redis]).unwrap();
+    assert!(holds >= 3.0 && held > 0.0 && held < holds * 60.0, "{page}");
+    let waits = sample(&page, "warden_lease_wait_seconds_count", &[redis]).unwrap();
+    assert!(waits >= 3.0, "{page}");
+    assert!(sample(&page, "warden_limit_store_seconds_count", &[redis]).unwrap() >= 4.0);
+}

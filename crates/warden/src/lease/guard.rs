@@ -2,17 +2,22 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::Poll;
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use super::monitor;
 use super::store::{ExtendReply, LeaseStore, ReleaseOutcome};
 use crate::clock::Moment;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
+use crate::telemetry;
 use crate::token::OwnerToken;
 
 /// State shared by the guard and its monitor task.
@@ -22,6 +27,12 @@ pub(super) struct Shared {
     pub(super) key: String,
     pub(super) token: OwnerToken,
     pub(super) ttl: Duration,
+    /// The fence of this acquisition, for spans and events.
+    fence: Fence,
+    /// When the lease was granted (for the hold time).
+    granted_at: Instant,
+    /// Set by the first [`mark_lost`](Self::mark_lost), so a loss is reported once.
+    reported_lost: AtomicBool,
     /// Local validity deadline on the backend's clock, moved forward by each
     /// renewal.
     deadline: Mutex<Moment>,
@@ -56,7 +67,7 @@ impl Shared {
         if self.stop.is_cancelled() || self.now() < self.deadline() {
             return false;
         }
-        self.mark_lost();
+        self.mark_lost(Loss::Deadline);
         true
     }
 
@@ -81,11 +92,80 @@ impl Shared {
         }
     }
 
-    /// Marks the lease lost, unless the guard already let go of it on purpose.
-    pub(super) fn mark_lost(&self) {
-        if !self.stop.is_cancelled() {
-            self.lost.cancel();
+    /// Marks the lease lost, unless the guard already let go of it on purpose;
+    /// the first time, logs it at `warn` and counts it.
+    pub(super) fn mark_lost(&self, cause: Loss) {
+        if self.stop.is_cancelled() {
+            return;
         }
+        self.lost.cancel();
+        if self.reported_lost.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let cause = cause.label();
+        tracing::warn!(
+            key = %self.key,
+            store = %self.backend.describe(),
+            fence = self.fence.get(),
+            cause,
+            "lease lost"
+        );
+        telemetry::loss(|| self.backend.describe(), cause);
+    }
+
+    /// Sends one extend, in an `extend` span, and counts it.
+    pub(super) async fn extend(&self) -> Result<ExtendReply> {
+        let span = tracing::trace_span!(
+            "extend",
+            key = %self.key,
+            store = %self.backend.describe(),
+            fence = self.fence.get(),
+            outcome = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let result = self
+            .backend
+            .extend(&self.key, &self.token, self.ttl)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &result {
+            Ok(ExtendReply::Extended { .. }) => "extended",
+            Ok(ExtendReply::NotHeld) => "not_held",
+            Err(_) => "error",
+        };
+        telemetry::finish!(trace, &span, outcome, started);
+        telemetry::renewal(|| self.backend.describe(), outcome);
+        result
+    }
+
+    /// Lets go of the lease: records the hold time and sends the release, in a
+    /// `release` span (an explicit release and a dropped guard alike).
+    async fn release(&self) -> Result<ReleaseOutcome> {
+        let held = self.granted_at.elapsed();
+        telemetry::hold(|| self.backend.describe(), held);
+        let span = tracing::debug_span!(
+            "release",
+            key = %self.key,
+            store = %self.backend.describe(),
+            fence = self.fence.get(),
+            held_ms = crate::duration::millis(held),
+            outcome = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let result = self
+            .backend
+            .release(&self.key, &self.token)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &result {
+            Ok(ReleaseOutcome::Released) => "released",
+            Ok(_) => "not_held",
+            Err(_) => "error",
+        };
+        telemetry::finish!(debug, &span, outcome, started);
+        result
     }
 
     /// Applies an extend reply and translates it for the caller.
@@ -98,9 +178,27 @@ impl Shared {
                 }
             }
             ExtendReply::NotHeld => {
-                self.mark_lost();
+                self.mark_lost(Loss::NotHeld);
                 ExtendOutcome::NotHeld
             }
+        }
+    }
+}
+
+/// Why a holder lost its lease (the `cause` of spans and metrics).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Loss {
+    /// A renewal found the key gone or taken.
+    NotHeld,
+    /// The local deadline passed without a confirmed renewal.
+    Deadline,
+}
+
+impl Loss {
+    fn label(self) -> &'static str {
+        match self {
+            Loss::NotHeld => "not_held",
+            Loss::Deadline => "deadline",
         }
     }
 }
@@ -210,6 +308,9 @@ impl LeaseGuard {
             key,
             token,
             ttl,
+            fence,
+            granted_at: Instant::now(),
+            reported_lost: AtomicBool::new(false),
             deadline: Mutex::new(valid_until),
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
@@ -292,18 +393,16 @@ impl LeaseGuard {
     /// Resets the TTL now. Never revives a lease that has expired: then it returns
     /// [`ExtendOutcome::NotHeld`] and the lost signal fires.
     pub async fn extend(&self) -> Result<ExtendOutcome> {
-        let s = &self.shared;
-        let reply = s.backend.extend(&s.key, &s.token, s.ttl).await?;
-        Ok(s.apply(reply))
+        let reply = self.shared.extend().await?;
+        Ok(self.shared.apply(reply))
     }
 
     /// Releases the lease. [`ReleaseOutcome::NotHeld`] means it had already
     /// expired or been taken over; someone else's key is never deleted.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         self.released = true;
-        let s = &self.shared;
-        s.stop.cancel();
-        s.backend.release(&s.key, &s.token).await
+        self.shared.stop.cancel();
+        self.shared.release().await
     }
 }
 
@@ -317,7 +416,7 @@ impl Drop for LeaseGuard {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let shared = Arc::clone(&self.shared);
             handle.spawn(async move {
-                if let Err(e) = shared.backend.release(&shared.key, &shared.token).await {
+                if let Err(e) = shared.release().await {
                     tracing::debug!(key = %shared.key, error = %e, "release on drop failed; the TTL will free the key");
                 }
             });

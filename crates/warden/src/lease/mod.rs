@@ -70,9 +70,12 @@ use std::time::Duration;
 
 use rand::Rng;
 use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use crate::error::{Error, Result};
 use crate::key::validate_key;
+use crate::telemetry;
 use crate::token::OwnerToken;
 
 /// TTL of a lease unless [`Lease::ttl`] says otherwise.
@@ -210,7 +213,10 @@ impl Lease {
     /// Tries once, without waiting.
     pub async fn try_acquire(&self) -> Result<TryAcquire> {
         let renew = self.validate()?;
-        self.attempt(renew).await
+        let started = Instant::now();
+        let result = self.attempt(renew).await;
+        self.count(&result, started);
+        result
     }
 
     /// Tries until acquired or until `max_wait` has passed.
@@ -231,13 +237,50 @@ impl Lease {
     /// retrying never leaves a stray grant behind.
     pub async fn acquire_within(&self, max_wait: Duration) -> Result<TryAcquire> {
         let renew = self.validate()?;
+        let span = tracing::debug_span!(
+            "wait",
+            key = %self.key,
+            store = %self.backend.describe(),
+            max_wait_ms = crate::duration::millis(max_wait),
+            outcome = Empty,
+            fence = Empty,
+            attempts = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let mut attempts = 0_u32;
+        let result = self
+            .wait(renew, max_wait, &mut attempts)
+            .instrument(span.clone())
+            .await;
+        span.record("attempts", attempts);
+        if let Ok(TryAcquire::Acquired(guard)) = &result {
+            span.record("fence", guard.fence().get());
+        }
+        telemetry::finish!(debug, &span, outcome(&result), started);
+        self.count(&result, started);
+        result
+    }
+
+    /// The waiting loop of [`acquire_within`](Self::acquire_within), counting
+    /// its attempts.
+    async fn wait(
+        &self,
+        renew: Option<Duration>,
+        max_wait: Duration,
+        attempts: &mut u32,
+    ) -> Result<TryAcquire> {
         let deadline = Instant::now() + max_wait.min(MAX_TTL);
+        // When the last wait ended with a release notification: a grant right
+        // after it is a hand-off.
+        let mut woken_at: Option<Instant> = None;
         let mut watch: Option<ReleaseWatch> = None;
         let mut backoff = MIN_BACKOFF;
         let mut error_backoff = MIN_ERROR_BACKOFF;
         // The last transient error, while the backend keeps failing.
         let mut failing: Option<Error> = None;
         loop {
+            *attempts += 1;
             let attempt = match failing.take() {
                 None => self.attempt(renew).await,
                 // A retry after an error ends with the budget: the error is the
@@ -268,6 +311,9 @@ impl Lease {
                 Err(e) => return Err(e),
             };
             let TryAcquire::Held { ttl_left } = outcome else {
+                if let Some(woken_at) = woken_at {
+                    telemetry::handoff(|| self.backend.describe(), woken_at.elapsed());
+                }
                 return Ok(outcome);
             };
             let now = Instant::now();
@@ -275,13 +321,21 @@ impl Lease {
                 return Ok(outcome);
             }
             let Some(watch) = watch.as_mut() else {
+                tracing::debug!(
+                    ttl_left_ms = ttl_left.map(crate::duration::millis),
+                    "held by another holder; waiting"
+                );
                 // Subscribe, then try again at once: a release between the first
                 // attempt and the subscription would otherwise be missed.
                 watch = Some(self.backend.watch_releases(&self.key).await);
                 continue;
             };
             let pause = held_pause(watch, ttl_left, &mut backoff);
-            watch.wait(pause.min(deadline - now)).await;
+            woken_at = None;
+            if watch.wait(pause.min(deadline - now)).await {
+                tracing::debug!("woken by a release");
+                woken_at = Some(Instant::now());
+            }
         }
     }
 
@@ -323,6 +377,44 @@ impl Lease {
     /// vote, a delayed compare-and-delete, an abandoned attempt undone by
     /// [`attempt`]) can never delete this attempt's grant.
     async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
+        let span = tracing::debug_span!(
+            "acquire",
+            key = %self.key,
+            store = %self.backend.describe(),
+            ttl_ms = crate::duration::millis(self.ttl),
+            outcome = Empty,
+            fence = Empty,
+            ttl_left_ms = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let result = self.attempt_once(renew).instrument(span.clone()).await;
+        match &result {
+            Ok(TryAcquire::Acquired(guard)) => {
+                span.record("fence", guard.fence().get());
+            }
+            Ok(TryAcquire::Held {
+                ttl_left: Some(ttl_left),
+            }) => {
+                span.record("ttl_left_ms", crate::duration::millis(*ttl_left));
+            }
+            _ => {}
+        }
+        telemetry::finish!(debug, &span, outcome(&result), started);
+        result
+    }
+
+    /// Counts an acquire call that ended with `result`, `started` then.
+    fn count(&self, result: &Result<TryAcquire>, started: Instant) {
+        telemetry::acquisition(
+            || self.backend.describe(),
+            outcome(result),
+            started.elapsed(),
+        );
+    }
+
+    /// The attempt of [`attempt`](Self::attempt), without its span.
+    async fn attempt_once(&self, renew: Option<Duration>) -> Result<TryAcquire> {
         let token = OwnerToken::generate()?;
         let reply = attempt::acquire(
             Arc::clone(&self.backend),
@@ -345,6 +437,15 @@ impl Lease {
             }
             AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
         }
+    }
+}
+
+/// The `outcome` of an acquire, in spans and metrics.
+fn outcome(result: &Result<TryAcquire>) -> &'static str {
+    match result {
+        Ok(TryAcquire::Acquired(_)) => "acquired",
+        Ok(TryAcquire::Held { .. }) => "held",
+        Err(_) => "error",
     }
 }
 

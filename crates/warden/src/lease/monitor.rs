@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::guard::Shared;
+use super::guard::{Loss, Shared};
 use super::store::ExtendReply;
 
 /// After a failed renewal, retry this often (bounded by the interval).
@@ -43,8 +43,7 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
         let now = shared.now();
         let deadline = shared.deadline();
         if now >= deadline {
-            tracing::warn!(key = %shared.key, "lease deadline passed without a confirmed renewal");
-            shared.mark_lost();
+            shared.mark_lost(Loss::Deadline);
             return;
         }
         let (Some(every), Some(due)) = (renew_every, next_renewal) else {
@@ -62,19 +61,12 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
         // Bound the call by the validity left: an answer after the deadline is
         // worthless, and the loop above fires the signal at the deadline.
         let budget = deadline.saturating_duration_since(now);
-        let reply = tokio::time::timeout(
-            budget,
-            shared
-                .backend
-                .extend(&shared.key, &shared.token, shared.ttl),
-        )
-        .await;
+        let reply = tokio::time::timeout(budget, shared.extend()).await;
         match reply {
             Ok(Ok(reply)) => {
                 let lost = matches!(reply, ExtendReply::NotHeld);
                 shared.apply(reply);
                 if lost {
-                    tracing::warn!(key = %shared.key, "lease lost: renewal found the key gone or taken");
                     return;
                 }
                 next_renewal = Some(now + every);
@@ -83,7 +75,11 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
                 tracing::warn!(key = %shared.key, error = %e, "lease renewal failed; retrying until the deadline");
                 next_renewal = Some(shared.now() + RETRY_AFTER_ERROR.min(every));
             }
-            Err(_elapsed) => next_renewal = Some(shared.now()),
+            Err(_elapsed) => {
+                // The extend was cut short, before it could count itself.
+                crate::telemetry::renewal(|| shared.backend.describe(), "error");
+                next_renewal = Some(shared.now());
+            }
         }
     }
 }

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use rand::Rng;
 use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use super::decision::{Decision, Mode, Timestamp};
 use super::policy::Policy;
@@ -13,6 +15,7 @@ use super::step::check_cost;
 use super::store::{LimitRequest, LimitStore};
 use crate::error::{Error, Result};
 use crate::key::validate_key;
+use crate::telemetry;
 
 /// The latest instant a caller may inject: with a policy's longest span
 /// ([`MAX_SPAN`](super::MAX_SPAN)) on top it stays below 2^53, where Lua's
@@ -266,13 +269,43 @@ impl Limiter {
             ));
         }
         let request = LimitRequest::new(key, policies, cost, mode).at(now);
-        match (self.inner.store.apply(&request).await, &self.inner.fallback) {
+        let store = &self.inner.store;
+        let span = tracing::debug_span!(
+            "limit",
+            key = %key,
+            store = %store.describe(),
+            cost,
+            peek = matches!(mode, Mode::Peek),
+            outcome = Empty,
+            remaining = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let answer = store.apply(&request).instrument(span.clone()).await;
+        telemetry::limit_store(|| store.describe(), started.elapsed());
+        let (result, fell_back) = match (answer, &self.inner.fallback) {
             (Err(e), Some(fallback)) if e.is_infrastructure() => {
-                tracing::warn!(error = %e, key, "rate-limit store failed; using the fallback limiter");
-                Box::pin(fallback.run_each(key, cost, mode, now)).await
+                tracing::warn!(parent: &span, error = %e, key, "rate-limit store failed; using the fallback limiter");
+                let result = Box::pin(fallback.run_each(key, cost, mode, now))
+                    .instrument(span.clone())
+                    .await;
+                (result, true)
             }
-            (result, _) => result,
+            (result, _) => (result, false),
+        };
+        let combined = result.as_deref().ok().and_then(Decision::combine);
+        if let Some(d) = &combined {
+            span.record("remaining", d.remaining);
         }
+        let outcome = match (&combined, fell_back) {
+            (_, true) => "fallback",
+            (Some(d), false) if d.allowed => "allowed",
+            (Some(_), false) => "refused",
+            (None, false) => "error",
+        };
+        telemetry::finish!(debug, &span, outcome, started);
+        telemetry::limit_decision(|| store.describe(), outcome);
+        result
     }
 
     /// Takes one unit for `key`, waiting up to `max_wait` for it. See

@@ -130,6 +130,7 @@ impl<N: QuorumNode> Quorum<N> {
                 if mark {
                     me.note(i, &reply);
                 }
+                me.report(i, op_name, &key, &reply, started);
                 let _ = tx.send((i, reply));
             }) as NodeTask);
         }
@@ -177,6 +178,34 @@ impl<N: QuorumNode> Quorum<N> {
             key: key.to_string(),
             after: started.elapsed(),
         }
+    }
+
+    /// Tells the `tracing` subscriber (at `trace`) and the metrics recorder
+    /// how node `i` answered `op`.
+    fn report<T>(
+        &self,
+        i: usize,
+        op: &'static str,
+        key: &str,
+        reply: &Result<T>,
+        started: Instant,
+    ) {
+        let outcome = match reply {
+            Ok(_) => "answered",
+            Err(Error::Timeout { .. }) => "timed_out",
+            Err(Error::Unreachable { .. }) => "unreachable",
+            Err(_) => "failed",
+        };
+        let node = &self.names()[i];
+        tracing::trace!(
+            op,
+            key,
+            node = %node,
+            outcome,
+            latency_us = crate::duration::micros(started.elapsed()),
+            "quorum reply"
+        );
+        crate::telemetry::quorum_reply(node, op, outcome);
     }
 
     /// Records whether node `i` answered: a timeout marks it unresponsive, any

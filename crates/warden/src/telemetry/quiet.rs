@@ -1,0 +1,28 @@
+//! Without the `metrics` feature every metric point is an empty inline
+//! function: the store descriptions are never computed and nothing is linked.
+
+use std::time::Duration;
+
+#[inline(always)]
+pub(crate) fn acquisition(_: impl FnOnce() -> String, _: &'static str, _: Duration) {}
+
+#[inline(always)]
+pub(crate) fn hold(_: impl FnOnce() -> String, _: Duration) {}
+
+#[inline(always)]
+pub(crate) fn renewal(_: impl FnOnce() -> String, _: &'static str) {}
+
+#[inline(always)]
+pub(crate) fn loss(_: impl FnOnce() -> String, _: &'static str) {}
+
+#[inline(always)]
+pub(crate) fn handoff(_: impl FnOnce() -> String, _: Duration) {}
+
+#[inline(always)]
+pub(crate) fn limit_decision(_: impl FnOnce() -> String, _: &'static str) {}
+
+#[inline(always)]
+pub(crate) fn limit_store(_: impl FnOnce() -> String, _: Duration) {}
+
+#[inline(always)]
+pub(crate) fn quorum_reply(_: &str, _: &'static str, _: &'static str) {}
