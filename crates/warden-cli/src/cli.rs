@@ -33,7 +33,8 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Store URL: sqlite:PATH, redis://[USER:PASSWORD@]HOST:PORT[/DB],
-    /// rediss://… for TLS or etcd[s]://HOST:2379[,HOST:2379…] (repeatable; several
+    /// rediss://… for TLS, redis+cluster://HOST:PORT,HOST:PORT… for a Redis
+    /// Cluster or etcd[s]://HOST:2379[,HOST:2379…] (repeatable; several
     /// Redis URLs form a quorum; in
     /// WARDEN_BACKEND, separate them with commas). Default: this user's
     /// SQLite file at $WARDEN_DB, else $XDG_STATE_HOME/warden/warden.db, else

@@ -18,9 +18,11 @@ const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Schemes that start a new URL in a comma-separated list. A comma followed by
 /// anything else belongs to the URL before it (a password may contain one).
-const SCHEMES: [&str; 6] = [
+const SCHEMES: [&str; 8] = [
     "redis://",
     "rediss://",
+    "redis+cluster://",
+    "rediss+cluster://",
     "sqlite:",
     "memory:",
     "etcd://",
@@ -30,8 +32,9 @@ const SCHEMES: [&str; 6] = [
 /// Splits a `--backend` / `WARDEN_BACKEND` value into URLs: only at a comma that
 /// starts another URL, never inside a password. The library's
 /// `warden::redis::split_redis_urls` follows the same rule for Redis lists; this
-/// one also cuts before `sqlite:`, `memory:` and `etcd://` (whose own list of
-/// members is one URL, `etcd://h1:2379,h2:2379`) so that a mixed list is refused
+/// one also cuts before `sqlite:`, `memory:`, `etcd://` and
+/// `redis+cluster://` (whose own lists of members are one URL,
+/// `etcd://h1:2379,h2:2379`) so that a mixed list is refused
 /// by name rather than read as one odd Redis URL.
 pub fn split_urls(value: &str) -> Vec<&str> {
     let mut urls = Vec::new();
@@ -115,9 +118,10 @@ async fn connect_redis_tls(url: &str, global: &Global) -> Result<Warden, Failure
     }
     // WARDEN_CACERT may be set for the whole environment: other stores
     // ignore it rather than fail.
-    if !starts_with_ci(url, "rediss://") {
+    if !(starts_with_ci(url, "rediss://") || starts_with_ci(url, "rediss+cluster://")) {
         tracing::debug!(
-            "--cacert/--tls-cert/--tls-key apply to rediss:// and etcds:// only; ignored"
+            "--cacert/--tls-cert/--tls-key apply to rediss://, rediss+cluster:// and etcds:// \
+             only; ignored"
         );
         return Ok(Warden::connect(url).await?);
     }
@@ -253,6 +257,14 @@ mod tests {
         assert_eq!(
             split_urls("redis://h:1,etcd://h2"),
             ["redis://h:1", "etcd://h2"]
+        );
+        assert_eq!(
+            split_urls("redis+cluster://:p,w@a:1,b:2"),
+            ["redis+cluster://:p,w@a:1,b:2"]
+        );
+        assert_eq!(
+            split_urls("redis://h:1,redis+cluster://a:1,b:2"),
+            ["redis://h:1", "redis+cluster://a:1,b:2"]
         );
     }
 }

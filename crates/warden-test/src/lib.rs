@@ -13,6 +13,8 @@
 //! a cluster of three) with their own ports and data directories (`etcd` from
 //! `PATH`, or the path in `WARDEN_ETCD`).
 //!
+//! [`RedisCluster`] is a Redis Cluster of masters with one replica each.
+//!
 //! For fault injection: [`ReplicatedRedis`] is a master with a replica and a
 //! failover; [`RedisServer::jump_clock`] is a server clock step as its keys see
 //! it; [`FakeClock`] makes a client process's wall clock jump; [`process`]
@@ -26,6 +28,7 @@
 //! server.resume(); // SIGCONT
 //! ```
 
+mod cluster;
 mod etcd_server;
 mod failover;
 mod fake_clock;
@@ -36,6 +39,7 @@ mod proxy;
 mod redis_server;
 mod tls;
 
+pub use cluster::RedisCluster;
 pub use etcd_server::{ETCD_ENV, EtcdCluster, EtcdMember};
 pub use failover::ReplicatedRedis;
 pub use fake_clock::{FakeClock, LIBFAKETIME_ENV, libfaketime};

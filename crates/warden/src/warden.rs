@@ -48,6 +48,10 @@ impl Warden {
     ///   Credentials go in the user-info part, `redis://user:password@host`
     ///   (percent-encode `@ / ? # %` in the password); a `?password=` query
     ///   parameter is refused. Passwords are redacted wherever a URL is shown;
+    /// - `redis+cluster://[user:password@]host:port,host:port…` (or
+    ///   `rediss+cluster://…`) — a Redis Cluster, reached through the seed nodes
+    ///   listed, for leases, fences and rate limits alike; see
+    ///   [`redis`](crate::redis#redis-cluster);
     /// - several Redis URLs separated by commas — a quorum of independent masters,
     ///   as [`connect_quorum`](Self::connect_quorum). A comma separates URLs only
     ///   where the next URL's scheme (`redis://`, `rediss://`) follows it, so
@@ -71,7 +75,7 @@ impl Warden {
         }
         match scheme {
             "memory" => Ok(Self::memory()),
-            "redis" | "rediss" => {
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
                 let backend = RedisStore::connect(url, RedisOptions::default()).await?;
                 let limits = RedisLimits::from_backend(&backend);
                 Ok(Self::with_backend(backend.clone())
@@ -89,9 +93,9 @@ impl Warden {
             }),
             _ => Err(Error::Config {
                 url: crate::redis::redact(url),
-                reason:
-                    "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss:// or etcd://"
-                        .into(),
+                reason: "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss://, \
+                     redis+cluster:// or etcd://"
+                    .into(),
             }),
         }
     }

@@ -1,8 +1,9 @@
 //! The in-process limit store: a keyed map with bounded memory, behind a
 //! mutex. The map is a [`StateTable`] for the shared read/step/write loop; this
-//! file adds only what is particular to memory: the bound on keys (refusing
-//! new keys when full, never evicting live ones) and the sweeps of expired
-//! keys.
+//! file adds only what is particular to memory: the index by user key and
+//! policy (no storage key is formatted, a check of a known key allocates
+//! nothing in the map), the bound on keys (refusing new keys when full, never
+//! evicting live ones) and the sweeps of expired keys.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,8 +12,10 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::limit::store::{LimitRequest, LimitStore, State, StateTable, read_step_write};
-use crate::limit::{Algorithm, Decision, Limiter, Quota, Timestamp};
+use crate::limit::store::{
+    LimitRequest, LimitStore, SlotKey, State, StateTable, read_step_write, read_step_write_combined,
+};
+use crate::limit::{Algorithm, Decision, Limiter, PolicyTag, Quota, Timestamp};
 
 /// The default bound on the keys a [`MemoryLimits`] keeps.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -59,7 +62,11 @@ pub struct MemoryLimits {
 
 #[derive(Debug, Default)]
 struct Map {
-    entries: HashMap<String, Entry>,
+    /// Per user key, the state of each policy that has one (most keys have
+    /// one policy, a compound limiter's a few).
+    entries: HashMap<Box<str>, Vec<(PolicyTag, Entry)>>,
+    /// The number of (key, policy) states held.
+    len: usize,
     ops: u64,
     /// No entry expires before this (a lower bound, exact after a sweep):
     /// while the store is full, sweeping earlier would find nothing to drop,
@@ -103,7 +110,7 @@ impl MemoryLimits {
     /// The number of keys held (one per key and policy), expired ones included
     /// until the next sweep.
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().len
     }
 
     /// Whether no key is held.
@@ -128,13 +135,25 @@ impl MemoryLimits {
     /// See [`apply`](crate::limit::store::apply): zero cost, cost over
     /// capacity, mismatched state.
     pub fn apply_now(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        self.locked(request, |table, request, now| {
+            read_step_write(table, request, now)
+        })
+    }
+
+    /// Runs `run` (one of the shared read/step/write loops) on the map, under
+    /// the lock, and sweeps expired keys every [`SWEEP_EVERY`] writes.
+    fn locked<T>(
+        &self,
+        request: &LimitRequest<'_>,
+        run: impl FnOnce(&mut Table<'_>, &LimitRequest<'_>, Timestamp) -> Result<T>,
+    ) -> Result<T> {
         let now = request.now.unwrap_or_else(|| self.now());
         let mut table = Table {
             map: &mut self.lock(),
             max_keys: self.max_keys,
             wrote: false,
         };
-        let decisions = read_step_write(&mut table, request, now)?;
+        let answer = run(&mut table, request, now)?;
         if table.wrote {
             let map = &mut *table.map;
             map.ops += 1;
@@ -142,7 +161,7 @@ impl MemoryLimits {
                 map.sweep(now.as_micros());
             }
         }
-        Ok(decisions)
+        Ok(answer)
     }
 }
 
@@ -157,58 +176,88 @@ struct Table<'a> {
 impl StateTable for Table<'_> {
     type Error = Error;
 
-    fn read(&mut self, key: &str) -> Result<Option<State>> {
+    fn read(&mut self, slot: SlotKey<'_>) -> Result<Option<State>> {
         // An expired state reads exactly like no state (property-tested), so it
         // is used as is until a sweep drops it; this also keeps a clock that
         // steps back from forgetting what was consumed.
-        Ok(self.map.entries.get(key).map(|e| e.state.clone()))
+        Ok(self.map.get(slot).map(|e| e.state.clone()))
     }
 
     fn admit(
         &mut self,
-        writes: &[&str],
+        writes: &[SlotKey<'_>],
         now: Timestamp,
         decisions: &[Decision],
     ) -> Result<Option<Vec<Decision>>> {
-        let at = now.as_micros();
         let map = &mut *self.map;
+        if map.len + writes.len() <= self.max_keys {
+            return Ok(None); // room even if every write is a new key
+        }
+        let at = now.as_micros();
         let added = |map: &Map| {
             writes
                 .iter()
-                .filter(|key| !map.entries.contains_key(**key))
+                .filter(|slot| map.get(**slot).is_none())
                 .count()
         };
-        if map.entries.len() + added(map) > self.max_keys {
+        if map.len + added(map) > self.max_keys {
             if at >= map.next_expiry {
                 map.sweep(at);
             }
-            if map.entries.len() + added(map) > self.max_keys {
+            if map.len + added(map) > self.max_keys {
                 return Ok(Some(map.full(at, decisions)));
             }
         }
         Ok(None)
     }
 
-    fn write(&mut self, key: String, state: State, expires_at: Timestamp) -> Result<()> {
+    fn write(&mut self, slot: SlotKey<'_>, state: State, expires_at: Timestamp) -> Result<()> {
         let expires_at = expires_at.as_micros();
-        self.map.next_expiry = self.map.next_expiry.min(expires_at);
-        self.map.entries.insert(key, Entry { state, expires_at });
+        let map = &mut *self.map;
+        map.next_expiry = map.next_expiry.min(expires_at);
+        let entry = Entry { state, expires_at };
+        let tag = slot.policy.tag();
+        // A known key is found without allocating; only a new one is copied.
+        let states = match map.entries.get_mut(slot.key) {
+            Some(states) => states,
+            None => map.entries.entry(slot.key.into()).or_default(),
+        };
+        match states.iter_mut().find(|(t, _)| *t == tag) {
+            Some((_, held)) => *held = entry,
+            None => {
+                states.push((tag, entry));
+                map.len += 1;
+            }
+        }
         self.wrote = true;
         Ok(())
     }
 }
 
 impl Map {
+    /// The entry of `slot`, if any.
+    fn get(&self, slot: SlotKey<'_>) -> Option<&Entry> {
+        let tag = slot.policy.tag();
+        self.entries
+            .get(slot.key)?
+            .iter()
+            .find_map(|(t, e)| (*t == tag).then_some(e))
+    }
+
     /// Drops the keys whose state has expired (they read as fresh, so nothing
     /// is forgotten) and notes when the next one expires.
     fn sweep(&mut self, now: u64) {
-        self.entries.retain(|_, e| e.expires_at > now);
-        self.next_expiry = self
-            .entries
-            .values()
-            .map(|e| e.expires_at)
-            .min()
-            .unwrap_or(u64::MAX);
+        let mut next = u64::MAX;
+        self.entries.retain(|_, states| {
+            states.retain(|(_, e)| e.expires_at > now);
+            next = states
+                .iter()
+                .map(|(_, e)| e.expires_at)
+                .fold(next, u64::min);
+            !states.is_empty()
+        });
+        self.len = self.entries.values().map(Vec::len).sum();
+        self.next_expiry = next;
     }
 
     /// The refusal of a request that needs a new key while the map is full of
@@ -231,6 +280,12 @@ impl LimitStore for MemoryLimits {
 
     async fn now(&self) -> Result<Timestamp> {
         Ok(MemoryLimits::now(self))
+    }
+
+    fn decide_inline(&self, request: &LimitRequest<'_>) -> Option<Result<Decision>> {
+        Some(self.locked(request, |table, request, now| {
+            read_step_write_combined(table, request, now)
+        }))
     }
 
     fn describe(&self) -> String {

@@ -1,4 +1,5 @@
-//! Everything Redis: the connection (`conn`), the key layout (`keys`), the
+//! Everything Redis: the connection (`conn`, on one server or a Redis Cluster:
+//! `cluster`), the key layout (`keys`), the
 //! settings (`options`), the lease store ([`RedisStore`], `lease`), its release
 //! subscriber (`subscriber`), what a quorum needs from one node (`node`: the
 //! quorum's node trait implemented on [`RedisStore`]), the rate-limit store
@@ -8,7 +9,23 @@
 //! Every operation is one script call on the server (its clock, its atomicity);
 //! scripts go by `EVALSHA` with a reload on `NOSCRIPT`, connections reconnect by
 //! themselves, and every call has a time budget.
+//!
+//! # Redis Cluster
+//!
+//! Every store here also runs on a Redis Cluster: connect with
+//! `redis+cluster://[user:password@]host1:port1,host2:port2[?query]`
+//! (`rediss+cluster://` over TLS), naming a few seed nodes. The client reads
+//! the slot map, sends each script to the master of its keys' slot, follows
+//! `MOVED`/`ASK` and re-reads the map after a failover (`cluster`). All keys
+//! of one lease (lease, fence counter, release channel, record, permits) and
+//! of one limiter key (every policy of a compound limiter) share one hash tag,
+//! so each script runs whole on one master. Release notifications use plain
+//! `PUBLISH`/`SUBSCRIBE`, which a cluster forwards to every node.
+//! [`RedisOptions::require_replicas`] works per master (`WAIT` goes to the
+//! master that took the write). What a failover does to held leases and fences
+//! is measured in the repository's `docs/redis.md`.
 
+mod cluster;
 mod conn;
 mod fenced;
 mod keys;

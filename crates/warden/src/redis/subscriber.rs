@@ -1,6 +1,12 @@
 //! The release subscriber: one RESP3 connection per store, subscribed to the
 //! release channels of the keys being waited on, fanning messages out to
 //! [`ReleaseWatch`]es so a contended lease changes hands without polling.
+//!
+//! On a Redis Cluster the subscriber is a RESP3 cluster connection. The release
+//! scripts `PUBLISH`, which a cluster forwards to every node, so a subscription
+//! on any node hears it; the client moves subscriptions to another node when
+//! one fails, and a disconnection wakes every waiter (it may have missed a
+//! release).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,7 +16,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::watch;
 
-use super::conn::RedisConn;
+use super::conn::{Link, Origin, RedisConn};
 use crate::lease::ReleaseWatch;
 
 impl std::fmt::Debug for Subscriber {
@@ -22,7 +28,7 @@ impl std::fmt::Debug for Subscriber {
 /// One RESP3 connection subscribed to the release channels of the keys being
 /// waited on; messages are fanned out to `watch` channels.
 pub(super) struct Subscriber {
-    manager: ConnectionManager,
+    link: Link,
     senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>>,
     // Serialises SUBSCRIBE/UNSUBSCRIBE so an unsubscribe of an idle channel can
     // never overtake a new subscribe of the same channel.
@@ -32,53 +38,74 @@ pub(super) struct Subscriber {
 
 impl Subscriber {
     pub(super) async fn open(conn: &RedisConn) -> Option<Subscriber> {
-        let info = conn.client().get_connection_info().clone();
-        let redis_settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let info = info.set_redis_settings(redis_settings);
-        let client = redis::Client::open(info).ok()?;
         let senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>> = Arc::default();
         let dispatch = Arc::clone(&senders);
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(conn.connect_timeout()))
-            .set_response_timeout(Some(conn.timeout()))
-            .set_number_of_retries(1)
-            .set_automatic_resubscription()
-            .set_push_sender(move |push: PushInfo| {
-                let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
-                match push.kind {
-                    PushKind::Message => {
-                        let channel = match push.data.first() {
-                            Some(redis::Value::BulkString(c)) => std::str::from_utf8(c).ok(),
-                            _ => None,
-                        };
-                        if let Some(tx) = channel.and_then(|c| senders.get(c)) {
-                            tx.send_modify(|n| *n = n.wrapping_add(1));
-                        }
+        let on_push = move |push: PushInfo| {
+            let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
+            match push.kind {
+                PushKind::Message => {
+                    let channel = match push.data.first() {
+                        Some(redis::Value::BulkString(c)) => std::str::from_utf8(c).ok(),
+                        _ => None,
+                    };
+                    if let Some(tx) = channel.and_then(|c| senders.get(c)) {
+                        tx.send_modify(|n| *n = n.wrapping_add(1));
                     }
-                    // A release may have been missed while disconnected: wake
-                    // every waiter so it tries again.
-                    PushKind::Disconnection => {
-                        for tx in senders.values() {
-                            tx.send_modify(|n| *n = n.wrapping_add(1));
-                        }
-                    }
-                    _ => {}
                 }
-                Ok::<(), redis::aio::SendError>(())
-            });
-        let manager = tokio::time::timeout(
-            conn.timeout(),
-            ConnectionManager::new_with_config(client, config),
-        )
+                // A release may have been missed while disconnected: wake
+                // every waiter so it tries again.
+                PushKind::Disconnection => {
+                    for tx in senders.values() {
+                        tx.send_modify(|n| *n = n.wrapping_add(1));
+                    }
+                }
+                _ => {}
+            }
+            Ok::<(), redis::aio::SendError>(())
+        };
+        let opened = tokio::time::timeout(conn.timeout(), async {
+            match conn.origin() {
+                Origin::Node(client) => {
+                    let info = client.get_connection_info().clone();
+                    let redis_settings = info
+                        .redis_settings()
+                        .clone()
+                        .set_protocol(ProtocolVersion::RESP3);
+                    let client = redis::Client::open(info.set_redis_settings(redis_settings))?;
+                    let config = ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(conn.connect_timeout()))
+                        .set_response_timeout(Some(conn.timeout()))
+                        .set_number_of_retries(1)
+                        .set_automatic_resubscription()
+                        .set_push_sender(on_push);
+                    ConnectionManager::new_with_config(client, config)
+                        .await
+                        .map(Link::Node)
+                }
+                Origin::Cluster(seeds) => {
+                    let client = seeds.client(
+                        ProtocolVersion::RESP3,
+                        conn.timeout(),
+                        conn.connect_timeout(),
+                    )?;
+                    let config = redis::cluster::ClusterConfig::new()
+                        .set_connection_timeout(conn.connect_timeout())
+                        .set_response_timeout(conn.timeout())
+                        .set_push_sender(on_push);
+                    client
+                        .get_async_connection_with_config(config)
+                        .await
+                        .map(Link::Cluster)
+                }
+            }
+        })
         .await
-        .ok()?
-        .map_err(|e| tracing::debug!(error = %e, "release notifications unavailable; polling"))
         .ok()?;
+        let link = opened
+            .map_err(|e| tracing::debug!(error = %e, "release notifications unavailable; polling"))
+            .ok()?;
         Some(Subscriber {
-            manager,
+            link,
             senders,
             changes: tokio::sync::Mutex::new(()),
             timeout: conn.timeout(),
@@ -106,13 +133,13 @@ impl Subscriber {
                 }
             }
         };
-        let mut manager = self.manager.clone();
+        let mut link = self.link.clone();
         if !idle.is_empty() {
-            let _ = tokio::time::timeout(self.timeout, manager.unsubscribe(&idle)).await;
+            let _ = tokio::time::timeout(self.timeout, link.unsubscribe(&idle)).await;
         }
         if subscribe {
             let ok = matches!(
-                tokio::time::timeout(self.timeout, manager.subscribe(&channel)).await,
+                tokio::time::timeout(self.timeout, link.subscribe(&channel)).await,
                 Ok(Ok(()))
             );
             if !ok {
