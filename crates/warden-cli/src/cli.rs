@@ -34,7 +34,8 @@ pub struct Cli {
 pub struct Global {
     /// Store URL: sqlite:PATH, redis://[USER:PASSWORD@]HOST:PORT[/DB],
     /// rediss://… for TLS, redis+cluster://HOST:PORT,HOST:PORT… for a Redis
-    /// Cluster or etcd[s]://HOST:2379[,HOST:2379…] (repeatable; several
+    /// Cluster, redis+sentinel://HOST:26379,…/MASTER for the master Sentinel
+    /// names, or etcd[s]://HOST:2379[,HOST:2379…] (repeatable; several
     /// Redis URLs form a quorum; in
     /// WARDEN_BACKEND, separate them with commas). Default: this user's
     /// SQLite file at $WARDEN_DB, else $XDG_STATE_HOME/warden/warden.db, else

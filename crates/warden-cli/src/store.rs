@@ -18,11 +18,13 @@ const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Schemes that start a new URL in a comma-separated list. A comma followed by
 /// anything else belongs to the URL before it (a password may contain one).
-const SCHEMES: [&str; 8] = [
+const SCHEMES: [&str; 10] = [
     "redis://",
     "rediss://",
     "redis+cluster://",
     "rediss+cluster://",
+    "redis+sentinel://",
+    "rediss+sentinel://",
     "sqlite:",
     "memory:",
     "etcd://",
@@ -33,7 +35,7 @@ const SCHEMES: [&str; 8] = [
 /// starts another URL, never inside a password. The library's
 /// `warden::redis::split_redis_urls` follows the same rule for Redis lists; this
 /// one also cuts before `sqlite:`, `memory:`, `etcd://` and
-/// `redis+cluster://` (whose own lists of members are one URL,
+/// `redis+cluster://`/`redis+sentinel://` (whose own lists of members are one URL,
 /// `etcd://h1:2379,h2:2379`) so that a mixed list is refused
 /// by name rather than read as one odd Redis URL.
 pub fn split_urls(value: &str) -> Vec<&str> {
@@ -118,10 +120,13 @@ async fn connect_redis_tls(url: &str, global: &Global) -> Result<Warden, Failure
     }
     // WARDEN_CACERT may be set for the whole environment: other stores
     // ignore it rather than fail.
-    if !(starts_with_ci(url, "rediss://") || starts_with_ci(url, "rediss+cluster://")) {
+    if !["rediss://", "rediss+cluster://", "rediss+sentinel://"]
+        .iter()
+        .any(|scheme| starts_with_ci(url, scheme))
+    {
         tracing::debug!(
-            "--cacert/--tls-cert/--tls-key apply to rediss://, rediss+cluster:// and etcds:// \
-             only; ignored"
+            "--cacert/--tls-cert/--tls-key apply to rediss://, rediss+cluster://, \
+             rediss+sentinel:// and etcds:// only; ignored"
         );
         return Ok(Warden::connect(url).await?);
     }

@@ -13,7 +13,8 @@
 //! a cluster of three) with their own ports and data directories (`etcd` from
 //! `PATH`, or the path in `WARDEN_ETCD`).
 //!
-//! [`RedisCluster`] is a Redis Cluster of masters with one replica each.
+//! [`RedisCluster`] is a Redis Cluster of masters with one replica each;
+//! [`RedisSentinels`] a master, a replica and three sentinels.
 //!
 //! For fault injection: [`ReplicatedRedis`] is a master with a replica and a
 //! failover; [`RedisServer::jump_clock`] is a server clock step as its keys see
@@ -37,6 +38,7 @@ mod postgres_server;
 pub mod process;
 mod proxy;
 mod redis_server;
+mod sentinel;
 mod tls;
 
 pub use cluster::RedisCluster;
@@ -46,4 +48,5 @@ pub use fake_clock::{FakeClock, LIBFAKETIME_ENV, libfaketime};
 pub use postgres_server::{PG_BIN_ENV, PostgresServer};
 pub use proxy::{Direction, MAX_PROXY_CONNECTIONS, Partition, Proxy};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, RedisServerBuilder, free_port};
+pub use sentinel::{RedisSentinels, SENTINEL_MASTER};
 pub use tls::{TlsCerts, TlsRedis};

@@ -52,6 +52,9 @@ impl Warden {
     ///   `rediss+cluster://…`) — a Redis Cluster, reached through the seed nodes
     ///   listed, for leases, fences and rate limits alike; see
     ///   [`redis`](crate::redis#redis-cluster);
+    /// - `redis+sentinel://[user:password@]sentinel:26379,…/MASTER[/DB]` (or
+    ///   `rediss+sentinel://…`) — the master that Redis Sentinel names, found
+    ///   again after a failover; see [`redis`](crate::redis#redis-sentinel);
     /// - several Redis URLs separated by commas — a quorum of independent masters,
     ///   as [`connect_quorum`](Self::connect_quorum). A comma separates URLs only
     ///   where the next URL's scheme (`redis://`, `rediss://`) follows it, so
@@ -75,7 +78,8 @@ impl Warden {
         }
         match scheme {
             "memory" => Ok(Self::memory()),
-            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
+            | "rediss+sentinel" => {
                 let backend = RedisStore::connect(url, RedisOptions::default()).await?;
                 let limits = RedisLimits::from_backend(&backend);
                 Ok(Self::with_backend(backend.clone())
@@ -94,7 +98,7 @@ impl Warden {
             _ => Err(Error::Config {
                 url: crate::redis::redact(url),
                 reason: "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss://, \
-                     redis+cluster:// or etcd://"
+                     redis+cluster://, redis+sentinel:// or etcd://"
                     .into(),
             }),
         }

@@ -12,6 +12,7 @@ use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, ToRedisA
 
 use super::cluster::ClusterSeeds;
 use super::options::{RedisOptions, RedisTls};
+use super::sentinel::SentinelLink;
 use crate::error::{Error, Result};
 
 /// Default time budget of one Redis call, connection included.
@@ -30,6 +31,8 @@ pub enum Link {
     Node(ConnectionManager),
     /// A Redis Cluster.
     Cluster(ClusterConnection),
+    /// The master that Redis Sentinel names, found again after a failover.
+    Sentinel(SentinelLink),
 }
 
 impl ConnectionLike for Link {
@@ -37,6 +40,7 @@ impl ConnectionLike for Link {
         match self {
             Link::Node(c) => c.req_packed_command(cmd),
             Link::Cluster(c) => c.req_packed_command(cmd),
+            Link::Sentinel(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -49,6 +53,7 @@ impl ConnectionLike for Link {
         match self {
             Link::Node(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -56,16 +61,19 @@ impl ConnectionLike for Link {
         match self {
             Link::Node(c) => c.get_db(),
             Link::Cluster(c) => c.get_db(),
+            Link::Sentinel(c) => c.get_db(),
         }
     }
 }
 
 impl Link {
-    /// Subscribes to `channel` (a RESP3 link with a push sender).
+    /// Subscribes to `channel` (a RESP3 link with a push sender; a subscriber
+    /// is never a sentinel link, see the subscriber).
     pub(super) async fn subscribe(&mut self, channel: impl ToRedisArgs) -> redis::RedisResult<()> {
         match self {
             Link::Node(c) => c.subscribe(channel).await,
             Link::Cluster(c) => c.subscribe(channel).await,
+            Link::Sentinel(_) => Err(not_a_subscriber()),
         }
     }
 
@@ -77,8 +85,30 @@ impl Link {
         match self {
             Link::Node(c) => c.unsubscribe(channel).await,
             Link::Cluster(c) => c.unsubscribe(channel).await,
+            Link::Sentinel(_) => Err(not_a_subscriber()),
         }
     }
+}
+
+fn not_a_subscriber() -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Client,
+        "subscriptions go through a link to the discovered master",
+    ))
+}
+
+/// A reconnecting connection to one server with warden's time budgets.
+pub(super) fn node_manager(
+    client: &redis::Client,
+    timeout: Duration,
+    connect_timeout: Duration,
+) -> redis::RedisResult<ConnectionManager> {
+    let config = ConnectionManagerConfig::new()
+        .set_response_timeout(Some(timeout))
+        .set_connection_timeout(Some(connect_timeout))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(200));
+    ConnectionManager::new_lazy_with_config(client.clone(), config)
 }
 
 /// Where a [`RedisConn`] connects: what the release subscriber needs to open
@@ -89,6 +119,8 @@ pub(super) enum Origin {
     Node(redis::Client),
     /// The seed nodes of a cluster.
     Cluster(ClusterSeeds),
+    /// The master the sentinels name.
+    Sentinel(SentinelLink),
 }
 
 /// A cloneable, auto-reconnecting Redis connection.
@@ -226,7 +258,7 @@ fn read_certificates(tls: &RedisTls, display: &str) -> Result<Option<Certificate
 
 /// Builds the client of one server; with certificate files, through
 /// redis-rs's TLS builder.
-fn open_client(
+pub(super) fn open_client(
     info: redis::ConnectionInfo,
     certs: Option<Certificates>,
     display: &str,
@@ -286,17 +318,22 @@ impl RedisConn {
                 connect_timeout,
             });
         }
+        if let Some(link) = SentinelLink::parse(url, certs.clone(), timeout, connect_timeout) {
+            let link = link.map_err(config)?;
+            return Ok(RedisConn {
+                link: Link::Sentinel(link.clone()),
+                origin: Origin::Sentinel(link),
+                display,
+                timeout,
+                connect_timeout,
+            });
+        }
         let info = url
             .into_connection_info()
             .map_err(|e| config(e.to_string()))?;
         let client = open_client(info, certs, &display)?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(timeout))
-            .set_connection_timeout(Some(connect_timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(200));
-        let manager = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
-            .map_err(|e| config(e.to_string()))?;
+        let manager =
+            node_manager(&client, timeout, connect_timeout).map_err(|e| config(e.to_string()))?;
         Ok(RedisConn {
             link: Link::Node(manager),
             origin: Origin::Node(client),

@@ -24,6 +24,19 @@
 //! [`RedisOptions::require_replicas`] works per master (`WAIT` goes to the
 //! master that took the write). What a failover does to held leases and fences
 //! is measured in the repository's `docs/redis.md`.
+//!
+//! # Redis Sentinel
+//!
+//! `redis+sentinel://[user:password@]sentinel1:26379,sentinel2:26379/MASTER[/DB]`
+//! (`rediss+sentinel://` over TLS) connects to the master the sentinels name
+//! for `MASTER` (`sentinel`); the credentials and database are the master's.
+//! A call that fails as a dead or demoted master fails (refused, dropped,
+//! timed out, `READONLY`) makes the next call ask the sentinels again, so
+//! warden follows a failover; the failed call is a transient error that
+//! waiters and the watchdog retry. The release subscriber connects to the
+//! master found when it opens; after a failover waiters are woken by its
+//! disconnection and then retry on their own (at the holder's TTL at the
+//! latest) instead of being notified.
 
 mod cluster;
 mod conn;
@@ -35,6 +48,7 @@ mod node;
 mod options;
 mod record;
 mod semaphore;
+mod sentinel;
 mod subscriber;
 
 pub use conn::split_redis_urls;

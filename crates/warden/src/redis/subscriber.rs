@@ -65,22 +65,13 @@ impl Subscriber {
         };
         let opened = tokio::time::timeout(conn.timeout(), async {
             match conn.origin() {
-                Origin::Node(client) => {
-                    let info = client.get_connection_info().clone();
-                    let redis_settings = info
-                        .redis_settings()
-                        .clone()
-                        .set_protocol(ProtocolVersion::RESP3);
-                    let client = redis::Client::open(info.set_redis_settings(redis_settings))?;
-                    let config = ConnectionManagerConfig::new()
-                        .set_connection_timeout(Some(conn.connect_timeout()))
-                        .set_response_timeout(Some(conn.timeout()))
-                        .set_number_of_retries(1)
-                        .set_automatic_resubscription()
-                        .set_push_sender(on_push);
-                    ConnectionManager::new_with_config(client, config)
-                        .await
-                        .map(Link::Node)
+                Origin::Node(client) => node_subscriber(conn, client, on_push).await,
+                // The master found now: after a failover this subscriber's
+                // connection fails, which wakes every waiter (they then
+                // retry on their own).
+                Origin::Sentinel(link) => {
+                    let client = link.master_client().await?;
+                    node_subscriber(conn, &client, on_push).await
                 }
                 Origin::Cluster(seeds) => {
                     let client = seeds.client(
@@ -150,4 +141,28 @@ impl Subscriber {
         }
         ReleaseWatch::from_channel(rx, None)
     }
+}
+
+/// A RESP3 connection to the server of `client` that sends its pushes to
+/// `on_push` and subscribes again after reconnecting.
+async fn node_subscriber(
+    conn: &RedisConn,
+    client: &redis::Client,
+    on_push: impl redis::aio::AsyncPushSender,
+) -> redis::RedisResult<Link> {
+    let info = client.get_connection_info().clone();
+    let redis_settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    let client = redis::Client::open(info.set_redis_settings(redis_settings))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(conn.connect_timeout()))
+        .set_response_timeout(Some(conn.timeout()))
+        .set_number_of_retries(1)
+        .set_automatic_resubscription()
+        .set_push_sender(on_push);
+    ConnectionManager::new_with_config(client, config)
+        .await
+        .map(Link::Node)
 }
