@@ -5,8 +5,10 @@
 //! nothing in the map), the bound on keys (refusing new keys when full, never
 //! evicting live ones) and the sweeps of expired keys.
 
-use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex};
+
+use hashbrown::HashTable;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
@@ -63,8 +65,11 @@ pub struct MemoryLimits {
 #[derive(Debug, Default)]
 struct Map {
     /// Per user key, the state of each policy that has one (most keys have
-    /// one policy, a compound limiter's a few).
-    entries: HashMap<Box<str>, Vec<(PolicyTag, Entry)>>,
+    /// one policy, a compound limiter's a few). A table of its own hashes
+    /// (SipHash, randomly keyed: the keys come from clients), so a request's
+    /// key is hashed once for its read and its write.
+    entries: HashTable<Keyed>,
+    hasher: RandomState,
     /// The number of (key, policy) states held.
     len: usize,
     ops: u64,
@@ -72,6 +77,13 @@ struct Map {
     /// while the store is full, sweeping earlier would find nothing to drop,
     /// so refusals of new keys cost no scan of the map.
     next_expiry: u64,
+}
+
+/// One user key's states.
+#[derive(Debug)]
+struct Keyed {
+    key: Box<str>,
+    states: Vec<(PolicyTag, Entry)>,
 }
 
 #[derive(Debug)]
@@ -148,8 +160,11 @@ impl MemoryLimits {
         run: impl FnOnce(&mut Table<'_>, &LimitRequest<'_>, Timestamp) -> Result<T>,
     ) -> Result<T> {
         let now = request.now.unwrap_or_else(|| self.now());
+        let map = &mut self.lock();
         let mut table = Table {
-            map: &mut self.lock(),
+            hash: map.hasher.hash_one(request.key),
+            key: request.key,
+            map,
             max_keys: self.max_keys,
             wrote: false,
         };
@@ -168,6 +183,9 @@ impl MemoryLimits {
 /// The map as the shared read/step/write loop sees it, under the lock.
 struct Table<'a> {
     map: &'a mut Map,
+    /// The request's user key (every slot's) and its hash.
+    key: &'a str,
+    hash: u64,
     max_keys: usize,
     /// Whether the request wrote anything (counts towards the next sweep).
     wrote: bool,
@@ -180,7 +198,8 @@ impl StateTable for Table<'_> {
         // An expired state reads exactly like no state (property-tested), so it
         // is used as is until a sweep drops it; this also keeps a clock that
         // steps back from forgetting what was consumed.
-        Ok(self.map.get(slot).map(|e| e.state.clone()))
+        let hash = self.hash_of(slot.key);
+        Ok(self.map.get(hash, slot).map(|e| e.state.clone()))
     }
 
     fn admit(
@@ -189,15 +208,17 @@ impl StateTable for Table<'_> {
         now: Timestamp,
         decisions: &[Decision],
     ) -> Result<Option<Vec<Decision>>> {
-        let map = &mut *self.map;
-        if map.len + writes.len() <= self.max_keys {
+        if self.map.len + writes.len() <= self.max_keys {
             return Ok(None); // room even if every write is a new key
         }
+        let hashes: Vec<u64> = writes.iter().map(|slot| self.hash_of(slot.key)).collect();
+        let map = &mut *self.map;
         let at = now.as_micros();
         let added = |map: &Map| {
             writes
                 .iter()
-                .filter(|slot| map.get(**slot).is_none())
+                .zip(&hashes)
+                .filter(|(slot, hash)| map.get(**hash, **slot).is_none())
                 .count()
         };
         if map.len + added(map) > self.max_keys {
@@ -217,10 +238,24 @@ impl StateTable for Table<'_> {
         map.next_expiry = map.next_expiry.min(expires_at);
         let entry = Entry { state, expires_at };
         let tag = slot.policy.tag();
+        let hash = self.hash_of(slot.key);
+        let map = &mut *self.map;
         // A known key is found without allocating; only a new one is copied.
-        let states = match map.entries.get_mut(slot.key) {
-            Some(states) => states,
-            None => map.entries.entry(slot.key.into()).or_default(),
+        let states = match map.entries.find_mut(hash, |k| *k.key == *slot.key) {
+            Some(keyed) => &mut keyed.states,
+            None => {
+                let hasher = &map.hasher;
+                let keyed = Keyed {
+                    key: slot.key.into(),
+                    states: Vec::with_capacity(1),
+                };
+                let rehash = |k: &Keyed| hasher.hash_one(&*k.key);
+                &mut map
+                    .entries
+                    .insert_unique(hash, keyed, rehash)
+                    .into_mut()
+                    .states
+            }
         };
         match states.iter_mut().find(|(t, _)| *t == tag) {
             Some((_, held)) => *held = entry,
@@ -234,12 +269,24 @@ impl StateTable for Table<'_> {
     }
 }
 
+impl Table<'_> {
+    /// The hash of `key`: computed once per request for its own key.
+    fn hash_of(&self, key: &str) -> u64 {
+        if key == self.key {
+            self.hash
+        } else {
+            self.map.hasher.hash_one(key)
+        }
+    }
+}
+
 impl Map {
-    /// The entry of `slot`, if any.
-    fn get(&self, slot: SlotKey<'_>) -> Option<&Entry> {
+    /// The entry of `slot`, whose key hashes to `hash`, if any.
+    fn get(&self, hash: u64, slot: SlotKey<'_>) -> Option<&Entry> {
         let tag = slot.policy.tag();
         self.entries
-            .get(slot.key)?
+            .find(hash, |k| *k.key == *slot.key)?
+            .states
             .iter()
             .find_map(|(t, e)| (*t == tag).then_some(e))
     }
@@ -248,15 +295,13 @@ impl Map {
     /// is forgotten) and notes when the next one expires.
     fn sweep(&mut self, now: u64) {
         let mut next = u64::MAX;
-        self.entries.retain(|_, states| {
-            states.retain(|(_, e)| e.expires_at > now);
-            next = states
-                .iter()
-                .map(|(_, e)| e.expires_at)
-                .fold(next, u64::min);
-            !states.is_empty()
+        self.entries.retain(|keyed| {
+            keyed.states.retain(|(_, e)| e.expires_at > now);
+            let expiries = keyed.states.iter().map(|(_, e)| e.expires_at);
+            next = expiries.fold(next, u64::min);
+            !keyed.states.is_empty()
         });
-        self.len = self.entries.values().map(Vec::len).sum();
+        self.len = self.entries.iter().map(|k| k.states.len()).sum();
         self.next_expiry = next;
     }
 

@@ -1,7 +1,8 @@
 //! Everything Redis: the connection (`conn`, on one server or a Redis Cluster:
 //! `cluster`), the key layout (`keys`), the
-//! settings (`options`), the lease store ([`RedisStore`], `lease`), its release
-//! subscriber (`subscriber`), what a quorum needs from one node (`node`: the
+//! settings (`options`), the lease store ([`RedisStore`], `lease`), its
+//! waiting line (`queue`), its release subscriber (`subscriber`), what a
+//! quorum needs from one node (`node`: the
 //! quorum's node trait implemented on [`RedisStore`]), the rate-limit store
 //! ([`RedisLimits`], `limit`), the fenced resource ([`RedisFencedStore`],
 //! `fenced`) and the Lua scripts they run (`scripts/*.lua`).
@@ -17,7 +18,8 @@
 //! (`rediss+cluster://` over TLS), naming a few seed nodes. The client reads
 //! the slot map, sends each script to the master of its keys' slot, follows
 //! `MOVED`/`ASK` and re-reads the map after a failover (`cluster`). All keys
-//! of one lease (lease, fence counter, release channel, record, permits) and
+//! of one lease (lease, fence counter, waiting line, release channel, record,
+//! permits) and
 //! of one limiter key (every policy of a compound limiter) share one hash tag,
 //! so each script runs whole on one master. Release notifications use plain
 //! `PUBLISH`/`SUBSCRIBE`, which a cluster forwards to every node.
@@ -46,6 +48,7 @@ mod lease;
 mod limit;
 mod node;
 mod options;
+mod queue;
 mod record;
 mod semaphore;
 mod sentinel;

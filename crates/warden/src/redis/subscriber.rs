@@ -1,6 +1,12 @@
 //! The release subscriber: one RESP3 connection per store, subscribed to the
 //! release channels of the keys being waited on, fanning messages out to
-//! [`ReleaseWatch`]es so a contended lease changes hands without polling.
+//! [`ReleaseWatch`](crate::lease::ReleaseWatch)es so a contended lease
+//! changes hands without polling.
+//!
+//! A message naming a waiter's owner token is a hand-off: it wakes only the
+//! watcher of that token, if it is in this process. Any other message (`1` for
+//! a release, `record` for a new record) wakes the channel's plain watchers. A
+//! lost connection wakes everyone.
 //!
 //! On a Redis Cluster the subscriber is a RESP3 cluster connection. The release
 //! scripts `PUBLISH`, which a cluster forwards to every node, so a subscription
@@ -17,7 +23,15 @@ use redis::{ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::watch;
 
 use super::conn::{Link, Origin, RedisConn};
-use crate::lease::ReleaseWatch;
+use crate::token::OwnerToken;
+
+/// A pushed value as text, when it is one.
+fn text(value: Option<&redis::Value>) -> Option<&str> {
+    match value {
+        Some(redis::Value::BulkString(c)) => std::str::from_utf8(c).ok(),
+        _ => None,
+    }
+}
 
 impl std::fmt::Debug for Subscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -25,11 +39,51 @@ impl std::fmt::Debug for Subscriber {
     }
 }
 
+/// The local watchers of one channel.
+#[derive(Default)]
+struct Watchers {
+    /// Woken by every release.
+    all: Option<watch::Sender<u64>>,
+    /// Woken when the lease is handed to their token.
+    turns: HashMap<String, watch::Sender<u64>>,
+}
+
+impl Watchers {
+    fn wake(tx: &watch::Sender<u64>) {
+        tx.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn wake_everyone(&self) {
+        self.all
+            .iter()
+            .chain(self.turns.values())
+            .for_each(Self::wake);
+    }
+
+    /// Wakes the watchers a message on their channel is for.
+    fn wake_for(&self, message: &str) {
+        if OwnerToken::looks_like(message) {
+            self.turns.get(message).into_iter().for_each(Self::wake);
+        } else {
+            self.all.iter().for_each(Self::wake);
+        }
+    }
+
+    /// Drops the senders nobody listens to; whether none is left.
+    fn prune(&mut self) -> bool {
+        self.turns.retain(|_, tx| tx.receiver_count() > 0);
+        if self.all.as_ref().is_some_and(|tx| tx.receiver_count() == 0) {
+            self.all = None;
+        }
+        self.all.is_none() && self.turns.is_empty()
+    }
+}
+
 /// One RESP3 connection subscribed to the release channels of the keys being
 /// waited on; messages are fanned out to `watch` channels.
 pub(super) struct Subscriber {
     link: Link,
-    senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>>,
+    senders: Arc<Mutex<HashMap<String, Watchers>>>,
     // Serialises SUBSCRIBE/UNSUBSCRIBE so an unsubscribe of an idle channel can
     // never overtake a new subscribe of the same channel.
     changes: tokio::sync::Mutex<()>,
@@ -38,26 +92,21 @@ pub(super) struct Subscriber {
 
 impl Subscriber {
     pub(super) async fn open(conn: &RedisConn) -> Option<Subscriber> {
-        let senders: Arc<Mutex<HashMap<String, watch::Sender<u64>>>> = Arc::default();
+        let senders: Arc<Mutex<HashMap<String, Watchers>>> = Arc::default();
         let dispatch = Arc::clone(&senders);
         let on_push = move |push: PushInfo| {
             let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
             match push.kind {
                 PushKind::Message => {
-                    let channel = match push.data.first() {
-                        Some(redis::Value::BulkString(c)) => std::str::from_utf8(c).ok(),
-                        _ => None,
-                    };
-                    if let Some(tx) = channel.and_then(|c| senders.get(c)) {
-                        tx.send_modify(|n| *n = n.wrapping_add(1));
+                    let watchers = text(push.data.first()).and_then(|c| senders.get(c));
+                    if let (Some(w), Some(message)) = (watchers, text(push.data.get(1))) {
+                        w.wake_for(message);
                     }
                 }
                 // A release may have been missed while disconnected: wake
                 // every waiter so it tries again.
                 PushKind::Disconnection => {
-                    for tx in senders.values() {
-                        tx.send_modify(|n| *n = n.wrapping_add(1));
-                    }
+                    senders.values().for_each(Watchers::wake_everyone);
                 }
                 _ => {}
             }
@@ -103,26 +152,35 @@ impl Subscriber {
         })
     }
 
-    pub(super) async fn watch(&self, channel: String) -> ReleaseWatch {
+    /// Watches `channel` for releases (`token` `None`) or for hand-offs to
+    /// `token`.
+    /// `None` when the channel cannot be subscribed (the watcher polls then).
+    pub(super) async fn watch(
+        &self,
+        channel: String,
+        token: Option<&str>,
+    ) -> Option<watch::Receiver<u64>> {
         let _serial = self.changes.lock().await;
         let (rx, subscribe, idle) = {
             let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
-            let idle: Vec<String> = senders
-                .iter()
-                .filter(|(c, tx)| **c != channel && tx.receiver_count() == 0)
-                .map(|(c, _)| c.clone())
-                .collect();
-            for c in &idle {
-                senders.remove(c);
-            }
-            match senders.get(&channel) {
-                Some(tx) => (tx.subscribe(), false, idle),
-                None => {
-                    let (tx, rx) = watch::channel(0);
-                    senders.insert(channel.clone(), tx);
-                    (rx, true, idle)
+            let mut idle: Vec<String> = Vec::new();
+            senders.retain(|c, w| {
+                let gone = *c != channel && w.prune();
+                if gone {
+                    idle.push(c.clone());
                 }
-            }
+                !gone
+            });
+            let subscribe = !senders.contains_key(&channel);
+            let watchers = senders.entry(channel.clone()).or_default();
+            let tx = match token {
+                None => watchers.all.get_or_insert_with(|| watch::channel(0).0),
+                Some(t) => watchers
+                    .turns
+                    .entry(t.to_string())
+                    .or_insert_with(|| watch::channel(0).0),
+            };
+            (tx.subscribe(), subscribe, idle)
         };
         let mut link = self.link.clone();
         if !idle.is_empty() {
@@ -136,10 +194,10 @@ impl Subscriber {
             if !ok {
                 let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
                 senders.remove(&channel);
-                return ReleaseWatch::polling();
+                return None;
             }
         }
-        ReleaseWatch::from_channel(rx, None)
+        Some(rx)
     }
 }
 
