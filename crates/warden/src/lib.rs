@@ -42,6 +42,11 @@
 //! - [`lease`]: acquire, wait, renew, release; the lost-lease signal; the
 //!   [`LeaseStore`](lease::LeaseStore) trait every store implements.
 //! - [`fence`]: fencing tokens and what a fenced resource answers.
+//! - Recipes on the lease core: [`election`] (leader election; the term is the
+//!   fence), [`semaphore`] (up to N holders, each permit a lease), [`once`]
+//!   (run an operation once per key, its result recorded); [`record`] is the
+//!   fenced [`RecordStore`](record::RecordStore) trait where elections and
+//!   run-once keep ids and results.
 //! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
 //!   fixed window), compound policies, waiting; the
 //!   [`LimitStore`](limit::store::LimitStore) trait.
