@@ -4,6 +4,7 @@
 //! right after it, behind a NUL byte — which no warden key contains (control
 //! characters are refused), so it never collides with another lease's key:
 //!
+//! - `{prefix}orders:42\0holder`: who holds the lease (see `holder.rs`);
 //! - `{prefix}orders:42\0record`: the fenced record (election id, run-once
 //!   result);
 //! - `{prefix}orders:42\0permit\0{token}`: one key per semaphore permit.

@@ -74,6 +74,7 @@
 //! SQLite.
 
 mod conn;
+mod holder;
 mod keys;
 mod lease;
 mod limit;
