@@ -56,6 +56,10 @@ async fn leases_keep_their_contract_on_a_cluster() {
     lease_common::dropping_a_guard_releases_in_the_background(&w, t).await;
     lease_common::sixty_four_tasks_lose_no_increment_and_fences_increase(&w, t).await;
     lease_common::bad_input_is_a_clear_error(&w, t).await;
+    lease_common::holder_is_recorded_read_by_anyone_and_released_with_the_lease(&w, t).await;
+    lease_common::holder_record_expires_with_the_lease(&w, t).await;
+    lease_common::list_shows_the_held_leases_under_a_prefix(&w, t).await;
+    lease_common::a_waiter_that_gets_the_lease_records_itself(&w, t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
