@@ -265,7 +265,7 @@ impl Warden {
     /// The leases held now whose key starts with `prefix` (`""` for all), in
     /// key order, each with its status. Redis scans its key space (`SCAN`,
     /// several round trips for many keys), SQLite and etcd read a range, the
-    /// memory store its map; a quorum cannot list and answers
+    /// memory store its map; a quorum and a Redis Cluster cannot list and answer
     /// [`Error::Config`].
     pub async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
         if prefix.chars().any(char::is_control) {
