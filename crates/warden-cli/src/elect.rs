@@ -77,6 +77,7 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
         ttl: args.ttl,
         wait: Wait::For(Duration::ZERO),
         no_wait: false,
+        label: None,
         grace: args.grace,
         conflict_exit_code: None,
         json: false,

@@ -84,7 +84,7 @@ pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
 pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire};
-pub use crate::lease::{LeaseStatus, ReleaseOutcome};
+pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
 pub use crate::token::OwnerToken;
 pub use crate::warden::Warden;
 

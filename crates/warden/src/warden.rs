@@ -62,10 +62,12 @@ impl Warden {
     ///   [`split_redis_urls`](crate::redis::split_redis_urls));
     /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
     ///   processes of this host, created if missing (its directory must exist);
-    /// - `etcd://[user[:password]@]host:2379[,host:2379…]` — an etcd cluster
+    /// - `etcd://[user[:password]@]host:2379[,host:2379…]` (`etcds://` for
+    ///   TLS, with the system's trusted roots) — an etcd cluster
     ///   (feature `etcd`), checked with a read before returning, for
-    ///   leases only: rate limits on it are refused with an error naming Redis
-    ///   and SQLite (see [`etcd`](crate::etcd)). The password is never shown.
+    ///   leases, elections, semaphores and run-once; rate limits on it are
+    ///   refused with an error naming Redis and SQLite (see
+    ///   [`etcd`](crate::etcd)). The password is never shown.
     pub async fn connect(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
         if matches!(scheme, "redis" | "rediss") {
@@ -87,15 +89,7 @@ impl Warden {
             }
             "sqlite" => Self::sqlite(sqlite_path(url)?).await,
             #[cfg(feature = "etcd")]
-            "etcd" | "etcds" => {
-                let store =
-                    crate::etcd::EtcdStore::connect(url, crate::etcd::EtcdOptions::default())
-                        .await?;
-                let limits = crate::etcd::EtcdLimits {
-                    endpoints: crate::etcd::redact(url),
-                };
-                Ok(Self::with_backend(store).with_limits(limits))
-            }
+            "etcd" | "etcds" => Self::connect_etcd(url, crate::etcd::EtcdOptions::default()).await,
             #[cfg(not(feature = "etcd"))]
             "etcd" | "etcds" => Err(Error::Config {
                 url: crate::redis::redact(url),
@@ -134,6 +128,22 @@ impl Warden {
     {
         let backend = QuorumStore::connect(urls, QuorumOptions::default()).await?;
         Ok(Self::with_backend(backend))
+    }
+
+    /// An etcd cluster (`etcd://` or `etcds://`, see [`etcd`](crate::etcd))
+    /// with `options` (TLS certificates, time budgets, prefix): leases,
+    /// elections, semaphores and run-once records in etcd, rate limits
+    /// refused with an error naming Redis and SQLite.
+    #[cfg(feature = "etcd")]
+    pub async fn connect_etcd(url: &str, options: crate::etcd::EtcdOptions) -> Result<Self> {
+        let store = crate::etcd::EtcdStore::connect(url, options).await?;
+        let limits = crate::etcd::EtcdLimits {
+            endpoints: crate::etcd::redact(url),
+        };
+        Ok(Self::with_backend(store.clone())
+            .with_limits(limits)
+            .with_records(store.clone())
+            .with_semaphores(store))
     }
 
     /// A SQLite file shared by the processes of this host (see
@@ -244,10 +254,27 @@ impl Warden {
         Lease::new(Arc::clone(&self.backend), key.into())
     }
 
-    /// Reads whether `key` is held, its TTL and last fence, without changing it.
+    /// Reads whether `key` is held, its TTL and last fence, who holds it (when
+    /// the holder [recorded it](Lease::record_holder)) and how many wait,
+    /// without changing it.
     pub async fn status(&self, key: &str) -> Result<LeaseStatus> {
         validate_key(key)?;
         self.backend.status(key).await
+    }
+
+    /// The leases held now whose key starts with `prefix` (`""` for all), in
+    /// key order, each with its status. Redis scans its key space (`SCAN`,
+    /// several round trips for many keys), SQLite and etcd read a range, the
+    /// memory store its map; a quorum and a Redis Cluster cannot list and answer
+    /// [`Error::Config`].
+    pub async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        if prefix.chars().any(char::is_control) {
+            return Err(Error::InvalidKey {
+                key: prefix.chars().take(64).collect(),
+                reason: "a prefix must not contain control characters".into(),
+            });
+        }
+        self.backend.list(prefix).await
     }
 
     /// The store of election and run-once records behind this handle, if any.

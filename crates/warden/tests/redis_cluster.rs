@@ -56,6 +56,10 @@ async fn leases_keep_their_contract_on_a_cluster() {
     lease_common::dropping_a_guard_releases_in_the_background(&w, t).await;
     lease_common::sixty_four_tasks_lose_no_increment_and_fences_increase(&w, t).await;
     lease_common::bad_input_is_a_clear_error(&w, t).await;
+    lease_common::holder_is_recorded_read_by_anyone_and_released_with_the_lease(&w, t).await;
+    lease_common::holder_record_expires_with_the_lease(&w, t).await;
+    lease_common::list_shows_the_held_leases_under_a_prefix(&w, t).await;
+    lease_common::a_waiter_that_gets_the_lease_records_itself(&w, t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,6 +214,25 @@ async fn semaphores_elections_and_run_once_work_on_a_cluster() {
         second,
         OnceOutcome::Recorded { result: Ok(7), .. }
     ));
+}
+
+/// An evicting `maxmemory-policy` on any master (here the last one) is
+/// refused at connect, naming the node; `allow_eviction(true)` connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicting_policy_on_any_master_is_refused() {
+    let cluster = RedisCluster::start(3);
+    let node = cluster.node(2);
+    node.command("CONFIG SET maxmemory-policy allkeys-lru")
+        .unwrap();
+    let err = RedisStore::connect(&cluster.url(), RedisOptions::default())
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("allkeys-lru"), "{msg}");
+    assert!(msg.contains(&node.port().to_string()), "{msg}");
+    RedisStore::connect(&cluster.url(), RedisOptions::default().allow_eviction(true))
+        .await
+        .unwrap();
 }
 
 fn nz(n: u32) -> std::num::NonZeroU32 {

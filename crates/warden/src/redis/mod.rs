@@ -43,9 +43,11 @@
 mod cluster;
 mod conn;
 mod fenced;
+mod holder;
 mod keys;
 mod lease;
 mod limit;
+mod list;
 mod node;
 mod options;
 mod queue;

@@ -9,7 +9,7 @@
 //! changing it applies to new acquisitions, which are admitted only while
 //! fewer than the new N permits are held, so once the old holders are gone
 //! never more than the new N hold. Waiters are woken by releases on Redis and
-//! poll elsewhere.
+//! etcd and poll elsewhere.
 //!
 //! On a quorum of Redis masters semaphores are refused with
 //! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the alternative (one Redis master or
@@ -51,7 +51,8 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::lease::{
-    AcquireReply, ExtendReply, Lease, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
+    AcquireReply, ExtendReply, HolderInfo, Lease, LeaseStatus, LeaseStore, ReleaseOutcome,
+    ReleaseWatch,
 };
 use crate::token::OwnerToken;
 
@@ -145,6 +146,8 @@ impl LeaseStore for Permits {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        // Permits record no holder (see `Lease::record_holder`).
+        _holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
         self.store
             .acquire_permit(key, token, ttl, self.permits)
@@ -166,6 +169,8 @@ impl LeaseStore for Permits {
             ttl_left: None,
             fence,
             storage_key: format!("{key} (semaphore, {held} of {} held)", self.permits),
+            holder: None,
+            waiters: None,
         })
     }
 
