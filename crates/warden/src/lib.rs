@@ -66,13 +66,17 @@ pub mod lease;
 pub mod limit;
 pub mod memory;
 pub mod once;
+#[cfg(feature = "quorum")]
 pub mod quorum;
 pub mod record;
+#[cfg(feature = "redis")]
 pub mod redis;
 pub mod semaphore;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod telemetry;
 mod token;
+mod url;
 mod warden;
 
 pub use crate::error::{Cause, Error, Result};

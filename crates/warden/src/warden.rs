@@ -10,11 +10,15 @@ use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryLimits, MemoryRecords, MemorySemaphores, MemoryStore};
 use crate::once::Once;
+#[cfg(feature = "quorum")]
 use crate::quorum::{QuorumOptions, QuorumStore};
 use crate::record::RecordStore;
+#[cfg(feature = "redis")]
 use crate::redis::{RedisLimits, RedisOptions, RedisStore};
 use crate::semaphore::{Semaphore, SemaphoreStore};
+#[cfg(feature = "sqlite")]
 use crate::sqlite::{SqliteOptions, SqliteStore};
+use crate::url::redact;
 use std::num::NonZeroU32;
 
 /// A handle on one coordination store. Cheap to clone (an `Arc` inside).
@@ -58,26 +62,23 @@ impl Warden {
     /// - `etcd://[user[:password]@]host:2379[,host:2379…]` — an etcd cluster
     ///   (feature `etcd`), checked with a read before returning, for
     ///   leases only: rate limits on it are refused with an error naming Redis
-    ///   and SQLite (see [`etcd`](crate::etcd)). The password is never shown.
+    ///   and SQLite (see `warden::etcd`). The password is never shown.
+    ///
+    /// Each store is a cargo feature (`redis`, `quorum`, `tls` for
+    /// `rediss://`, `sqlite`, `etcd`); a URL whose store this build left out
+    /// is an [`Error::Config`] naming the feature to turn on.
     pub async fn connect(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
-        if matches!(scheme, "redis" | "rediss") {
-            let urls = crate::redis::split_redis_urls(url);
-            if urls.len() > 1 {
-                return Self::connect_quorum(urls).await;
-            }
-        }
         match scheme {
             "memory" => Ok(Self::memory()),
-            "redis" | "rediss" => {
-                let backend = RedisStore::connect(url, RedisOptions::default()).await?;
-                let limits = RedisLimits::from_backend(&backend);
-                Ok(Self::with_backend(backend.clone())
-                    .with_limits(limits)
-                    .with_records(backend.clone())
-                    .with_semaphores(backend))
-            }
+            #[cfg(feature = "redis")]
+            "redis" | "rediss" => Self::connect_redis(url).await,
+            #[cfg(not(feature = "redis"))]
+            "redis" | "rediss" => Err(compiled_out(url, "Redis", "redis")),
+            #[cfg(feature = "sqlite")]
             "sqlite" => Self::sqlite(sqlite_path(url)?).await,
+            #[cfg(not(feature = "sqlite"))]
+            "sqlite" => Err(compiled_out(url, "SQLite", "sqlite")),
             #[cfg(feature = "etcd")]
             "etcd" | "etcds" => {
                 let store =
@@ -89,12 +90,9 @@ impl Warden {
                 Ok(Self::with_backend(store).with_limits(limits))
             }
             #[cfg(not(feature = "etcd"))]
-            "etcd" | "etcds" => Err(Error::Config {
-                url: crate::redis::redact(url),
-                reason: "this build of warden has no etcd support (cargo feature `etcd`)".into(),
-            }),
+            "etcd" | "etcds" => Err(compiled_out(url, "etcd", "etcd")),
             _ => Err(Error::Config {
-                url: crate::redis::redact(url),
+                url: redact(url),
                 reason:
                     "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss:// or etcd://"
                         .into(),
@@ -102,12 +100,33 @@ impl Warden {
         }
     }
 
+    /// One Redis master, or a quorum when `url` lists several.
+    #[cfg(feature = "redis")]
+    async fn connect_redis(url: &str) -> Result<Self> {
+        let urls = crate::redis::split_redis_urls(url);
+        if !cfg!(feature = "tls") && urls.iter().any(|u| u.trim_start().starts_with("rediss:")) {
+            return Err(compiled_out(url, "TLS (rediss://)", "tls"));
+        }
+        if urls.len() > 1 {
+            #[cfg(feature = "quorum")]
+            return Self::connect_quorum(urls).await;
+            #[cfg(not(feature = "quorum"))]
+            return Err(compiled_out(url, "quorum", "quorum"));
+        }
+        let backend = RedisStore::connect(url, RedisOptions::default()).await?;
+        let limits = RedisLimits::from_backend(&backend);
+        Ok(Self::with_backend(backend.clone())
+            .with_limits(limits)
+            .with_records(backend.clone())
+            .with_semaphores(backend))
+    }
+
     /// Leases over a quorum of independent Redis masters (Redlock), with default
     /// [`QuorumOptions`]: succeeds when a majority of the nodes answers `PING`, so
     /// a minority may be down at start. Use 3 or 5 nodes. See
     /// [`quorum`](crate::quorum) for the protocol and its assumptions, and
     /// [`QuorumStore::new`] with [`with_backend`](Self::with_backend) for other
-    /// settings.
+    /// settings. Needs the cargo feature `quorum` (on by default).
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
@@ -119,6 +138,7 @@ impl Warden {
     /// .await?;
     /// # Ok(()) }
     /// ```
+    #[cfg(feature = "quorum")]
     pub async fn connect_quorum<I, S>(urls: I) -> Result<Self>
     where
         I: IntoIterator<Item = S>,
@@ -130,6 +150,8 @@ impl Warden {
 
     /// A SQLite file shared by the processes of this host (see
     /// [`SqliteStore`]), with default options, for leases and rate limits.
+    /// Needs the cargo feature `sqlite` (on by default).
+    #[cfg(feature = "sqlite")]
     pub async fn sqlite(path: impl Into<std::path::PathBuf>) -> Result<Self> {
         let backend = SqliteStore::open(path, SqliteOptions::default()).await?;
         Ok(Self::with_backend(backend.clone())
@@ -253,7 +275,18 @@ impl Warden {
     }
 }
 
+/// The error for a URL whose store this build of warden left out.
+fn compiled_out(url: &str, store: &str, feature: &str) -> Error {
+    Error::Config {
+        url: redact(url),
+        reason: format!(
+            "this build of warden has no {store} support; turn on its cargo feature `{feature}`"
+        ),
+    }
+}
+
 /// The path of a `sqlite:PATH` or `sqlite://PATH` URL.
+#[cfg(feature = "sqlite")]
 fn sqlite_path(url: &str) -> Result<&str> {
     let rest = url.strip_prefix("sqlite:").unwrap_or(url);
     let path = rest.strip_prefix("//").unwrap_or(rest);
@@ -266,7 +299,7 @@ fn sqlite_path(url: &str) -> Result<&str> {
     Ok(path)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sqlite"))]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
@@ -284,5 +317,45 @@ mod tests {
         let sqlite = Warden::connect(&url).await.unwrap();
         assert!(sqlite.backend().is_shared());
         assert!(sqlite.limits().is_shared());
+    }
+}
+
+#[cfg(test)]
+mod features {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A URL whose store this build left out is refused, before any I/O, with
+    /// an error naming the cargo feature (and never the password). Which cases
+    /// run depends on the build: `cargo test -p warden` checks `tls` and
+    /// `etcd`; `--no-default-features` checks `redis` and `sqlite` too.
+    #[tokio::test]
+    async fn a_url_whose_store_is_compiled_out_names_its_feature() {
+        let cases = [
+            (!cfg!(feature = "redis"), "redis://u:pw-x@h:1", "`redis`"),
+            (!cfg!(feature = "sqlite"), "sqlite:/nonexistent/w.db", "`sqlite`"),
+            (!cfg!(feature = "etcd"), "etcd://u:pw-x@h:2379", "`etcd`"),
+            (
+                cfg!(feature = "redis") && !cfg!(feature = "quorum"),
+                "redis://h:1,redis://h:2,redis://h:3",
+                "`quorum`",
+            ),
+            (
+                cfg!(feature = "redis") && !cfg!(feature = "tls"),
+                "rediss://u:pw-x@h:1",
+                "`tls`",
+            ),
+        ];
+        for (left_out, url, feature) in cases {
+            if !left_out {
+                continue;
+            }
+            let e = Warden::connect(url).await.unwrap_err();
+            assert!(matches!(e, Error::Config { .. }), "{url}: {e:?}");
+            let text = e.to_string();
+            assert!(text.contains(feature), "{url}: {text}");
+            assert!(!text.contains("pw-x"), "{url}: {text}");
+        }
     }
 }

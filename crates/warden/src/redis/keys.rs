@@ -65,6 +65,7 @@ impl Keys {
 
     /// The channel a quorum's undo of `key` publishes on: not the release
     /// channel, so undoing a vote wakes nobody.
+    #[cfg(feature = "quorum")]
     pub(crate) fn undone(&self, key: &str) -> String {
         format!("{}:undone", self.lease(key))
     }

@@ -105,6 +105,7 @@ impl RedisStore {
     /// attempt is safe either way: it carries a fresh owner token). `EVAL` is one
     /// self-contained request, so requests reach a node in the order they were
     /// made.
+    #[cfg(feature = "quorum")]
     pub(super) fn inline_scripts(mut self) -> Self {
         self.inline_scripts = true;
         self
@@ -166,6 +167,7 @@ impl RedisStore {
     /// Deletes `key` if it holds `token`, like [`release`](LeaseStore::release),
     /// without waking waiters: undoes one node's vote of a quorum acquisition that
     /// failed (waking every waiter there would only make the next vote split too).
+    #[cfg(feature = "quorum")]
     pub(super) async fn release_quietly(
         &self,
         key: &str,

@@ -14,6 +14,7 @@ mod fenced;
 mod keys;
 mod lease;
 mod limit;
+#[cfg(feature = "quorum")]
 mod node;
 mod options;
 mod record;
@@ -25,5 +26,3 @@ pub use fenced::RedisFencedStore;
 pub use lease::RedisStore;
 pub use limit::RedisLimits;
 pub use options::{DEFAULT_PREFIX, RedisOptions, RedisTls, ReplicaAcks};
-
-pub(crate) use conn::redact;

@@ -60,9 +60,9 @@ mod meter;
 mod meter;
 pub mod names;
 
-pub(crate) use meter::{
-    acquisition, handoff, hold, limit_decision, limit_store, loss, quorum_reply, renewal,
-};
+#[cfg(feature = "quorum")]
+pub(crate) use meter::quorum_reply;
+pub(crate) use meter::{acquisition, handoff, hold, limit_decision, limit_store, loss, renewal};
 
 /// Records `outcome` and the latency since `started` (a `tokio::time::Instant`)
 /// on `span`, then says the outcome in an event inside it at `level` — from
