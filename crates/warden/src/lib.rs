@@ -51,6 +51,24 @@
 //!   master; also the fenced resource and Redis rate limits), [`sqlite`] (the
 //!   embedded single-host default), [`quorum`] (leases over N independent Redis
 //!   masters with fences that stay monotonic across holders).
+//! - [`telemetry`]: the `tracing` spans and the metric names.
+//!
+//! ## Cargo features
+//!
+//! The memory store, the APIs and the `tracing` spans are always compiled;
+//! each other store is a feature (default: `redis`, `sqlite`, `quorum`).
+//!
+//! | feature | default | what it compiles in |
+//! |---|---|---|
+//! | `redis` | yes | one Redis master: `redis://` leases, rate limits, records, semaphores, `RedisFencedStore` |
+//! | `quorum` | yes | leases over several Redis masters (Redlock): `Warden::connect_quorum`, comma-separated `redis://` URLs; turns on `redis` |
+//! | `sqlite` | yes | the embedded single-host store `sqlite:PATH`, SQLite's C code compiled in (no system library) |
+//! | `tls` | no | `rediss://` with rustls (ring); turns on `redis` |
+//! | `etcd` | no | the etcd store `etcd://` (brings tonic and prost; building needs `protoc`) |
+//! | `metrics` | no | metrics through the `metrics` facade (see [`telemetry`]); without it no metric code is compiled |
+//!
+//! [`Warden::connect`] with a URL whose store is compiled out returns
+//! [`Error::Config`] naming the feature.
 
 #![forbid(unsafe_code)]
 

@@ -334,7 +334,11 @@ mod features {
     async fn a_url_whose_store_is_compiled_out_names_its_feature() {
         let cases = [
             (!cfg!(feature = "redis"), "redis://u:pw-x@h:1", "`redis`"),
-            (!cfg!(feature = "sqlite"), "sqlite:/nonexistent/w.db", "`sqlite`"),
+            (
+                !cfg!(feature = "sqlite"),
+                "sqlite:/nonexistent/w.db",
+                "`sqlite`",
+            ),
             (!cfg!(feature = "etcd"), "etcd://u:pw-x@h:2379", "`etcd`"),
             (
                 cfg!(feature = "redis") && !cfg!(feature = "quorum"),
