@@ -33,7 +33,9 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Store URL: sqlite:PATH, redis://[USER:PASSWORD@]HOST:PORT[/DB],
-    /// rediss://… for TLS or etcd://HOST:2379[,HOST:2379…] (repeatable; several
+    /// rediss://… for TLS, redis+cluster://HOST:PORT,HOST:PORT… for a Redis
+    /// Cluster, redis+sentinel://HOST:26379,…/MASTER for the master Sentinel
+    /// names, or etcd://HOST:2379[,HOST:2379…] (repeatable; several
     /// Redis URLs form a quorum; in
     /// WARDEN_BACKEND, separate them with commas). Default: this user's
     /// SQLite file at $WARDEN_DB, else $XDG_STATE_HOME/warden/warden.db, else

@@ -25,6 +25,7 @@ pub struct ElectArgs {
     pub key: String,
 
     /// This candidate's id, shown by `warden leader` (default HOSTNAME:PID).
+    /// Refused on a store that keeps no ids (a quorum).
     #[arg(long)]
     pub id: Option<String>,
 
@@ -76,6 +77,14 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
     let grace = run::timing(&run_args)?;
     check_id(&id)?;
     let warden = store::connect(global).await?;
+    if args.id.is_some() && warden.records().is_none() {
+        return Err(Failure::usage(format!(
+            "--id: {} keeps no leader ids (a quorum of Redis masters keeps no records), so \
+             `warden leader` could not show it; drop --id (the term is still the fence), \
+             or elect on one Redis master or SQLite",
+            warden.backend().describe()
+        )));
+    }
     let election = warden.election(&args.key).ttl(args.ttl);
     let mut stops = run::signal_streams(&STOP)?;
     loop {

@@ -43,7 +43,12 @@ pub async fn leader(global: &Global, args: &LeaderArgs) -> Result<u8, Failure> {
     } else if !global.quiet {
         match &now {
             Some(l) => {
-                let id = l.id.as_deref().unwrap_or("(elected, id not written yet)");
+                let missing = if warden.records().is_some() {
+                    "(elected, id not written yet)"
+                } else {
+                    "(this store keeps no leader ids)"
+                };
+                let id = l.id.as_deref().unwrap_or(missing);
                 output::line(&format!("key     {}", args.key));
                 output::line(&format!("leader  {id}"));
                 output::line(&format!("term    {}", l.term));

@@ -18,13 +18,24 @@ const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Schemes that start a new URL in a comma-separated list. A comma followed by
 /// anything else belongs to the URL before it (a password may contain one).
-const SCHEMES: [&str; 5] = ["redis://", "rediss://", "sqlite:", "memory:", "etcd://"];
+const SCHEMES: [&str; 9] = [
+    "redis://",
+    "rediss://",
+    "redis+cluster://",
+    "rediss+cluster://",
+    "redis+sentinel://",
+    "rediss+sentinel://",
+    "sqlite:",
+    "memory:",
+    "etcd://",
+];
 
 /// Splits a `--backend` / `WARDEN_BACKEND` value into URLs: only at a comma that
 /// starts another URL, never inside a password. The library's
 /// `warden::redis::split_redis_urls` follows the same rule for Redis lists; this
-/// one also cuts before `sqlite:`, `memory:` and `etcd://` (whose own list of
-/// members is one URL, `etcd://h1:2379,h2:2379`) so that a mixed list is refused
+/// one also cuts before `sqlite:`, `memory:`, `etcd://` and
+/// `redis+cluster://`/`redis+sentinel://` (whose own lists of members are one URL,
+/// `etcd://h1:2379,h2:2379`) so that a mixed list is refused
 /// by name rather than read as one odd Redis URL.
 pub fn split_urls(value: &str) -> Vec<&str> {
     let mut urls = Vec::new();
@@ -92,8 +103,14 @@ fn tls_set(global: &Global) -> bool {
 async fn connect_redis_tls(url: &str, global: &Global) -> Result<Warden, Failure> {
     // WARDEN_CACERT may be set for the whole environment: other stores
     // ignore it rather than fail.
-    if !starts_with_ci(url, "rediss://") {
-        tracing::debug!("--cacert/--tls-cert/--tls-key apply to rediss:// only; ignored");
+    if !["rediss://", "rediss+cluster://", "rediss+sentinel://"]
+        .iter()
+        .any(|scheme| starts_with_ci(url, scheme))
+    {
+        tracing::debug!(
+            "--cacert/--tls-cert/--tls-key apply to rediss://, rediss+cluster:// and \
+             rediss+sentinel:// only; ignored"
+        );
         return Ok(Warden::connect(url).await?);
     }
     let mut options = RedisOptions::default();
@@ -228,6 +245,14 @@ mod tests {
         assert_eq!(
             split_urls("redis://h:1,etcd://h2"),
             ["redis://h:1", "etcd://h2"]
+        );
+        assert_eq!(
+            split_urls("redis+cluster://:p,w@a:1,b:2"),
+            ["redis+cluster://:p,w@a:1,b:2"]
+        );
+        assert_eq!(
+            split_urls("redis://h:1,redis+cluster://a:1,b:2"),
+            ["redis://h:1", "redis+cluster://a:1,b:2"]
         );
     }
 }

@@ -267,16 +267,30 @@ fn leader_shows_the_default_id() {
 }
 
 #[test]
-fn bad_ids_are_usage_errors() {
+fn bad_ids_are_usage_errors_and_leave_the_leader_alone() {
     let sandbox = Sandbox::new();
     let db = sandbox.sqlite();
+    let mut leader_run = sandbox.start(&[
+        "--backend",
+        &db,
+        "elect",
+        "--key",
+        "jobs",
+        "--id",
+        "first",
+        "--",
+        "sh",
+        "-c",
+        "sleep 60",
+    ]);
+    let before = wait_for_leader(&sandbox, &db, "first");
     for id in ["", "a\tb"] {
         let out = output(sandbox.warden().args([
             "--backend",
             &db,
             "elect",
             "--key",
-            "k",
+            "jobs",
             "--id",
             id,
             "--",
@@ -284,6 +298,31 @@ fn bad_ids_are_usage_errors() {
         ]));
         assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
         assert!(stderr(&out).contains("--id"), "{}", stderr(&out));
+    }
+    let (code, after) = leader_json(&sandbox, &db);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        (&after["id"], &after["term"]),
+        (&before["id"], &before["term"]),
+        "the leader is unchanged"
+    );
+    kill(leader_run.pid(), Signal::SIGTERM).unwrap();
+    leader_run.wait(Duration::from_secs(10));
+}
+
+/// Polls `warden leader --key jobs --json` until `id` leads; returns its JSON.
+fn wait_for_leader(sandbox: &Sandbox, backend: &str, id: &str) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let (code, json) = leader_json(sandbox, backend);
+        if code == Some(0) && json["id"] == id {
+            return json;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{id} never led: {json}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -484,4 +523,51 @@ fn a_frozen_leader_that_wakes_is_stopped_and_its_old_term_refused() {
     a.wait(Duration::from_secs(10));
     let stderr_a = a.stderr();
     assert!(stderr_a.contains("lost"), "{stderr_a}");
+}
+
+/// On a quorum of Redis masters the leader's id is not kept: `--id` is
+/// refused (64, one line naming it), and without it a leader is elected and
+/// `warden leader` reports its term with a null id.
+#[test]
+fn on_a_quorum_ids_are_refused_and_the_term_is_reported() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let sandbox = Sandbox::new();
+    let mut backends: Vec<String> = Vec::new();
+    for node in &nodes {
+        backends.push("--backend".into());
+        backends.push(node.url());
+    }
+    let with = |args: &[&str]| -> Vec<String> {
+        let mut all = backends.clone();
+        all.extend(args.iter().map(|a| (*a).to_string()));
+        all
+    };
+    let refused = with(&["elect", "--key", "q", "--id", "x", "--once", "--", "true"]);
+    let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
+    let err = common::assert_one_line_error(&sandbox, &refused, 64, "--id");
+    assert!(err.contains("keeps no leader ids"), "{err}");
+
+    let term_file = sandbox.path("term");
+    let script = format!("echo $WARDEN_FENCE > {}; sleep 60", term_file.display());
+    let elect = with(&["elect", "--key", "q", "--", "sh", "-c", &script]);
+    let elect: Vec<&str> = elect.iter().map(String::as_str).collect();
+    let mut running = sandbox.start(&elect);
+    let term: u64 = common::wait_for_file(&term_file, Duration::from_secs(10))
+        .trim()
+        .parse()
+        .unwrap();
+    let json_args = with(&["leader", "--key", "q", "--json"]);
+    let out = output(sandbox.warden().args(&json_args));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert!(json["id"].is_null(), "{json}");
+    assert_eq!(json["term"].as_u64(), Some(term), "{json}");
+    let human = output(sandbox.warden().args(with(&["leader", "--key", "q"])));
+    assert!(
+        stdout(&human).contains("(this store keeps no leader ids)"),
+        "{}",
+        stdout(&human)
+    );
+    kill(running.pid(), Signal::SIGTERM).unwrap();
+    running.wait(Duration::from_secs(10));
 }

@@ -84,21 +84,58 @@ fn twenty_contenders_on_sqlite() {
     never_more_than_three(&sandbox.sqlite());
 }
 
+/// `--permits 0` is a usage error, one line naming `--permits`, and a
+/// permit held before it is still held.
 #[test]
-fn zero_permits_is_a_usage_error() {
+fn zero_permits_is_a_usage_error_and_leaves_held_permits_alone() {
     let sandbox = Sandbox::new();
-    let out = output(sandbox.warden().args([
+    let db = sandbox.sqlite();
+    let marker = sandbox.path("holder");
+    let script = format!("echo $$ > {}; sleep 60", marker.display());
+    let mut holder = sandbox.start(&[
         "--backend",
-        &sandbox.sqlite(),
+        &db,
         "run",
         "--key",
         "k",
         "--permits",
-        "0",
+        "1",
         "--",
-        "true",
-    ]));
-    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+        "sh",
+        "-c",
+        &script,
+    ]);
+    pid_in(&marker);
+    common::assert_one_line_error(
+        &sandbox,
+        &[
+            "--backend",
+            &db,
+            "run",
+            "--key",
+            "k",
+            "--permits",
+            "0",
+            "--",
+            "true",
+        ],
+        64,
+        "--permits",
+    );
+    let busy = output(
+        sandbox
+            .warden()
+            .args(["--backend", &db, "run", "--key", "k", "--permits", "1"])
+            .args(["--no-wait", "--", "true"]),
+    );
+    assert_eq!(
+        busy.status.code(),
+        Some(75),
+        "the permit is still held: {}",
+        stderr(&busy)
+    );
+    kill(holder.pid(), Signal::SIGTERM).unwrap();
+    holder.wait(Duration::from_secs(10));
 }
 
 /// TTL of the permits in the crash test: renewed every second, so the last

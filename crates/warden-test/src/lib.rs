@@ -13,6 +13,9 @@
 //! a cluster of three) with their own ports and data directories (`etcd` from
 //! `PATH`, or the path in `WARDEN_ETCD`).
 //!
+//! [`RedisCluster`] is a Redis Cluster of masters with one replica each;
+//! [`RedisSentinels`] a master, a replica and three sentinels.
+//!
 //! For fault injection: [`ReplicatedRedis`] is a master with a replica and a
 //! failover; [`RedisServer::jump_clock`] is a server clock step as its keys see
 //! it; [`FakeClock`] makes a client process's wall clock jump; [`process`]
@@ -26,6 +29,7 @@
 //! server.resume(); // SIGCONT
 //! ```
 
+mod cluster;
 mod etcd_server;
 mod failover;
 mod fake_clock;
@@ -34,12 +38,15 @@ mod postgres_server;
 pub mod process;
 mod proxy;
 mod redis_server;
+mod sentinel;
 mod tls;
 
+pub use cluster::RedisCluster;
 pub use etcd_server::{ETCD_ENV, EtcdCluster, EtcdMember};
 pub use failover::ReplicatedRedis;
 pub use fake_clock::{FakeClock, LIBFAKETIME_ENV, libfaketime};
 pub use postgres_server::{PG_BIN_ENV, PostgresServer};
 pub use proxy::{Direction, MAX_PROXY_CONNECTIONS, Partition, Proxy};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, RedisServerBuilder, free_port};
+pub use sentinel::{RedisSentinels, SENTINEL_MASTER};
 pub use tls::{TlsCerts, TlsRedis};

@@ -33,6 +33,8 @@ pub fn free_port() -> u16 {
 pub struct RedisServerBuilder {
     persistent: bool,
     extra_args: Vec<String>,
+    /// Sentinel mode, with this configuration file content.
+    sentinel: Option<String>,
 }
 
 impl RedisServerBuilder {
@@ -50,6 +52,15 @@ impl RedisServerBuilder {
         S: Into<String>,
     {
         self.extra_args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Runs a sentinel (`redis-server sentinel.conf --sentinel`) with `config`
+    /// as its configuration file (e.g. `sentinel monitor …` lines), written to
+    /// the server's directory before its first start. The sentinel rewrites it
+    /// as it learns (a restart keeps what it learned).
+    pub fn sentinel(mut self, config: impl Into<String>) -> Self {
+        self.sentinel = Some(config.into());
         self
     }
 
@@ -246,6 +257,13 @@ impl RedisServer {
     fn spawn(&mut self) -> Result<(), String> {
         let binary = std::env::var(REDIS_SERVER_ENV).unwrap_or_else(|_| "redis-server".to_string());
         let mut cmd = Command::new(&binary);
+        if let Some(config) = &self.config.sentinel {
+            let path = self.dir.path().join("sentinel.conf");
+            if !path.exists() {
+                std::fs::write(&path, config).map_err(|e| format!("write sentinel.conf: {e}"))?;
+            }
+            cmd.arg(path).arg("--sentinel");
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
@@ -258,7 +276,9 @@ impl RedisServer {
             .arg("no")
             .arg("--protected-mode")
             .arg("no");
-        if self.config.persistent {
+        if self.config.sentinel.is_some() {
+            // A sentinel keeps no data.
+        } else if self.config.persistent {
             cmd.args([
                 "--appendonly",
                 "yes",

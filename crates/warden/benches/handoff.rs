@@ -1,10 +1,15 @@
 //! Contended hand-off: 16 tasks take turns on one lease on a real redis-server.
 //!
-//! Prints, for warden's `acquire_within` (release notifications) and for a
-//! polling baseline that retries after a random 0–200 ms delay (what rslock and
-//! many seed snippets do), the hand-offs per second to a *different* task, the
-//! median and worst wait, and the ratio against the server's round trip measured
-//! in the same run. Run with `cargo bench -p warden --bench handoff`.
+//! Prints, for warden's `acquire_within` (a FIFO waiting line on Redis: one
+//! waiter woken per hand-off) and for a polling baseline that retries after a
+//! random 0–200 ms delay (what rslock and many seed snippets do), the
+//! hand-offs per second to a *different* task, the median and longest wait,
+//! the Redis commands per hand-off (`INFO commandstats`, every command the run
+//! sent, the ones inside scripts included), the FIFO violations (acquisitions
+//! that overtook a task waiting since earlier), and the ratio against the
+//! server's round trip measured in the same run. Each strategy runs
+//! `ROUNDS` times, interleaved; the figures are the medians.
+//! Run with `cargo bench -p warden --bench handoff`.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -20,6 +25,7 @@ use warden_test::RedisServer;
 
 const TASKS: usize = 16;
 const RUN_FOR: Duration = Duration::from_secs(4);
+const ROUNDS: usize = 3;
 
 #[derive(Clone, Copy)]
 enum Strategy {
@@ -27,15 +33,42 @@ enum Strategy {
     Polling,
 }
 
+#[derive(Clone, Copy)]
 struct Stats {
     handoffs_per_sec: f64,
+    commands_per_handoff: f64,
+    /// Acquisitions that came before another task's which had waited longer.
+    fifo_violations: usize,
     /// From the holder's release call to the next holder's acquisition.
     median_handoff: Duration,
     median_wait: Duration,
     worst_wait: Duration,
 }
 
-async fn contend(warden: &Warden, key: &str, strategy: Strategy) -> Stats {
+/// Total calls of every command since the last `CONFIG RESETSTAT`, but
+/// `INFO` and `CONFIG` (the bench's own).
+fn commands(server: &RedisServer) -> u64 {
+    let stats = server.command("INFO commandstats").unwrap();
+    stats
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| !l.starts_with("info:") && !l.starts_with("config"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+async fn contend(server: &RedisServer, warden: &Warden, key: &str, strategy: Strategy) -> Stats {
+    server.command("CONFIG RESETSTAT").unwrap();
+    // When each task began waiting (None: not waiting).
+    let waiting_since = Arc::new(std::sync::Mutex::new(vec![None::<Instant>; TASKS]));
+    let violations = Arc::new(AtomicUsize::new(0));
     let last_holder = Arc::new(AtomicUsize::new(usize::MAX));
     let handoffs = Arc::new(AtomicUsize::new(0));
     let waits = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -47,9 +80,11 @@ async fn contend(warden: &Warden, key: &str, strategy: Strategy) -> Stats {
         let lease = warden.lease(key).ttl(Duration::from_secs(5));
         let (last_holder, handoffs, waits) = (last_holder.clone(), handoffs.clone(), waits.clone());
         let (released_at, handoff_times) = (released_at.clone(), handoff_times.clone());
+        let (waiting_since, violations) = (waiting_since.clone(), violations.clone());
         tasks.push(tokio::spawn(async move {
             while Instant::now() < stop_at {
                 let asked = Instant::now();
+                waiting_since.lock().unwrap()[id] = Some(asked);
                 let guard = match strategy {
                     Strategy::Notified => lease
                         .acquire_within(Duration::from_secs(10))
@@ -66,6 +101,13 @@ async fn contend(warden: &Warden, key: &str, strategy: Strategy) -> Stats {
                 };
                 let Some(guard) = guard else { continue };
                 waits.lock().unwrap().push(asked.elapsed());
+                {
+                    let mut since = waiting_since.lock().unwrap();
+                    since[id] = None;
+                    if since.iter().flatten().any(|other| *other < asked) {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
                 if last_holder.swap(id, Ordering::SeqCst) != id {
                     handoffs.fetch_add(1, Ordering::SeqCst);
                     if let Some(at) = released_at.lock().unwrap().take() {
@@ -87,9 +129,12 @@ async fn contend(warden: &Warden, key: &str, strategy: Strategy) -> Stats {
     waits.sort();
     let mut handoff_times = handoff_times.lock().unwrap().clone();
     handoff_times.sort();
+    let handoffs = handoffs.load(Ordering::SeqCst);
     Stats {
         median_handoff: handoff_times[handoff_times.len() / 2],
-        handoffs_per_sec: handoffs.load(Ordering::SeqCst) as f64 / RUN_FOR.as_secs_f64(),
+        handoffs_per_sec: handoffs as f64 / RUN_FOR.as_secs_f64(),
+        commands_per_handoff: commands(server) as f64 / handoffs.max(1) as f64,
+        fifo_violations: violations.load(Ordering::SeqCst),
         median_wait: waits[waits.len() / 2],
         worst_wait: *waits.last().unwrap(),
     }
@@ -117,20 +162,45 @@ async fn main() {
     let warden = Warden::with_backend(backend);
     let rtt = round_trip(&server.url()).await;
     println!("redis PING round trip (median of 2000): {rtt:?}");
-    println!("{TASKS} tasks on one key for {RUN_FOR:?} each:");
-    let notified = contend(&warden, "bench:notified", Strategy::Notified).await;
-    let polling = contend(&warden, "bench:polling", Strategy::Polling).await;
+    println!(
+        "{TASKS} tasks on one key for {RUN_FOR:?} each, medians of {ROUNDS} interleaved rounds:"
+    );
+    let (mut notified, mut polling) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let key = format!("bench:{round}");
+        notified.push(
+            contend(
+                &server,
+                &warden,
+                &format!("{key}:notified"),
+                Strategy::Notified,
+            )
+            .await,
+        );
+        polling.push(
+            contend(
+                &server,
+                &warden,
+                &format!("{key}:polling"),
+                Strategy::Polling,
+            )
+            .await,
+        );
+    }
+    let (notified, polling) = (median(notified), median(polling));
     for (name, s) in [
         ("warden acquire_within", &notified),
         ("poll 0-200ms (baseline)", &polling),
     ] {
         println!(
-            "  {name:<24} {:>6.0} hand-offs/s to another task; release->next holder median {:>9.2?} ({:.1} round trips); wait median {:>9.2?} worst {:>9.2?}",
+            "  {name:<24} {:>6.0} hand-offs/s to another task; {:>5.1} Redis commands per hand-off; release->next holder median {:>9.2?} ({:.1} round trips); wait median {:>9.2?} longest {:>9.2?}; {} FIFO violations",
             s.handoffs_per_sec,
+            s.commands_per_handoff,
             s.median_handoff,
             s.median_handoff.as_secs_f64() / rtt.as_secs_f64(),
             s.median_wait,
-            s.worst_wait
+            s.worst_wait,
+            s.fifo_violations,
         );
     }
     println!(
@@ -138,4 +208,10 @@ async fn main() {
         notified.handoffs_per_sec / polling.handoffs_per_sec,
         1.0 / (notified.handoffs_per_sec * rtt.as_secs_f64())
     );
+}
+
+/// The round with the median hand-off rate (its figures stay together).
+fn median(mut rounds: Vec<Stats>) -> Stats {
+    rounds.sort_by(|a, b| a.handoffs_per_sec.total_cmp(&b.handoffs_per_sec));
+    rounds[rounds.len() / 2]
 }

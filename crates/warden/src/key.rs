@@ -12,6 +12,11 @@ pub const MAX_KEY_LEN: usize = 1024;
 /// Checks a user key: not empty, at most [`MAX_KEY_LEN`] bytes, no control
 /// characters (they make logs and `redis-cli` sessions unreadable).
 pub fn validate_key(key: &str) -> Result<()> {
+    // Printable ASCII (the usual key) needs no UTF-8 decoding to check.
+    let printable = |b: &u8| (0x20..0x7f).contains(b);
+    if !key.is_empty() && key.len() <= MAX_KEY_LEN && key.as_bytes().iter().all(printable) {
+        return Ok(());
+    }
     let reason = if key.is_empty() {
         "must not be empty".to_string()
     } else if key.len() > MAX_KEY_LEN {
@@ -69,6 +74,15 @@ mod tests {
         assert!(msg.contains("1025 bytes"), "{msg}");
         assert!(msg.len() < 200, "message must not repeat a huge key: {msg}");
         assert!(validate_key("a\nb").is_err());
+        assert!(
+            validate_key("a\u{7f}b").is_err(),
+            "DEL is a control character"
+        );
+        assert!(validate_key("a\u{85}b").is_err(), "so is NEL (C1)");
+        assert!(
+            validate_key("ключ:42").is_ok(),
+            "non-ASCII letters are fine"
+        );
         assert!(validate_key("orders:42").is_ok());
         assert!(validate_key(&"k".repeat(MAX_KEY_LEN)).is_ok());
     }

@@ -104,3 +104,9 @@ pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire}
 pub use crate::lease::{LeaseStatus, ReleaseOutcome};
 pub use crate::token::OwnerToken;
 pub use crate::warden::Warden;
+
+/// The README's `rust` examples (the recipes), compiled and run as doctests;
+/// its fragments are marked `rust,ignore`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

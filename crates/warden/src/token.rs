@@ -21,6 +21,12 @@ impl OwnerToken {
         Ok(OwnerToken(hex::encode(bytes)))
     }
 
+    /// Whether `s` has the form of a token (32 lowercase hex digits).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn looks_like(s: &str) -> bool {
+        s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    }
+
     /// The token as stored.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -45,5 +51,7 @@ mod tests {
         assert_eq!(a.as_str().len(), 32);
         assert!(a.as_str().chars().all(|c| c.is_ascii_hexdigit()));
         assert!(!format!("{a:?}").contains(a.as_str()));
+        assert!(OwnerToken::looks_like(a.as_str()));
+        assert!(!OwnerToken::looks_like("1") && !OwnerToken::looks_like("record"));
     }
 }

@@ -52,6 +52,13 @@ impl Warden {
     ///   Credentials go in the user-info part, `redis://user:password@host`
     ///   (percent-encode `@ / ? # %` in the password); a `?password=` query
     ///   parameter is refused. Passwords are redacted wherever a URL is shown;
+    /// - `redis+cluster://[user:password@]host:port,host:port…` (or
+    ///   `rediss+cluster://…`) — a Redis Cluster, reached through the seed nodes
+    ///   listed, for leases, fences and rate limits alike; see
+    ///   [`redis`](crate::redis#redis-cluster);
+    /// - `redis+sentinel://[user:password@]sentinel:26379,…/MASTER[/DB]` (or
+    ///   `rediss+sentinel://…`) — the master that Redis Sentinel names, found
+    ///   again after a failover; see [`redis`](crate::redis#redis-sentinel);
     /// - several Redis URLs separated by commas — a quorum of independent masters,
     ///   as [`connect_quorum`](Self::connect_quorum). A comma separates URLs only
     ///   where the next URL's scheme (`redis://`, `rediss://`) follows it, so
@@ -72,9 +79,11 @@ impl Warden {
         match scheme {
             "memory" => Ok(Self::memory()),
             #[cfg(feature = "redis")]
-            "redis" | "rediss" => Self::connect_redis(url).await,
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
+            | "rediss+sentinel" => Self::connect_redis(url, scheme).await,
             #[cfg(not(feature = "redis"))]
-            "redis" | "rediss" => Err(compiled_out(url, "Redis", "redis")),
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
+            | "rediss+sentinel" => Err(compiled_out(url, "Redis", "redis")),
             #[cfg(feature = "sqlite")]
             "sqlite" => Self::sqlite(sqlite_path(url)?).await,
             #[cfg(not(feature = "sqlite"))]
@@ -93,18 +102,22 @@ impl Warden {
             "etcd" | "etcds" => Err(compiled_out(url, "etcd", "etcd")),
             _ => Err(Error::Config {
                 url: redact(url),
-                reason:
-                    "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss:// or etcd://"
-                        .into(),
+                reason: "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss://, \
+                     redis+cluster://, redis+sentinel:// or etcd://"
+                    .into(),
             }),
         }
     }
 
-    /// One Redis master, or a quorum when `url` lists several.
+    /// One Redis master (or a cluster, or the master Sentinel names), or a
+    /// quorum when `url` lists several `redis://` URLs.
     #[cfg(feature = "redis")]
-    async fn connect_redis(url: &str) -> Result<Self> {
-        let urls = crate::redis::split_redis_urls(url);
-        if !cfg!(feature = "tls") && urls.iter().any(|u| u.trim_start().starts_with("rediss:")) {
+    async fn connect_redis(url: &str, scheme: &str) -> Result<Self> {
+        let urls = match scheme {
+            "redis" | "rediss" => crate::redis::split_redis_urls(url),
+            _ => vec![url],
+        };
+        if !cfg!(feature = "tls") && urls.iter().any(|u| u.trim_start().starts_with("rediss")) {
             return Err(compiled_out(url, "TLS (rediss://)", "tls"));
         }
         if urls.len() > 1 {

@@ -157,6 +157,14 @@ async fn bad_ids_are_refused(fx: &Fixture) {
     }
     // Nothing was taken on the way.
     assert!(!fx.warden.status("elect:bad").await.unwrap().held);
+    // A leader elected before the bad attempts is still the leader, named.
+    let leader = election.try_campaign("a").await.unwrap().unwrap();
+    for id in ["", long.as_str()] {
+        assert!(election.try_campaign(id).await.is_err());
+    }
+    let now = election.leader().await.unwrap().unwrap();
+    assert_eq!((now.id.as_deref(), now.term), (Some("a"), leader.term()));
+    leader.resign().await.unwrap();
     let e = fx.warden.election("").leader().await.unwrap_err();
     assert!(matches!(e, Error::InvalidKey { .. }), "{e}");
 }
@@ -204,23 +212,26 @@ on_store!(sqlite: leader_is_named_and_terms_increase, a_deposed_leader_cannot_ov
 on_store!(redis: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
     campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
 
-/// A record key of the wrong type is an error naming the key, and the lease
-/// taken on the way is given back.
+/// Foreign data in any key of an election (the lease, its fence counter, the
+/// leader's record): campaigning is an error naming the key, the data is left
+/// as it was, and the lease taken on the way (when the record is at fault) is
+/// given back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_record_key_of_the_wrong_type_is_refused_on_redis() {
+async fn every_election_key_of_a_foreign_type_is_refused_and_left_alone_on_redis() {
     let fx = recipes_common::redis().await;
+    let warden = &fx.warden;
+    recipes_common::foreign_keys_are_refused(
+        fx.server.as_ref().unwrap(),
+        "elect:foreign",
+        |name| async move { warden.election(name).try_campaign("a").await.unwrap_err() },
+    )
+    .await;
+    // Reading who leads fails the same way, rather than guessing.
     let server = fx.server.as_ref().unwrap();
-    server
-        .command("SET warden:{elect:wrong}:record oops")
-        .unwrap();
-    let election = fx.warden.election("elect:wrong");
-    let e = election.try_campaign("a").await.unwrap_err();
-    assert!(
-        matches!(&e, Error::WrongType { key, .. } if key.contains("elect:wrong")),
-        "{e}"
-    );
-    assert!(!fx.warden.status("elect:wrong").await.unwrap().held);
-    // Reading fails the same way, rather than guessing.
+    recipes_common::Foreign::Hash.plant(server, "warden:{elect:read}:record");
+    let election = warden.election("elect:read");
+    let a = election.try_campaign("a").await;
+    assert!(matches!(a, Err(Error::WrongType { .. })), "{a:?}");
     assert!(matches!(
         election.leader().await,
         Err(Error::WrongType { .. })
@@ -266,4 +277,33 @@ async fn a_user_without_channel_rights_is_elected_and_named_on_redis() {
         Some("a")
     );
     assert_eq!(a.resign().await.unwrap(), ReleaseOutcome::Released);
+}
+
+/// On a quorum `leader()` reports the highest fence counter any node has:
+/// never below the leader's own term, but above it once a candidate's failed
+/// vote took a node the leader had lost (here: the key deleted on one node) —
+/// a number that no leader held, and that a later leader may get. Only
+/// `Leadership::term()` is the leader's term; the docs say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_quorum_the_reported_term_is_never_below_the_leaders() {
+    let fx = recipes_common::quorum().await;
+    let election = fx
+        .warden
+        .election("elect:split")
+        .ttl(Duration::from_secs(30));
+    let a = election.try_campaign("a").await.unwrap().unwrap();
+    fx.nodes[2].command("DEL warden:{elect:split}").unwrap();
+    assert!(election.try_campaign("b").await.unwrap().is_none());
+    let now = election.leader().await.unwrap().unwrap();
+    assert!(now.term >= a.term(), "{} < {}", now.term, a.term());
+    assert_eq!(now.id, None);
+    let first = a.term();
+    a.resign().await.unwrap();
+    let b = election
+        .campaign_within("b", BOUND)
+        .await
+        .unwrap()
+        .expect("elected after the resignation");
+    assert!(b.term() > first, "{} after {first}", b.term());
+    b.resign().await.unwrap();
 }

@@ -163,3 +163,47 @@ async fn many_waiters_all_get_through_in_time() {
         start.elapsed()
     );
 }
+
+/// `check`/`run` answer an in-process store's request inline (no future, one
+/// policy without vectors); `run_each` goes through the store's async
+/// `apply`. Both must decide alike, for one policy and for a compound
+/// limiter, allowed and refused, on the same sequence of costs and instants.
+#[tokio::test]
+async fn the_inline_path_decides_like_the_store_s_apply() {
+    use warden::limit::{Decision, Mode, Timestamp};
+    let t0 = 1_700_000_000_000_000u64;
+    for alg in Algorithm::ALL {
+        for compound in [false, true] {
+            let build = || {
+                let l = Limiter::new(MemoryLimits::new(), Quota::per_second(nz(5)), alg);
+                if compound {
+                    l.and(Quota::per_minute(nz(12)), Algorithm::FixedWindow)
+                } else {
+                    l
+                }
+            };
+            let (inline, applied) = (build(), build());
+            let (mut allowed, mut refused) = (0, 0);
+            for i in 0..200u64 {
+                let now = Some(Timestamp::from_micros(t0 + i * 37_000));
+                let (key, cost) = (format!("k{}", i % 3), 1 + (i % 3) as u32);
+                let a = inline
+                    .run(&key, cost, Mode::Consume, now)
+                    .await
+                    .expect("inline");
+                let each = applied.run_each(&key, cost, Mode::Consume, now).await;
+                let b = Decision::combine(&each.expect("apply")).expect("one decision");
+                assert_eq!(a, b, "{alg} compound={compound} step {i}");
+                if a.allowed {
+                    allowed += 1
+                } else {
+                    refused += 1
+                }
+            }
+            assert!(
+                allowed > 0 && refused > 0,
+                "{alg}: {allowed} allowed, {refused} refused"
+            );
+        }
+    }
+}

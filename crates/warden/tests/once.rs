@@ -209,22 +209,34 @@ on_store!(redis: later_callers_get_the_recorded_result, concurrent_callers_run_i
     failures_are_not_recorded_unless_asked, oversized_results_are_refused_and_not_recorded,
     results_expire_after_their_retention, a_busy_run_is_reported_after_the_wait, bad_settings_are_refused);
 
+/// Foreign data in any key of a run-once operation (the lease, its fence
+/// counter, the result's record): running is an error naming the key, the
+/// operation does not run, and the data is left as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_record_of_the_wrong_kind_is_an_error_on_redis() {
+async fn every_once_key_of_a_foreign_type_is_refused_and_left_alone_on_redis() {
     let fx = recipes_common::redis().await;
-    let server = fx.server.as_ref().unwrap();
-    server
-        .command("SET warden:{once:wrong}:record oops")
-        .unwrap();
-    let e = fx
-        .warden
-        .once("once:wrong")
-        .run_bytes(|_| async { Ok(Vec::new()) })
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&e, Error::WrongType { key, .. } if key.contains("once:wrong")),
-        "{e}"
+    let warden = &fx.warden;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = &runs;
+    recipes_common::foreign_keys_are_refused(
+        fx.server.as_ref().unwrap(),
+        "once:foreign",
+        |name| async move {
+            warden
+                .once(name)
+                .run_bytes(|_| async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    Ok(Vec::new())
+                })
+                .await
+                .unwrap_err()
+        },
+    )
+    .await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "an operation ran on foreign data"
     );
     // An election's record on the same key is not a result either.
     let leadership = fx
@@ -245,6 +257,15 @@ async fn a_record_of_the_wrong_kind_is_an_error_on_redis() {
         matches!(&e, Error::WrongType { detail, .. } if detail.contains("not a run-once result")),
         "{e}"
     );
+    // The leader's record is left as it was.
+    let record = fx
+        .warden
+        .records()
+        .unwrap()
+        .get_record("once:elected")
+        .await
+        .unwrap();
+    assert_eq!(record.map(|r| r.value), Some(b"a".to_vec()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

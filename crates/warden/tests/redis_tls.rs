@@ -41,7 +41,7 @@ const MINIMAL_ACL: &str = "resetkeys ~warden:* resetchannels &warden:* -@all \
     +evalsha +eval +script|load +ping +time +subscribe +unsubscribe \
     +get +set +del +incr +decr +pexpire +pexpireat +pttl +type +publish \
     +hget +hmget +hset +zadd +zcard +zcount +zrange +zrangebyscore +zrem \
-    +zremrangebyrank +zremrangebyscore +zscore";
+    +zremrangebyrank +zremrangebyscore +zscore +lpop +lpush +rpush +lset +lpos +lrem";
 
 /// A waiter under the minimal ACL user is woken by the release notification
 /// (well before the holder's TTL), and a limiter works.

@@ -71,10 +71,19 @@ async fn lowering_n_never_admits_more_than_the_new_n(fx: &Fixture) {
         .into_guard()
         .expect("1 < 2 held");
     assert_eq!(two_sem.held().await.unwrap(), 2);
-    assert!(two.try_acquire().await.unwrap().into_guard().is_none());
-    // The old N does not let a sixth in either.
-    assert!(five.try_acquire().await.unwrap().into_guard().is_some());
-    assert_eq!(two_sem.held().await.unwrap(), 3);
+    // Settled at 2: nobody else gets in against the new N.
+    for _ in 0..3 {
+        assert!(two.try_acquire().await.unwrap().into_guard().is_none());
+    }
+    assert_eq!(two_sem.held().await.unwrap(), 2);
+    // A caller still on the old N is admitted up to 5 — never a sixth.
+    let mut late = Vec::new();
+    while let Some(guard) = five.try_acquire().await.unwrap().into_guard() {
+        late.push(guard);
+        assert!(late.len() <= 3, "a sixth permit was granted");
+    }
+    assert_eq!(late.len(), 3);
+    assert_eq!(two_sem.held().await.unwrap(), 5);
     drop(newcomer);
 }
 
@@ -110,29 +119,27 @@ async fn a_waiter_gets_a_released_permit(fx: &Fixture) {
     assert!(got.is_acquired());
 }
 
-on_store!(memory: at_most_n_hold_and_fences_increase, lowering_n_never_admits_more_than_the_new_n,
-    a_silent_holders_permit_expires_with_its_ttl, a_waiter_gets_a_released_permit);
-on_store!(sqlite: at_most_n_hold_and_fences_increase, lowering_n_never_admits_more_than_the_new_n,
-    a_silent_holders_permit_expires_with_its_ttl, a_waiter_gets_a_released_permit);
-on_store!(redis: at_most_n_hold_and_fences_increase, lowering_n_never_admits_more_than_the_new_n,
-    a_silent_holders_permit_expires_with_its_ttl, a_waiter_gets_a_released_permit);
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_permits_key_of_the_wrong_type_is_refused_on_redis() {
-    let fx = recipes_common::redis().await;
-    fx.server
-        .as_ref()
-        .unwrap()
-        .command("SET warden:{sem:wrong}:permits oops")
-        .unwrap();
-    let sem = fx.warden.semaphore("sem:wrong", n(2)).unwrap();
-    let e = sem.lease().try_acquire().await.unwrap_err();
-    assert!(
-        matches!(&e, Error::WrongType { key, .. } if key.contains("sem:wrong")),
-        "{e}"
-    );
-    assert!(matches!(sem.held().await, Err(Error::WrongType { .. })));
+async fn an_empty_key_is_refused(fx: &Fixture) {
+    let sem = fx.warden.semaphore("", n(2)).unwrap();
+    let e = sem
+        .lease()
+        .ttl(Duration::from_secs(10))
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidKey { .. }), "{e}");
+    assert!(matches!(sem.held().await, Err(Error::InvalidKey { .. })));
 }
+
+on_store!(memory: at_most_n_hold_and_fences_increase, lowering_n_never_admits_more_than_the_new_n,
+    a_silent_holders_permit_expires_with_its_ttl, a_waiter_gets_a_released_permit,
+    an_empty_key_is_refused);
+on_store!(sqlite: at_most_n_hold_and_fences_increase, lowering_n_never_admits_more_than_the_new_n,
+    a_silent_holders_permit_expires_with_its_ttl, a_waiter_gets_a_released_permit,
+    an_empty_key_is_refused);
+on_store!(redis: at_most_n_hold_and_fences_increase, lowering_n_never_admits_more_than_the_new_n,
+    a_silent_holders_permit_expires_with_its_ttl, a_waiter_gets_a_released_permit,
+    an_empty_key_is_refused);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quorum_is_refused_naming_the_alternative() {
@@ -165,4 +172,68 @@ async fn release_succeeds_for_a_user_without_channel_rights_on_redis() {
         warden::ReleaseOutcome::Released
     );
     assert_eq!(sem.held().await.unwrap(), 0);
+}
+
+/// Every key of a semaphore holding foreign data: acquiring is an error
+/// naming that key, the foreign data is left as it was, no fence is spent,
+/// and a permit held before the damage can still be renewed and released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_semaphore_key_of_a_foreign_type_is_refused_and_left_alone_on_redis() {
+    use recipes_common::Foreign;
+    let fx = recipes_common::redis().await;
+    let server = fx.server.as_ref().unwrap();
+    let cases = [
+        (":permits", Foreign::Text),
+        (":permits", Foreign::List),
+        (":permits", Foreign::Hash),
+        (":permits:fence", Foreign::Text),
+        (":permits:fence", Foreign::List),
+    ];
+    for (i, (suffix, foreign)) in cases.into_iter().enumerate() {
+        let name = format!("sem:foreign{i}");
+        let sem = fx.warden.semaphore(&name, n(3)).unwrap();
+        let lease = sem.lease().ttl(Duration::from_secs(30));
+        // A holder from before the damage (none when the permits key itself
+        // is foreign: there is no set to hold a permit in).
+        let earlier = if suffix == ":permits:fence" {
+            Some(lease.try_acquire().await.unwrap().into_guard().unwrap())
+        } else {
+            None
+        };
+        let key = format!("warden:{{{name}}}{suffix}");
+        server.command(&format!("DEL {key}")).unwrap();
+        foreign.plant(server, &key);
+        let e = lease.try_acquire().await.unwrap_err();
+        assert!(
+            matches!(&e, Error::WrongType { .. }) && e.to_string().contains(&key),
+            "{key} ({foreign:?}): {e}"
+        );
+        foreign.assert_intact(server, &key);
+        let e = sem.held().await.unwrap_err();
+        assert!(
+            matches!(&e, Error::WrongType { .. }),
+            "{key} ({foreign:?}): {e}"
+        );
+        match earlier {
+            Some(guard) => {
+                let members = server
+                    .command(&format!("ZCARD warden:{{{name}}}:permits"))
+                    .unwrap();
+                assert_eq!(members, ":1\r\n", "{key}: only the earlier permit is held");
+                assert!(matches!(
+                    guard.extend().await.unwrap(),
+                    warden::ExtendOutcome::Extended { .. }
+                ));
+                assert_eq!(
+                    guard.release().await.unwrap(),
+                    warden::ReleaseOutcome::Released
+                );
+            }
+            None => assert!(
+                !recipes_common::exists(server, &format!("warden:{{{name}}}:permits:fence")),
+                "{key}: a fence was spent on a refused acquire"
+            ),
+        }
+        foreign.assert_intact(server, &key);
+    }
 }

@@ -30,6 +30,18 @@
 //! was elected, and no client-side check closes that window. Fence the
 //! resources the leader writes with [`Leadership::term`].
 //!
+//! # On a quorum of Redis masters
+//!
+//! Elections work — the term is the quorum lease's fence, strictly increasing
+//! across leaders — but **the leader's id is not kept**: a quorum keeps no
+//! records, so [`Election::leader`] reports `id: None` there, and
+//! `warden elect --id` refuses to run on one. The term `leader()` reports on a
+//! quorum is the highest fence counter of the nodes that answered: never below
+//! the leader's term, but above it once a candidate's failed vote took a node
+//! the leader had lost — a number no leader held, which a later leader may
+//! get. So on a quorum compare terms only from [`Leadership::term`] (what the
+//! leader sends with its writes), not from `leader()`.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
 //! use std::time::Duration;
@@ -83,10 +95,13 @@ pub struct Election {
 #[non_exhaustive]
 pub struct Leader {
     /// The leader's id; `None` in the moment between a new leader's win and
-    /// the write of its id, or on a store that keeps no records (a custom
-    /// [`LeaseStore`] without [`Warden::with_records`](crate::Warden::with_records)).
+    /// the write of its id, and always on a store that keeps no records (a
+    /// quorum of Redis masters; a custom [`LeaseStore`] without
+    /// [`Warden::with_records`](crate::Warden::with_records)).
     pub id: Option<String>,
-    /// The leader's term: its lease's fence.
+    /// The leader's term: its lease's fence (on a quorum, the highest fence
+    /// counter of the nodes, which can be above it: see the [module
+    /// docs](self#on-a-quorum-of-redis-masters)).
     pub term: Fence,
     /// How long the store keeps the leader's lease without renewal, when the
     /// store knows.

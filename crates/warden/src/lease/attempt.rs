@@ -10,18 +10,29 @@
 //! the caller is gone by then, or the request failed in a way that may still
 //! have been applied, the task releases the key with the attempt's own owner
 //! token — which can only ever delete this attempt's grant, never someone
-//! else's. Nothing blocks in `Drop`.
+//! else's. Nothing blocks in `Drop`. A waiter's look in a store's waiting line
+//! ([`turn`]) is undone the same way, by leaving the line (which also passes on
+//! a lease handed to it).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::store::{AcquireReply, LeaseStore, ReleaseOutcome};
+use super::store::{AcquireReply, LeaseStore, QueuePlace, ReleaseOutcome};
 use crate::error::{Error, Result};
 use crate::token::OwnerToken;
 
-type Reply = Result<AcquireReply>;
+type Reply = Result<(AcquireReply, Option<QueuePlace>)>;
+
+/// What an attempt asks the store.
+#[derive(Debug, Clone)]
+enum Ask {
+    /// One [`try_acquire`](LeaseStore::try_acquire).
+    Acquire,
+    /// One [`wait_turn`](LeaseStore::wait_turn) from the given place.
+    Turn(Option<QueuePlace>),
+}
 
 /// Sends one acquire request for `token` and returns its answer; if this future
 /// is dropped before the answer arrives, a grant that arrives later is undone.
@@ -30,6 +41,30 @@ pub(super) async fn acquire(
     key: String,
     token: OwnerToken,
     ttl: Duration,
+) -> Result<AcquireReply> {
+    Ok(send(backend, key, token, ttl, Ask::Acquire).await?.0)
+}
+
+/// Sends one look of a waiter in line ([`wait_turn`](LeaseStore::wait_turn))
+/// and returns its answer and the waiter's new place; if this future is
+/// dropped before the answer arrives, the waiter leaves the line (passing on
+/// a lease handed to it).
+pub(super) async fn turn(
+    backend: Arc<dyn LeaseStore>,
+    key: String,
+    token: OwnerToken,
+    ttl: Duration,
+    place: Option<QueuePlace>,
+) -> Reply {
+    send(backend, key, token, ttl, Ask::Turn(place)).await
+}
+
+async fn send(
+    backend: Arc<dyn LeaseStore>,
+    key: String,
+    token: OwnerToken,
+    ttl: Duration,
+    ask: Ask,
 ) -> Reply {
     let (tx, rx) = oneshot::channel::<Reply>();
     let mut waiting = Waiting {
@@ -37,10 +72,17 @@ pub(super) async fn acquire(
         backend: Arc::clone(&backend),
         key: key.clone(),
         token: token.clone(),
+        ask: ask.clone(),
         answered: false,
     };
     tokio::spawn(async move {
-        let reply = backend.try_acquire(&key, &token, ttl).await;
+        let reply = match &ask {
+            Ask::Acquire => backend
+                .try_acquire(&key, &token, ttl)
+                .await
+                .map(|r| (r, None)),
+            Ask::Turn(place) => backend.wait_turn(&key, &token, ttl, place.as_ref()).await,
+        };
         // A failure that may have happened after the store applied the
         // request (a timeout, a reset connection) may have left a grant. (The
         // quorum and the replica check undo their own grants.)
@@ -49,13 +91,14 @@ pub(super) async fn acquire(
             Err(Error::Timeout { .. } | Error::Unreachable { .. } | Error::Backend { .. })
         );
         let unclaimed = match tx.send(reply) {
-            Ok(()) => false,
-            Err(reply) => matches!(reply, Ok(AcquireReply::Acquired { .. })),
+            Ok(()) => None,
+            Err(Ok((reply, place))) => left_behind(&ask, &reply, place),
+            Err(Err(_)) => None,
         };
-        if unclaimed {
-            undo(&*backend, &key, &token).await;
+        if let Some(ask) = unclaimed {
+            undo(&*backend, &key, &token, &ask).await;
         } else if maybe_applied {
-            undo_unknown(&*backend, &key, &token, ttl).await;
+            undo_unknown(&*backend, &key, &token, ttl, &ask).await;
         }
     });
     let reply = (&mut waiting.rx).await;
@@ -70,8 +113,31 @@ pub(super) async fn acquire(
     })
 }
 
-async fn undo(backend: &dyn LeaseStore, key: &str, token: &OwnerToken) {
-    match backend.release(key, token).await {
+/// What an answer nobody read leaves to undo: a grant, or a place in line.
+fn left_behind(ask: &Ask, reply: &AcquireReply, place: Option<QueuePlace>) -> Option<Ask> {
+    match (ask, reply) {
+        (Ask::Acquire, AcquireReply::Acquired { .. }) => Some(Ask::Acquire),
+        (Ask::Acquire, _) => None,
+        (Ask::Turn(asked), _) => Some(Ask::Turn(place.or_else(|| asked.clone()))),
+    }
+}
+
+/// Undoes what `ask` may have left: releases a grant, or leaves the line
+/// (which passes on a lease handed to `token`).
+async fn take_back(
+    backend: &dyn LeaseStore,
+    key: &str,
+    token: &OwnerToken,
+    ask: &Ask,
+) -> Result<ReleaseOutcome> {
+    match ask {
+        Ask::Acquire => backend.release(key, token).await,
+        Ask::Turn(place) => backend.leave_line(key, token, place.as_ref()).await,
+    }
+}
+
+async fn undo(backend: &dyn LeaseStore, key: &str, token: &OwnerToken, ask: &Ask) {
+    match take_back(backend, key, token, ask).await {
         Ok(outcome) => {
             tracing::debug!(key, ?outcome, "undid an acquire nobody waited for");
         }
@@ -92,12 +158,18 @@ async fn undo(backend: &dyn LeaseStore, key: &str, token: &OwnerToken) {
 /// and after [`UNDO_WINDOW`] the task gives up too, so that a waiter retrying
 /// against a store that is down for long does not pile up undo traffic (a
 /// grant applied by a server frozen for longer than that lasts until its TTL).
-async fn undo_unknown(backend: &dyn LeaseStore, key: &str, token: &OwnerToken, ttl: Duration) {
+async fn undo_unknown(
+    backend: &dyn LeaseStore,
+    key: &str,
+    token: &OwnerToken,
+    ttl: Duration,
+    ask: &Ask,
+) {
     let give_up = tokio::time::Instant::now() + ttl.min(UNDO_WINDOW);
     let mut pause = UNDO_FIRST_PAUSE;
     let mut not_held = 0;
     loop {
-        match backend.release(key, token).await {
+        match take_back(backend, key, token, ask).await {
             Ok(ReleaseOutcome::Released) => {
                 tracing::debug!(key, "undid a grant of a failed acquire");
                 return;
@@ -141,6 +213,7 @@ struct Waiting {
     backend: Arc<dyn LeaseStore>,
     key: String,
     token: OwnerToken,
+    ask: Ask,
     answered: bool,
 }
 
@@ -152,7 +225,8 @@ impl Drop for Waiting {
         // After `close`, either the task's send fails (and the task undoes the
         // grant itself) or the answer is already here and undone below.
         self.rx.close();
-        if let Ok(Ok(AcquireReply::Acquired { .. })) = self.rx.try_recv()
+        if let Ok(Ok((reply, place))) = self.rx.try_recv()
+            && let Some(ask) = left_behind(&self.ask, &reply, place)
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
             let (backend, key, token) = (
@@ -160,7 +234,7 @@ impl Drop for Waiting {
                 self.key.clone(),
                 self.token.clone(),
             );
-            handle.spawn(async move { undo(&*backend, &key, &token).await });
+            handle.spawn(async move { undo(&*backend, &key, &token, &ask).await });
         }
     }
 }

@@ -54,6 +54,7 @@
 
 mod attempt;
 mod guard;
+mod line;
 mod monitor;
 mod release_watch;
 mod store;
@@ -61,8 +62,8 @@ mod store;
 pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
 pub use release_watch::ReleaseWatch;
 pub use store::{
-    AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, drift,
-    valid_until,
+    AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
+    drift, valid_until,
 };
 
 use std::sync::Arc;
@@ -77,6 +78,7 @@ use crate::error::{Error, Result};
 use crate::key::validate_key;
 use crate::telemetry;
 use crate::token::OwnerToken;
+use line::Line;
 
 /// TTL of a lease unless [`Lease::ttl`] says otherwise.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -225,7 +227,16 @@ impl Lease {
     /// backend), so a released lease changes hands in about one round trip;
     /// without notifications they poll with jittered exponential backoff. A lease
     /// that expires instead of being released is retried when its TTL runs out.
-    /// Waiting is not FIFO: all woken waiters race and one wins.
+    ///
+    /// On a store with a waiting line (one Redis master) waiting is FIFO: after
+    /// its first refusal the waiter stands in line with one owner token for the
+    /// whole wait ([`LeaseStore::wait_turn`]), a release hands the lease to the
+    /// first live waiter and wakes only it, and the waiter's validity counts
+    /// from its claim. Waiting ends by leaving the line; a lease handed over
+    /// meanwhile is passed on. FIFO does not cover a lease whose TTL ran out (a
+    /// newcomer may take the free key first) or a waiter that hit a transient
+    /// error (it stands in line again at the end). On other stores all woken
+    /// waiters race and one wins.
     ///
     /// A [transient](Error::is_transient) backend error (a restart, a frozen or
     /// overloaded server, a failover) does not end the wait: attempts go on with
@@ -274,7 +285,8 @@ impl Lease {
         // When the last wait ended with a release notification: a grant right
         // after it is a hand-off.
         let mut woken_at: Option<Instant> = None;
-        let mut watch: Option<ReleaseWatch> = None;
+        // Our stand in the waiting line, from the first refusal on.
+        let mut line: Option<Line> = None;
         let mut backoff = MIN_BACKOFF;
         let mut error_backoff = MIN_ERROR_BACKOFF;
         // The last transient error, while the backend keeps failing.
@@ -282,13 +294,15 @@ impl Lease {
         loop {
             *attempts += 1;
             let attempt = match failing.take() {
-                None => self.attempt(renew).await,
+                None => self.step(&mut line, renew).await,
                 // A retry after an error ends with the budget: the error is the
                 // answer then. (An attempt cut short is undone by its own task.)
-                Some(last) => match tokio::time::timeout_at(deadline, self.attempt(renew)).await {
-                    Ok(attempt) => attempt,
-                    Err(_elapsed) => return Err(last),
-                },
+                Some(last) => {
+                    match tokio::time::timeout_at(deadline, self.step(&mut line, renew)).await {
+                        Ok(attempt) => attempt,
+                        Err(_elapsed) => return Err(last),
+                    }
+                }
             };
             let outcome = match attempt {
                 Ok(outcome) => {
@@ -298,6 +312,10 @@ impl Lease {
                 // A restart, a failover, a frozen server: worth waiting for
                 // while the budget lasts. Everything else ends the wait now.
                 Err(e) if e.is_transient() => {
+                    // The look may or may not have been applied: stand in line
+                    // again with a fresh token, so a late undo of this one can
+                    // never touch a later grant. (Dropping the stand leaves.)
+                    line = None;
                     let now = Instant::now();
                     if now >= deadline {
                         return Err(e);
@@ -318,25 +336,50 @@ impl Lease {
             };
             let now = Instant::now();
             if now >= deadline {
+                if let Some(line) = line.take() {
+                    line.leave().await;
+                }
                 return Ok(outcome);
             }
-            let Some(watch) = watch.as_mut() else {
+            let Some(stand) = line.as_mut() else {
                 tracing::debug!(
                     ttl_left_ms = ttl_left.map(crate::duration::millis),
                     "held by another holder; waiting"
                 );
-                // Subscribe, then try again at once: a release between the first
-                // attempt and the subscription would otherwise be missed.
-                watch = Some(self.backend.watch_releases(&self.key).await);
+                // Watch, then look again at once (taking a place in line): a
+                // release between the first attempt and the watch would
+                // otherwise be missed.
+                line = Some(Line::join(Arc::clone(&self.backend), &self.key).await?);
                 continue;
             };
-            let pause = held_pause(watch, ttl_left, &mut backoff);
+            let mut pause = held_pause(stand.watch(), ttl_left, &mut backoff);
+            if stand.has_place() {
+                // A place that is not refreshed within the TTL is given up.
+                pause = pause.min(self.ttl / 2);
+            }
             woken_at = None;
-            if watch.wait(pause.min(deadline - now)).await {
+            if stand.watch().wait(pause.min(deadline - now)).await {
                 tracing::debug!("woken by a release");
                 woken_at = Some(Instant::now());
             }
         }
+    }
+
+    /// The next attempt of a wait: a plain one until we stand in line, then a
+    /// look from our place.
+    async fn step(&self, line: &mut Option<Line>, renew: Option<Duration>) -> Result<TryAcquire> {
+        let Some(stand) = line.as_mut() else {
+            return self.attempt(renew).await;
+        };
+        self.traced(async {
+            match stand.look(self.ttl).await? {
+                AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(
+                    self.guard(stand.token().clone(), fence, valid_until, renew),
+                )),
+                AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
+            }
+        })
+        .await
     }
 
     /// Checks key and TTL; returns the renewal interval, if any.
@@ -377,6 +420,14 @@ impl Lease {
     /// vote, a delayed compare-and-delete, an abandoned attempt undone by
     /// [`attempt`]) can never delete this attempt's grant.
     async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
+        self.traced(self.attempt_once(renew)).await
+    }
+
+    /// Runs one attempt, `work`, in an `acquire` span that records its outcome.
+    async fn traced(
+        &self,
+        work: impl std::future::Future<Output = Result<TryAcquire>>,
+    ) -> Result<TryAcquire> {
         let span = tracing::debug_span!(
             "acquire",
             key = %self.key,
@@ -388,7 +439,7 @@ impl Lease {
             latency_us = Empty,
         );
         let started = Instant::now();
-        let result = self.attempt_once(renew).instrument(span.clone()).await;
+        let result = work.instrument(span.clone()).await;
         match &result {
             Ok(TryAcquire::Acquired(guard)) => {
                 span.record("fence", guard.fence().get());
@@ -413,7 +464,7 @@ impl Lease {
         );
     }
 
-    /// The attempt of [`attempt`](Self::attempt), without its span.
+    /// One plain attempt, without its span.
     async fn attempt_once(&self, renew: Option<Duration>) -> Result<TryAcquire> {
         let token = OwnerToken::generate()?;
         let reply = attempt::acquire(
@@ -424,19 +475,32 @@ impl Lease {
         )
         .await?;
         match reply {
-            AcquireReply::Acquired { fence, valid_until } => {
-                Ok(TryAcquire::Acquired(LeaseGuard::start(
-                    Arc::clone(&self.backend),
-                    self.key.clone(),
-                    token,
-                    self.ttl,
-                    fence,
-                    valid_until,
-                    renew,
-                )))
-            }
+            AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(self.guard(
+                token,
+                fence,
+                valid_until,
+                renew,
+            ))),
             AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
         }
+    }
+
+    fn guard(
+        &self,
+        token: OwnerToken,
+        fence: crate::fence::Fence,
+        valid_until: crate::clock::Moment,
+        renew: Option<Duration>,
+    ) -> LeaseGuard {
+        LeaseGuard::start(
+            Arc::clone(&self.backend),
+            self.key.clone(),
+            token,
+            self.ttl,
+            fence,
+            valid_until,
+            renew,
+        )
     }
 }
 

@@ -96,6 +96,23 @@ pub enum AcquireReply {
     },
 }
 
+/// A waiter's place in a store's waiting line, as the store last wrote it.
+/// Opaque: only the store that handed it out reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuePlace(String);
+
+impl QueuePlace {
+    /// A place as the store wrote it.
+    pub fn new(stored: impl Into<String>) -> Self {
+        QueuePlace(stored.into())
+    }
+
+    /// The place as the store wrote it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// What a backend answers to an extend attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -161,6 +178,47 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Starts watching `key` for releases. Call it *before* an acquire attempt so
     /// a release between the attempt and the wait is not missed.
     async fn watch_releases(&self, key: &str) -> ReleaseWatch;
+
+    /// One look by a waiter that stands in line for `key` as `token` (the same
+    /// token for the whole wait): on a store with a waiting line, takes the
+    /// lease when it was handed to `token` or is free with `token` first in
+    /// line, and otherwise keeps `token`'s place (`place` is the one the last
+    /// look returned) or takes one at the end. A lease taken here counts its
+    /// validity from this call, not from when the wait began.
+    ///
+    /// The default, for stores without a line, is one
+    /// [`try_acquire`](Self::try_acquire) and no place: waiting is a race.
+    async fn wait_turn(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        place: Option<&QueuePlace>,
+    ) -> Result<(AcquireReply, Option<QueuePlace>)> {
+        let _ = place;
+        Ok((self.try_acquire(key, token, ttl).await?, None))
+    }
+
+    /// Leaves the line of `key` (best effort: a place left behind dies after
+    /// its TTL) and, if the lease was handed to `token` meanwhile, passes it on
+    /// as [`release`](Self::release) would. The default is a release.
+    async fn leave_line(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        place: Option<&QueuePlace>,
+    ) -> Result<ReleaseOutcome> {
+        let _ = place;
+        self.release(key, token).await
+    }
+
+    /// Starts watching for the lease of `key` to be handed to `token` (or, on a
+    /// store without a line, for any release). Call it before the first
+    /// [`wait_turn`](Self::wait_turn).
+    async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
+        let _ = token;
+        self.watch_releases(key).await
+    }
 
     /// A short description for error messages and logs, e.g. the URL without
     /// credentials.

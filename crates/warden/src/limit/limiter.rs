@@ -243,6 +243,15 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<Decision> {
+        // Unobserved (no `debug` subscriber for its span, no metrics), an
+        // in-process store answers at once: no future, no span, no timing.
+        // Its errors are never infrastructure errors, so no fallback is due.
+        if !observed() {
+            let request = self.request(key, cost, mode, now)?;
+            if let Some(Ok(decision)) = self.inner.store.decide_inline(&request) {
+                return Ok(decision);
+            }
+        }
         let decisions = self.run_each(key, cost, mode, now).await?;
         Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))
     }
@@ -259,16 +268,7 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<Vec<Decision>> {
-        validate_key(key)?;
-        let policies = self.policies()?;
-        check_cost(policies, cost)?;
-        if now.is_some_and(|t| t.as_micros() > LATEST_NOW) {
-            return Err(Error::invalid(
-                "now",
-                "an injected instant beyond 2^53 − 2^50 µs (year 2219) is not exact in Lua",
-            ));
-        }
-        let request = LimitRequest::new(key, policies, cost, mode).at(now);
+        let request = self.request(key, cost, mode, now)?;
         let store = &self.inner.store;
         let span = tracing::debug_span!(
             "limit",
@@ -306,6 +306,27 @@ impl Limiter {
         telemetry::finish!(debug, &span, outcome, started);
         telemetry::limit_decision(|| store.describe(), outcome);
         result
+    }
+
+    /// The checked request for `key`: bad input is refused here, before any
+    /// store is asked.
+    fn request<'a>(
+        &'a self,
+        key: &'a str,
+        cost: u32,
+        mode: Mode,
+        now: Option<Timestamp>,
+    ) -> Result<LimitRequest<'a>> {
+        validate_key(key)?;
+        let policies = self.policies()?;
+        check_cost(policies, cost)?;
+        if now.is_some_and(|t| t.as_micros() > LATEST_NOW) {
+            return Err(Error::invalid(
+                "now",
+                "an injected instant beyond 2^53 − 2^50 µs (year 2219) is not exact in Lua",
+            ));
+        }
+        Ok(LimitRequest::new(key, policies, cost, mode).at(now))
     }
 
     /// Takes one unit for `key`, waiting up to `max_wait` for it. See
@@ -361,6 +382,12 @@ impl Limiter {
             tokio::time::sleep_until(wake).await;
         }
     }
+}
+
+/// Whether a check is watched: a subscriber takes the `limit` span at
+/// `debug`, or the `metrics` feature counts decisions.
+fn observed() -> bool {
+    cfg!(feature = "metrics") || tracing::enabled!(tracing::Level::DEBUG)
 }
 
 /// A random extra wait in `[0, min(retry / 4, MAX_JITTER)]`.

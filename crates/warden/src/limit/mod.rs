@@ -63,5 +63,6 @@ pub mod token_bucket;
 
 pub use decision::{Decision, Mode, Timestamp};
 pub use limiter::{Limiter, MAX_JITTER};
+pub(crate) use policy::PolicyTag;
 pub use policy::{MAX_LOG_CAPACITY, MAX_SPAN, Policy};
 pub use quota::{Algorithm, Quota};

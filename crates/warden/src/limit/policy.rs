@@ -144,20 +144,44 @@ impl Policy {
         self.record_rejected
     }
 
+    /// What tells this policy's state apart from another policy's of the same
+    /// user key: exactly the parts [`storage_key`](Self::storage_key) names.
+    pub(crate) fn tag(&self) -> PolicyTag {
+        PolicyTag {
+            algorithm: self.algorithm,
+            limit: self.quota.limit().get(),
+            period_us: self.period_us,
+            capacity: self.capacity,
+        }
+    }
+
     /// The storage key of this policy for the user key `key`, e.g.
     /// `warden:{ip:203.0.113.7}:limit:gcra:60/60000000:10`.
     ///
     /// All policies of one user key share the hash tag `{key}`, so a compound
-    /// limiter's keys live in one Redis Cluster slot. The quota is part of the
+    /// limiter's keys live in one Redis Cluster slot; a key starting with `}`
+    /// or `\` gets a `\` in front inside the braces, as lease keys do (`{}`
+    /// would be an empty hash tag and scatter the policies). The quota is part of the
     /// name: changing a quota starts from a fresh state instead of misreading
     /// the old one.
     pub fn storage_key(&self, prefix: &str, key: &str) -> String {
         format!(
-            "{prefix}{{{key}}}:limit:{}:{}/{}:{}",
+            "{prefix}{{{}}}:limit:{}:{}/{}:{}",
+            crate::key::hash_tag(key),
             self.algorithm,
             self.quota.limit(),
             self.period_us,
             self.capacity
         )
     }
+}
+
+/// The identity of a policy's state, for in-process tables that index by
+/// policy and user key instead of a formatted storage key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PolicyTag {
+    algorithm: Algorithm,
+    limit: u32,
+    period_us: u64,
+    capacity: u64,
 }

@@ -275,6 +275,11 @@ pub(crate) fn align(policy: &Policy, stored_start: Option<u64>, now: Timestamp) 
 /// [`Error::InvalidArgument`] for a zero cost, [`Error::CostExceedsCapacity`]
 /// when the cost exceeds the smallest capacity (it could never be admitted).
 pub fn check_cost(policies: &[Policy], cost: u32) -> Result<()> {
+    check_costs(policies.iter(), cost)
+}
+
+/// [`check_cost`] over borrowed policies.
+fn check_costs<'a>(policies: impl Iterator<Item = &'a Policy>, cost: u32) -> Result<()> {
     if cost == 0 {
         return Err(Error::invalid(
             "cost",
@@ -282,7 +287,6 @@ pub fn check_cost(policies: &[Policy], cost: u32) -> Result<()> {
         ));
     }
     if let Some(p) = policies
-        .iter()
         .filter(|p| u64::from(cost) > p.capacity())
         .min_by_key(|p| p.capacity())
     {
@@ -349,7 +353,7 @@ pub fn step(
 pub struct Slot<'a> {
     /// The policy.
     pub policy: &'a Policy,
-    /// Its storage key (for error messages).
+    /// The user key (for error messages).
     pub key: &'a str,
     /// Its current state, `None` when there is none (or it expired).
     pub state: Option<State>,
@@ -374,8 +378,7 @@ pub struct Applied {
 /// # Errors
 /// The errors of [`check_cost`] and [`step`].
 pub fn apply(slots: &[Slot<'_>], now: Timestamp, cost: u32, mode: Mode) -> Result<Applied> {
-    let policies: Vec<Policy> = slots.iter().map(|s| s.policy.clone()).collect();
-    check_cost(&policies, cost)?;
+    check_costs(slots.iter().map(|s| s.policy), cost)?;
     let steps = slots
         .iter()
         .map(|s| step(s.policy, s.key, s.state.as_ref(), now, cost, mode))
@@ -385,10 +388,14 @@ pub fn apply(slots: &[Slot<'_>], now: Timestamp, cost: u32, mode: Mode) -> Resul
     let writes = steps
         .into_iter()
         .zip(slots)
-        .map(|(s, slot)| {
-            s.next
-                .filter(|_| all_allowed || slot.policy.records_rejected())
-        })
+        .map(|(s, slot)| keep(s, slot.policy, all_allowed))
         .collect();
     Ok(Applied { decisions, writes })
+}
+
+/// The state a step leaves to write: its next state when every policy of the
+/// request allowed it, or when its policy records refusals too.
+pub(crate) fn keep<S>(step: Step<S>, policy: &Policy, all_allowed: bool) -> Option<Next<S>> {
+    step.next
+        .filter(|_| all_allowed || policy.records_rejected())
 }

@@ -18,6 +18,7 @@ use super::decision::{Decision, Mode, Timestamp};
 use super::policy::Policy;
 use crate::error::{Error, Result};
 
+use super::step::keep;
 pub use super::step::{Applied, MAX_STORED, Next, Slot, State, Step, apply, check_cost, step};
 
 /// One request to a limit store: take (or look at) `cost` units of `key` under
@@ -77,6 +78,16 @@ pub trait LimitStore: Debug + Send + Sync + 'static {
     /// A short description for error messages and logs.
     fn describe(&self) -> String;
 
+    /// For a store that decides without I/O (the in-process store): the
+    /// answer to the request right away, without the boxed future an async
+    /// trait call costs. `None` (the default) means "use `apply`".
+    ///
+    /// The answer is the request's combined decision
+    /// ([`Decision::combine`] of what `apply` would return).
+    fn decide_inline(&self, _request: &LimitRequest<'_>) -> Option<Result<Decision>> {
+        None
+    }
+
     /// Whether the store's counts are shared across processes: `false` for a
     /// store in this process only (the memory store), where every process
     /// starts from a full budget. The default is `true`, since a store is
@@ -86,42 +97,62 @@ pub trait LimitStore: Debug + Send + Sync + 'static {
     }
 }
 
+/// Where one policy's state of one user key lives: the pair a [`StateTable`]
+/// is indexed by. A table that stores rows by name formats
+/// [`storage_key`](Self::storage_key); an in-process table can index by the
+/// pair and skip the formatting.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotKey<'a> {
+    /// The policy.
+    pub policy: &'a Policy,
+    /// The user key (already validated).
+    pub key: &'a str,
+}
+
+impl SlotKey<'_> {
+    /// The row's name, as on Redis without the prefix
+    /// ([`Policy::storage_key`]).
+    pub fn storage_key(&self) -> String {
+        self.policy.storage_key("", self.key)
+    }
+}
+
 /// A store's limit state as seen from inside its atomic section (a locked map,
 /// an open transaction): what [`read_step_write`] needs to read and write one
-/// key's state.
+/// policy's state of one key.
 pub trait StateTable {
     /// The store's own error; warden's errors (bad input, bad stored data)
     /// convert into it.
     type Error: From<Error>;
 
-    /// The state stored under `key`, `None` when there is none (or it expired).
+    /// The state stored at `slot`, `None` when there is none (or it expired).
     ///
     /// # Errors
     /// Store failures, or stored data that is not a state.
-    fn read(&mut self, key: &str) -> Result<Option<State>, Self::Error>;
+    fn read(&mut self, slot: SlotKey<'_>) -> Result<Option<State>, Self::Error>;
 
-    /// Called once before any write with the keys about to be written: a store
-    /// with a bound on its size answers `Some(decisions)` to refuse the request
-    /// instead of writing. The default admits every write.
+    /// Called once before any write with the slots about to be written: a
+    /// store with a bound on its size answers `Some(decisions)` to refuse the
+    /// request instead of writing. The default admits every write.
     ///
     /// # Errors
     /// Store failures.
     fn admit(
         &mut self,
-        _writes: &[&str],
+        _writes: &[SlotKey<'_>],
         _now: Timestamp,
         _decisions: &[Decision],
     ) -> Result<Option<Vec<Decision>>, Self::Error> {
         Ok(None)
     }
 
-    /// Stores `state` under `key` until `expires_at`.
+    /// Stores `state` at `slot` until `expires_at`.
     ///
     /// # Errors
     /// Store failures.
     fn write(
         &mut self,
-        key: String,
+        slot: SlotKey<'_>,
         state: State,
         expires_at: Timestamp,
     ) -> Result<(), Self::Error>;
@@ -139,34 +170,92 @@ pub fn read_step_write<T: StateTable + ?Sized>(
     request: &LimitRequest<'_>,
     now: Timestamp,
 ) -> Result<Vec<Decision>, T::Error> {
-    let keys: Vec<String> = request
-        .policies
-        .iter()
-        .map(|p| p.storage_key("", request.key))
-        .collect();
-    let mut slots = Vec::with_capacity(keys.len());
-    for (policy, key) in request.policies.iter().zip(&keys) {
-        let state = table.read(key)?;
-        slots.push(Slot { policy, key, state });
+    let slot = |policy| SlotKey {
+        policy,
+        key: request.key,
+    };
+    if let [policy] = request.policies {
+        return Ok(vec![read_step_write_one(
+            table,
+            request,
+            slot(policy),
+            now,
+        )?]);
+    }
+    let mut slots = Vec::with_capacity(request.policies.len());
+    for policy in request.policies {
+        let state = table.read(slot(policy))?;
+        slots.push(Slot {
+            policy,
+            key: request.key,
+            state,
+        });
     }
     let applied = apply(&slots, now, request.cost, request.mode)?;
     drop(slots);
-    let writes: Vec<&str> = keys
+    let writes: Vec<SlotKey<'_>> = request
+        .policies
         .iter()
         .zip(&applied.writes)
         .filter(|(_, write)| write.is_some())
-        .map(|(key, _)| key.as_str())
+        .map(|(policy, _)| slot(policy))
         .collect();
     if !writes.is_empty()
         && let Some(refusal) = table.admit(&writes, now, &applied.decisions)?
     {
         return Ok(refusal);
     }
-    drop(writes);
-    for (key, write) in keys.into_iter().zip(applied.writes) {
-        if let Some(next) = write {
-            table.write(key, next.state, now.plus(next.ttl))?;
-        }
+    for (at, next) in writes.into_iter().zip(applied.writes.into_iter().flatten()) {
+        table.write(at, next.state, now.plus(next.ttl))?;
     }
     Ok(applied.decisions)
+}
+
+/// [`read_step_write`] answering with the request's combined decision
+/// ([`Decision::combine`]); a limiter of one policy allocates nothing for it.
+///
+/// # Errors
+/// As [`read_step_write`].
+pub fn read_step_write_combined<T: StateTable + ?Sized>(
+    table: &mut T,
+    request: &LimitRequest<'_>,
+    now: Timestamp,
+) -> Result<Decision, T::Error> {
+    if let [policy] = request.policies {
+        let slot = SlotKey {
+            policy,
+            key: request.key,
+        };
+        return read_step_write_one(table, request, slot, now);
+    }
+    let decisions = read_step_write(table, request, now)?;
+    Ok(Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))?)
+}
+
+/// [`read_step_write`] for a limiter of one policy, the common case: the same
+/// steps as [`apply`] for one slot, without its vectors.
+fn read_step_write_one<T: StateTable + ?Sized>(
+    table: &mut T,
+    request: &LimitRequest<'_>,
+    slot: SlotKey<'_>,
+    now: Timestamp,
+) -> Result<Decision, T::Error> {
+    check_cost(std::slice::from_ref(slot.policy), request.cost)?;
+    let state = table.read(slot)?;
+    let stepped = step(
+        slot.policy,
+        slot.key,
+        state.as_ref(),
+        now,
+        request.cost,
+        request.mode,
+    )?;
+    let decision = stepped.decision;
+    if let Some(next) = keep(stepped, slot.policy, decision.allowed) {
+        if let Some(mut refusal) = table.admit(&[slot], now, &[decision])? {
+            return Ok(refusal.pop().unwrap_or(decision));
+        }
+        table.write(slot, next.state, now.plus(next.ttl))?;
+    }
+    Ok(decision)
 }

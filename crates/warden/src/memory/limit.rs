@@ -1,18 +1,23 @@
 //! The in-process limit store: a keyed map with bounded memory, behind a
 //! mutex. The map is a [`StateTable`] for the shared read/step/write loop; this
-//! file adds only what is particular to memory: the bound on keys (refusing
-//! new keys when full, never evicting live ones) and the sweeps of expired
-//! keys.
+//! file adds only what is particular to memory: the index by user key and
+//! policy (no storage key is formatted, a check of a known key allocates
+//! nothing in the map), the bound on keys (refusing new keys when full, never
+//! evicting live ones) and the sweeps of expired keys.
 
-use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex};
+
+use hashbrown::HashTable;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::limit::store::{LimitRequest, LimitStore, State, StateTable, read_step_write};
-use crate::limit::{Algorithm, Decision, Limiter, Quota, Timestamp};
+use crate::limit::store::{
+    LimitRequest, LimitStore, SlotKey, State, StateTable, read_step_write, read_step_write_combined,
+};
+use crate::limit::{Algorithm, Decision, Limiter, PolicyTag, Quota, Timestamp};
 
 /// The default bound on the keys a [`MemoryLimits`] keeps.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -59,12 +64,26 @@ pub struct MemoryLimits {
 
 #[derive(Debug, Default)]
 struct Map {
-    entries: HashMap<String, Entry>,
+    /// Per user key, the state of each policy that has one (most keys have
+    /// one policy, a compound limiter's a few). A table of its own hashes
+    /// (SipHash, randomly keyed: the keys come from clients), so a request's
+    /// key is hashed once for its read and its write.
+    entries: HashTable<Keyed>,
+    hasher: RandomState,
+    /// The number of (key, policy) states held.
+    len: usize,
     ops: u64,
     /// No entry expires before this (a lower bound, exact after a sweep):
     /// while the store is full, sweeping earlier would find nothing to drop,
     /// so refusals of new keys cost no scan of the map.
     next_expiry: u64,
+}
+
+/// One user key's states.
+#[derive(Debug)]
+struct Keyed {
+    key: Box<str>,
+    states: Vec<(PolicyTag, Entry)>,
 }
 
 #[derive(Debug)]
@@ -103,7 +122,7 @@ impl MemoryLimits {
     /// The number of keys held (one per key and policy), expired ones included
     /// until the next sweep.
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().len
     }
 
     /// Whether no key is held.
@@ -128,13 +147,28 @@ impl MemoryLimits {
     /// See [`apply`](crate::limit::store::apply): zero cost, cost over
     /// capacity, mismatched state.
     pub fn apply_now(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        self.locked(request, |table, request, now| {
+            read_step_write(table, request, now)
+        })
+    }
+
+    /// Runs `run` (one of the shared read/step/write loops) on the map, under
+    /// the lock, and sweeps expired keys every [`SWEEP_EVERY`] writes.
+    fn locked<T>(
+        &self,
+        request: &LimitRequest<'_>,
+        run: impl FnOnce(&mut Table<'_>, &LimitRequest<'_>, Timestamp) -> Result<T>,
+    ) -> Result<T> {
         let now = request.now.unwrap_or_else(|| self.now());
+        let map = &mut self.lock();
         let mut table = Table {
-            map: &mut self.lock(),
+            hash: map.hasher.hash_one(request.key),
+            key: request.key,
+            map,
             max_keys: self.max_keys,
             wrote: false,
         };
-        let decisions = read_step_write(&mut table, request, now)?;
+        let answer = run(&mut table, request, now)?;
         if table.wrote {
             let map = &mut *table.map;
             map.ops += 1;
@@ -142,13 +176,16 @@ impl MemoryLimits {
                 map.sweep(now.as_micros());
             }
         }
-        Ok(decisions)
+        Ok(answer)
     }
 }
 
 /// The map as the shared read/step/write loop sees it, under the lock.
 struct Table<'a> {
     map: &'a mut Map,
+    /// The request's user key (every slot's) and its hash.
+    key: &'a str,
+    hash: u64,
     max_keys: usize,
     /// Whether the request wrote anything (counts towards the next sweep).
     wrote: bool,
@@ -157,58 +194,115 @@ struct Table<'a> {
 impl StateTable for Table<'_> {
     type Error = Error;
 
-    fn read(&mut self, key: &str) -> Result<Option<State>> {
+    fn read(&mut self, slot: SlotKey<'_>) -> Result<Option<State>> {
         // An expired state reads exactly like no state (property-tested), so it
         // is used as is until a sweep drops it; this also keeps a clock that
         // steps back from forgetting what was consumed.
-        Ok(self.map.entries.get(key).map(|e| e.state.clone()))
+        let hash = self.hash_of(slot.key);
+        Ok(self.map.get(hash, slot).map(|e| e.state.clone()))
     }
 
     fn admit(
         &mut self,
-        writes: &[&str],
+        writes: &[SlotKey<'_>],
         now: Timestamp,
         decisions: &[Decision],
     ) -> Result<Option<Vec<Decision>>> {
-        let at = now.as_micros();
+        if self.map.len + writes.len() <= self.max_keys {
+            return Ok(None); // room even if every write is a new key
+        }
+        let hashes: Vec<u64> = writes.iter().map(|slot| self.hash_of(slot.key)).collect();
         let map = &mut *self.map;
+        let at = now.as_micros();
         let added = |map: &Map| {
             writes
                 .iter()
-                .filter(|key| !map.entries.contains_key(**key))
+                .zip(&hashes)
+                .filter(|(slot, hash)| map.get(**hash, **slot).is_none())
                 .count()
         };
-        if map.entries.len() + added(map) > self.max_keys {
+        if map.len + added(map) > self.max_keys {
             if at >= map.next_expiry {
                 map.sweep(at);
             }
-            if map.entries.len() + added(map) > self.max_keys {
+            if map.len + added(map) > self.max_keys {
                 return Ok(Some(map.full(at, decisions)));
             }
         }
         Ok(None)
     }
 
-    fn write(&mut self, key: String, state: State, expires_at: Timestamp) -> Result<()> {
+    fn write(&mut self, slot: SlotKey<'_>, state: State, expires_at: Timestamp) -> Result<()> {
         let expires_at = expires_at.as_micros();
-        self.map.next_expiry = self.map.next_expiry.min(expires_at);
-        self.map.entries.insert(key, Entry { state, expires_at });
+        let map = &mut *self.map;
+        map.next_expiry = map.next_expiry.min(expires_at);
+        let entry = Entry { state, expires_at };
+        let tag = slot.policy.tag();
+        let hash = self.hash_of(slot.key);
+        let map = &mut *self.map;
+        // A known key is found without allocating; only a new one is copied.
+        let states = match map.entries.find_mut(hash, |k| *k.key == *slot.key) {
+            Some(keyed) => &mut keyed.states,
+            None => {
+                let hasher = &map.hasher;
+                let keyed = Keyed {
+                    key: slot.key.into(),
+                    states: Vec::with_capacity(1),
+                };
+                let rehash = |k: &Keyed| hasher.hash_one(&*k.key);
+                &mut map
+                    .entries
+                    .insert_unique(hash, keyed, rehash)
+                    .into_mut()
+                    .states
+            }
+        };
+        match states.iter_mut().find(|(t, _)| *t == tag) {
+            Some((_, held)) => *held = entry,
+            None => {
+                states.push((tag, entry));
+                map.len += 1;
+            }
+        }
         self.wrote = true;
         Ok(())
     }
 }
 
+impl Table<'_> {
+    /// The hash of `key`: computed once per request for its own key.
+    fn hash_of(&self, key: &str) -> u64 {
+        if key == self.key {
+            self.hash
+        } else {
+            self.map.hasher.hash_one(key)
+        }
+    }
+}
+
 impl Map {
+    /// The entry of `slot`, whose key hashes to `hash`, if any.
+    fn get(&self, hash: u64, slot: SlotKey<'_>) -> Option<&Entry> {
+        let tag = slot.policy.tag();
+        self.entries
+            .find(hash, |k| *k.key == *slot.key)?
+            .states
+            .iter()
+            .find_map(|(t, e)| (*t == tag).then_some(e))
+    }
+
     /// Drops the keys whose state has expired (they read as fresh, so nothing
     /// is forgotten) and notes when the next one expires.
     fn sweep(&mut self, now: u64) {
-        self.entries.retain(|_, e| e.expires_at > now);
-        self.next_expiry = self
-            .entries
-            .values()
-            .map(|e| e.expires_at)
-            .min()
-            .unwrap_or(u64::MAX);
+        let mut next = u64::MAX;
+        self.entries.retain(|keyed| {
+            keyed.states.retain(|(_, e)| e.expires_at > now);
+            let expiries = keyed.states.iter().map(|(_, e)| e.expires_at);
+            next = expiries.fold(next, u64::min);
+            !keyed.states.is_empty()
+        });
+        self.len = self.entries.iter().map(|k| k.states.len()).sum();
+        self.next_expiry = next;
     }
 
     /// The refusal of a request that needs a new key while the map is full of
@@ -231,6 +325,12 @@ impl LimitStore for MemoryLimits {
 
     async fn now(&self) -> Result<Timestamp> {
         Ok(MemoryLimits::now(self))
+    }
+
+    fn decide_inline(&self, request: &LimitRequest<'_>) -> Option<Result<Decision>> {
+        Some(self.locked(request, |table, request, now| {
+            read_step_write_combined(table, request, now)
+        }))
     }
 
     fn describe(&self) -> String {

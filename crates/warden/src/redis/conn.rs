@@ -1,14 +1,18 @@
 //! A Redis connection with warden's conventions: reconnection, a timeout on every
 //! call, scripts run by EVALSHA with NOSCRIPT recovery, and errors mapped to
-//! [`Error`] with the backend, operation and key named.
+//! [`Error`] with the backend, operation and key named. The same calls run on
+//! one server or a Redis Cluster ([`Link`]).
 
 use std::future::Future;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{IntoConnectionInfo, RedisError};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, ToRedisArgs, Value};
 
+use super::cluster::ClusterSeeds;
 use super::options::{RedisOptions, RedisTls};
+use super::sentinel::SentinelLink;
 use crate::error::{Error, Result};
 use crate::url::redact;
 
@@ -18,11 +22,113 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default time budget of establishing a TCP connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// What a call runs on: one server (reconnecting by itself) or a Redis Cluster
+/// (each command sent to the master of its key's slot, `MOVED`/`ASK` and
+/// failovers followed by the client). Both are [`ConnectionLike`], so every
+/// script and pipeline runs unchanged on either.
+#[derive(Clone)]
+pub enum Link {
+    /// One server.
+    Node(ConnectionManager),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+    /// The master that Redis Sentinel names, found again after a failover.
+    Sentinel(SentinelLink),
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Link::Node(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => c.req_packed_command(cmd),
+            Link::Sentinel(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Link::Node(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Link::Node(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
+            Link::Sentinel(c) => c.get_db(),
+        }
+    }
+}
+
+impl Link {
+    /// Subscribes to `channel` (a RESP3 link with a push sender; a subscriber
+    /// is never a sentinel link, see the subscriber).
+    pub(super) async fn subscribe(&mut self, channel: impl ToRedisArgs) -> redis::RedisResult<()> {
+        match self {
+            Link::Node(c) => c.subscribe(channel).await,
+            Link::Cluster(c) => c.subscribe(channel).await,
+            Link::Sentinel(_) => Err(not_a_subscriber()),
+        }
+    }
+
+    /// Unsubscribes from `channel`.
+    pub(super) async fn unsubscribe(
+        &mut self,
+        channel: impl ToRedisArgs,
+    ) -> redis::RedisResult<()> {
+        match self {
+            Link::Node(c) => c.unsubscribe(channel).await,
+            Link::Cluster(c) => c.unsubscribe(channel).await,
+            Link::Sentinel(_) => Err(not_a_subscriber()),
+        }
+    }
+}
+
+fn not_a_subscriber() -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Client,
+        "subscriptions go through a link to the discovered master",
+    ))
+}
+
+/// A reconnecting connection to one server with warden's time budgets.
+pub(super) fn node_manager(
+    client: &redis::Client,
+    timeout: Duration,
+    connect_timeout: Duration,
+) -> redis::RedisResult<ConnectionManager> {
+    let config = ConnectionManagerConfig::new()
+        .set_response_timeout(Some(timeout))
+        .set_connection_timeout(Some(connect_timeout))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(200));
+    ConnectionManager::new_lazy_with_config(client.clone(), config)
+}
+
+/// Where a [`RedisConn`] connects: what the release subscriber needs to open
+/// its own RESP3 connection to the same place.
+#[derive(Clone, Debug)]
+pub(super) enum Origin {
+    /// One server.
+    Node(redis::Client),
+    /// The seed nodes of a cluster.
+    Cluster(ClusterSeeds),
+    /// The master the sentinels name.
+    Sentinel(SentinelLink),
+}
+
 /// A cloneable, auto-reconnecting Redis connection.
 #[derive(Clone)]
 pub struct RedisConn {
-    manager: ConnectionManager,
-    client: redis::Client,
+    link: Link,
+    origin: Origin,
     display: String,
     timeout: Duration,
     connect_timeout: Duration,
@@ -86,18 +192,24 @@ fn refuse_query_credentials(url: &str, display: &str) -> Result<()> {
     Ok(())
 }
 
-/// Builds the client; with certificate files, through redis-rs's TLS builder.
-fn open_client(
-    info: redis::ConnectionInfo,
-    tls: &RedisTls,
-    display: &str,
-) -> Result<redis::Client> {
+/// Certificates read from the files of [`RedisTls`]: redis-rs's type with the
+/// `tls` feature, an empty type without it (nothing can be read then).
+#[cfg(feature = "tls")]
+pub(super) type Certificates = redis::TlsCertificates;
+/// Certificates read from the files of [`RedisTls`]: redis-rs's type with the
+/// `tls` feature, an empty type without it (nothing can be read then).
+#[cfg(not(feature = "tls"))]
+#[derive(Clone)]
+pub(super) enum Certificates {}
+
+/// The certificate files of `tls`, read (`None` when none is set).
+fn read_certificates(tls: &RedisTls, display: &str) -> Result<Option<Certificates>> {
     let config = |reason: String| Error::Config {
         url: display.to_string(),
         reason,
     };
     if !tls.is_set() {
-        return redis::Client::open(info).map_err(|e| config(e.to_string()));
+        return Ok(None);
     }
     #[cfg(feature = "tls")]
     {
@@ -116,21 +228,34 @@ fn open_client(
             }),
             None => None,
         };
-        redis::Client::build_with_tls(
-            info,
-            redis::TlsCertificates {
-                client_tls,
-                root_cert,
-            },
-        )
-        .map_err(|e| config(e.to_string()))
+        Ok(Some(redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        }))
     }
     #[cfg(not(feature = "tls"))]
-    {
-        let _ = info;
-        Err(config(
-            "TLS certificates are set but warden was built without its `tls` feature".into(),
-        ))
+    Err(config(
+        "TLS certificates are set but warden was built without its `tls` feature".into(),
+    ))
+}
+
+/// Builds the client of one server; with certificate files, through
+/// redis-rs's TLS builder.
+pub(super) fn open_client(
+    info: redis::ConnectionInfo,
+    certs: Option<Certificates>,
+    display: &str,
+) -> Result<redis::Client> {
+    let config = |e: RedisError| Error::Config {
+        url: display.to_string(),
+        reason: e.to_string(),
+    };
+    match certs {
+        None => redis::Client::open(info).map_err(config),
+        #[cfg(feature = "tls")]
+        Some(certs) => redis::Client::build_with_tls(info, certs).map_err(config),
+        #[cfg(not(feature = "tls"))]
+        Some(never) => match never {},
     }
 }
 
@@ -157,20 +282,44 @@ impl RedisConn {
             url: display.clone(),
             reason,
         };
+        let certs = read_certificates(&options.tls, &display)?;
+        if let Some(seeds) = ClusterSeeds::parse(url, certs.clone()) {
+            let seeds = seeds.map_err(config)?;
+            let client = seeds
+                .client(redis::ProtocolVersion::RESP2, timeout, connect_timeout)
+                .map_err(|e| config(e.to_string()))?;
+            let cluster = client.get_pending_async_connection_with_config(
+                redis::cluster::ClusterConfig::new()
+                    .set_connection_timeout(connect_timeout)
+                    .set_response_timeout(timeout),
+            );
+            return Ok(RedisConn {
+                link: Link::Cluster(cluster),
+                origin: Origin::Cluster(seeds),
+                display,
+                timeout,
+                connect_timeout,
+            });
+        }
+        if let Some(link) = SentinelLink::parse(url, certs.clone(), timeout, connect_timeout) {
+            let link = link.map_err(config)?;
+            return Ok(RedisConn {
+                link: Link::Sentinel(link.clone()),
+                origin: Origin::Sentinel(link),
+                display,
+                timeout,
+                connect_timeout,
+            });
+        }
         let info = url
             .into_connection_info()
             .map_err(|e| config(e.to_string()))?;
-        let client = open_client(info, &options.tls, &display)?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(timeout))
-            .set_connection_timeout(Some(connect_timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(200));
-        let manager = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
-            .map_err(|e| config(e.to_string()))?;
+        let client = open_client(info, certs, &display)?;
+        let manager =
+            node_manager(&client, timeout, connect_timeout).map_err(|e| config(e.to_string()))?;
         Ok(RedisConn {
-            manager,
-            client,
+            link: Link::Node(manager),
+            origin: Origin::Node(client),
             display,
             timeout,
             connect_timeout,
@@ -246,9 +395,9 @@ impl RedisConn {
         self.timeout
     }
 
-    /// The underlying client, e.g. to open a RESP3 subscriber.
-    pub fn client(&self) -> &redis::Client {
-        &self.client
+    /// Where this connection leads, e.g. to open a RESP3 subscriber there.
+    pub(super) fn origin(&self) -> &Origin {
+        &self.origin
     }
 
     /// The connection-establishment budget.
@@ -259,7 +408,7 @@ impl RedisConn {
     /// Runs one Redis call under the time budget and maps its error.
     pub async fn call<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Link) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         self.call_within(op, key, self.timeout, f).await
@@ -275,10 +424,10 @@ impl RedisConn {
         f: F,
     ) -> Result<T>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Link) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        match tokio::time::timeout(budget, f(self.manager.clone())).await {
+        match tokio::time::timeout(budget, f(self.link.clone())).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(self.map_error(op, key, e)),
             Err(_) => Err(Error::Timeout {

@@ -7,8 +7,8 @@
 //! |---|---|
 //! | `warden:{orders:42}` | the lease key (the holder's owner token, with TTL) |
 //! | `warden:{orders:42}:fence` | the fence counter (no TTL) |
-//! | `warden:{orders:42}:released` | the channel a release is published on |
-//! | `warden:{orders:42}:undone` | the channel a quorum's undo publishes on (nobody listens) |
+//! | `warden:{orders:42}:queue` | the waiting line (a list, with TTL; see `scripts/lease_prelude.lua`) |
+//! | `warden:{orders:42}:released` | the channel hand-offs and releases are published on |
 //! | `warden:resource:balance:42` | a [`RedisFencedStore`](super::RedisFencedStore) resource |
 //!
 //! The lease names share the hash tag `{orders:42}` (see
@@ -58,16 +58,18 @@ impl Keys {
         [lease, fence]
     }
 
+    /// The lease key, the fence counter and the waiting line of `key`, for
+    /// the scripts that take all three.
+    pub(crate) fn lease_fence_queue(&self, key: &str) -> [String; 3] {
+        let lease = self.lease(key);
+        let fence = format!("{lease}:fence");
+        let queue = format!("{lease}:queue");
+        [lease, fence, queue]
+    }
+
     /// The channel a release of `key` is published on (waiters listen).
     pub(crate) fn released(&self, key: &str) -> String {
         format!("{}:released", self.lease(key))
-    }
-
-    /// The channel a quorum's undo of `key` publishes on: not the release
-    /// channel, so undoing a vote wakes nobody.
-    #[cfg(feature = "quorum")]
-    pub(crate) fn undone(&self, key: &str) -> String {
-        format!("{}:undone", self.lease(key))
     }
 
     /// The hash of a fenced resource. One key, so it needs no hash tag.
@@ -154,7 +156,11 @@ mod tests {
             "orders:42",
         ] {
             let lease = keys.lease(key);
-            for other in [keys.fence(key), keys.released(key), keys.undone(key)] {
+            for other in keys
+                .lease_fence_queue(key)
+                .into_iter()
+                .chain([keys.released(key)])
+            {
                 assert_eq!(slot(&lease), slot(&other), "{key:?}: {lease} vs {other}");
             }
         }
@@ -177,7 +183,14 @@ mod tests {
             [keys.lease("}x"), keys.fence("}x")]
         );
         assert_eq!(keys.released("orders:42"), "warden:{orders:42}:released");
-        assert_eq!(keys.undone("orders:42"), "warden:{orders:42}:undone");
+        assert_eq!(
+            keys.lease_fence_queue("orders:42"),
+            [
+                "warden:{orders:42}".to_string(),
+                "warden:{orders:42}:fence".to_string(),
+                "warden:{orders:42}:queue".to_string()
+            ]
+        );
         assert_eq!(keys.resource("balance:42"), "warden:resource:balance:42");
     }
 

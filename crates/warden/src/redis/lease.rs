@@ -20,13 +20,30 @@ use super::subscriber::Subscriber;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch,
+    valid_until,
 };
 use crate::token::OwnerToken;
 
-const ACQUIRE_LUA: &str = include_str!("scripts/lease_acquire.lua");
+/// A lease script that uses the waiting line: the shared helpers
+/// (`scripts/lease_fence.lua`, `scripts/lease_line.lua`), then its body.
+macro_rules! line_script {
+    ($body:literal) => {
+        concat!(
+            include_str!("scripts/lease_fence.lua"),
+            include_str!("scripts/lease_line.lua"),
+            include_str!(concat!("scripts/", $body))
+        )
+    };
+}
+pub(super) use line_script;
+
+const ACQUIRE_LUA: &str = concat!(
+    include_str!("scripts/lease_fence.lua"),
+    include_str!("scripts/lease_acquire.lua")
+);
 const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
-const RELEASE_LUA: &str = include_str!("scripts/lease_release.lua");
+const RELEASE_LUA: &str = line_script!("lease_release.lua");
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
@@ -39,8 +56,9 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 /// |---|---|---|
 /// | `warden:{orders:42}` | string, with TTL | the holder's owner token |
 /// | `warden:{orders:42}:fence` | string, no TTL | the last fence handed out |
+/// | `warden:{orders:42}:queue` | list, with TTL | the waiting line |
 ///
-/// Both keys share the hash tag `{orders:42}`, so they live in one slot of a
+/// The keys share the hash tag `{orders:42}`, so they live in one slot of a
 /// Redis Cluster (the layout is ready for one; warden has no cluster client
 /// yet). A key starting with `}` or `\` gets a `\` in front inside the braces
 /// (`}x` → `warden:{\}x}`), since `{}` would be an empty hash tag and split the
@@ -49,9 +67,12 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 ///
 /// The lease key's value is a plain random string, the convention
 /// of most Redis lock clients, so a lock taken by another client on the same key
-/// excludes warden and vice versa. Releases are published on
-/// `warden:{orders:42}:released`, which waiters subscribe to (RESP3 pub/sub) so a
-/// contended lease changes hands without polling.
+/// excludes warden and vice versa. Waiters stand in the waiting line and a
+/// release hands the lease to the first live one, publishing its token on
+/// `warden:{orders:42}:released`, which waiters subscribe to (RESP3 pub/sub):
+/// a contended lease changes hands in FIFO order without polling, waking one
+/// waiter per hand-off. The line's entries and costs are described in
+/// `docs/redis.md`.
 ///
 /// The fence counter has no TTL on purpose: if it expired, fences would start over
 /// and a stale holder's token could look new again.
@@ -164,30 +185,15 @@ impl RedisStore {
         &self.keys
     }
 
-    /// Deletes `key` if it holds `token`, like [`release`](LeaseStore::release),
-    /// without waking waiters: undoes one node's vote of a quorum acquisition that
-    /// failed (waking every waiter there would only make the next vote split too).
-    #[cfg(feature = "quorum")]
-    pub(super) async fn release_quietly(
-        &self,
-        key: &str,
-        token: &OwnerToken,
-    ) -> Result<ReleaseOutcome> {
-        self.release_on(key, token, self.keys.undone(key)).await
-    }
-
-    async fn release_on(
-        &self,
-        key: &str,
-        token: &OwnerToken,
-        channel: String,
-    ) -> Result<ReleaseOutcome> {
+    /// Releases `key` if it holds `token`: hands it to the first live waiter in
+    /// line, or deletes it.
+    async fn release_to_next(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
         let released: i64 = self
             .run_script(
                 "release",
                 (&RELEASE, RELEASE_LUA),
-                &[self.keys.lease(key)],
-                &[token.as_str(), &channel],
+                &self.keys.lease_fence_queue(key),
+                &[token.as_str(), &self.keys.released(key)],
             )
             .await?;
         Ok(if released == 1 {
@@ -262,11 +268,78 @@ impl RedisStore {
 
     /// The release subscriber, opened on first contention. A failed open is not
     /// cached: the next waiter tries again, and meanwhile waiters poll.
-    async fn subscriber(&self) -> Option<&Subscriber> {
+    pub(super) async fn subscriber(&self) -> Option<&Subscriber> {
         self.subscriber
             .get_or_try_init(|| async { Subscriber::open(&self.conn).await.ok_or(()) })
             .await
             .ok()
+    }
+}
+
+/// A script call that may grant a lease: what [`RedisStore::run_grant`] needs
+/// to know to undo or report it.
+pub(super) struct Grant<'a> {
+    pub(super) op: &'static str,
+    pub(super) key: &'a str,
+    pub(super) token: &'a OwnerToken,
+    pub(super) ttl: Duration,
+}
+
+impl RedisStore {
+    /// Runs a script that may grant `grant.key` to `grant.token` (an acquire,
+    /// a waiter's look) and turns its reply — split by `split` into won (1 or
+    /// 0), fence or PTTL, and the waiter's place — into an [`AcquireReply`].
+    /// The validity counts from when the request was sent. A grant the
+    /// replicas did not acknowledge is released again and reported as an
+    /// error.
+    pub(super) async fn run_grant<T: redis::FromRedisValue>(
+        &self,
+        grant: Grant<'_>,
+        script: (&Script, &str),
+        keys: &[String],
+        args: &[&str],
+        split: impl FnOnce(T) -> (i64, i64, Option<String>),
+    ) -> Result<(AcquireReply, Option<QueuePlace>)> {
+        let Grant {
+            op,
+            key,
+            token,
+            ttl,
+        } = grant;
+        let start = crate::clock::now();
+        let (reply, acks): (T, _) = match self.run_write(op, script, keys, args).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                // With acknowledgements the failure may have come after the
+                // script granted the lease (the pipeline's WAIT): undo it with
+                // this attempt's own token. No guard exists yet, so releasing
+                // cannot leave anyone believing in it.
+                if self.replicas.is_some() {
+                    let _ = self.release(key, token).await;
+                }
+                return Err(e);
+            }
+        };
+        let (won, value, place) = split(reply);
+        if won != 1 {
+            let ttl_left = from_millis(value);
+            return Ok((AcquireReply::Held { ttl_left }, place.map(QueuePlace::new)));
+        }
+        let fence = u64::try_from(value).map_err(|_| Error::WrongType {
+            key: self.keys.fence(key),
+            detail: format!("fence counter is {value}"),
+        })?;
+        if let Some(acks) = acks.filter(|a| !a.enough()) {
+            if let Err(e) = self.release(key, token).await {
+                tracing::warn!(key, error = %e, "release after missing replica acknowledgements failed; the TTL will free the key");
+            }
+            return Err(self.unacknowledged(op, key, acks));
+        }
+        let acquired = AcquireReply::Acquired {
+            fence: Fence::new(fence),
+            valid_until: valid_until(start, ttl),
+        };
+        Ok((acquired, None))
     }
 }
 
@@ -292,44 +365,21 @@ impl LeaseStore for RedisStore {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<AcquireReply> {
-        let start = crate::clock::now();
         let keys = self.keys.lease_and_fence(key);
         let args = [token.as_str(), &millis(ttl).to_string()];
-        let written = self
-            .run_write("acquire", (&ACQUIRE, ACQUIRE_LUA), &keys, &args)
-            .await;
-        let ((won, value), acks): ((i64, i64), _) = match written {
-            Ok(reply) => reply,
-            Err(e) => {
-                // With acknowledgements the failure may have come after the
-                // script granted the lease (the pipeline's WAIT): undo it with
-                // this attempt's own token. No guard exists yet, so releasing
-                // cannot leave anyone believing in it.
-                if self.replicas.is_some() {
-                    let _ = self.release(key, token).await;
-                }
-                return Err(e);
-            }
+        let script = (&*ACQUIRE, ACQUIRE_LUA);
+        let grant = Grant {
+            op: "acquire",
+            key,
+            token,
+            ttl,
         };
-        if won != 1 {
-            return Ok(AcquireReply::Held {
-                ttl_left: from_millis(value),
-            });
-        }
-        let fence = u64::try_from(value).map_err(|_| Error::WrongType {
-            key: self.keys.fence(key),
-            detail: format!("fence counter is {value}"),
-        })?;
-        if let Some(acks) = acks.filter(|a| !a.enough()) {
-            if let Err(e) = self.release(key, token).await {
-                tracing::warn!(key, error = %e, "release after missing replica acknowledgements failed; the TTL will free the key");
-            }
-            return Err(self.unacknowledged("acquire", key, acks));
-        }
-        Ok(AcquireReply::Acquired {
-            fence: Fence::new(fence),
-            valid_until: valid_until(start, ttl),
-        })
+        let (reply, _) = self
+            .run_grant(grant, script, &keys, &args, |(won, value): (i64, i64)| {
+                (won, value, None)
+            })
+            .await?;
+        Ok(reply)
     }
 
     async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
@@ -358,7 +408,7 @@ impl LeaseStore for RedisStore {
     }
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
-        self.release_on(key, token, self.keys.released(key)).await
+        self.release_to_next(key, token).await
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
@@ -398,10 +448,30 @@ impl LeaseStore for RedisStore {
     }
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {
-        match self.subscriber().await {
-            Some(sub) => sub.watch(self.keys.released(key)).await,
-            None => ReleaseWatch::polling(),
-        }
+        self.watch_channel(key, None, true).await
+    }
+
+    async fn wait_turn(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        place: Option<&QueuePlace>,
+    ) -> Result<(AcquireReply, Option<QueuePlace>)> {
+        self.look_in_line(key, token, ttl, place).await
+    }
+
+    async fn leave_line(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        place: Option<&QueuePlace>,
+    ) -> Result<ReleaseOutcome> {
+        self.leave(key, token, place).await
+    }
+
+    async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
+        self.watch_channel(key, Some(token), false).await
     }
 
     fn describe(&self) -> String {

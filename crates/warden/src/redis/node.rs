@@ -21,6 +21,8 @@ const RAISE_FENCE_LUA: &str = include_str!("scripts/quorum_fence.lua");
 static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
 const EXTEND_LUA: &str = include_str!("scripts/quorum_extend.lua");
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+const RELEASE_LUA: &str = include_str!("scripts/quorum_release.lua");
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
 impl RedisStore {
     /// A store for one quorum node at `url`, without connecting. Its scripts go
@@ -29,6 +31,24 @@ impl RedisStore {
     /// [`inline_scripts`](RedisStore::inline_scripts).
     pub(crate) fn quorum_node(url: &str, options: RedisOptions) -> Result<RedisStore> {
         Ok(RedisStore::lazy(url, options)?.inline_scripts())
+    }
+
+    /// Deletes one node's part of a quorum lease if it holds `token`; with
+    /// `wake`, wakes every waiter (a quorum has no waiting line: its waiters
+    /// race). An undo does not wake them: that would only make the next vote
+    /// split too.
+    async fn release_vote(&self, key: &str, token: &OwnerToken, wake: bool) -> Result<bool> {
+        let channel = self.keys().released(key);
+        let args = [token.as_str(), &channel, if wake { "1" } else { "0" }];
+        let released: i64 = self
+            .run_script(
+                "release",
+                (&RELEASE, RELEASE_LUA),
+                &[self.keys().lease(key)],
+                &args,
+            )
+            .await?;
+        Ok(released == 1)
     }
 }
 
@@ -50,7 +70,7 @@ impl QuorumNode for RedisStore {
     }
 
     async fn undo(&self, key: &str, token: &OwnerToken) -> Result<bool> {
-        Ok(self.release_quietly(key, token).await? == ReleaseOutcome::Released)
+        self.release_vote(key, token, false).await
     }
 
     async fn raise_fence(&self, key: &str, token: &OwnerToken, fence: u64) -> Result<bool> {
@@ -88,7 +108,11 @@ impl QuorumNode for RedisStore {
     }
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
-        LeaseStore::release(self, key, token).await
+        Ok(if self.release_vote(key, token, true).await? {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
@@ -96,7 +120,8 @@ impl QuorumNode for RedisStore {
     }
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {
-        LeaseStore::watch_releases(self, key).await
+        // No marker in line: a node's releases wake every watcher anyway.
+        self.watch_channel(key, None, false).await
     }
 
     fn storage_key(&self, key: &str) -> String {

@@ -21,14 +21,21 @@ use crate::lease::{
 use crate::semaphore::SemaphoreStore;
 use crate::token::OwnerToken;
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_acquire.lua")));
-static EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_extend.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_release.lua")));
-static COUNT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/semaphore_count.lua")));
+/// A semaphore script: the shared prelude (type checks, the server's clock),
+/// then the script's own part.
+macro_rules! script {
+    ($part:literal) => {
+        Script::new(concat!(
+            include_str!("scripts/semaphore_prelude.lua"),
+            include_str!(concat!("scripts/", $part)),
+        ))
+    };
+}
+
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| script!("semaphore_acquire.lua"));
+static EXTEND: LazyLock<Script> = LazyLock::new(|| script!("semaphore_extend.lua"));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| script!("semaphore_release.lua"));
+static COUNT: LazyLock<Script> = LazyLock::new(|| script!("semaphore_count.lua"));
 
 /// A permit's TTL in whole milliseconds, at least 1 (a sub-millisecond TTL
 /// must not round to a permit that is expired when taken).

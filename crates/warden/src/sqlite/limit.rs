@@ -21,7 +21,7 @@ use super::clock::{self, HostTime};
 use super::{Fault, SqliteStore};
 use crate::duration::to_i64;
 use crate::error::Result;
-use crate::limit::store::{LimitRequest, LimitStore, State, StateTable, read_step_write};
+use crate::limit::store::{LimitRequest, LimitStore, SlotKey, State, StateTable, read_step_write};
 use crate::limit::{Decision, Policy, Timestamp};
 
 /// Expired rows deleted per request, at most: keeps the table near the number
@@ -67,7 +67,8 @@ struct Table<'a> {
 impl StateTable for Table<'_> {
     type Error = Fault;
 
-    fn read(&mut self, key: &str) -> Result<Option<State>, Fault> {
+    fn read(&mut self, slot: SlotKey<'_>) -> Result<Option<State>, Fault> {
+        let key = slot.storage_key();
         let blob: Option<Vec<u8>> = self
             .tx
             .query_row(
@@ -76,10 +77,16 @@ impl StateTable for Table<'_> {
                 |r| r.get(0),
             )
             .optional()?;
-        Ok(blob.map(|b| State::decode(&b, key)).transpose()?)
+        Ok(blob.map(|b| State::decode(&b, &key)).transpose()?)
     }
 
-    fn write(&mut self, key: String, state: State, expires_at: Timestamp) -> Result<(), Fault> {
+    fn write(
+        &mut self,
+        slot: SlotKey<'_>,
+        state: State,
+        expires_at: Timestamp,
+    ) -> Result<(), Fault> {
+        let key = slot.storage_key();
         self.tx.execute(
             "INSERT INTO warden_limits (key, state, expires_at_us) VALUES (?1, ?2, ?3)
              ON CONFLICT (key) DO UPDATE SET

@@ -83,3 +83,93 @@ macro_rules! on_store {
         }
     };
 }
+
+/// Data of another kind than warden's, left in a key warden uses (by hand,
+/// by another program sharing the prefix).
+#[derive(Debug, Clone, Copy)]
+pub enum Foreign {
+    /// A string that is not a number.
+    Text,
+    /// A list.
+    List,
+    /// A hash whose `fence` field is not a number.
+    Hash,
+}
+
+impl Foreign {
+    /// Writes this kind of data into `key`.
+    pub fn plant(self, server: &RedisServer, key: &str) {
+        let command = match self {
+            Foreign::Text => format!("SET {key} oops"),
+            Foreign::List => format!("RPUSH {key} oops"),
+            Foreign::Hash => format!("HSET {key} fence oops value oops"),
+        };
+        server.command(&command).unwrap();
+    }
+
+    /// Panics unless `key` still holds exactly what [`plant`](Self::plant)
+    /// wrote.
+    pub fn assert_intact(self, server: &RedisServer, key: &str) {
+        let (command, expected) = match self {
+            Foreign::Text => (format!("GET {key}"), "$4\r\noops\r\n"),
+            Foreign::List => (format!("LRANGE {key} 0 -1"), "*1\r\n$4\r\noops\r\n"),
+            Foreign::Hash => (
+                format!("HMGET {key} fence value"),
+                "*2\r\n$4\r\noops\r\n$4\r\noops\r\n",
+            ),
+        };
+        let reply = server.command(&command).unwrap();
+        assert_eq!(reply, expected, "{key} was changed");
+        let ttl = server.command(&format!("PTTL {key}")).unwrap();
+        assert_eq!(ttl, ":-1\r\n", "{key} was given an expiry");
+    }
+}
+
+/// Whether `key` exists on `server`.
+pub fn exists(server: &RedisServer, key: &str) -> bool {
+    server.command(&format!("EXISTS {key}")).unwrap() == ":1\r\n"
+}
+
+/// The keys an election or a run-once operation uses on Redis, as suffixes of
+/// `warden:{K}` (the lease, its fence counter, the record), each with the
+/// kinds of foreign data it must refuse.
+pub const LEASE_AND_RECORD_KEYS: [(&str, Foreign); 7] = [
+    ("", Foreign::List),
+    ("", Foreign::Hash),
+    (":fence", Foreign::Text),
+    (":fence", Foreign::List),
+    (":record", Foreign::Text),
+    (":record", Foreign::List),
+    (":record", Foreign::Hash),
+];
+
+/// For each of [`LEASE_AND_RECORD_KEYS`] on a fresh name: plants the foreign
+/// data, runs `attempt` on the name, and checks that it failed with
+/// [`Error::WrongType`](warden::Error::WrongType) naming the key, left the
+/// data as it was and created none of the other keys.
+pub async fn foreign_keys_are_refused<F, Fut>(server: &RedisServer, prefix: &str, attempt: F)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = warden::Error>,
+{
+    for (i, (suffix, foreign)) in LEASE_AND_RECORD_KEYS.into_iter().enumerate() {
+        let name = format!("{prefix}{i}");
+        let key = format!("warden:{{{name}}}{suffix}");
+        foreign.plant(server, &key);
+        let e = attempt(name.clone()).await;
+        assert!(
+            matches!(&e, warden::Error::WrongType { .. }) && e.to_string().contains(&key),
+            "{key} ({foreign:?}): {e}"
+        );
+        foreign.assert_intact(server, &key);
+        for other in ["", ":fence", ":record"] {
+            let other_key = format!("warden:{{{name}}}{other}");
+            if other != suffix && other != ":fence" {
+                assert!(
+                    !exists(server, &other_key),
+                    "{key} ({foreign:?}): {other_key} was left"
+                );
+            }
+        }
+    }
+}

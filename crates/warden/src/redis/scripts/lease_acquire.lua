@@ -5,27 +5,12 @@
 -- The fast path is two commands (SET NX, INCR); the type checks run only when
 -- one of them did not go through, so a key of another type is still a clear
 -- WRONGTYPE error and never a hold. The grant and the fence are one step or
--- none: if the INCR fails (a counter of another type, not an integer, or at its
--- maximum), the key just set is deleted again before the error is returned, so
--- a failed acquire never leaves a lease without a fence behind.
+-- none (take_fence). A free key is taken even when waiters are in line: they
+-- are handed the lease on release, not when it expires.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local fence = redis.pcall('INCR', KEYS[2])
-  if type(fence) == 'table' and fence.err then
-    redis.call('DEL', KEYS[1])
-    local fence_type = redis.call('TYPE', KEYS[2]).ok
-    if fence_type ~= 'string' then
-      return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' holds a ' .. fence_type)
-    end
-    if not string.match(redis.call('GET', KEYS[2]), '^%d+$') then
-      return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
-    end
-    return redis.error_reply('ERR fence counter ' .. KEYS[2] .. ' cannot be incremented (' .. fence.err .. '); no lease was granted')
-  end
-  if fence < 1 then
-    -- A negative counter is not a fence: put it back as it was, grant nothing.
-    redis.call('DECR', KEYS[2])
-    redis.call('DEL', KEYS[1])
-    return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
+  local fence, err = take_fence(KEYS[1], KEYS[2])
+  if not fence then
+    return err
   end
   return {1, fence}
 end

@@ -1,12 +1,10 @@
--- Delete a lease that still holds our token and wake the waiters.
--- KEYS[1] lease key; ARGV[1] owner token, ARGV[2] release channel
+-- Release a lease that still holds our token: hand it to the first live
+-- waiter in line, or delete it when nobody waits.
+-- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line
+-- ARGV[1] owner token, ARGV[2] release channel
 -- Returns 1 when released, 0 when the key does not hold our token.
--- The PUBLISH is best-effort (pcall): an ACL user without channel rights gets
--- NOPERM on it, and a refused notification must neither fail nor undo the
--- release; waiters then fall back to their TTL-based retry.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.pcall('PUBLISH', ARGV[2], '1')
-  return 1
+-- Uncontended this is GET, LPOP, DEL: nothing is published when nobody waits.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+return release_to_next(KEYS, ARGV[2])

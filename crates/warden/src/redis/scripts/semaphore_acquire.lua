@@ -2,16 +2,11 @@
 -- KEYS[1] permits (sorted set: owner token -> expiry in server ms), KEYS[2] fence counter
 -- ARGV[1] owner token, ARGV[2] ttl ms, ARGV[3] permits N
 -- Returns {1, fence} when taken, {0, ms until the soonest permit expires} when full.
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'zset' then
-  return redis.error_reply('WRONGTYPE semaphore key ' .. KEYS[1] .. ' holds a ' .. kind)
+local refused = foreign_data(KEYS[1], KEYS[2])
+if refused then
+  return refused
 end
-local current = redis.call('GET', KEYS[2])
-if current and not string.match(current, '^%d+$') then
-  return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

@@ -1,11 +1,10 @@
 -- Renew a permit that is still held.
 -- KEYS[1] permits; ARGV[1] owner token, ARGV[2] ttl ms. Returns 1 renewed, 0 not held.
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'zset' then
-  return redis.error_reply('WRONGTYPE semaphore key ' .. KEYS[1] .. ' holds a ' .. kind)
+local refused = foreign_data(KEYS[1], nil)
+if refused then
+  return refused
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 0

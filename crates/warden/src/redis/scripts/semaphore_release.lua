@@ -2,12 +2,11 @@
 -- KEYS[1] permits; ARGV[1] owner token, ARGV[2] release channel. Returns 1 released, 0 not held.
 -- The PUBLISH is best-effort (pcall), as for a lease release: a NOPERM on it
 -- must neither fail nor undo the release; waiters then retry on their TTL.
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'zset' then
-  return redis.error_reply('WRONGTYPE semaphore key ' .. KEYS[1] .. ' holds a ' .. kind)
+local refused = foreign_data(KEYS[1], nil)
+if refused then
+  return refused
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.pcall('PUBLISH', ARGV[2], '1')

@@ -1,0 +1,110 @@
+-- Shared by the lease scripts that use the waiting line (prepended to each
+-- of them, after lease_fence.lua).
+--
+-- The waiting line of a lease is a list, KEYS[3] (`…:queue`), of entries
+-- "<expires_ms> <ttl_ms> <token>": a waiter's owner token, the TTL it asked
+-- for and, on the server's clock, when the entry dies unless its waiter
+-- refreshes it. An entry whose TTL is 0 is an observer's marker, not a waiter:
+-- it asks releases to wake every watcher (a release with nobody in line
+-- publishes nothing otherwise).
+
+-- The server's clock in milliseconds.
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Pops the line's first live waiter: entries that expired are dropped,
+-- observers' markers are put back at the end. Returns the waiter ({token, ttl,
+-- entry}, or nil when nobody waits) and whether an observer watches; or nil,
+-- false and an error reply when the line is not a list.
+local function pop_waiter(queue)
+  local now, observed, markers = nil, false, {}
+  while true do
+    local entry = redis.pcall('LPOP', queue)
+    if type(entry) == 'table' and entry.err then
+      return nil, false, redis.error_reply('WRONGTYPE waiting line ' .. queue .. ' is not a list')
+    end
+    if not entry then
+      break
+    end
+    local expires, ttl, token = string.match(entry, '^(%d+) (%d+) (.+)$')
+    if expires then
+      now = now or server_ms()
+      if tonumber(expires) > now then
+        if ttl ~= '0' then
+          if #markers > 0 then
+            redis.call('RPUSH', queue, unpack(markers))
+          end
+          return {token = token, ttl = ttl, entry = entry}, observed
+        end
+        observed = true
+        markers[#markers + 1] = entry
+      end
+    end
+  end
+  if #markers > 0 then
+    redis.call('RPUSH', queue, unpack(markers))
+  end
+  return nil, observed
+end
+
+-- Hands the lease (ours, or free) to `waiter`: a fresh fence, the key set to
+-- its token with its TTL, and a message naming it on the release channel
+-- (best-effort: an ACL user without channel rights still hands over, and the
+-- waiter finds out when it next looks). If the fence cannot be taken, no key
+-- is left, the waiter goes back to the head of the line and is woken so it
+-- meets the error itself; the error reply is returned.
+local function hand_off(keys, waiter, channel)
+  local fence, err = take_fence(keys[1], keys[2])
+  if not fence then
+    redis.call('LPUSH', keys[3], waiter.entry)
+    redis.pcall('PUBLISH', channel, waiter.token)
+    return err
+  end
+  redis.call('SET', keys[1], waiter.token, 'PX', waiter.ttl)
+  redis.pcall('PUBLISH', channel, waiter.token)
+  return nil
+end
+
+-- Releases the lease we hold: hands it to the first live waiter in line, or
+-- deletes it. Every watcher is woken ('1') when an observer's marker is in
+-- line. Returns 1, or an error reply (nothing changed) when the line is not a
+-- list.
+local function release_to_next(keys, channel)
+  local waiter, observed, err = pop_waiter(keys[3])
+  if err then
+    return err
+  end
+  if waiter then
+    -- A failed hand-off still released: it leaves no key behind.
+    hand_off(keys, waiter, channel)
+  else
+    redis.call('DEL', keys[1])
+  end
+  if observed then
+    redis.pcall('PUBLISH', channel, '1')
+  end
+  return 1
+end
+
+-- Puts `entry` in line for its waiter: in place of `old` (its last entry)
+-- where that is still in line, else at the end. The line lives at least as
+-- long as its newest entry.
+local function keep_place(queue, entry, old, ttl)
+  local at = old ~= '' and redis.call('LPOS', queue, old)
+  if at then
+    redis.call('LSET', queue, at, entry)
+  else
+    redis.call('RPUSH', queue, entry)
+  end
+  if redis.call('PTTL', queue) < tonumber(ttl) then
+    redis.call('PEXPIRE', queue, ttl)
+  end
+end
+
+-- An entry for `token`, alive for `ttl` ms from now.
+local function entry_for(token, ttl)
+  return string.format('%d %s %s', server_ms() + tonumber(ttl), ttl, token)
+end
+

@@ -1,0 +1,35 @@
+-- One look by a waiter in line: take the lease when it was handed to us or is
+-- free with us first in line; otherwise keep (or take) our place.
+-- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line
+-- ARGV[1] owner token, ARGV[2] ttl in milliseconds, ARGV[3] release channel,
+-- ARGV[4] our entry from the last look ('' before the first)
+-- Returns {1, fence, ''} when the lease is ours (its TTL reset to ttl from now),
+-- {0, pttl, entry} when we wait, entry being our place in line.
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then
+  -- Handed over: claim it, so the holder counts its validity from this call.
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, tonumber(redis.call('GET', KEYS[2])), ''}
+end
+if not owner then
+  -- Free (its holder's TTL ran out): the first live waiter gets it.
+  local waiter, _, err = pop_waiter(KEYS[3])
+  if err then
+    return err
+  end
+  if not waiter or waiter.token == ARGV[1] then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    local fence, fence_err = take_fence(KEYS[1], KEYS[2])
+    if not fence then
+      return fence_err
+    end
+    return {1, fence, ''}
+  end
+  local handoff_err = hand_off(KEYS, waiter, ARGV[3])
+  if handoff_err then
+    return handoff_err
+  end
+end
+local entry = entry_for(ARGV[1], ARGV[2])
+keep_place(KEYS[3], entry, ARGV[4], ARGV[2])
+return {0, redis.call('PTTL', KEYS[1]), entry}

@@ -1,0 +1,233 @@
+//! Waiting is first-in-first-out on one Redis master: waiters stand in line
+//! (`warden:{KEY}:queue`), a release hands the lease to the first live one,
+//! and a waiter that disappears is skipped (at once when it left the line,
+//! after its TTL when it was killed).
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use warden::redis::{RedisOptions, RedisStore};
+use warden::{Fence, Warden};
+use warden_test::RedisServer;
+
+async fn connect(url: &str) -> Warden {
+    let backend = RedisStore::connect(url, RedisOptions::default().timeout(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    Warden::with_backend(backend)
+}
+
+/// The length of the waiting line of `key`.
+fn in_line(server: &RedisServer, key: &str) -> usize {
+    let reply = server
+        .command(&format!("LLEN warden:{{{key}}}:queue"))
+        .unwrap();
+    reply.trim().trim_start_matches(':').parse().unwrap()
+}
+
+/// Waits (up to 10 s) until `n` waiters stand in line for `key`.
+async fn until_in_line(server: &RedisServer, key: &str, n: usize) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while in_line(server, key) != n {
+        assert!(
+            Instant::now() < give_up,
+            "{} in line, not {n}",
+            in_line(server, key)
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
+    let server = RedisServer::start();
+    let warden = connect(&server.url()).await;
+    let lease = warden.lease("fifo").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let turns: Arc<Mutex<Vec<(usize, Fence)>>> = Arc::default();
+    let mut waiters = Vec::new();
+    const WAITERS: usize = 8;
+    for i in 0..WAITERS {
+        let (lease, turns) = (lease.clone(), Arc::clone(&turns));
+        waiters.push(tokio::spawn(async move {
+            let guard = lease
+                .acquire_within(Duration::from_secs(20))
+                .await
+                .unwrap()
+                .into_guard()
+                .expect("acquired");
+            turns.lock().unwrap().push((i, guard.fence()));
+            guard.release().await.unwrap();
+        }));
+        until_in_line(&server, "fifo", i + 1).await;
+    }
+    holder.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap();
+    }
+    let turns = turns.lock().unwrap().clone();
+    let order: Vec<usize> = turns.iter().map(|(i, _)| *i).collect();
+    assert_eq!(order, (0..WAITERS).collect::<Vec<_>>(), "turns: {turns:?}");
+    assert!(
+        turns.windows(2).all(|w| w[0].1 < w[1].1),
+        "fences rise with the turns: {turns:?}"
+    );
+    assert_eq!(in_line(&server, "fifo"), 0, "nobody is left in line");
+    assert_eq!(
+        server.command("EXISTS warden:{fifo}").unwrap().trim(),
+        ":0",
+        "the last waiter's release deleted the key"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_leaves_the_line_at_once() {
+    let server = RedisServer::start();
+    let warden = connect(&server.url()).await;
+    let lease = warden.lease("cancel").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let first = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+    };
+    until_in_line(&server, "cancel", 1).await;
+    let second = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+    };
+    until_in_line(&server, "cancel", 2).await;
+    // Dropping the first wait leaves the line (in the background).
+    first.abort();
+    until_in_line(&server, "cancel", 1).await;
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let guard = second
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .expect("acquired");
+    // Long before the cancelled waiter's 30 s TTL.
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        released.elapsed()
+    );
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_wait_ends_leaves_the_line() {
+    let server = RedisServer::start();
+    let warden = connect(&server.url()).await;
+    let lease = warden.lease("budget").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let out = lease
+        .acquire_within(Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert!(!out.is_acquired());
+    assert_eq!(in_line(&server, "budget"), 0);
+    holder.release().await.unwrap();
+    assert_eq!(
+        server.command("EXISTS warden:{budget}").unwrap().trim(),
+        ":0"
+    );
+}
+
+/// The TTL of the waiter that is killed.
+const KILLED_TTL: Duration = Duration::from_millis(600);
+
+/// Run in a child process by [`a_killed_waiter_is_skipped_after_its_ttl`]:
+/// waits in line until killed.
+#[tokio::test]
+#[ignore = "run as a child process by a_killed_waiter_is_skipped_after_its_ttl"]
+async fn killed_waiter_child() {
+    let Ok(url) = std::env::var("WARDEN_FIFO_CHILD_URL") else {
+        return;
+    };
+    let warden = connect(&url).await;
+    let _ = warden
+        .lease("killed")
+        .ttl(KILLED_TTL)
+        .acquire_within(Duration::from_secs(120))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_waiter_is_skipped_after_its_ttl() {
+    let server = RedisServer::start();
+    let warden = connect(&server.url()).await;
+    let lease = warden.lease("killed").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
+        .env("WARDEN_FIFO_CHILD_URL", server.url())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    until_in_line(&server, "killed", 1).await;
+    child.kill().unwrap(); // SIGKILL: the child cannot leave the line
+    child.wait().unwrap();
+    let second = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+    };
+    until_in_line(&server, "killed", 2).await;
+    // Past the killed waiter's TTL its place is dead: the release skips it and
+    // hands the lease to the next one at once, instead of to a waiter that
+    // will never claim it (which would keep the key for another TTL).
+    tokio::time::sleep(KILLED_TTL + Duration::from_millis(200)).await;
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let guard = second
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .expect("acquired");
+    let waited = released.elapsed();
+    assert!(waited < KILLED_TTL / 2, "the next waiter waited {waited:?}");
+    assert_eq!(in_line(&server, "killed"), 0, "the dead place is gone");
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_handed_to_a_killed_waiter_passes_on_after_its_ttl() {
+    let server = RedisServer::start();
+    let warden = connect(&server.url()).await;
+    let lease = warden.lease("vanished").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    // A waiter that stood in line and vanished without a trace, as a killed
+    // process leaves it: its place, alive for another 10 s.
+    let time = server.command("TIME").unwrap();
+    let secs: u64 = time.lines().nth(2).unwrap().parse().unwrap();
+    let entry = format!("{} 300 {}", (secs + 10) * 1000, "ab".repeat(16));
+    server
+        .command(&format!("RPUSH warden:{{vanished}}:queue \"{entry}\""))
+        .unwrap();
+    let second = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+    };
+    until_in_line(&server, "vanished", 2).await;
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let guard = second
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .expect("acquired");
+    let waited = released.elapsed();
+    // The vanished waiter was handed the lease for its TTL (300 ms) and never
+    // claimed it; the next waiter took it when that ran out.
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(3),
+        "the next waiter waited {waited:?}"
+    );
+    guard.release().await.unwrap();
+}
