@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-# redis-cli, which a CLI test's commands use to write a fenced resource.
+# redis-cli, which a CLI test's commands use to write a fenced resource and the
+# Redis Cluster harness uses to create its cluster (`redis-cli --cluster create`).
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v jq >/dev/null 2>&1 || missing+=(jq)   # scripts/check-rust-version.sh
 # PostgreSQL for the SQL-fencing tests (the harness finds Debian's versioned bin dir).
@@ -20,7 +21,8 @@ fi
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 test -f /usr/include/google/protobuf/descriptor.proto || missing+=(libprotobuf-dev)
-# libfaketime, for the fault suite's client processes whose wall clock jumps.
+# libfaketime, for the fault suite's client processes whose wall clock jumps (and
+# to sign the TLS tests' expired certificate in the past).
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 # openssl, which the TLS tests run to make their CA and certificates.
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)

@@ -113,7 +113,13 @@ Examples:
 const STATUS_EXAMPLES: &str = "\
 Examples:
   warden status -k nightly
-  warden status -k nightly --json | jq .ttl_ms";
+  warden status -k nightly --json | jq .holder";
+
+const LIST_EXAMPLES: &str = "\
+Examples:
+  warden list
+  warden list --prefix orders: --json | jq -r '.key + \" \" + .holder.label'
+  warden list --prefix deploy --watch";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -124,9 +130,14 @@ pub enum Command {
     /// Take units from a rate limit: exit 0 when allowed, 75 when limited.
     #[command(after_help = LIMIT_EXAMPLES)]
     Limit(LimitArgs),
-    /// Show whether a lease is held, its remaining TTL and last fence.
+    /// Show whether a lease is held, who holds it and for how long, its
+    /// remaining TTL, last fence and how many wait.
     #[command(after_help = STATUS_EXAMPLES)]
     Status(StatusArgs),
+    /// List the held leases under a key prefix, with their holders (--watch:
+    /// live TTL bars).
+    #[command(after_help = LIST_EXAMPLES)]
+    List(ListArgs),
     /// Run a command only while this process leads an election (WARDEN_FENCE
     /// is the term); campaign again after losing leadership unless --once.
     #[command(after_help = ELECT_EXAMPLES)]
@@ -198,6 +209,12 @@ pub struct RunArgs {
     /// Give up at once if the lease is held (same as --wait 0s).
     #[arg(short, long, conflicts_with = "wait")]
     pub no_wait: bool,
+
+    /// A label recorded with the lease beside this host's name and warden's
+    /// process id (which `warden status` and `warden list` show), e.g. the
+    /// job or ticket it runs for. At most 256 bytes, no control characters.
+    #[arg(short, long, value_name = "TEXT")]
+    pub label: Option<String>,
 
     /// How long the command's process group has between SIGTERM and SIGKILL
     /// when the lease is (about to be) lost: SIGTERM comes this long before
@@ -308,9 +325,27 @@ pub struct StatusArgs {
     #[arg(short, long)]
     pub key: String,
 
-    /// Print {"key","held","ttl_ms","fence","storage_key"} as JSON.
+    /// Print {"key","held","ttl_ms","fence","storage_key","holder","waiters"}
+    /// as JSON; holder is {"host","pid","label","held_ms"} or null.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only leases whose key starts with this (default: all).
+    #[arg(short, long, value_name = "PREFIX", default_value = "")]
+    pub prefix: String,
+
+    /// Print one JSON object per lease and line, with the fields of
+    /// `status --json`.
+    #[arg(long, conflicts_with = "watch")]
+    pub json: bool,
+
+    /// Redraw the list every second with a TTL bar per lease until Ctrl-C;
+    /// refused when stdout is not a terminal.
+    #[arg(short, long)]
+    pub watch: bool,
 }
 
 #[cfg(test)]

@@ -54,6 +54,17 @@ pub struct ElectArgs {
 /// default action is gone for good).
 const STOP: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
+/// How a campaign ended.
+enum Campaigned {
+    Won(warden::election::Leadership),
+    Stopped(Signal),
+}
+
+/// How long a candidate stopped while campaigning waits for its place in the
+/// waiting line to be left (one round trip; best effort — a place left
+/// behind is skipped once unrefreshed for its TTL).
+const LEAVE_LINE_GRACE: Duration = Duration::from_millis(200);
+
 pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
     warden::validate_key(&args.key)?;
     let id = match &args.id {
@@ -66,6 +77,7 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
         ttl: args.ttl,
         wait: Wait::For(Duration::ZERO),
         no_wait: false,
+        label: None,
         grace: args.grace,
         conflict_exit_code: None,
         json: false,
@@ -88,9 +100,21 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
     let election = warden.election(&args.key).ttl(args.ttl);
     let mut stops = run::signal_streams(&STOP)?;
     loop {
-        let leadership = tokio::select! {
-            won = election.campaign(&id) => won?,
-            sig = run::first_signal(&mut stops) => return Ok(128 + sig as u8),
+        let campaigned = tokio::select! {
+            won = election.campaign(&id) => Campaigned::Won(won?),
+            sig = run::first_signal(&mut stops) => Campaigned::Stopped(sig),
+        };
+        let leadership = match campaigned {
+            Campaigned::Won(leadership) => leadership,
+            Campaigned::Stopped(sig) => {
+                // The campaign is dropped: its place in the store's waiting
+                // line (one Redis master) is left by a background task. It
+                // gets a moment to run before the process — and its runtime
+                // — ends; otherwise the place stays fresh for up to a TTL and
+                // the leader's release would hand leadership to this process.
+                tokio::time::sleep(LEAVE_LINE_GRACE).await;
+                return Ok(128 + sig as u8);
+            }
         };
         if !global.quiet {
             output::note(&format!(

@@ -24,12 +24,13 @@ const EXIT_STATUSES: [(&str, &str); 11] = [
     ),
     (
         "0",
-        "status; limit allowed; leader: someone leads; completions and man",
+        "status, list; limit allowed; leader: someone leads; completions and man",
     ),
     (
         "64",
         "bad usage: unknown flag, malformed duration, a TTL too short to renew, \
-         --grace above a third of the TTL, empty key, unknown store, missing command",
+         --grace above a third of the TTL, empty key, unknown store, missing command, \
+         a label with control characters, list --watch without a terminal",
     ),
     (
         "65",

@@ -1,7 +1,7 @@
 //! The `warden` command line: a thin layer over the warden library.
 //!
 //! `warden run` runs a command under a lease, `warden limit` takes units from a
-//! rate limit, `warden status` inspects a lease; `warden completions` and
+//! rate limit, `warden status` inspects a lease, `warden list` the held ones; `warden completions` and
 //! `warden man` print what packagers install. See
 //! docs/cli.md for the contract scripts rely on (options, output, exit statuses).
 
@@ -12,6 +12,7 @@ mod exit;
 mod generate;
 mod leader;
 mod limit;
+mod list;
 mod once;
 mod output;
 mod run;
@@ -82,6 +83,7 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
         Command::Run(args) => run::run(&cli.global, args).await,
         Command::Limit(args) => limit::limit(&cli.global, args).await,
         Command::Status(args) => status::status(&cli.global, args).await,
+        Command::List(args) => list::list(&cli.global, args).await,
         Command::Elect(args) => elect::elect(&cli.global, args).await,
         Command::Leader(args) => leader::leader(&cli.global, args).await,
         Command::Once(args) => once::once(&cli.global, args).await,

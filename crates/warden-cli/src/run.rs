@@ -108,15 +108,24 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
         None => warden.lease(&args.key),
     }
     .ttl(args.ttl)
-    .watchdog(true);
+    .watchdog(true)
+    // Who holds it, for `warden status`, `warden list` and waiting runs.
+    .record_holder(true);
+    let lease = match &args.label {
+        Some(label) => lease.label(label),
+        None => lease,
+    };
     let started = Instant::now();
-    let outcome = take(global, args, &lease).await?;
+    let outcome = take(global, args, &warden, &lease).await?;
     report.waited = started.elapsed();
     let guard = match outcome {
         TryAcquire::Acquired(guard) => guard,
         TryAcquire::Held { ttl_left } => {
             if !global.quiet {
-                note_held(args, ttl_left, report.waited);
+                // Who holds it, when it recorded itself: one read, best-effort.
+                let status = warden.status(&args.key).await.ok();
+                let who = status.as_ref().and_then(output::holder_note);
+                note_held(args, ttl_left, report.waited, who);
             }
             let code = args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED);
             return Ok(report.finish("not_acquired", code));
@@ -185,7 +194,12 @@ pub async fn hold(
 
 /// One attempt with `--no-wait`; otherwise waits as `--wait` says, showing
 /// that it waits.
-async fn take(global: &Global, args: &RunArgs, lease: &Lease) -> Result<TryAcquire, Failure> {
+async fn take(
+    global: &Global,
+    args: &RunArgs,
+    warden: &Warden,
+    lease: &Lease,
+) -> Result<TryAcquire, Failure> {
     if args.no_wait {
         return Ok(lease.try_acquire().await?);
     }
@@ -193,11 +207,12 @@ async fn take(global: &Global, args: &RunArgs, lease: &Lease) -> Result<TryAcqui
         Wait::For(d) => Some(d),
         Wait::Forever => None,
     };
-    Ok(output::while_waiting(&args.key, wait, !global.quiet, acquire(lease, wait)).await?)
+    let show = !global.quiet;
+    Ok(output::while_waiting(warden, &args.key, wait, show, acquire(lease, wait)).await?)
 }
 
 /// The one-line note that another process holds the lease.
-fn note_held(args: &RunArgs, ttl_left: Option<Duration>, waited: Duration) {
+fn note_held(args: &RunArgs, ttl_left: Option<Duration>, waited: Duration, who: Option<String>) {
     let ttl = ttl_left.map_or(String::new(), |t| {
         format!(" (its TTL has {} left)", duration::show(t))
     });
@@ -206,8 +221,12 @@ fn note_held(args: &RunArgs, ttl_left: Option<Duration>, waited: Duration) {
     } else {
         format!(" after waiting {}", duration::show(waited))
     };
+    let who = who.map_or_else(
+        || "another process".to_string(),
+        |w| w.replacen("held by ", "", 1),
+    );
     output::note(&format!(
-        "lease {:?} is held by another process{ttl}; not acquired{waited}",
+        "lease {:?} is held by {who}{ttl}; not acquired{waited}",
         args.key
     ));
 }

@@ -135,7 +135,7 @@ fn five_candidates_one_leader_at_a_time(backend: &str) {
         (term, pid) = (next, next_pid);
     }
 
-    // The survivors are stopped; the leader releases on the way out.
+    // The survivors are stopped.
     for c in &candidates {
         let _ = kill(c.pid(), Signal::SIGTERM);
     }
@@ -145,7 +145,18 @@ fn five_candidates_one_leader_at_a_time(backend: &str) {
         }
     }
     let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-    let (code, json) = leader_json(&sandbox, backend);
+    // Nobody leads once they are gone — at the latest a TTL later: on Redis
+    // the leader's release hands the lease to the first candidate in the
+    // waiting line, which may be one that was stopping at that moment (its
+    // place was still fresh); that hand-off lapses with its TTL.
+    let stopped = Instant::now();
+    let (code, json) = loop {
+        let (code, json) = leader_json(&sandbox, backend);
+        if code != Some(0) || stopped.elapsed() > TTL + RETRY + START {
+            break (code, json);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(code, Some(75), "{json}");
     assert!(json["id"].is_null(), "{json}");
 
@@ -570,4 +581,71 @@ fn on_a_quorum_ids_are_refused_and_the_term_is_reported() {
     );
     kill(running.pid(), Signal::SIGTERM).unwrap();
     running.wait(Duration::from_secs(10));
+}
+
+/// A candidate stopped (SIGTERM) while it waits in Redis's waiting line
+/// leaves the line before it exits: the leader's release then elects the
+/// next live candidate at once, instead of handing leadership to the stopped
+/// one and electing the live one only after that hand-off's TTL.
+#[test]
+fn a_candidate_stopped_while_waiting_is_not_handed_leadership_on_redis() {
+    let server = RedisServer::start();
+    let sandbox = Sandbox::new();
+    let url = server.url();
+    let candidate = |id: &str| {
+        let script = format!("echo $$ > {}; sleep 60", sandbox.path(id).display());
+        sandbox.start(&[
+            "--backend",
+            &url,
+            "elect",
+            "--key",
+            "jobs",
+            "--ttl",
+            "10s",
+            "--id",
+            id,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+    };
+    let line_len = || {
+        let reply = server.command("LLEN warden:{jobs}:queue").unwrap();
+        reply.trim().trim_start_matches(':').parse::<u64>().unwrap()
+    };
+    let wait_until = |what: &str, ok: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while !ok() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut a = candidate("a");
+    let a_cmd = common::pid_in(&sandbox.path("a"));
+    let mut b = candidate("b");
+    wait_until("b stands in line", &|| line_len() == 1);
+    kill(b.pid(), Signal::SIGTERM).unwrap();
+    assert_eq!(b.wait(Duration::from_secs(10)).code(), Some(128 + 15));
+    let mut c = candidate("c");
+    wait_until("c stands in line", &|| line_len() >= 1);
+    // The leader's command ends; warden resigns, and the lease goes to the
+    // first live candidate in line.
+    let _ = killpg(Pid::from_raw(a_cmd), Signal::SIGTERM);
+    let resigned = Instant::now();
+    assert_eq!(a.wait(Duration::from_secs(10)).code(), Some(128 + 15));
+    common::wait_for_file(&sandbox.path("c"), Duration::from_secs(30));
+    assert!(
+        resigned.elapsed() < Duration::from_secs(5),
+        "c was elected {:?} after the resignation (the 10 s TTL of a hand-off to b?)",
+        resigned.elapsed()
+    );
+    let (code, json) = {
+        let out = leader(&sandbox, &url, "jobs");
+        let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+        (out.status.code(), json)
+    };
+    assert_eq!(code, Some(0), "{json}");
+    kill(c.pid(), Signal::SIGTERM).unwrap();
+    c.wait(Duration::from_secs(10));
 }

@@ -195,8 +195,11 @@ fn a_held_lease_gives_75_or_the_conflict_code_and_signals_are_forwarded() {
     };
     let out = busy(&["--no-wait"]);
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    // The holder recorded itself: the note names its process.
+    let holder_pid = holder.0.id();
     assert!(
-        stderr(&out).contains("held by another process"),
+        stderr(&out).contains("is held by ")
+            && stderr(&out).contains(&format!(" pid {holder_pid} for ")),
         "{}",
         stderr(&out)
     );
@@ -226,8 +229,31 @@ fn a_held_lease_gives_75_or_the_conflict_code_and_signals_are_forwarded() {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["fence", "held", "key", "storage_key", "ttl_ms"],
+        [
+            "fence",
+            "held",
+            "holder",
+            "key",
+            "storage_key",
+            "ttl_ms",
+            "waiters"
+        ],
         "no owner token"
+    );
+    let mut fields: Vec<&str> = json["holder"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["held_ms", "host", "label", "pid"], "{json}");
+    assert_eq!(json["holder"]["pid"], holder_pid, "{json}");
+    assert_eq!(json["holder"]["label"], serde_json::Value::Null, "{json}");
+    assert_eq!(
+        json["waiters"],
+        serde_json::Value::Null,
+        "SQLite cannot tell"
     );
 
     // SIGINT to warden reaches the command, whose status warden returns.

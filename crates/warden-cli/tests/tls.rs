@@ -76,6 +76,33 @@ fn a_wrong_ca_exits_69_naming_the_host() {
     assert!(!err.contains("s3cret"), "{err}");
 }
 
+/// A server certificate that expired (signed by the right CA): exit 69, a
+/// message naming the host and the expiry, never the password.
+#[test]
+fn an_expired_server_certificate_exits_69_naming_the_host() {
+    let sandbox = Sandbox::new();
+    let certs = TlsCerts::generate();
+    certs.generate_expired();
+    let redis = TlsRedis::serving(&certs, "expired");
+    let url = redis.url().replace("rediss://", "rediss://:s3cret@");
+    let out = output(sandbox.warden().args([
+        "--backend",
+        &url,
+        "--cacert",
+        certs.path("ca.pem").to_str().unwrap(),
+        "run",
+        "--key",
+        "tls",
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("127.0.0.1"), "{err}");
+    assert!(err.to_lowercase().contains("expired"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+}
+
 /// `--permits` over `rediss://` with `--cacert`: the TLS store offers
 /// semaphores as the plain `redis://` one does; the permit is gone after.
 #[test]

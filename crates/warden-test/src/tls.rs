@@ -31,6 +31,21 @@ impl TlsCerts {
         certs
     }
 
+    /// Adds `expired.pem`/`expired.key`: a server certificate for `127.0.0.1`
+    /// signed by the CA that expired two days ago (signed under `faketime`
+    /// three days in the past, valid for one day).
+    ///
+    /// # Panics
+    /// When `faketime` or `openssl` is missing or fails.
+    pub fn generate_expired(&self) {
+        self.sign(
+            "expired",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            Some("-3d"),
+            "1",
+        );
+    }
+
     /// The file `name` (`ca.pem`, `server.key`, `client.pem`, `other-ca.pem`…).
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
@@ -58,6 +73,12 @@ impl TlsCerts {
     }
 
     fn signed(&self, name: &str, extension: &str) {
+        self.sign(name, extension, None, "2");
+    }
+
+    /// A key and a certificate `name` signed by the CA, valid for `days`
+    /// from now — or from `past` (a `faketime` offset such as `-3d`).
+    fn sign(&self, name: &str, extension: &str, past: Option<&str>, days: &str) {
         openssl(
             self.dir.path(),
             &[
@@ -75,8 +96,13 @@ impl TlsCerts {
         );
         std::fs::write(self.path(&format!("{name}.ext")), format!("{extension}\n"))
             .expect("write the extension file");
-        openssl(
+        let sign = match past {
+            Some(offset) => vec!["faketime", "-f", offset, "openssl"],
+            None => vec!["openssl"],
+        };
+        run(
             self.dir.path(),
+            &sign,
             &[
                 "x509",
                 "-req",
@@ -88,7 +114,7 @@ impl TlsCerts {
                 "ca.key",
                 "-CAcreateserial",
                 "-days",
-                "2",
+                days,
                 "-extfile",
                 &format!("{name}.ext"),
                 "-out",
@@ -99,14 +125,20 @@ impl TlsCerts {
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
+    run(dir, &["openssl"], args);
+}
+
+/// Runs `program` (`openssl`, or `faketime … openssl`) with `args` in `dir`.
+fn run(dir: &Path, program: &[&str], args: &[&str]) {
+    let out = Command::new(program[0])
+        .args(&program[1..])
         .args(args)
         .current_dir(dir)
         .output()
-        .expect("run openssl (install it to run the TLS tests)");
+        .expect("run openssl (and faketime for an expired certificate); install them");
     assert!(
         out.status.success(),
-        "openssl {args:?}: {}",
+        "{program:?} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
@@ -123,6 +155,12 @@ pub struct TlsRedis {
 impl TlsRedis {
     /// Starts the server.
     pub fn start(certs: &TlsCerts) -> Self {
+        Self::serving(certs, "server")
+    }
+
+    /// Starts the server with the certificate `name` of `certs` (`server`, or
+    /// `expired` after [`TlsCerts::generate_expired`]).
+    pub fn serving(certs: &TlsCerts, name: &str) -> Self {
         let tls_port = free_port();
         let path = |name: &str| certs.path(name).display().to_string();
         let server = RedisServer::builder()
@@ -130,9 +168,9 @@ impl TlsRedis {
                 "--tls-port".to_string(),
                 tls_port.to_string(),
                 "--tls-cert-file".to_string(),
-                path("server.pem"),
+                path(&format!("{name}.pem")),
                 "--tls-key-file".to_string(),
-                path("server.key"),
+                path(&format!("{name}.key")),
                 "--tls-ca-cert-file".to_string(),
                 path("ca.pem"),
                 "--tls-auth-clients".to_string(),

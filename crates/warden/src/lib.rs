@@ -42,6 +42,11 @@
 //! - [`lease`]: acquire, wait, renew, release; the lost-lease signal; the
 //!   [`LeaseStore`](lease::LeaseStore) trait every store implements.
 //! - [`fence`]: fencing tokens and what a fenced resource answers.
+//! - Recipes on the lease core: [`election`] (leader election; the term is the
+//!   fence), [`semaphore`] (up to N holders, each permit a lease), [`once`]
+//!   (run an operation once per key, its result recorded); [`record`] is the
+//!   fenced [`RecordStore`](record::RecordStore) trait where elections and
+//!   run-once keep ids and results.
 //! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
 //!   fixed window), compound policies, waiting; the
 //!   [`LimitStore`](limit::store::LimitStore) trait.
@@ -60,7 +65,7 @@
 //!
 //! | feature | default | what it compiles in |
 //! |---|---|---|
-//! | `redis` | yes | one Redis master: `redis://` leases, rate limits, records, semaphores, `RedisFencedStore` |
+//! | `redis` | yes | Redis: one master (`redis://`), a cluster (`redis+cluster://`), Sentinel (`redis+sentinel://`); leases, rate limits, records, semaphores, `RedisFencedStore` |
 //! | `quorum` | yes | leases over several Redis masters (Redlock): `Warden::connect_quorum`, comma-separated `redis://` URLs; turns on `redis` |
 //! | `sqlite` | yes | the embedded single-host store `sqlite:PATH`, SQLite's C code compiled in (no system library) |
 //! | `tls` | no | `rediss://` with rustls (ring); turns on `redis` |
@@ -101,7 +106,7 @@ pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
 pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire};
-pub use crate::lease::{LeaseStatus, ReleaseOutcome};
+pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
 pub use crate::token::OwnerToken;
 pub use crate::warden::Warden;
 

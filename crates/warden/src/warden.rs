@@ -271,10 +271,27 @@ impl Warden {
         Lease::new(Arc::clone(&self.backend), key.into())
     }
 
-    /// Reads whether `key` is held, its TTL and last fence, without changing it.
+    /// Reads whether `key` is held, its TTL and last fence, who holds it (when
+    /// the holder [recorded it](Lease::record_holder)) and how many wait,
+    /// without changing it.
     pub async fn status(&self, key: &str) -> Result<LeaseStatus> {
         validate_key(key)?;
         self.backend.status(key).await
+    }
+
+    /// The leases held now whose key starts with `prefix` (`""` for all), in
+    /// key order, each with its status. Redis scans its key space (`SCAN`,
+    /// several round trips for many keys), SQLite and etcd read a range, the
+    /// memory store its map; a quorum cannot list and answers
+    /// [`Error::Config`].
+    pub async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        if prefix.chars().any(char::is_control) {
+            return Err(Error::InvalidKey {
+                key: prefix.chars().take(64).collect(),
+                reason: "a prefix must not contain control characters".into(),
+            });
+        }
+        self.backend.list(prefix).await
     }
 
     /// The store of election and run-once records behind this handle, if any.

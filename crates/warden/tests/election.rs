@@ -254,7 +254,13 @@ async fn terms_increase_on_a_quorum_without_ids() {
     let first = a.term();
     a.resign().await.unwrap();
     assert!(election.leader().await.unwrap().is_none());
-    let b = election.try_campaign("b").await.unwrap().unwrap();
+    // Campaigning, not one try: a vote racing the resignation's last node may
+    // split and be retried.
+    let b = election
+        .campaign_within("b", BOUND)
+        .await
+        .unwrap()
+        .expect("elected after the resignation");
     assert!(b.term() > first);
     b.resign().await.unwrap();
 }
@@ -305,5 +311,47 @@ async fn on_a_quorum_the_reported_term_is_never_below_the_leaders() {
         .unwrap()
         .expect("elected after the resignation");
     assert!(b.term() > first, "{} after {first}", b.term());
+    b.resign().await.unwrap();
+}
+
+/// The leader's lost signal is due before any other candidate can win: with
+/// the leader cut off from Redis (its renewals fail), its local deadline
+/// passes strictly before a second candidate, connected directly, is
+/// elected — whatever the scheduling, since that candidate can only win once
+/// Redis expired the key, a drift margin after the leader's deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_leader_is_told_before_a_successor_is_elected_on_redis() {
+    let server = warden_test::RedisServer::start();
+    let proxy = warden_test::Proxy::start(&server.addr());
+    let ttl = Duration::from_secs(1);
+    let cut_off = warden::Warden::connect(&proxy.url()).await.unwrap();
+    let direct = warden::Warden::connect(&server.url()).await.unwrap();
+    let a = cut_off
+        .election("elect:cut")
+        .ttl(ttl)
+        .try_campaign("a")
+        .await
+        .unwrap()
+        .expect("nobody leads");
+    proxy.cut();
+    // No renewal can be confirmed from now on: this is the local deadline.
+    let deadline = std::time::Instant::now() + a.guard().remaining();
+    let b = direct
+        .election("elect:cut")
+        .ttl(ttl)
+        .campaign_within("b", BOUND)
+        .await
+        .unwrap()
+        .expect("b is elected once a's lease expired");
+    let elected = std::time::Instant::now();
+    assert!(
+        deadline < elected,
+        "b was elected {:?} before a's deadline",
+        deadline - elected
+    );
+    tokio::time::timeout(BOUND, a.lost().wait())
+        .await
+        .expect("the lost signal fired");
+    assert!(b.term() > a.term());
     b.resign().await.unwrap();
 }

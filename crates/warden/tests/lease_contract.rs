@@ -35,4 +35,8 @@ lease_contract!(
     run_cancels_work_when_the_lease_is_lost,
     bad_input_is_a_clear_error,
     a_ttl_or_renewal_that_leaves_no_validity_is_refused,
+    holder_is_recorded_read_by_anyone_and_released_with_the_lease,
+    holder_record_expires_with_the_lease,
+    list_shows_the_held_leases_under_a_prefix,
+    a_waiter_that_gets_the_lease_records_itself,
 );

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use warden::lease::{
-    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
+    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
 };
 use warden::memory::MemoryStore;
 use warden::{OwnerToken, Warden};
@@ -27,9 +27,10 @@ impl LeaseStore for Recording {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
     ) -> warden::Result<AcquireReply> {
         self.tokens.lock().unwrap().push(token.as_str().to_string());
-        self.inner.try_acquire(key, token, ttl).await
+        self.inner.try_acquire(key, token, ttl, holder).await
     }
     async fn extend(
         &self,

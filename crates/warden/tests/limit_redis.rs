@@ -222,7 +222,7 @@ async fn wrong_type_and_corrupted_keys_are_errors() {
     let server = RedisServer::start();
     let w = redis_warden(&server).await;
     let mut c = raw(&server).await;
-    let corruptions: [(Algorithm, &[&str]); 9] = [
+    let corruptions: [(Algorithm, &[&str]); 11] = [
         (Algorithm::Gcra, &["HSET", "K", "a", "1"]),
         (Algorithm::Gcra, &["SET", "K", "soon"]),
         (Algorithm::Gcra, &["SET", "K", "99999999999999999999"]),
@@ -232,6 +232,10 @@ async fn wrong_type_and_corrupted_keys_are_errors() {
             &["HSET", "K", "tokens", "-1", "last", "5"],
         ),
         (Algorithm::TokenBucket, &["HSET", "K", "tokens", "1"]),
+        // A hash of none of the algorithm's fields is someone else's hash:
+        // an error, not a fresh start that would write into it.
+        (Algorithm::TokenBucket, &["HSET", "K", "a", "1"]),
+        (Algorithm::SlidingLog, &["SET", "K", "1"]),
         (Algorithm::SlidingLog, &["SADD", "K", "x"]),
         (Algorithm::SlidingWindow, &["RPUSH", "K", "1"]),
         (

@@ -16,6 +16,7 @@ use std::time::Duration;
 use lease_common::Timing;
 use warden::fence::FencedWrite;
 use warden::limit::{Algorithm, Quota};
+use warden::once::OnceOutcome;
 use warden::redis::{RedisFencedStore, RedisOptions, RedisStore};
 use warden::{TryAcquire, Warden};
 use warden_test::RedisCluster;
@@ -55,6 +56,10 @@ async fn leases_keep_their_contract_on_a_cluster() {
     lease_common::dropping_a_guard_releases_in_the_background(&w, t).await;
     lease_common::sixty_four_tasks_lose_no_increment_and_fences_increase(&w, t).await;
     lease_common::bad_input_is_a_clear_error(&w, t).await;
+    lease_common::holder_is_recorded_read_by_anyone_and_released_with_the_lease(&w, t).await;
+    lease_common::holder_record_expires_with_the_lease(&w, t).await;
+    lease_common::list_shows_the_held_leases_under_a_prefix(&w, t).await;
+    lease_common::a_waiter_that_gets_the_lease_records_itself(&w, t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,6 +177,43 @@ async fn a_release_wakes_its_waiter_on_every_master() {
             break;
         }
     }
+}
+
+/// The recipes on a cluster: a semaphore keeps at most N with increasing
+/// fences (its permits and their fence counter share the lease's slot), an
+/// election's leader and term are read back, and a run-once result is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_elections_and_run_once_work_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    let w = connect(&cluster).await;
+    for key in ["sem", "}sem"] {
+        let sem = w.semaphore(key, nz(2)).unwrap();
+        let lease = sem.lease().ttl(Duration::from_secs(10));
+        let a = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let b = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        assert!(matches!(
+            lease.try_acquire().await.unwrap(),
+            TryAcquire::Held { .. }
+        ));
+        assert!(b.fence() > a.fence());
+        assert_eq!(sem.held().await.unwrap(), 2);
+        a.release().await.unwrap();
+        let c = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        assert!(c.fence() > b.fence());
+    }
+    let election = w.election("scheduler").ttl(Duration::from_secs(10));
+    let leadership = election.campaign("node-a").await.unwrap();
+    let leader = election.leader().await.unwrap().unwrap();
+    assert_eq!(leader.id.as_deref(), Some("node-a"));
+    assert_eq!(leader.term, leadership.term());
+    let once = w.once("report:2026-12-01");
+    let first = once.run(|_| async { Ok::<u32, String>(7) }).await.unwrap();
+    assert!(matches!(first, OnceOutcome::Ran { result: Ok(7), .. }));
+    let second = once.run(|_| async { Ok::<u32, String>(8) }).await.unwrap();
+    assert!(matches!(
+        second,
+        OnceOutcome::Recorded { result: Ok(7), .. }
+    ));
 }
 
 fn nz(n: u32) -> std::num::NonZeroU32 {

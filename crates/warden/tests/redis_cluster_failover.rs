@@ -232,7 +232,7 @@ async fn acquire_through_a_kill(writes_before_kill: usize) -> (Loss, Loss) {
                 let token = OwnerToken::generate().unwrap();
                 // Errors around the kill are expected: only answered grants count.
                 if let Ok(AcquireReply::Acquired { fence, .. }) = store
-                    .try_acquire(&key, &token, Duration::from_secs(120))
+                    .try_acquire(&key, &token, Duration::from_secs(120), None)
                     .await
                 {
                     granted.push((key, fence));

@@ -393,7 +393,7 @@ async fn lease_and_fence_keys_share_a_cluster_slot_for_any_user_key() {
             .unwrap();
         let token = warden::OwnerToken::generate().unwrap();
         let reply = backend
-            .try_acquire(key, &token, Duration::from_secs(5))
+            .try_acquire(key, &token, Duration::from_secs(5), None)
             .await
             .unwrap();
         assert!(matches!(

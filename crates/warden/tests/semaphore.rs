@@ -237,3 +237,34 @@ async fn every_semaphore_key_of_a_foreign_type_is_refused_and_left_alone_on_redi
         foreign.assert_intact(server, &key);
     }
 }
+
+/// On Redis a permit's release is pushed to watchers — what wakes waiting
+/// acquirers without polling: with a watch that would otherwise wait an hour,
+/// the release ends the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_pushed_to_waiters_on_redis() {
+    use warden::semaphore::SemaphoreStore;
+    let fx = recipes_common::redis().await;
+    let store = warden::redis::RedisStore::connect(&fx.url, warden::redis::RedisOptions::default())
+        .await
+        .unwrap();
+    let sem = fx.warden.semaphore("sem:push", n(1)).unwrap();
+    let guard = sem
+        .lease()
+        .ttl(Duration::from_secs(60))
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    let mut watch = store.watch_permits("sem:push").await;
+    assert!(watch.is_push());
+    guard.release().await.unwrap();
+    let woken = tokio::time::timeout(
+        Duration::from_secs(10),
+        watch.wait(Duration::from_secs(3600)),
+    )
+    .await
+    .expect("woken by the release, not by the hour passing");
+    assert!(woken);
+}

@@ -6,18 +6,20 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, WatchFilterType,
-    WatchOptions,
+    Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
+    WatchFilterType, WatchOptions,
 };
 use tokio::sync::watch;
 
 use super::conn::EtcdConn;
+use super::holder::{self, holder_key, is_holder_key};
 use super::keys::{etcd_ttl_secs, lease_key, ttl_left};
 use super::options::{EtcdOptions, EtcdUrl};
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
+    valid_until,
 };
 use crate::token::OwnerToken;
 
@@ -194,20 +196,51 @@ impl EtcdStore {
     }
 }
 
+impl EtcdStore {
+    /// The status of a key that exists, with its holder record if any.
+    async fn held_status(
+        &self,
+        key: &str,
+        kv: KeyValue,
+        record: Option<KeyValue>,
+    ) -> Result<LeaseStatus> {
+        let fence = u64::try_from(kv.create_revision()).ok().map(Fence::new);
+        let mut status = LeaseStatus::free(self.lease_key(key), fence);
+        status.held = true;
+        status.ttl_left = self.lease_ttl_left("status", key, kv.lease()).await?;
+        // A record on another etcd lease belongs to an earlier holder.
+        status.holder = record
+            .filter(|r| r.lease() == kv.lease())
+            .and_then(|r| holder::decode(r.value()));
+        Ok(status)
+    }
+}
+
 /// Creates `storage_key` holding `token` bound to etcd lease `lease` only if
 /// the key does not exist (create revision 0), and reads it back in the same
 /// transaction for its create revision; otherwise reads the holder's key.
-fn create_if_absent(storage_key: &str, token: &OwnerToken, lease: i64) -> Txn {
+/// With `holder`, its record is written beside the key, on the same lease.
+fn create_if_absent(
+    storage_key: &str,
+    token: &OwnerToken,
+    lease: i64,
+    holder: Option<&HolderInfo>,
+) -> Txn {
+    let on_lease = || Some(PutOptions::new().with_lease(lease));
+    let mut create = vec![
+        TxnOp::put(storage_key, token.as_str(), on_lease()),
+        TxnOp::get(storage_key, None),
+    ];
+    if let Some(h) = holder {
+        create.push(TxnOp::put(
+            holder_key(storage_key),
+            holder::encode(h),
+            on_lease(),
+        ));
+    }
     Txn::new()
         .when([Compare::create_revision(storage_key, CompareOp::Equal, 0)])
-        .and_then([
-            TxnOp::put(
-                storage_key,
-                token.as_str(),
-                Some(PutOptions::new().with_lease(lease)),
-            ),
-            TxnOp::get(storage_key, None),
-        ])
+        .and_then(create)
         .or_else([TxnOp::get(storage_key, None)])
 }
 
@@ -235,6 +268,7 @@ impl LeaseStore for EtcdStore {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
         let start = crate::clock::now();
         let storage_key = self.lease_key(key);
@@ -249,7 +283,7 @@ impl LeaseStore for EtcdStore {
             id: grant.id(),
             ttl_secs: grant.ttl(),
         };
-        let txn = create_if_absent(&storage_key, token, granted.id);
+        let txn = create_if_absent(&storage_key, token, granted.id, holder);
         let reply = match self
             .conn
             .call("acquire", key, |mut c| {
@@ -344,6 +378,7 @@ impl LeaseStore for EtcdStore {
             .and_then([
                 TxnOp::get(storage_key.clone(), None),
                 TxnOp::delete(storage_key.clone(), None),
+                TxnOp::delete(holder_key(&storage_key), None),
             ]);
         let reply = self
             .conn
@@ -372,23 +407,48 @@ impl LeaseStore for EtcdStore {
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let storage_key = self.lease_key(key);
         let Some(kv) = self.get("status", &storage_key).await? else {
-            return Ok(LeaseStatus {
-                held: false,
-                ttl_left: None,
-                // etcd keeps no fence once the key is gone: the next holder's
-                // create revision will be larger than any before it anyway.
-                fence: None,
-                storage_key,
-            });
+            // etcd keeps no fence once the key is gone: the next holder's
+            // create revision will be larger than any before it anyway.
+            return Ok(LeaseStatus::free(storage_key, None));
         };
-        let fence = u64::try_from(kv.create_revision()).ok().map(Fence::new);
-        let ttl_left = self.lease_ttl_left("status", key, kv.lease()).await?;
-        Ok(LeaseStatus {
-            held: true,
-            ttl_left,
-            fence,
-            storage_key,
-        })
+        let record = self.get("status", &holder_key(&storage_key)).await?;
+        self.held_status(key, kv, record).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        let range = self.lease_key(prefix);
+        let mut reply = self
+            .conn
+            .call("list", prefix, |mut c| {
+                let range = range.clone();
+                async move { c.get(range, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
+        let kvs = reply.take_kvs();
+        let mut records: HashMap<Vec<u8>, KeyValue> = HashMap::new();
+        let mut leases = Vec::new();
+        for kv in kvs {
+            if is_holder_key(kv.key()) {
+                records.insert(kv.key().to_vec(), kv);
+            } else {
+                leases.push(kv);
+            }
+        }
+        let mut held = Vec::with_capacity(leases.len());
+        for kv in leases {
+            let Some(key) = kv
+                .key_str()
+                .ok()
+                .and_then(|k| k.strip_prefix(self.prefix.as_str()))
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            let record = records.remove(holder_key(&self.lease_key(&key)).as_bytes());
+            let status = self.held_status(&key, kv, record).await?;
+            held.push((key, status));
+        }
+        Ok(held)
     }
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {

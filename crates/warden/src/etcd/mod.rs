@@ -53,6 +53,7 @@
 //! SQLite.
 
 mod conn;
+mod holder;
 mod keys;
 mod lease;
 mod limit;

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use super::holder::HolderInfo;
 use super::store::{AcquireReply, LeaseStore, QueuePlace, ReleaseOutcome};
 use crate::error::{Error, Result};
 use crate::token::OwnerToken;
@@ -41,8 +42,11 @@ pub(super) async fn acquire(
     key: String,
     token: OwnerToken,
     ttl: Duration,
+    holder: Option<Arc<HolderInfo>>,
 ) -> Result<AcquireReply> {
-    Ok(send(backend, key, token, ttl, Ask::Acquire).await?.0)
+    Ok(send(backend, key, token, ttl, holder, Ask::Acquire)
+        .await?
+        .0)
 }
 
 /// Sends one look of a waiter in line ([`wait_turn`](LeaseStore::wait_turn))
@@ -54,16 +58,20 @@ pub(super) async fn turn(
     key: String,
     token: OwnerToken,
     ttl: Duration,
+    holder: Option<Arc<HolderInfo>>,
     place: Option<QueuePlace>,
 ) -> Reply {
-    send(backend, key, token, ttl, Ask::Turn(place)).await
+    send(backend, key, token, ttl, holder, Ask::Turn(place)).await
 }
 
+/// Sends `ask`; `holder` is what a grant records (see
+/// [`Lease::record_holder`](super::Lease::record_holder)).
 async fn send(
     backend: Arc<dyn LeaseStore>,
     key: String,
     token: OwnerToken,
     ttl: Duration,
+    holder: Option<Arc<HolderInfo>>,
     ask: Ask,
 ) -> Reply {
     let (tx, rx) = oneshot::channel::<Reply>();
@@ -76,12 +84,17 @@ async fn send(
         answered: false,
     };
     tokio::spawn(async move {
+        let holder = holder.as_deref();
         let reply = match &ask {
             Ask::Acquire => backend
-                .try_acquire(&key, &token, ttl)
+                .try_acquire(&key, &token, ttl, holder)
                 .await
                 .map(|r| (r, None)),
-            Ask::Turn(place) => backend.wait_turn(&key, &token, ttl, place.as_ref()).await,
+            Ask::Turn(place) => {
+                backend
+                    .wait_turn(&key, &token, ttl, holder, place.as_ref())
+                    .await
+            }
         };
         // A failure that may have happened after the store applied the
         // request (a timeout, a reset connection) may have left a grant. (The

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::attempt;
+use super::holder::HolderInfo;
 use super::release_watch::ReleaseWatch;
 use super::store::{AcquireReply, LeaseStore, QueuePlace};
 use crate::error::Result;
@@ -42,13 +43,18 @@ impl Line {
     }
 
     /// One look: the lease when it is this waiter's turn, else its place is
-    /// kept (or taken).
-    pub(super) async fn look(&mut self, ttl: Duration) -> Result<AcquireReply> {
+    /// kept (or taken). A grant records `holder`, if any.
+    pub(super) async fn look(
+        &mut self,
+        ttl: Duration,
+        holder: Option<Arc<HolderInfo>>,
+    ) -> Result<AcquireReply> {
         let (reply, place) = attempt::turn(
             Arc::clone(&self.backend),
             self.key.clone(),
             self.token.clone(),
             ttl,
+            holder,
             self.place.clone(),
         )
         .await?;

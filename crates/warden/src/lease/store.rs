@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::holder::{Holder, HolderInfo};
 use super::release_watch::ReleaseWatch;
 use crate::clock::{Clock, Moment, SystemClock};
 use crate::error::Result;
@@ -148,6 +149,29 @@ pub struct LeaseStatus {
     pub fence: Option<Fence>,
     /// Where the backend stores the lease (e.g. the Redis key).
     pub storage_key: String,
+    /// Who holds it, when the holder recorded it (see
+    /// [`Lease::record_holder`](crate::Lease::record_holder)); `None` when
+    /// free or when the holder recorded nothing. Never the owner token.
+    pub holder: Option<Holder>,
+    /// How many wait for the lease, where the store can tell: on Redis the
+    /// processes subscribed to its release channel (one per waiting process,
+    /// however many tasks wait in it), in the memory store the waiting tasks;
+    /// `None` where the store cannot tell (SQLite, etcd, a quorum).
+    pub waiters: Option<u64>,
+}
+
+impl LeaseStatus {
+    /// A lease that is free, with the last fence handed out.
+    pub fn free(storage_key: String, fence: Option<Fence>) -> Self {
+        LeaseStatus {
+            held: false,
+            ttl_left: None,
+            fence,
+            storage_key,
+            holder: None,
+            waiters: None,
+        }
+    }
 }
 
 /// The operations a lease store provides. All methods are atomic on the store.
@@ -158,12 +182,16 @@ pub struct LeaseStatus {
 #[async_trait]
 pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Sets `key` to `token` with `ttl` unless it exists; on success increments
-    /// the key's fence counter and returns it.
+    /// the key's fence counter and returns it. With `holder`, records it (and
+    /// the acquisition time) beside the lease, to expire, be renewed and be
+    /// deleted with it; without, records nothing (and any earlier record is
+    /// not reported for this lease).
     async fn try_acquire(
         &self,
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply>;
 
     /// Resets the TTL of `key` to `ttl` if it still holds `token`.
@@ -175,6 +203,17 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Reads the state of `key` without changing it.
     async fn status(&self, key: &str) -> Result<LeaseStatus>;
 
+    /// The leases held now whose key starts with `prefix`, by key, in key
+    /// order. The default refuses: a store that cannot list says so with
+    /// [`Error::Config`](crate::Error::Config).
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        let _ = prefix;
+        Err(crate::Error::Config {
+            url: self.describe(),
+            reason: "this store cannot list its leases".into(),
+        })
+    }
+
     /// Starts watching `key` for releases. Call it *before* an acquire attempt so
     /// a release between the attempt and the wait is not missed.
     async fn watch_releases(&self, key: &str) -> ReleaseWatch;
@@ -184,7 +223,8 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// lease when it was handed to `token` or is free with `token` first in
     /// line, and otherwise keeps `token`'s place (`place` is the one the last
     /// look returned) or takes one at the end. A lease taken here counts its
-    /// validity from this call, not from when the wait began.
+    /// validity from this call, not from when the wait began, and records
+    /// `holder` as [`try_acquire`](Self::try_acquire) does.
     ///
     /// The default, for stores without a line, is one
     /// [`try_acquire`](Self::try_acquire) and no place: waiting is a race.
@@ -193,10 +233,11 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
         place: Option<&QueuePlace>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
         let _ = place;
-        Ok((self.try_acquire(key, token, ttl).await?, None))
+        Ok((self.try_acquire(key, token, ttl, holder).await?, None))
     }
 
     /// Leaves the line of `key` (best effort: a place left behind dies after

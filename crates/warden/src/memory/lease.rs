@@ -11,7 +11,8 @@ use crate::clock::{Clock, Moment, SystemClock};
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, ExtendReply, Holder, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome,
+    ReleaseWatch, valid_until,
 };
 use crate::token::OwnerToken;
 
@@ -57,6 +58,8 @@ struct State {
 struct Entry {
     token: OwnerToken,
     expires_at: Moment,
+    /// What the holder recorded, and when it acquired the lease.
+    holder: Option<(HolderInfo, Moment)>,
 }
 
 impl State {
@@ -66,6 +69,25 @@ impl State {
             self.leases.remove(key);
         }
         self.leases.get_mut(key)
+    }
+
+    /// The status of `key` at `now` (an expired entry is dropped first).
+    fn status(&mut self, key: &str, now: Moment) -> LeaseStatus {
+        let fence = self.fences.get(key).copied().map(Fence::new);
+        let waiters = self
+            .releases
+            .get(key)
+            .map(|tx| u64::try_from(tx.receiver_count()).unwrap_or(u64::MAX));
+        let mut status = LeaseStatus::free(key.to_string(), fence);
+        status.waiters = waiters;
+        if let Some(entry) = self.live(key, now) {
+            status.held = true;
+            status.ttl_left = Some(entry.expires_at.saturating_duration_since(now));
+            status.holder = entry.holder.as_ref().map(|(info, since)| {
+                Holder::new(info.clone(), Some(now.saturating_duration_since(*since)))
+            });
+        }
+        status
     }
 }
 
@@ -98,6 +120,7 @@ impl LeaseStore for MemoryStore {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
         let now = self.clock.now();
         let mut state = self.lock();
@@ -111,6 +134,7 @@ impl LeaseStore for MemoryStore {
             Entry {
                 token: token.clone(),
                 expires_at: now + ttl,
+                holder: holder.map(|h| (h.clone(), now)),
             },
         );
         let fence = state.fences.entry(key.to_string()).or_insert(0);
@@ -152,16 +176,27 @@ impl LeaseStore for MemoryStore {
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let now = self.clock.now();
+        Ok(self.lock().status(key, now))
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        let now = self.clock.now();
         let mut state = self.lock();
-        let ttl_left = state
-            .live(key, now)
-            .map(|e| e.expires_at.saturating_duration_since(now));
-        Ok(LeaseStatus {
-            held: ttl_left.is_some(),
-            ttl_left,
-            fence: state.fences.get(key).copied().map(Fence::new),
-            storage_key: key.to_string(),
-        })
+        let mut keys: Vec<String> = state
+            .leases
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        keys.sort();
+        Ok(keys
+            .into_iter()
+            .map(|k| {
+                let status = state.status(&k, now);
+                (k, status)
+            })
+            .filter(|(_, s)| s.held)
+            .collect())
     }
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {

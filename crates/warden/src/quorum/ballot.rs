@@ -17,7 +17,7 @@ use super::node::{Ballot, QuorumNode};
 use super::store::{Holding, Quorum};
 use crate::error::{NodeOutcome, Result};
 use crate::fence::Fence;
-use crate::lease::AcquireReply;
+use crate::lease::{AcquireReply, HolderInfo};
 use crate::token::OwnerToken;
 
 /// Where an acquire ballot stands.
@@ -83,8 +83,10 @@ impl<N: QuorumNode> Quorum<N> {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
         let d = self.deadlines(ttl);
+        let holder = holder.cloned().map(Arc::new);
         // Unless the lease is won, the votes are undone on every node; a
         // dropped caller counts as a failed attempt.
         let mut undo = UndoOnDrop {
@@ -97,8 +99,8 @@ impl<N: QuorumNode> Quorum<N> {
         let target = target(key, token);
         let mut votes = self
             .fan_out(call, move |node| {
-                let t = Arc::clone(&target);
-                async move { node.vote(&t.0, &t.1, ttl).await }
+                let (t, h) = (Arc::clone(&target), holder.clone());
+                async move { node.vote(&t.0, &t.1, ttl, h.as_deref()).await }
             })
             .await;
         let quorum = self.quorum();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::lease::{LeaseStatus, ReleaseOutcome, ReleaseWatch};
+use crate::lease::{HolderInfo, LeaseStatus, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
 
 /// One node's answer to an acquire attempt.
@@ -46,8 +46,14 @@ pub(crate) trait QuorumNode: Debug + Clone + Send + Sync + 'static {
     async fn ping(&self) -> Result<()>;
 
     /// Votes: sets `key` to `token` for `ttl` unless it exists, and on success
-    /// increments the key's fence counter.
-    async fn vote(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<Ballot>;
+    /// increments the key's fence counter (and records `holder`, if any).
+    async fn vote(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+    ) -> Result<Ballot>;
 
     /// Deletes `key` if it holds `token` without waking waiters (undoing a vote
     /// wakes nobody: they would only split the next vote too). `true` when it

@@ -209,16 +209,28 @@ impl<N: QuorumNode> Quorum<N> {
             .then(|| ttls.get(quorum - 1).copied())
             .flatten()
             .filter(|t| *t != Duration::MAX);
-        Ok(LeaseStatus {
-            held,
-            ttl_left,
-            fence: statuses.iter().filter_map(|s| s.fence).max(),
-            storage_key: format!(
-                "{} on {} nodes",
-                self.nodes()[0].storage_key(key),
-                self.nodes().len()
-            ),
-        })
+        let storage_key = format!(
+            "{} on {} nodes",
+            self.nodes()[0].storage_key(key),
+            self.nodes().len()
+        );
+        let mut status =
+            LeaseStatus::free(storage_key, statuses.iter().filter_map(|s| s.fence).max());
+        // Waiters subscribe on every node; the node that counts the most
+        // missed the fewest subscriptions.
+        status.waiters = statuses.iter().filter_map(|s| s.waiters).max();
+        if held {
+            status.held = true;
+            status.ttl_left = ttl_left;
+            // The holder as recorded on a node that holds the lease for the
+            // fence it granted (a node whose counter was raised to the
+            // quorum's fence reports none).
+            status.holder = statuses
+                .iter()
+                .filter(|s| s.held)
+                .find_map(|s| s.holder.clone());
+        }
+        Ok(status)
     }
 
     /// Subscribes on every node at once (bounded by the node timeout) and merges

@@ -17,7 +17,7 @@ use super::node::QuorumNode;
 use super::options::QuorumOptions;
 use crate::error::{Error, NodeOutcome, Result};
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
+    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
 };
 use crate::redis::{RedisOptions, RedisStore};
 use crate::token::OwnerToken;
@@ -276,8 +276,9 @@ impl LeaseStore for QuorumStore {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
-        self.core.acquire(key, token, ttl).await
+        self.core.acquire(key, token, ttl, holder).await
     }
 
     async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {

@@ -15,7 +15,7 @@ use super::node::{Ballot, QuorumNode, Renewal};
 use super::options::QuorumOptions;
 use super::store::Quorum;
 use crate::error::{Error, NodeOutcome, Result};
-use crate::lease::{AcquireReply, LeaseStatus, ReleaseOutcome, ReleaseWatch};
+use crate::lease::{AcquireReply, HolderInfo, LeaseStatus, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
 
 /// How an in-process node answers votes.
@@ -132,7 +132,13 @@ impl QuorumNode for MemNode {
         self.check()
     }
 
-    async fn vote(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<Ballot> {
+    async fn vote(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        _holder: Option<&HolderInfo>,
+    ) -> Result<Ballot> {
         self.check()?;
         if self.mode() == Mode::Gated {
             let _permit = self.gate.acquire().await.expect("the gate stays open");
@@ -214,12 +220,10 @@ impl QuorumNode for MemNode {
             let _permit = self.gate.acquire().await.expect("the gate stays open");
         }
         let state = self.state();
-        Ok(LeaseStatus {
-            held: state.holders.contains_key(key),
-            ttl_left: None,
-            fence: state.fences.get(key).copied().map(crate::fence::Fence::new),
-            storage_key: key.to_string(),
-        })
+        let fence = state.fences.get(key).copied().map(crate::fence::Fence::new);
+        let mut status = LeaseStatus::free(key.to_string(), fence);
+        status.held = state.holders.contains_key(key);
+        Ok(status)
     }
 
     async fn watch_releases(&self, _key: &str) -> ReleaseWatch {
@@ -271,7 +275,7 @@ async fn unanimous_grants_win_with_their_common_fence_and_no_raise() {
     let nodes = nodes(&[Mode::Normal; 3]);
     let q = quorum(&nodes);
     let t = token();
-    let reply = q.acquire("k", &t, TTL).await.unwrap();
+    let reply = q.acquire("k", &t, TTL, None).await.unwrap();
     assert_eq!(fence_of(&reply), 1);
     for n in &nodes {
         assert_eq!(n.holder("k").as_deref(), Some(t.as_str()));
@@ -291,7 +295,7 @@ async fn differing_fences_settle_on_the_highest_on_a_majority() {
         MemNode::new(2, Mode::Normal).with_fence("k", 2),
     ];
     let q = quorum(&nodes);
-    let reply = q.acquire("k", &token(), TTL).await.unwrap();
+    let reply = q.acquire("k", &token(), TTL, None).await.unwrap();
     assert_eq!(fence_of(&reply), 5, "the maximum over the grants");
     let at_fence = nodes.iter().filter(|n| n.fence("k") >= 5).count();
     assert!(at_fence >= 2, "a majority has counter ≥ 5: {at_fence}");
@@ -306,11 +310,14 @@ async fn differing_fences_settle_on_the_highest_on_a_majority() {
 async fn a_down_minority_is_outvoted_and_a_down_majority_is_unavailable() {
     let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::Down]);
     let q = quorum(&nodes);
-    assert_eq!(fence_of(&q.acquire("k", &token(), TTL).await.unwrap()), 1);
+    assert_eq!(
+        fence_of(&q.acquire("k", &token(), TTL, None).await.unwrap()),
+        1
+    );
 
     let nodes = self::nodes(&[Mode::Normal, Mode::Down, Mode::Down]);
     let q = quorum(&nodes);
-    let err = q.acquire("k", &token(), TTL).await.unwrap_err();
+    let err = q.acquire("k", &token(), TTL, None).await.unwrap_err();
     let Error::QuorumUnavailable { votes, needed, .. } = err else {
         panic!("expected QuorumUnavailable, got {err:?}");
     };
@@ -328,7 +335,7 @@ async fn a_majority_held_by_another_reports_its_ttl_and_undoes_our_grant() {
         MemNode::new(2, Mode::Normal).held_by_other("k", 7),
     ];
     let q = quorum(&nodes);
-    let reply = q.acquire("k", &token(), TTL).await.unwrap();
+    let reply = q.acquire("k", &token(), TTL, None).await.unwrap();
     assert_eq!(
         reply,
         AcquireReply::Held {
@@ -350,7 +357,7 @@ async fn a_split_vote_is_refused_with_a_retry_delay_and_leaves_no_key() {
         MemNode::new(4, Mode::Down),
     ];
     let q = quorum(&nodes);
-    let reply = q.acquire("k", &token(), TTL).await.unwrap();
+    let reply = q.acquire("k", &token(), TTL, None).await.unwrap();
     let AcquireReply::Held {
         ttl_left: Some(wait),
     } = reply
@@ -371,7 +378,7 @@ async fn a_won_ballot_does_not_wait_for_a_slow_node_and_keeps_its_late_grant() {
     let q = quorum(&nodes);
     let t = token();
     // The gate is closed: returning at all proves the slow node was not waited for.
-    let reply = q.acquire("k", &t, TTL).await.unwrap();
+    let reply = q.acquire("k", &t, TTL, None).await.unwrap();
     assert_eq!(fence_of(&reply), 1);
     nodes[2].open();
     nodes[2]
@@ -404,7 +411,7 @@ async fn a_vote_granted_after_a_lost_decision_is_undone() {
         MemNode::new(2, Mode::Gated),
     ];
     let q = quorum(&nodes);
-    let reply = q.acquire("k", &token(), TTL).await.unwrap();
+    let reply = q.acquire("k", &token(), TTL, None).await.unwrap();
     assert!(matches!(reply, AcquireReply::Held { .. }), "{reply:?}");
     late_vote_grants_then_is_undone(&nodes[2]).await;
 }
@@ -414,7 +421,7 @@ async fn a_grant_arriving_after_the_release_is_undone() {
     let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::Gated]);
     let q = quorum(&nodes);
     let t = token();
-    fence_of(&q.acquire("k", &t, TTL).await.unwrap());
+    fence_of(&q.acquire("k", &t, TTL, None).await.unwrap());
     assert_eq!(q.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
     late_vote_grants_then_is_undone(&nodes[2]).await;
 }
@@ -431,7 +438,7 @@ async fn a_split_vote_does_not_wait_for_a_node_that_timed_out_last_time() {
     ];
     let q = quorum(&nodes);
     q.unresponsive()[2].store(true, Ordering::Relaxed);
-    let reply = tokio::time::timeout(Duration::from_secs(10), q.acquire("k", &token(), TTL))
+    let reply = tokio::time::timeout(Duration::from_secs(10), q.acquire("k", &token(), TTL, None))
         .await
         .expect("decided without the frozen node")
         .unwrap();
@@ -457,7 +464,7 @@ async fn extend_takes_a_free_node_while_the_lease_is_valid() {
     let nodes = nodes(&[Mode::Normal; 3]);
     let q = quorum(&nodes);
     let t = token();
-    let fence = fence_of(&q.acquire("k", &t, TTL).await.unwrap());
+    let fence = fence_of(&q.acquire("k", &t, TTL, None).await.unwrap());
     // Node 2 lost our key (say it expired early there).
     nodes[2].state().holders.remove("k");
     let reply = q.extend("k", &t, TTL).await.unwrap();
@@ -478,7 +485,7 @@ async fn extend_reports_a_lease_a_majority_no_longer_holds() {
     let nodes = nodes(&[Mode::Normal; 3]);
     let q = quorum(&nodes);
     let t = token();
-    fence_of(&q.acquire("k", &t, TTL).await.unwrap());
+    fence_of(&q.acquire("k", &t, TTL, None).await.unwrap());
     for n in &nodes[..2] {
         n.state().holders.insert("k".into(), "someone-else".into());
     }

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `warden:{orders:42}` | the lease key (the holder's owner token, with TTL) |
 //! | `warden:{orders:42}:fence` | the fence counter (no TTL) |
+//! | `warden:{orders:42}:holder` | who holds it (a hash with the lease's TTL, only when recorded) |
 //! | `warden:{orders:42}:queue` | the waiting line (a list, with TTL; see `scripts/lease_prelude.lua`) |
 //! | `warden:{orders:42}:released` | the channel hand-offs and releases are published on |
 //! | `warden:resource:balance:42` | a [`RedisFencedStore`](super::RedisFencedStore) resource |
@@ -52,10 +53,23 @@ impl Keys {
 
     /// The lease key and the fence counter of `key`, for the scripts that take
     /// both (one formatting of the shared part instead of two).
+    #[cfg_attr(not(feature = "quorum"), allow(dead_code))]
     pub(crate) fn lease_and_fence(&self, key: &str) -> [String; 2] {
         let lease = self.lease(key);
         let fence = format!("{lease}:fence");
         [lease, fence]
+    }
+
+    /// The hash describing the holder of `key`, when it recorded itself.
+    pub(crate) fn holder(&self, key: &str) -> String {
+        format!("{}:holder", self.lease(key))
+    }
+
+    /// The lease key, the fence counter and the holder hash of `key`.
+    pub(crate) fn lease_fence_holder(&self, key: &str) -> [String; 3] {
+        let lease = self.lease(key);
+        let (fence, holder) = (format!("{lease}:fence"), format!("{lease}:holder"));
+        [lease, fence, holder]
     }
 
     /// The lease key, the fence counter and the waiting line of `key`, for
@@ -159,7 +173,7 @@ mod tests {
             for other in keys
                 .lease_fence_queue(key)
                 .into_iter()
-                .chain([keys.released(key)])
+                .chain([keys.released(key), keys.holder(key)])
             {
                 assert_eq!(slot(&lease), slot(&other), "{key:?}: {lease} vs {other}");
             }
@@ -181,6 +195,11 @@ mod tests {
         assert_eq!(
             keys.lease_and_fence("}x"),
             [keys.lease("}x"), keys.fence("}x")]
+        );
+        assert_eq!(keys.holder("orders:42"), "warden:{orders:42}:holder");
+        assert_eq!(
+            keys.lease_fence_holder("}x"),
+            [keys.lease("}x"), keys.fence("}x"), keys.holder("}x")]
         );
         assert_eq!(keys.released("orders:42"), "warden:{orders:42}:released");
         assert_eq!(

@@ -14,14 +14,15 @@ use redis::Script;
 use tokio::sync::OnceCell;
 
 use super::conn::RedisConn;
+use super::holder;
 use super::keys::{Keys, from_millis, millis};
 use super::options::{RedisOptions, ReplicaAcks};
 use super::subscriber::Subscriber;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch,
-    valid_until,
+    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
+    ReleaseWatch, valid_until,
 };
 use crate::token::OwnerToken;
 
@@ -40,6 +41,7 @@ pub(super) use line_script;
 
 const ACQUIRE_LUA: &str = concat!(
     include_str!("scripts/lease_fence.lua"),
+    include_str!("scripts/lease_holder.lua"),
     include_str!("scripts/lease_acquire.lua")
 );
 const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
@@ -57,6 +59,7 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 /// | `warden:{orders:42}` | string, with TTL | the holder's owner token |
 /// | `warden:{orders:42}:fence` | string, no TTL | the last fence handed out |
 /// | `warden:{orders:42}:queue` | list, with TTL | the waiting line |
+/// | `warden:{orders:42}:holder` | hash, with the lease's TTL | who holds it, only when the lease [records it](crate::Lease::record_holder) |
 ///
 /// The keys share the hash tag `{orders:42}`, so they live in one slot of a
 /// Redis Cluster (the layout is ready for one; warden has no cluster client
@@ -266,6 +269,27 @@ impl RedisStore {
         }
     }
 
+    /// How many processes wait for `key`: the subscribers of its release
+    /// channel (`PUBSUB NUMSUB`). Best-effort: `None` when the server refuses
+    /// (an ACL user without the command), and on a Redis Cluster.
+    async fn waiters(&self, key: &str) -> Option<u64> {
+        // On a cluster a node counts only its own subscribers, and waiters
+        // subscribe wherever their client connected: no count is right.
+        if matches!(self.conn.origin(), super::conn::Origin::Cluster(_)) {
+            return None;
+        }
+        let channel = self.keys.released(key);
+        let mut cmd = redis::cmd("PUBSUB");
+        cmd.arg("NUMSUB").arg(&channel);
+        let reply: Result<(String, u64)> = self
+            .conn
+            .call("status", key, |mut c| async move {
+                cmd.query_async(&mut c).await
+            })
+            .await;
+        reply.ok().map(|(_, n)| n)
+    }
+
     /// The release subscriber, opened on first contention. A failed open is not
     /// cached: the next waiter tries again, and meanwhile waiters poll.
     pub(super) async fn subscriber(&self) -> Option<&Subscriber> {
@@ -364,9 +388,13 @@ impl LeaseStore for RedisStore {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
-        let keys = self.keys.lease_and_fence(key);
-        let args = [token.as_str(), &millis(ttl).to_string()];
+        let keys = self.keys.lease_fence_holder(key);
+        let ttl_ms = millis(ttl).to_string();
+        let recorded = holder::acquire_args(holder);
+        let mut args = vec![token.as_str(), &ttl_ms];
+        args.extend(recorded.iter().map(String::as_str));
         let script = (&*ACQUIRE, ACQUIRE_LUA);
         let grant = Grant {
             op: "acquire",
@@ -388,7 +416,7 @@ impl LeaseStore for RedisStore {
             .run_write(
                 "extend",
                 (&EXTEND, EXTEND_LUA),
-                &[self.keys.lease(key)],
+                &[self.keys.lease(key), self.keys.holder(key)],
                 &[token.as_str(), &millis(ttl).to_string()],
             )
             .await?;
@@ -412,18 +440,22 @@ impl LeaseStore for RedisStore {
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
-        let [lease_key, fence_key] = self.keys.lease_and_fence(key);
+        let [lease_key, fence_key, holder_key] = self.keys.lease_fence_holder(key);
         let mut pipe = redis::pipe();
         pipe.cmd("TYPE")
             .arg(&lease_key)
             .pttl(&lease_key)
-            .get(&fence_key);
-        let (kind, pttl, fence): (String, i64, Option<String>) = self
-            .conn
-            .call("status", &lease_key, |mut c| async move {
-                pipe.query_async(&mut c).await
-            })
-            .await?;
+            .get(&fence_key)
+            .cmd("HMGET")
+            .arg(&holder_key)
+            .arg(&holder::FIELDS)
+            .cmd("TIME");
+        type Reply = (String, i64, Option<String>, Vec<Option<String>>, (i64, i64));
+        let read = self.conn.call("status", &lease_key, |mut c| async move {
+            pipe.query_async::<Reply>(&mut c).await
+        });
+        let (read, waiters) = tokio::join!(read, self.waiters(key));
+        let (kind, pttl, fence, recorded, now) = read?;
         // A key of another type is not a lease: reporting it as held would be a
         // guess (acquire refuses it the same way).
         if kind != "none" && kind != "string" {
@@ -439,12 +471,19 @@ impl LeaseStore for RedisStore {
                 detail: format!("fence counter is {s:?}, not an integer"),
             })?)),
         };
-        Ok(LeaseStatus {
-            held: pttl != -2,
-            ttl_left: from_millis(pttl),
-            fence,
-            storage_key: lease_key,
-        })
+        let held = pttl != -2;
+        let mut status = LeaseStatus::free(lease_key, fence);
+        status.waiters = waiters;
+        if held {
+            status.held = true;
+            status.ttl_left = from_millis(pttl);
+            status.holder = holder::read(&recorded, fence, now);
+        }
+        Ok(status)
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        self.list_leases(prefix).await
     }
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {
@@ -456,9 +495,10 @@ impl LeaseStore for RedisStore {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
         place: Option<&QueuePlace>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        self.look_in_line(key, token, ttl, place).await
+        self.look_in_line(key, token, ttl, holder, place).await
     }
 
     async fn leave_line(

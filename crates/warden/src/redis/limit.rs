@@ -11,21 +11,56 @@ use super::lease::RedisStore;
 use super::options::RedisOptions;
 use crate::error::{Error, Result};
 use crate::limit::store::{LimitRequest, LimitStore};
-use crate::limit::{Decision, Mode, Timestamp};
+use crate::limit::{Algorithm, Decision, Mode, Policy, Timestamp};
 
-/// The one rate-limit script: shared helpers, one part per algorithm, then the
-/// part that applies a request to all of a limiter's policies.
-static APPLY: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("scripts/limit_prelude.lua"),
-        include_str!("scripts/limit_gcra.lua"),
-        include_str!("scripts/limit_token_bucket.lua"),
-        include_str!("scripts/limit_sliding_log.lua"),
-        include_str!("scripts/limit_sliding_window.lua"),
-        include_str!("scripts/limit_fixed_window.lua"),
-        include_str!("scripts/limit_apply.lua"),
-    ))
-});
+/// A rate-limit script: the shared helpers, the given algorithm parts, then
+/// the part that applies a request to all of a limiter's policies.
+macro_rules! limit_script {
+    ($($part:literal),+) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("scripts/limit_prelude.lua"),
+                $(include_str!($part),)+
+                include_str!("scripts/limit_apply.lua"),
+            ))
+        })
+    };
+}
+
+/// The script of every algorithm, for limiters that combine policies of
+/// different algorithms.
+static APPLY_ANY: LazyLock<Script> = limit_script!(
+    "scripts/limit_gcra.lua",
+    "scripts/limit_token_bucket.lua",
+    "scripts/limit_sliding_log.lua",
+    "scripts/limit_sliding_window.lua",
+    "scripts/limit_fixed_window.lua"
+);
+// One script per algorithm, for limiters whose policies all use it (the
+// common case): a script's whole text runs on every call, so the parts of the
+// other algorithms would only cost time.
+static APPLY_GCRA: LazyLock<Script> = limit_script!("scripts/limit_gcra.lua");
+static APPLY_TOKEN_BUCKET: LazyLock<Script> = limit_script!("scripts/limit_token_bucket.lua");
+static APPLY_SLIDING_LOG: LazyLock<Script> = limit_script!("scripts/limit_sliding_log.lua");
+static APPLY_SLIDING_WINDOW: LazyLock<Script> = limit_script!("scripts/limit_sliding_window.lua");
+static APPLY_FIXED_WINDOW: LazyLock<Script> = limit_script!("scripts/limit_fixed_window.lua");
+
+/// The smallest script that has every algorithm of `policies`.
+fn script_for(policies: &[Policy]) -> &'static Script {
+    let Some(first) = policies.first().map(Policy::algorithm) else {
+        return &APPLY_ANY;
+    };
+    if policies.iter().any(|p| p.algorithm() != first) {
+        return &APPLY_ANY;
+    }
+    match first {
+        Algorithm::Gcra => &APPLY_GCRA,
+        Algorithm::TokenBucket => &APPLY_TOKEN_BUCKET,
+        Algorithm::SlidingLog => &APPLY_SLIDING_LOG,
+        Algorithm::SlidingWindow => &APPLY_SLIDING_WINDOW,
+        Algorithm::FixedWindow => &APPLY_FIXED_WINDOW,
+    }
+}
 
 /// Limiter state in one Redis master: each request is one `EVALSHA` of a
 /// script that reads the server's clock (`TIME`), so clients with skewed
@@ -107,7 +142,7 @@ impl LimitStore for RedisLimits {
             .map(|p| p.storage_key(&self.prefix, request.key))
             .collect();
         let first = keys.first().cloned().unwrap_or_default();
-        let mut invocation = APPLY.prepare_invoke();
+        let mut invocation = script_for(request.policies).prepare_invoke();
         for key in &keys {
             invocation.key(key);
         }

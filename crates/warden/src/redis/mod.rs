@@ -37,15 +37,17 @@
 //! warden follows a failover; the failed call is a transient error that
 //! waiters and the watchdog retry. The release subscriber connects to the
 //! master found when it opens; after a failover waiters are woken by its
-//! disconnection and then retry on their own (at the holder's TTL at the
-//! latest) instead of being notified.
+//! disconnection and then retry on their own (at least once a second)
+//! instead of being notified.
 
 mod cluster;
 mod conn;
 mod fenced;
+mod holder;
 mod keys;
 mod lease;
 mod limit;
+mod list;
 #[cfg(feature = "quorum")]
 mod node;
 mod options;

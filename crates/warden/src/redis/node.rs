@@ -13,7 +13,9 @@ use super::keys::millis;
 use super::lease::RedisStore;
 use super::options::RedisOptions;
 use crate::error::Result;
-use crate::lease::{AcquireReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch};
+use crate::lease::{
+    AcquireReply, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
+};
 use crate::quorum::node::{Ballot, QuorumNode, Renewal};
 use crate::token::OwnerToken;
 
@@ -62,8 +64,14 @@ impl QuorumNode for RedisStore {
             .await
     }
 
-    async fn vote(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<Ballot> {
-        Ok(match self.try_acquire(key, token, ttl).await? {
+    async fn vote(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+    ) -> Result<Ballot> {
+        Ok(match self.try_acquire(key, token, ttl, holder).await? {
             AcquireReply::Acquired { fence, .. } => Ballot::Granted(fence.get()),
             AcquireReply::Held { ttl_left } => Ballot::Held(ttl_left),
         })
@@ -90,7 +98,7 @@ impl QuorumNode for RedisStore {
         fence: u64,
         may_take: bool,
     ) -> Result<Renewal> {
-        let keys = self.keys().lease_and_fence(key);
+        let keys = self.keys().lease_fence_holder(key);
         let args = [
             token.as_str(),
             &millis(ttl).to_string(),

@@ -21,10 +21,17 @@ use redis::Script;
 use super::keys::millis;
 use super::lease::{Grant, RedisStore, line_script};
 use crate::error::Result;
-use crate::lease::{AcquireReply, QueuePlace, ReleaseOutcome, ReleaseWatch};
+use crate::lease::{AcquireReply, HolderInfo, QueuePlace, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
 
-const WAIT_LUA: &str = line_script!("lease_wait.lua");
+/// A waiter's look may grant, and record the holder: the line's helpers
+/// and `scripts/lease_holder.lua`.
+const WAIT_LUA: &str = concat!(
+    include_str!("scripts/lease_fence.lua"),
+    include_str!("scripts/lease_holder.lua"),
+    include_str!("scripts/lease_line.lua"),
+    include_str!("scripts/lease_wait.lua")
+);
 const LEAVE_LUA: &str = line_script!("lease_leave.lua");
 const OBSERVE_LUA: &str = line_script!("lease_observe.lua");
 static WAIT: LazyLock<Script> = LazyLock::new(|| Script::new(WAIT_LUA));
@@ -46,13 +53,17 @@ impl RedisStore {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
         place: Option<&QueuePlace>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        let keys = self.keys().lease_fence_queue(key);
+        let [lease, fence, queue] = self.keys().lease_fence_queue(key);
+        let keys = [lease, fence, queue, self.keys().holder(key)];
         let channel = self.keys().released(key);
         let ttl_ms = millis(ttl).to_string();
         let old = place.map_or("", QueuePlace::as_str);
-        let args = [token.as_str(), &ttl_ms, &channel, old];
+        let recorded = super::holder::acquire_args(holder);
+        let mut args = vec![token.as_str(), &ttl_ms, &channel, old];
+        args.extend(recorded.iter().map(String::as_str));
         let grant = Grant {
             op: "wait",
             key,

@@ -51,7 +51,8 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::lease::{
-    AcquireReply, ExtendReply, Lease, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
+    AcquireReply, ExtendReply, HolderInfo, Lease, LeaseStatus, LeaseStore, ReleaseOutcome,
+    ReleaseWatch,
 };
 use crate::token::OwnerToken;
 
@@ -145,6 +146,8 @@ impl LeaseStore for Permits {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        // Permits record no holder (see `Lease::record_holder`).
+        _holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
         self.store
             .acquire_permit(key, token, ttl, self.permits)
@@ -166,6 +169,8 @@ impl LeaseStore for Permits {
             ttl_left: None,
             fence,
             storage_key: format!("{key} (semaphore, {held} of {} held)", self.permits),
+            holder: None,
+            waiters: None,
         })
     }
 

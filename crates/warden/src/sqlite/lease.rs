@@ -14,7 +14,8 @@ use crate::duration::millis_i64;
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, ExtendReply, Holder, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome,
+    ReleaseWatch, elapsed_ms, valid_until,
 };
 use crate::token::OwnerToken;
 
@@ -25,6 +26,10 @@ struct Row {
     boot: Option<String>,
     expires_at_ms: Option<i64>,
     ttl_ms: Option<i64>,
+    host: Option<String>,
+    pid: Option<i64>,
+    label: Option<String>,
+    acquired_at_ms: Option<i64>,
 }
 
 impl Row {
@@ -48,6 +53,59 @@ impl Row {
     fn held_by(&self, token: &OwnerToken, now: &HostTime) -> bool {
         self.token.as_deref() == Some(token.as_str()) && self.held_for(now).is_some()
     }
+
+    /// The recorded holder, with the time since the acquisition on the store
+    /// clock of this boot.
+    fn holder(&self, now: &HostTime) -> Option<Holder> {
+        let info = HolderInfo {
+            host: self.host.clone()?,
+            pid: u32::try_from(self.pid?).ok()?,
+            label: self.label.clone(),
+        };
+        let now_ms = self.boot.as_deref().and_then(|b| now.ms_for(b));
+        let held_for = self
+            .acquired_at_ms
+            .zip(now_ms)
+            .and_then(|(since, now)| elapsed_ms(since, now));
+        Some(Holder::new(info, held_for))
+    }
+
+    /// The status of this row at `now`; `storage_key` names the row.
+    fn status(&self, now: &HostTime, storage_key: String) -> Result<LeaseStatus, Fault> {
+        let fence = u64::try_from(self.fence)
+            .map_err(|_| Fault::Data(format!("fence counter is {}", self.fence)))?;
+        let mut status = LeaseStatus::free(storage_key, (fence > 0).then(|| Fence::new(fence)));
+        if let Some(left) = self.held_for(now) {
+            status.held = true;
+            status.ttl_left = Some(left);
+            status.holder = self.holder(now);
+        }
+        Ok(status)
+    }
+}
+
+/// The columns [`Row::from_sql`] reads, in its order.
+const COLUMNS: &str = "fence, token, boot_id, expires_at_ms, ttl_ms, holder_host, holder_pid, holder_label, acquired_at_ms";
+
+impl Row {
+    /// A row selected with [`COLUMNS`] from column `at` on.
+    fn from_sql(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Row> {
+        Ok(Row {
+            fence: r.get(at)?,
+            token: r.get(at + 1)?,
+            boot: r.get(at + 2)?,
+            expires_at_ms: r.get(at + 3)?,
+            ttl_ms: r.get(at + 4)?,
+            host: r.get(at + 5)?,
+            pid: r.get(at + 6)?,
+            label: r.get(at + 7)?,
+            acquired_at_ms: r.get(at + 8)?,
+        })
+    }
+}
+
+fn storage_key(key: &str) -> String {
+    format!("{}/{key}", schema::LEASES)
 }
 
 fn ttl_ms(ttl: Duration) -> i64 {
@@ -56,17 +114,9 @@ fn ttl_ms(ttl: Duration) -> i64 {
 
 fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
     conn.query_row(
-        "SELECT fence, token, boot_id, expires_at_ms, ttl_ms FROM warden_leases WHERE key = ?1",
+        &format!("SELECT {COLUMNS} FROM warden_leases WHERE key = ?1"),
         [key],
-        |r| {
-            Ok(Row {
-                fence: r.get(0)?,
-                token: r.get(1)?,
-                boot: r.get(2)?,
-                expires_at_ms: r.get(3)?,
-                ttl_ms: r.get(4)?,
-            })
-        },
+        |r| Row::from_sql(r, 0),
     )
     .optional()
 }
@@ -78,9 +128,11 @@ impl LeaseStore for SqliteStore {
         key: &str,
         token: &OwnerToken,
         ttl: Duration,
+        holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
         let sent = crate::clock::now();
         let (owned_key, token) = (key.to_string(), token.as_str().to_string());
+        let holder = holder.cloned();
         let ttl_ms = ttl_ms(ttl);
         let fence = self
             .transact(
@@ -97,20 +149,28 @@ impl LeaseStore for SqliteStore {
                         .checked_add(1)
                         .filter(|f| *f > 0)
                         .ok_or_else(|| Fault::Data(format!("fence counter is {last}")))?;
+                    let h = holder.as_ref();
                     tx.execute(
-                        "INSERT INTO warden_leases (key, fence, token, boot_id, expires_at_ms, ttl_ms)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                        "INSERT INTO warden_leases (key, fence, token, boot_id, expires_at_ms, ttl_ms,
+                           holder_host, holder_pid, holder_label, acquired_at_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                          ON CONFLICT (key) DO UPDATE SET
                            fence = excluded.fence, token = excluded.token,
                            boot_id = excluded.boot_id, expires_at_ms = excluded.expires_at_ms,
-                           ttl_ms = excluded.ttl_ms",
+                           ttl_ms = excluded.ttl_ms, holder_host = excluded.holder_host,
+                           holder_pid = excluded.holder_pid, holder_label = excluded.holder_label,
+                           acquired_at_ms = excluded.acquired_at_ms",
                         params![
                             owned_key,
                             fence,
                             token,
                             &*now.boot,
                             now.ms().saturating_add(ttl_ms),
-                            ttl_ms
+                            ttl_ms,
+                            h.map(|h| h.host.as_str()),
+                            h.map(|h| h.pid),
+                            h.and_then(|h| h.label.as_deref()),
+                            h.map(|_| now.ms()),
                         ],
                     )?;
                     Ok(Ok(fence))
@@ -181,7 +241,9 @@ impl LeaseStore for SqliteStore {
                 }
                 tx.execute(
                     "UPDATE warden_leases
-                     SET token = NULL, boot_id = NULL, expires_at_ms = NULL, ttl_ms = NULL
+                     SET token = NULL, boot_id = NULL, expires_at_ms = NULL, ttl_ms = NULL,
+                       holder_host = NULL, holder_pid = NULL, holder_label = NULL,
+                       acquired_at_ms = NULL
                      WHERE key = ?1",
                     [&owned_key],
                 )?;
@@ -193,27 +255,40 @@ impl LeaseStore for SqliteStore {
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let owned_key = key.to_string();
-        let (ttl_left, fence) = self
-            .transact(
-                "status",
-                key,
-                TransactionBehavior::Deferred,
-                move |tx, now| {
-                    let Some(row) = read_row(tx, &owned_key)? else {
-                        return Ok((None, None));
-                    };
-                    let fence = u64::try_from(row.fence)
-                        .map_err(|_| Fault::Data(format!("fence counter is {}", row.fence)))?;
-                    Ok((row.held_for(now), (fence > 0).then(|| Fence::new(fence))))
-                },
-            )
-            .await?;
-        Ok(LeaseStatus {
-            held: ttl_left.is_some(),
-            ttl_left,
-            fence,
-            storage_key: format!("{}/{key}", schema::LEASES),
+        self.transact(
+            "status",
+            key,
+            TransactionBehavior::Deferred,
+            move |tx, now| match read_row(tx, &owned_key)? {
+                None => Ok(LeaseStatus::free(storage_key(&owned_key), None)),
+                Some(row) => row.status(now, storage_key(&owned_key)),
+            },
+        )
+        .await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        let prefix = prefix.to_string();
+        self.transact("list", "", TransactionBehavior::Deferred, move |tx, now| {
+            let mut select = tx.prepare(&format!(
+                "SELECT key, {COLUMNS} FROM warden_leases
+                     WHERE token IS NOT NULL AND substr(key, 1, length(?1)) = ?1
+                     ORDER BY key"
+            ))?;
+            let rows = select.query_map([&prefix], |r| {
+                Ok((r.get::<_, String>(0)?, Row::from_sql(r, 1)?))
+            })?;
+            let mut held = Vec::new();
+            for found in rows {
+                let (key, row) = found?;
+                let status = row.status(now, storage_key(&key))?;
+                if status.held {
+                    held.push((key, status));
+                }
+            }
+            Ok(held)
         })
+        .await
     }
 
     async fn watch_releases(&self, _key: &str) -> ReleaseWatch {

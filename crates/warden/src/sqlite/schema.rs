@@ -15,8 +15,12 @@ use crate::error::{Error, Result};
 pub(crate) const APPLICATION_ID: i32 = 0x5744_454E;
 
 /// `PRAGMA user_version` of the current schema. A database with a higher
-/// version was written by a newer warden and is refused rather than misread.
-pub(crate) const SCHEMA_VERSION: i32 = 1;
+/// version was written by a newer warden and is refused rather than misread;
+/// one with a lower version is migrated when opened (see [`MIGRATIONS`]).
+///
+/// - 1: leases, limits, clock.
+/// - 2: the holder columns of `warden_leases`.
+pub(crate) const SCHEMA_VERSION: i32 = 2;
 
 /// The table of leases: one row per key ever acquired. Rows are never deleted,
 /// because the row carries the key's fence counter, which must never start over.
@@ -29,7 +33,11 @@ CREATE TABLE IF NOT EXISTS warden_leases (
     token         TEXT,              -- owner token; NULL when released
     boot_id       TEXT,              -- boot during which expires_at_ms was read
     expires_at_ms INTEGER,           -- store clock milliseconds (see clock.rs)
-    ttl_ms        INTEGER            -- the TTL that expires_at_ms was set with
+    ttl_ms        INTEGER,           -- the TTL that expires_at_ms was set with
+    holder_host   TEXT,              -- who holds it, when recorded (never the token)
+    holder_pid    INTEGER,
+    holder_label  TEXT,
+    acquired_at_ms INTEGER           -- store clock milliseconds at the acquisition
 ) STRICT, WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS warden_limits (
@@ -135,9 +143,36 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare>
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     check_ownership(&tx)?;
     tx.execute_batch(CREATE)?;
+    migrate(&tx)?;
     tx.pragma_update(None, "application_id", APPLICATION_ID)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
+    Ok(())
+}
+
+/// The columns later schema versions added to a table, with their types: a
+/// file of an older version gets the ones it lacks when opened (existing rows
+/// read them as NULL: no holder recorded).
+const MIGRATIONS: [(&str, &str, &str); 4] = [
+    ("warden_leases", "holder_host", "TEXT"),
+    ("warden_leases", "holder_pid", "INTEGER"),
+    ("warden_leases", "holder_label", "TEXT"),
+    ("warden_leases", "acquired_at_ms", "INTEGER"),
+];
+
+/// Adds the columns of [`MIGRATIONS`] that the file lacks (inside the
+/// caller's write transaction, so a failure leaves the file as it was).
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    for (table, column, kind) in MIGRATIONS {
+        let present: i64 = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+            [table, column],
+            |row| row.get(0),
+        )?;
+        if present == 0 {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))?;
+        }
+    }
     Ok(())
 }
 

@@ -35,11 +35,14 @@ async fn fences_survive_release_expiry_and_reopening() {
     let path = dir.path().join("w.db");
     let a = open(&path).await;
     let t = token();
-    assert_eq!(fence_of(a.try_acquire("k", &t, LONG).await.unwrap()), 1);
+    assert_eq!(
+        fence_of(a.try_acquire("k", &t, LONG, None).await.unwrap()),
+        1
+    );
     assert_eq!(a.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
     let short = Duration::from_millis(30);
     assert_eq!(
-        fence_of(a.try_acquire("k", &token(), short).await.unwrap()),
+        fence_of(a.try_acquire("k", &token(), short, None).await.unwrap()),
         2
     );
     tokio::time::sleep(short * 3).await;
@@ -50,7 +53,7 @@ async fn fences_survive_release_expiry_and_reopening() {
     assert!(!status.held, "{status:?}");
     assert_eq!(status.fence, Some(Fence::new(2)));
     assert_eq!(
-        fence_of(b.try_acquire("k", &token(), LONG).await.unwrap()),
+        fence_of(b.try_acquire("k", &token(), LONG, None).await.unwrap()),
         3
     );
     assert_eq!(b.status("other").await.unwrap().fence, None);
@@ -62,8 +65,11 @@ async fn two_connections_exclude_each_other_like_two_processes() {
     let path = dir.path().join("w.db");
     let (a, b) = (open(&path).await, open(&path).await);
     let (ta, tb) = (token(), token());
-    assert_eq!(fence_of(a.try_acquire("k", &ta, LONG).await.unwrap()), 1);
-    match b.try_acquire("k", &tb, LONG).await.unwrap() {
+    assert_eq!(
+        fence_of(a.try_acquire("k", &ta, LONG, None).await.unwrap()),
+        1
+    );
+    match b.try_acquire("k", &tb, LONG, None).await.unwrap() {
         AcquireReply::Held { ttl_left } => {
             let left = ttl_left.unwrap();
             assert!(left > LONG / 2 && left <= LONG, "{left:?}");
@@ -80,7 +86,10 @@ async fn two_connections_exclude_each_other_like_two_processes() {
         ExtendReply::Extended { .. }
     ));
     assert_eq!(a.release("k", &ta).await.unwrap(), ReleaseOutcome::Released);
-    assert_eq!(fence_of(b.try_acquire("k", &tb, LONG).await.unwrap()), 2);
+    assert_eq!(
+        fence_of(b.try_acquire("k", &tb, LONG, None).await.unwrap()),
+        2
+    );
 }
 
 /// Rewrites a held lease's row as if it had been written in another boot, or
@@ -97,7 +106,7 @@ async fn a_lease_from_another_boot_is_expired_and_the_fence_goes_on() {
     let backend = open(&path).await;
     let old = token();
     assert_eq!(
-        fence_of(backend.try_acquire("k", &old, LONG).await.unwrap()),
+        fence_of(backend.try_acquire("k", &old, LONG, None).await.unwrap()),
         1
     );
     tamper(
@@ -110,7 +119,12 @@ async fn a_lease_from_another_boot_is_expired_and_the_fence_goes_on() {
         ExtendReply::NotHeld
     );
     assert_eq!(
-        fence_of(backend.try_acquire("k", &token(), LONG).await.unwrap()),
+        fence_of(
+            backend
+                .try_acquire("k", &token(), LONG, None)
+                .await
+                .unwrap()
+        ),
         2
     );
 }
@@ -121,7 +135,12 @@ async fn a_lease_further_away_than_its_ttl_is_expired() {
     let path = dir.path().join("w.db");
     let backend = open(&path).await;
     assert_eq!(
-        fence_of(backend.try_acquire("k", &token(), LONG).await.unwrap()),
+        fence_of(
+            backend
+                .try_acquire("k", &token(), LONG, None)
+                .await
+                .unwrap()
+        ),
         1
     );
     // As after a restart of the clock on a host without a boot id: the stored
@@ -132,7 +151,12 @@ async fn a_lease_further_away_than_its_ttl_is_expired() {
     );
     assert!(!backend.status("k").await.unwrap().held);
     assert_eq!(
-        fence_of(backend.try_acquire("k", &token(), LONG).await.unwrap()),
+        fence_of(
+            backend
+                .try_acquire("k", &token(), LONG, None)
+                .await
+                .unwrap()
+        ),
         2
     );
 }
@@ -244,7 +268,7 @@ async fn a_legacy_monotonic_row_keeps_its_expiry() {
     let path = dir.path().join("w.db");
     let backend = open(&path).await;
     let holder = token();
-    fence_of(backend.try_acquire("k", &holder, LONG).await.unwrap());
+    fence_of(backend.try_acquire("k", &holder, LONG, None).await.unwrap());
     let mono = clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap();
     let mono_ms = mono.tv_sec() * 1000 + mono.tv_nsec() / 1_000_000;
     let conn = Connection::open(&path).unwrap();
@@ -286,4 +310,81 @@ async fn sqlite_errors_keep_the_rusqlite_error_as_their_source() {
         source.downcast_ref::<rusqlite::Error>().is_some(),
         "{mapped:?}"
     );
+}
+
+/// A file of schema version 1 (no holder columns) is migrated when opened:
+/// its leases and fences stay, the holder columns appear, and the version
+/// moves to the current one.
+#[tokio::test]
+async fn a_version_1_file_is_migrated_and_keeps_its_fences() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE warden_leases (
+            key TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, token TEXT,
+            boot_id TEXT, expires_at_ms INTEGER, ttl_ms INTEGER
+         ) STRICT, WITHOUT ROWID;
+         CREATE TABLE warden_limits (
+            key TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL, expires_at_us INTEGER NOT NULL
+         ) STRICT, WITHOUT ROWID;
+         CREATE INDEX warden_limits_expiry ON warden_limits (expires_at_us);
+         CREATE TABLE warden_clock (boot_id TEXT PRIMARY KEY NOT NULL, origin_us INTEGER NOT NULL) STRICT;
+         INSERT INTO warden_leases (key, fence) VALUES ('old', 41);
+         PRAGMA application_id = 1464091982;
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    drop(conn);
+    let backend = open(&path).await;
+    let version: i32 = Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, schema::SCHEMA_VERSION);
+    assert_eq!(
+        backend.status("old").await.unwrap().fence,
+        Some(Fence::new(41))
+    );
+    let me = crate::HolderInfo::this_process().with_label("migrated");
+    let holder = token();
+    let fence = fence_of(
+        backend
+            .try_acquire("old", &holder, LONG, Some(&me))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(fence, 42);
+    let status = backend.status("old").await.unwrap();
+    assert_eq!(status.holder.unwrap().label.as_deref(), Some("migrated"));
+    // Opening it again (already migrated) changes nothing.
+    drop(backend);
+    let again = open(&path).await;
+    assert!(again.status("old").await.unwrap().held);
+}
+
+/// The owner token stays in the row; neither status nor list shows it.
+#[tokio::test]
+async fn status_and_list_never_show_the_owner_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    let holder = token();
+    let me = crate::HolderInfo::this_process().with_label("job");
+    fence_of(
+        backend
+            .try_acquire("k", &holder, LONG, Some(&me))
+            .await
+            .unwrap(),
+    );
+    let stored: String = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT token FROM warden_leases", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, holder.as_str());
+    let status = format!("{:?}", backend.status("k").await.unwrap());
+    let listed = format!("{:?}", backend.list("").await.unwrap());
+    assert!(status.contains("job") && listed.contains("job"), "{listed}");
+    assert!(!status.contains(holder.as_str()), "{status}");
+    assert!(!listed.contains(holder.as_str()), "{listed}");
 }

@@ -377,3 +377,138 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Warden, _: 
         .unwrap();
     guard.release().await.unwrap();
 }
+
+/// A lease that records its holder shows host, process, label and how long it
+/// has been held to anyone reading its status, keeps it through renewals, and
+/// takes it along when released; a lease that records nothing shows none.
+pub async fn holder_is_recorded_read_by_anyone_and_released_with_the_lease(
+    w: &Warden,
+    _t: &Timing,
+) {
+    let ttl = Duration::from_secs(30);
+    let lease = w.lease("holder:labelled").ttl(ttl).label("POST /orders/42");
+    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let status = w.status("holder:labelled").await.unwrap();
+    assert!(status.held);
+    let holder = status.holder.expect("the holder was recorded");
+    let me = warden::HolderInfo::this_process();
+    assert_eq!(
+        (holder.host.as_str(), holder.pid),
+        (me.host.as_str(), me.pid)
+    );
+    assert_eq!(holder.label.as_deref(), Some("POST /orders/42"));
+    let held = holder.held_for.expect("an acquisition time");
+    assert!(held < Duration::from_secs(20), "held for {held:?}");
+    assert!(matches!(
+        guard.extend().await.unwrap(),
+        ExtendOutcome::Extended { .. }
+    ));
+    let renewed = w.status("holder:labelled").await.unwrap().holder;
+    assert_eq!(
+        renewed.and_then(|h| h.label),
+        Some("POST /orders/42".to_string()),
+        "a renewal keeps the record"
+    );
+    guard.release().await.unwrap();
+    let free = w.status("holder:labelled").await.unwrap();
+    assert!(!free.held && free.holder.is_none(), "{free:?}");
+
+    // Recording without a label, and not recording at all.
+    let plain = w.lease("holder:labelled").ttl(ttl).record_holder(true);
+    let guard = plain.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = w.status("holder:labelled").await.unwrap().holder.unwrap();
+    assert_eq!((holder.pid, holder.label), (me.pid, None));
+    guard.release().await.unwrap();
+    let silent = w.lease("holder:labelled").ttl(ttl);
+    let guard = silent.try_acquire().await.unwrap().into_guard().unwrap();
+    let status = w.status("holder:labelled").await.unwrap();
+    assert!(status.held && status.holder.is_none(), "{status:?}");
+    guard.release().await.unwrap();
+
+    // A bad label is refused by name before anything is written.
+    let bad = w.lease("holder:labelled").label("two\nlines");
+    match bad.try_acquire().await {
+        Err(Error::InvalidArgument { what: "label", .. }) => {}
+        other => panic!("expected an invalid label, got {other:?}"),
+    }
+    assert!(!w.status("holder:labelled").await.unwrap().held);
+}
+
+/// A holder's record ends with its lease when the TTL runs out.
+pub async fn holder_record_expires_with_the_lease(w: &Warden, t: &Timing) {
+    let lease = w.lease("holder:expiring").ttl(t.short).label("short");
+    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    assert!(w.status("holder:expiring").await.unwrap().holder.is_some());
+    until_expired(w, "holder:expiring", t).await;
+    drop(guard);
+    let status = w.status("holder:expiring").await.unwrap();
+    assert!(status.holder.is_none(), "{status:?}");
+    // The next holder that records nothing is not shown the old record.
+    let next = w.lease("holder:expiring").ttl(Duration::from_secs(30));
+    let guard = next.try_acquire().await.unwrap().into_guard().unwrap();
+    let status = w.status("holder:expiring").await.unwrap();
+    assert!(status.held && status.holder.is_none(), "{status:?}");
+    guard.release().await.unwrap();
+}
+
+/// `list` shows the held leases under a prefix, in key order, with their
+/// holders; a store that cannot list says so with a configuration error.
+pub async fn list_shows_the_held_leases_under_a_prefix(w: &Warden, _t: &Timing) {
+    let ttl = Duration::from_secs(30);
+    let b = w.lease("ls:b").ttl(ttl).try_acquire().await.unwrap();
+    let a = w.lease("ls:a").ttl(ttl).label("first").try_acquire().await;
+    let other = w.lease("lx").ttl(ttl).try_acquire().await.unwrap();
+    let free = w.lease("ls:c").ttl(ttl).try_acquire().await.unwrap();
+    free.into_guard().unwrap().release().await.unwrap();
+    let listed = match w.list("ls:").await {
+        Ok(listed) => listed,
+        Err(Error::Config { reason, .. }) => {
+            assert!(reason.contains("cannot list"), "{reason}");
+            return;
+        }
+        Err(e) => panic!("list failed: {e}"),
+    };
+    let keys: Vec<&str> = listed.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["ls:a", "ls:b"]);
+    assert!(listed.iter().all(|(_, s)| s.held && s.ttl_left.is_some()));
+    assert_eq!(
+        listed[0].1.holder.as_ref().and_then(|h| h.label.as_deref()),
+        Some("first")
+    );
+    assert!(listed[1].1.holder.is_none());
+    a.unwrap().into_guard().unwrap().release().await.unwrap();
+    let keys: Vec<String> = w
+        .list("ls:")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(keys, ["ls:b"]);
+    assert_eq!(w.list("").await.unwrap().len(), 2, "every held lease");
+    drop((b, other));
+}
+
+/// A waiter that gets the lease (handed over on release, or after the TTL)
+/// records itself, not the previous holder.
+pub async fn a_waiter_that_gets_the_lease_records_itself(w: &Warden, _t: &Timing) {
+    let ttl = Duration::from_secs(30);
+    let first = w.lease("holder:handoff").ttl(ttl).label("first");
+    let guard = first.try_acquire().await.unwrap().into_guard().unwrap();
+    let waiter = {
+        let lease = w.lease("holder:handoff").ttl(ttl).label("second");
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(10)).await })
+    };
+    // Let the waiter stand in line before the release.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard.release().await.unwrap();
+    let second = waiter
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .expect("handed over");
+    let holder = w.status("holder:handoff").await.unwrap().holder;
+    assert_eq!(holder.and_then(|h| h.label).as_deref(), Some("second"));
+    second.release().await.unwrap();
+}

@@ -1,6 +1,7 @@
 -- Acquire a lease and, only when it is won, increment the key's fence counter.
--- KEYS[1] lease key, KEYS[2] fence counter
--- ARGV[1] owner token, ARGV[2] ttl in milliseconds
+-- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] holder hash
+-- ARGV[1] owner token, ARGV[2] ttl in milliseconds; when the holder is
+-- recorded, ARGV[3] host, ARGV[4] pid and ARGV[5] label (if any)
 -- Returns {1, fence} when acquired, {0, pttl} when held by someone else.
 -- The fast path is two commands (SET NX, INCR); the type checks run only when
 -- one of them did not go through, so a key of another type is still a clear
@@ -12,6 +13,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if not fence then
     return err
   end
+  record_holder(KEYS[3], fence, ARGV[2], ARGV[3], ARGV[4], ARGV[5])
   return {1, fence}
 end
 local lease_type = redis.call('TYPE', KEYS[1]).ok

@@ -1,15 +1,19 @@
 -- One look by a waiter in line: take the lease when it was handed to us or is
 -- free with us first in line; otherwise keep (or take) our place.
--- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line
+-- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line, KEYS[4]
+-- holder hash
 -- ARGV[1] owner token, ARGV[2] ttl in milliseconds, ARGV[3] release channel,
--- ARGV[4] our entry from the last look ('' before the first)
+-- ARGV[4] our entry from the last look ('' before the first); when the holder
+-- is recorded, ARGV[5] host, ARGV[6] pid and ARGV[7] label (if any)
 -- Returns {1, fence, ''} when the lease is ours (its TTL reset to ttl from now),
 -- {0, pttl, entry} when we wait, entry being our place in line.
 local owner = redis.call('GET', KEYS[1])
 if owner == ARGV[1] then
   -- Handed over: claim it, so the holder counts its validity from this call.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[2])), ''}
+  local fence = tonumber(redis.call('GET', KEYS[2]))
+  record_holder(KEYS[4], fence, ARGV[2], ARGV[5], ARGV[6], ARGV[7])
+  return {1, fence, ''}
 end
 if not owner then
   -- Free (its holder's TTL ran out): the first live waiter gets it.
@@ -23,6 +27,7 @@ if not owner then
     if not fence then
       return fence_err
     end
+    record_holder(KEYS[4], fence, ARGV[2], ARGV[5], ARGV[6], ARGV[7])
     return {1, fence, ''}
   end
   local handoff_err = hand_off(KEYS, waiter, ARGV[3])

@@ -12,25 +12,16 @@
 -- ARGV[5 + 5(i-1) ...]  algorithm code, capacity, period µs, interval µs,
 --                       '1' when refusals are recorded
 -- Returns per policy {allowed 0/1, limit, remaining, reset µs, retry µs or -1}.
-local now, pad_ms = tonumber(ARGV[1]), 0
+local now = tonumber(ARGV[1])
 if now == nil then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
-  pad_ms = 60000
+  PAD_MS = 60000
 end
 local cost, peek, nonce = tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
 
--- Durations are counted from the instant the state reached; when the clock
--- went back behind it (`skew`), they are longer by that much from `now`.
-local function later(us, skew)
-  if us == 0 then
-    return 0
-  end
-  return us + skew
-end
-
-local policies, decisions, commits, skews = {}, {}, {}, {}
+local policies, decisions, commits = {}, {}, {}
 local all = true
 for i = 1, #KEYS do
   local b = 4 + (i - 1) * 5
@@ -52,15 +43,13 @@ for i = 1, #KEYS do
       math.max(later(ev.retry, skew), 1)}
     all = false
   end
-  policies[i], commits[i], skews[i] = p, commit, skew
+  policies[i], commits[i] = p, commit
 end
 
 if not peek then
   for i = 1, #KEYS do
     if all or policies[i].record then
-      local ttl = math.max(later(commits[i](), skews[i]), 1)
-      local ms = math.max(1, idiv(ttl + 999, 1000)) + pad_ms
-      redis.call('PEXPIRE', KEYS[i], int(ms))
+      commits[i]()
     end
   end
 end

@@ -28,6 +28,6 @@ STEPS[5] = function(p, key, now, cost)
   }
   return ev, function()
     redis.call('HSET', key, 'start', int(start), 'count', int(count + cost))
-    return to_end
+    redis.call('PEXPIRE', key, expiry(to_end, skew))
   end
 end

@@ -2,8 +2,9 @@
 -- arrival time (TAT) in µs. Mirrors limit/gcra.rs.
 STEPS[1] = function(p, key, now, cost)
   local tat = now
-  if exists_as(key, 'string') then
-    tat = field(key, redis.call('GET', key), 'arrival time')
+  local stored = read(key, 'string', 'GET', key)
+  if stored then
+    tat = field(key, stored, 'arrival time')
   end
   if tat < now then
     tat = now
@@ -19,7 +20,6 @@ STEPS[1] = function(p, key, now, cost)
     reset_consumed = backlog + need,
   }
   return ev, function()
-    redis.call('SET', key, int(tat + need))
-    return backlog + need
+    redis.call('SET', key, int(tat + need), 'PX', expiry(backlog + need, 0))
   end
 end

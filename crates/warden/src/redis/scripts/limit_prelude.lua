@@ -1,7 +1,8 @@
 -- Rate limiting, part 1 of 7: helpers shared by every algorithm. The parts are
 -- concatenated into one script (see limit/redis.rs); each algorithm part adds
 -- a function to STEPS mirroring its Rust twin in limit/<algorithm>.rs, and
--- limit_apply.lua runs them. All times are integer microseconds: they stay
+-- limit_apply.lua runs them. A step returns what it found and a function that
+-- writes the new state with its TTL (one call more at most: PEXPIRE). All times are integer microseconds: they stay
 -- below 2^53, where Lua's doubles are exact, and are written with '%d' because
 -- tostring() would print 1.7e+15 and lose the digits.
 local STEPS = {}
@@ -44,24 +45,59 @@ local function field(key, v, name)
   return n
 end
 
--- Whether `key` exists; an error when it holds another type.
-local function exists_as(key, want)
-  local t = redis.call('TYPE', key).ok
-  if t == 'none' then
-    return false
+-- Minutes added to every TTL when the caller injects `now` (tests): the keys'
+-- TTLs then no longer relate to the server's clock. limit_apply.lua sets it.
+local PAD_MS = 0
+
+-- Durations are counted from the instant the state reached; when the clock
+-- went back behind it (`skew`), they are longer by that much from `now`.
+local function later(us, skew)
+  if us == 0 then
+    return 0
   end
-  if t ~= want then
-    corrupt(key, 'holds a ' .. t .. ', a ' .. want .. ' was expected')
-  end
-  return true
+  return us + skew
 end
 
--- Hash fields as integers, or nil when the key does not exist.
+-- The PEXPIRE argument (ms) for state that reads as fresh `us` from the
+-- state's instant: at least 1 ms, rounded up.
+local function expiry(us, skew)
+  local ttl = math.max(later(us, skew), 1)
+  return int(math.max(1, idiv(ttl + 999, 1000)) + PAD_MS)
+end
+
+-- `redis.call(...)` reading `key`: a key of another type than `want` is the
+-- limiter's own WRONGTYPE error naming the key. There is no TYPE on the fast
+-- path: the read itself fails on another type, and only then is TYPE asked.
+local function read(key, want, ...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    local t = redis.call('TYPE', key).ok
+    if t ~= want and t ~= 'none' then
+      corrupt(key, 'holds a ' .. t .. ', a ' .. want .. ' was expected')
+    end
+    error(r)
+  end
+  return r
+end
+
+-- Hash fields as integers, or nil when the key does not exist. A hash that
+-- has none of them was not written by warden: an error, never a fresh start
+-- (EXISTS runs only then, when every field is missing).
 local function hash_fields(key, names)
-  if not exists_as(key, 'hash') then
+  local raw = read(key, 'hash', 'HMGET', key, unpack(names))
+  local any = false
+  for i = 1, #names do
+    if raw[i] then
+      any = true
+      break
+    end
+  end
+  if not any then
+    if redis.call('EXISTS', key) == 1 then
+      corrupt(key, 'has none of the fields ' .. table.concat(names, ', '))
+    end
     return nil
   end
-  local raw = redis.call('HMGET', key, unpack(names))
   local out = {}
   for i, name in ipairs(names) do
     out[name] = field(key, raw[i], name)

@@ -6,13 +6,10 @@ STEPS[3] = function(p, key, now, cost, nonce)
   local period, cap = p.period, p.cap
   local cutoff = now - period -- entries at or before it have left the window
   local above = '(' .. int(cutoff)
-  local count, newest = 0, nil
-  if exists_as(key, 'zset') then
-    count = redis.call('ZCOUNT', key, above, '+inf')
-    if count > 0 then
-      local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-      newest = field(key, last[2], 'entry time')
-    end
+  local count, newest = read(key, 'zset', 'ZCOUNT', key, above, '+inf'), nil
+  if count > 0 then
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    newest = field(key, last[2], 'entry time')
   end
   local retry = 0
   local k = count + cost - cap -- the k-th live entry must leave first
@@ -50,13 +47,14 @@ STEPS[3] = function(p, key, now, cost, nonce)
       redis.call('ZADD', key, unpack(args))
       i = last + 1
     end
-    -- Recorded refusals may overfill the log; the newest `cap` entries decide
-    -- every future request, so the rest can go.
-    local n = redis.call('ZCARD', key)
+    -- The log now holds the `count` live entries and the `cost` new ones
+    -- (members are unique: the nonce is). Recorded refusals may overfill it;
+    -- the newest `cap` entries decide every future request, so the rest can go.
+    local n = count + cost
     if n > cap then
       redis.call('ZREMRANGEBYRANK', key, 0, int(n - cap - 1))
     end
-    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    return until_empty(field(key, last[2], 'entry time'))
+    -- The newest entry is now the later of the newest live one and `now`.
+    redis.call('PEXPIRE', key, expiry(until_empty(after), 0))
   end
 end

@@ -78,6 +78,6 @@ STEPS[4] = function(p, key, now, cost)
   return ev, function()
     redis.call('HSET', key, 'start', int(start), 'current', int(current + cost),
       'previous', int(previous))
-    return to_end + period
+    redis.call('PEXPIRE', key, expiry(to_end + period, skew))
   end
 end

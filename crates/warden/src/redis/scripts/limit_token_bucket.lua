@@ -38,6 +38,6 @@ STEPS[2] = function(p, key, now, cost)
   return ev, function()
     local left = tokens - cost
     redis.call('HSET', key, 'tokens', int(left), 'last', int(last))
-    return until_full(left)
+    redis.call('PEXPIRE', key, expiry(until_full(left), skew))
   end
 end

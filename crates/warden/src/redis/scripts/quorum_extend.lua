@@ -3,7 +3,8 @@
 -- it (the node missed our acquire, or its copy expired while it was slow), so a
 -- lease won on exactly a majority regains its margin. A node taken this way gets
 -- its fence counter raised to our fence, so every later grant here is above it.
--- KEYS[1] lease key, KEYS[2] fence counter
+-- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] holder hash (renewed with
+-- the lease when there is one; a node taken here records no holder)
 -- ARGV[1] owner token, ARGV[2] ttl in milliseconds, ARGV[3] our fence (decimal),
 -- ARGV[4] '1' when a free key may be taken
 -- Returns 1 when extended, 2 when taken, 0 when held by another owner (or free
@@ -15,6 +16,7 @@ end
 local owner = redis.call('GET', KEYS[1])
 if owner == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
   return 1
 end
 if owner or ARGV[4] ~= '1' then

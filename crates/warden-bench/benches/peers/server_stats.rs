@@ -1,0 +1,124 @@
+//! What the server itself counted: `INFO commandstats` after `CONFIG RESETSTAT`.
+
+use redis::aio::MultiplexedConnection;
+
+/// A connection used only to read and reset the server's statistics.
+#[derive(Clone)]
+pub struct ServerStats(MultiplexedConnection);
+
+impl ServerStats {
+    pub async fn connect(url: &str) -> Self {
+        let client = redis::Client::open(url).unwrap();
+        ServerStats(client.get_multiplexed_async_connection().await.unwrap())
+    }
+
+    /// Zeroes the counters (`CONFIG RESETSTAT`).
+    pub async fn reset(&self) {
+        let mut c = self.0.clone();
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+
+    /// `(command, calls, usec_per_call)` of every command counted.
+    async fn commands(&self) -> Vec<(String, u64, f64)> {
+        let mut c = self.0.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        info.lines()
+            .filter_map(|l| {
+                let (name, fields) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+                let field = |f: &str| {
+                    fields
+                        .split(',')
+                        .find_map(|kv| kv.strip_prefix(f)?.strip_prefix('='))
+                };
+                Some((
+                    name.to_string(),
+                    field("calls")?.parse().ok()?,
+                    field("usec_per_call")?.parse().ok()?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Calls of every command since the last reset, but this reader's own
+    /// (`INFO`, `CONFIG`).
+    pub async fn calls(&self) -> u64 {
+        self.commands()
+            .await
+            .iter()
+            .filter(|(name, _, _)| name != "info" && name != "config")
+            .map(|(_, calls, _)| calls)
+            .sum()
+    }
+
+    /// Server time per `EVALSHA` since the last reset, in µs.
+    pub async fn usec_per_evalsha(&self) -> f64 {
+        self.commands()
+            .await
+            .iter()
+            .find(|(name, _, _)| name == "evalsha")
+            .map_or(f64::NAN, |(_, _, usec)| *usec)
+    }
+
+    /// The server's version (`INFO server`).
+    pub async fn version(&self) -> String {
+        let mut c = self.0.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("?")
+            .trim()
+            .to_string()
+    }
+
+    /// Keys matching `pattern` (`SCAN`), for what a run left behind.
+    pub async fn keys(&self, pattern: &str) -> Vec<String> {
+        let mut c = self.0.clone();
+        let mut cursor = 0u64;
+        let mut out = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            out.extend(batch);
+            if next == 0 {
+                return out;
+            }
+            cursor = next;
+        }
+    }
+
+    /// `FLUSHALL`, between workloads.
+    pub async fn flush(&self) {
+        let mut c = self.0.clone();
+        let () = redis::cmd("FLUSHALL").query_async(&mut c).await.unwrap();
+    }
+
+    /// Loads `source` (`SCRIPT LOAD`) and returns its SHA1.
+    pub async fn load_script(&self, source: &str) -> String {
+        let mut c = self.0.clone();
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(source)
+            .query_async(&mut c)
+            .await
+            .unwrap()
+    }
+}

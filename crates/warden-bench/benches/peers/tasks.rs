@@ -1,0 +1,34 @@
+//! Running one operation from many tasks for a fixed time.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Runs `op(task)` in a loop from `tasks` tasks for `run_for`; returns the
+/// completed operations per second.
+pub async fn rate<F, Fut>(tasks: usize, run_for: Duration, op: F) -> f64
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Instant::now() + run_for;
+    let handles: Vec<_> = (0..tasks)
+        .map(|task| {
+            let (op, done) = (op.clone(), Arc::clone(&done));
+            tokio::spawn(async move {
+                while Instant::now() < stop {
+                    op(task).await;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.unwrap();
+    }
+    done.load(Ordering::Relaxed) as f64 / run_for.as_secs_f64()
+}
