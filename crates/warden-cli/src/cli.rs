@@ -35,7 +35,7 @@ pub struct Global {
     /// Store URL: sqlite:PATH, redis://[USER:PASSWORD@]HOST:PORT[/DB],
     /// rediss://… for TLS, redis+cluster://HOST:PORT,HOST:PORT… for a Redis
     /// Cluster, redis+sentinel://HOST:26379,…/MASTER for the master Sentinel
-    /// names, or etcd://HOST:2379[,HOST:2379…] (repeatable; several
+    /// names, or etcd[s]://HOST:2379[,HOST:2379…] (repeatable; several
     /// Redis URLs form a quorum; in
     /// WARDEN_BACKEND, separate them with commas). Default: this user's
     /// SQLite file at $WARDEN_DB, else $XDG_STATE_HOME/warden/warden.db, else
@@ -53,13 +53,13 @@ pub struct Global {
     )]
     pub backends: Vec<String>,
 
-    /// PEM file of the CA that signs the rediss:// server's certificate
-    /// (default: the system's trusted roots).
+    /// PEM file of the CA that signs the rediss:// server's or the etcds://
+    /// members' certificates (default: the system's trusted roots).
     #[arg(long, value_name = "FILE", global = true, env = "WARDEN_CACERT")]
     pub cacert: Option<PathBuf>,
 
-    /// PEM client certificate for a rediss:// server that checks clients
-    /// (with --tls-key).
+    /// PEM client certificate for a rediss:// server or etcds:// members
+    /// that check clients (with --tls-key).
     #[arg(long, value_name = "FILE", global = true, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
 

@@ -76,7 +76,7 @@ const ENVIRONMENT: [(&str, &str); 7] = [
     ),
     (
         "WARDEN_CACERT",
-        "the CA file for a rediss:// store, as --cacert (which wins over it)",
+        "the CA file for a rediss:// or etcds:// store, as --cacert (which wins over it)",
     ),
     (
         "RUST_LOG",

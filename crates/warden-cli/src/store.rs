@@ -18,7 +18,7 @@ const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Schemes that start a new URL in a comma-separated list. A comma followed by
 /// anything else belongs to the URL before it (a password may contain one).
-const SCHEMES: [&str; 9] = [
+const SCHEMES: [&str; 10] = [
     "redis://",
     "rediss://",
     "redis+cluster://",
@@ -28,6 +28,7 @@ const SCHEMES: [&str; 9] = [
     "sqlite:",
     "memory:",
     "etcd://",
+    "etcds://",
 ];
 
 /// Splits a `--backend` / `WARDEN_BACKEND` value into URLs: only at a comma that
@@ -99,8 +100,24 @@ fn tls_set(global: &Global) -> bool {
     global.cacert.is_some() || global.tls_cert.is_some()
 }
 
+/// An etcd cluster over TLS with the certificates of --cacert / --tls-cert /
+/// --tls-key (etcdctl's --cacert / --cert / --key).
+async fn connect_etcd_tls(url: &str, global: &Global) -> Result<Warden, Failure> {
+    let mut options = warden::etcd::EtcdOptions::default();
+    if let Some(ca) = &global.cacert {
+        options = options.ca_file(ca);
+    }
+    if let (Some(cert), Some(key)) = (&global.tls_cert, &global.tls_key) {
+        options = options.client_cert(cert, key);
+    }
+    Ok(Warden::connect_etcd(url, options).await?)
+}
+
 /// One Redis master with the certificates of --cacert / --tls-cert / --tls-key.
 async fn connect_redis_tls(url: &str, global: &Global) -> Result<Warden, Failure> {
+    if starts_with_ci(url, "etcds://") {
+        return connect_etcd_tls(url, global).await;
+    }
     // WARDEN_CACERT may be set for the whole environment: other stores
     // ignore it rather than fail.
     if !["rediss://", "rediss+cluster://", "rediss+sentinel://"]
@@ -108,8 +125,8 @@ async fn connect_redis_tls(url: &str, global: &Global) -> Result<Warden, Failure
         .any(|scheme| starts_with_ci(url, scheme))
     {
         tracing::debug!(
-            "--cacert/--tls-cert/--tls-key apply to rediss://, rediss+cluster:// and \
-             rediss+sentinel:// only; ignored"
+            "--cacert/--tls-cert/--tls-key apply to rediss://, rediss+cluster://, \
+             rediss+sentinel:// and etcds:// only; ignored"
         );
         return Ok(Warden::connect(url).await?);
     }

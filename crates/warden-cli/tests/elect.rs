@@ -1,5 +1,5 @@
 //! `warden elect` and `warden leader` end to end: five real candidate
-//! processes, leaders killed with SIGKILL, on Redis and on SQLite.
+//! processes, leaders killed with SIGKILL, on Redis, SQLite and etcd.
 
 #![allow(clippy::unwrap_used)]
 
@@ -185,6 +185,14 @@ fn five_candidates_one_leader_at_a_time(backend: &str) {
 fn five_candidates_on_redis() {
     let server = RedisServer::start();
     five_candidates_one_leader_at_a_time(&server.url());
+}
+
+/// On etcd a leader's key outlives a kill by its whole-second TTL and the
+/// expiry sweep (every 500 ms); waiting candidates are pushed the deletion.
+#[test]
+fn five_candidates_on_etcd() {
+    let etcd = warden_test::EtcdCluster::single();
+    five_candidates_one_leader_at_a_time(&etcd.url());
 }
 
 #[test]

@@ -149,3 +149,72 @@ fn rate_limits_on_etcd_are_refused_naming_redis_and_sqlite() {
     );
     assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
 }
+
+/// `etcds://` with etcdctl's certificate options: the test CA works (a run
+/// and `warden status`), another CA is exit 69 with one line naming the
+/// certificate problem.
+#[test]
+fn etcds_with_cacert_runs_and_a_wrong_ca_exits_69() {
+    let certs = warden_test::TlsCerts::generate();
+    let etcd = EtcdCluster::start_tls(1, &certs, true);
+    let s = Sandbox::new();
+    let ca = certs.path("ca.pem").display().to_string();
+    let (cert, key) = (
+        certs.path("client.pem").display().to_string(),
+        certs.path("client.key").display().to_string(),
+    );
+    let tls = [
+        "--backend",
+        &etcd.tls_url(),
+        "--cacert",
+        &ca,
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+    ];
+    let out = output(s.warden().args(tls).args([
+        "run",
+        "--key",
+        "tls",
+        "--",
+        "sh",
+        "-c",
+        "echo $WARDEN_FENCE",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).trim().parse::<u64>().is_ok(),
+        "{}",
+        stdout(&out)
+    );
+    let out = output(s.warden().args(tls).args(["status", "--key", "tls"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let other = certs.path("other-ca.pem").display().to_string();
+    let start = std::time::Instant::now();
+    let err = assert_one_line_error(
+        &s,
+        &[
+            "--backend",
+            &etcd.tls_url(),
+            "--cacert",
+            &other,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "status",
+            "--key",
+            "tls",
+        ],
+        69,
+        "certificate",
+    );
+    assert!(err.contains("etcds://"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -1,7 +1,7 @@
-//! `warden run --permits N` end to end, on Redis and on SQLite: twenty
-//! contenders, never more than N inside; permits of SIGKILLed holders come
-//! back after their TTL and not before; lowering N from 5 to 2 under load
-//! never admits a sixth and settles at 2.
+//! `warden run --permits N` end to end: twenty contenders, never more than N
+//! inside (Redis, SQLite, etcd); permits of SIGKILLed holders come back after
+//! their TTL and not before; lowering N from 5 to 2 under load never admits a
+//! sixth and settles at 2 (Redis, SQLite).
 
 #![allow(clippy::unwrap_used)]
 
@@ -76,6 +76,12 @@ fn never_more_than_three(backend: &str) {
 fn twenty_contenders_on_redis() {
     let server = RedisServer::start();
     never_more_than_three(&server.url());
+}
+
+#[test]
+fn twenty_contenders_on_etcd() {
+    let etcd = warden_test::EtcdCluster::single();
+    never_more_than_three(&etcd.url());
 }
 
 #[test]

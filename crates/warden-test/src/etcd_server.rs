@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::free_port;
+use crate::{TlsCerts, free_port};
 
 /// Environment variable naming the `etcd` binary to run.
 pub const ETCD_ENV: &str = "WARDEN_ETCD";
@@ -33,6 +33,19 @@ pub struct EtcdMember {
     data_dir: PathBuf,
     log_path: PathBuf,
     child: Option<Child>,
+    tls: Option<MemberTls>,
+}
+
+/// A member's TLS client port, next to its plain one (which the harness
+/// keeps using for health checks).
+#[derive(Debug, Clone)]
+struct MemberTls {
+    port: u16,
+    cert: PathBuf,
+    key: PathBuf,
+    /// The CA that client certificates must be signed by, when the member
+    /// checks them (`--client-cert-auth`).
+    client_ca: Option<PathBuf>,
 }
 
 impl EtcdMember {
@@ -49,6 +62,12 @@ impl EtcdMember {
     /// The client port.
     pub fn port(&self) -> u16 {
         self.client_port
+    }
+
+    /// `127.0.0.1:PORT` of the TLS client API, for a member started with
+    /// [`EtcdCluster::start_tls`].
+    pub fn tls_addr(&self) -> Option<String> {
+        self.tls.as_ref().map(|t| format!("127.0.0.1:{}", t.port))
     }
 
     /// The process id, while the member runs.
@@ -104,11 +123,27 @@ impl EtcdMember {
             .open(&self.log_path)
             .map_err(|e| format!("open {}: {e}", self.log_path.display()))?;
         let log2 = log.try_clone().map_err(|e| e.to_string())?;
-        let child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        let mut listen = client.clone();
+        if let Some(tls) = &self.tls {
+            listen = format!("{client},https://127.0.0.1:{}", tls.port);
+            command
+                .arg("--cert-file")
+                .arg(&tls.cert)
+                .arg("--key-file")
+                .arg(&tls.key);
+            if let Some(ca) = &tls.client_ca {
+                command
+                    .arg("--client-cert-auth")
+                    .arg("--trusted-ca-file")
+                    .arg(ca);
+            }
+        }
+        let child = command
             .args(["--name", &self.name])
             .arg("--data-dir")
             .arg(&self.data_dir)
-            .args(["--listen-client-urls", &client])
+            .args(["--listen-client-urls", &listen])
             .args(["--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer])
             .args(["--initial-advertise-peer-urls", &peer])
@@ -174,11 +209,26 @@ impl EtcdCluster {
     /// # Panics
     /// When the cluster could not be started: a test cannot go on without it.
     pub fn start(size: usize) -> Self {
+        Self::start_with(size, None, false)
+    }
+
+    /// Starts `size` members that also serve TLS clients with `certs`' server
+    /// certificate on a second port ([`tls_url`](Self::tls_url)); with
+    /// `client_auth`, they accept only clients with a certificate signed by
+    /// `certs`' CA.
+    ///
+    /// # Panics
+    /// When the cluster could not be started.
+    pub fn start_tls(size: usize, certs: &TlsCerts, client_auth: bool) -> Self {
+        Self::start_with(size, Some(certs), client_auth)
+    }
+
+    fn start_with(size: usize, certs: Option<&TlsCerts>, client_auth: bool) -> Self {
         assert!(size > 0, "a cluster has at least one member");
         let mut last_error = String::new();
         // Ports found free may be taken by someone else before etcd binds them.
         for _ in 0..5 {
-            match Self::try_start(size) {
+            match Self::try_start(size, certs, client_auth) {
                 Ok(cluster) => return cluster,
                 Err(e) => last_error = e,
             }
@@ -186,7 +236,7 @@ impl EtcdCluster {
         panic!("could not start an etcd cluster of {size}: {last_error}");
     }
 
-    fn try_start(size: usize) -> Result<Self, String> {
+    fn try_start(size: usize, certs: Option<&TlsCerts>, client_auth: bool) -> Result<Self, String> {
         // etcd preallocates 64 MB of write-ahead log per member and fsyncs every
         // commit: in memory (tmpfs, where the system has one) that costs neither
         // disk space nor seconds, and a killed member still finds its data.
@@ -212,7 +262,14 @@ impl EtcdCluster {
                 }
             };
             let (client_port, peer_port) = (port(), port());
+            let tls = certs.map(|certs| MemberTls {
+                port: port(),
+                cert: certs.path("server.pem"),
+                key: certs.path("server.key"),
+                client_ca: client_auth.then(|| certs.path("ca.pem")),
+            });
             members.push(EtcdMember {
+                tls,
                 name: format!("m{i}"),
                 client_port,
                 peer_port,
@@ -288,6 +345,20 @@ impl EtcdCluster {
     /// `etcd://127.0.0.1:P1,127.0.0.1:P2,…` with every member's client address.
     pub fn url(&self) -> String {
         format!("etcd://{}", self.endpoints().join(","))
+    }
+
+    /// `etcds://127.0.0.1:T1,…` with every member's TLS client address, for a
+    /// cluster started with [`start_tls`](Self::start_tls).
+    ///
+    /// # Panics
+    /// When the cluster serves no TLS.
+    pub fn tls_url(&self) -> String {
+        let addrs: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| m.tls_addr().expect("a cluster started with start_tls"))
+            .collect();
+        format!("etcds://{}", addrs.join(","))
     }
 
     /// The client addresses, `127.0.0.1:PORT` each.

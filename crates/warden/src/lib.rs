@@ -69,7 +69,7 @@
 //! | `quorum` | yes | leases over several Redis masters (Redlock): `Warden::connect_quorum`, comma-separated `redis://` URLs; turns on `redis` |
 //! | `sqlite` | yes | the embedded single-host store `sqlite:PATH`, SQLite's C code compiled in (no system library) |
 //! | `tls` | no | `rediss://` with rustls (ring); turns on `redis` |
-//! | `etcd` | no | the etcd store `etcd://` (brings tonic and prost; building needs `protoc`) |
+//! | `etcd` | no | the etcd store `etcd://`, `etcds://` (brings tonic and prost; building needs `protoc`) |
 //! | `metrics` | no | metrics through the `metrics` facade (see [`telemetry`]); without it no metric code is compiled |
 //!
 //! [`Warden::connect`] with a URL whose store is compiled out returns

@@ -66,10 +66,12 @@ impl Warden {
     ///   [`split_redis_urls`](crate::redis::split_redis_urls));
     /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
     ///   processes of this host, created if missing (its directory must exist);
-    /// - `etcd://[user[:password]@]host:2379[,host:2379…]` — an etcd cluster
+    /// - `etcd://[user[:password]@]host:2379[,host:2379…]` (`etcds://` for
+    ///   TLS, with the system's trusted roots) — an etcd cluster
     ///   (feature `etcd`), checked with a read before returning, for
-    ///   leases only: rate limits on it are refused with an error naming Redis
-    ///   and SQLite (see `warden::etcd`). The password is never shown.
+    ///   leases, elections, semaphores and run-once; rate limits on it are
+    ///   refused with an error naming Redis and SQLite (see `warden::etcd`).
+    ///   The password is never shown.
     ///
     /// Each store is a cargo feature (`redis`, `quorum`, `tls` for
     /// `rediss://`, `sqlite`, `etcd`); a URL whose store this build left out
@@ -89,15 +91,7 @@ impl Warden {
             #[cfg(not(feature = "sqlite"))]
             "sqlite" => Err(compiled_out(url, "SQLite", "sqlite")),
             #[cfg(feature = "etcd")]
-            "etcd" | "etcds" => {
-                let store =
-                    crate::etcd::EtcdStore::connect(url, crate::etcd::EtcdOptions::default())
-                        .await?;
-                let limits = crate::etcd::EtcdLimits {
-                    endpoints: crate::etcd::redact(url),
-                };
-                Ok(Self::with_backend(store).with_limits(limits))
-            }
+            "etcd" | "etcds" => Self::connect_etcd(url, crate::etcd::EtcdOptions::default()).await,
             #[cfg(not(feature = "etcd"))]
             "etcd" | "etcds" => Err(compiled_out(url, "etcd", "etcd")),
             _ => Err(Error::Config {
@@ -159,6 +153,22 @@ impl Warden {
     {
         let backend = QuorumStore::connect(urls, QuorumOptions::default()).await?;
         Ok(Self::with_backend(backend))
+    }
+
+    /// An etcd cluster (`etcd://` or `etcds://`, see [`etcd`](crate::etcd))
+    /// with `options` (TLS certificates, time budgets, prefix): leases,
+    /// elections, semaphores and run-once records in etcd, rate limits
+    /// refused with an error naming Redis and SQLite.
+    #[cfg(feature = "etcd")]
+    pub async fn connect_etcd(url: &str, options: crate::etcd::EtcdOptions) -> Result<Self> {
+        let store = crate::etcd::EtcdStore::connect(url, options).await?;
+        let limits = crate::etcd::EtcdLimits {
+            endpoints: crate::etcd::redact(url),
+        };
+        Ok(Self::with_backend(store.clone())
+            .with_limits(limits)
+            .with_records(store.clone())
+            .with_semaphores(store))
     }
 
     /// A SQLite file shared by the processes of this host (see
@@ -282,7 +292,7 @@ impl Warden {
     /// The leases held now whose key starts with `prefix` (`""` for all), in
     /// key order, each with its status. Redis scans its key space (`SCAN`,
     /// several round trips for many keys), SQLite and etcd read a range, the
-    /// memory store its map; a quorum cannot list and answers
+    /// memory store its map; a quorum and a Redis Cluster cannot list and answer
     /// [`Error::Config`].
     pub async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
         if prefix.chars().any(char::is_control) {

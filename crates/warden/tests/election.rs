@@ -92,9 +92,10 @@ async fn campaigning_waits_for_the_leader_to_resign(fx: &Fixture) {
 }
 
 async fn observers_see_every_change(fx: &Fixture) {
-    // On one Redis master every change is pushed: with polling set to an hour,
-    // this only passes if releases and new leaders' ids wake the observer.
-    let pushed = fx.url.starts_with("redis") && !fx.url.contains(',');
+    // On one Redis master and on etcd every change is pushed: with polling
+    // set to an hour, this only passes if releases and new leaders' ids wake
+    // the observer.
+    let pushed = (fx.url.starts_with("redis") && !fx.url.contains(',')) || fx.etcd.is_some();
     let poll = if pushed {
         Duration::from_secs(3600)
     } else {
@@ -210,6 +211,9 @@ on_store!(memory: leader_is_named_and_terms_increase, a_deposed_leader_cannot_ov
 on_store!(sqlite: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
     campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
 on_store!(redis: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
+    campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
+#[cfg(feature = "etcd")]
+on_store!(etcd: leader_is_named_and_terms_increase, a_deposed_leader_cannot_overwrite_its_successors_id,
     campaigning_waits_for_the_leader_to_resign, observers_see_every_change, bad_ids_are_refused);
 
 /// Foreign data in any key of an election (the lease, its fence counter, the

@@ -216,6 +216,25 @@ async fn semaphores_elections_and_run_once_work_on_a_cluster() {
     ));
 }
 
+/// An evicting `maxmemory-policy` on any master (here the last one) is
+/// refused at connect, naming the node; `allow_eviction(true)` connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicting_policy_on_any_master_is_refused() {
+    let cluster = RedisCluster::start(3);
+    let node = cluster.node(2);
+    node.command("CONFIG SET maxmemory-policy allkeys-lru")
+        .unwrap();
+    let err = RedisStore::connect(&cluster.url(), RedisOptions::default())
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("allkeys-lru"), "{msg}");
+    assert!(msg.contains(&node.port().to_string()), "{msg}");
+    RedisStore::connect(&cluster.url(), RedisOptions::default().allow_eviction(true))
+        .await
+        .unwrap();
+}
+
 fn nz(n: u32) -> std::num::NonZeroU32 {
     std::num::NonZeroU32::new(n).unwrap()
 }

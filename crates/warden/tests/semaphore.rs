@@ -140,6 +140,10 @@ on_store!(sqlite: at_most_n_hold_and_fences_increase, lowering_n_never_admits_mo
 on_store!(redis: at_most_n_hold_and_fences_increase, lowering_n_never_admits_more_than_the_new_n,
     a_silent_holders_permit_expires_with_its_ttl, a_waiter_gets_a_released_permit,
     an_empty_key_is_refused);
+#[cfg(feature = "etcd")]
+on_store!(etcd: at_most_n_hold_and_fences_increase, lowering_n_never_admits_more_than_the_new_n,
+    a_silent_holders_permit_expires_with_its_ttl, a_waiter_gets_a_released_permit,
+    an_empty_key_is_refused);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quorum_is_refused_naming_the_alternative() {

@@ -166,14 +166,14 @@ async fn get_account(State(bank): State<Bank>, Path(id): Path<String>) -> Respon
 
 async fn deposit(State(bank): State<Bank>, Path(id): Path<String>, body: Bytes) -> Response {
     match (check_id(&id), parse_amount(&body)) {
-        (Ok(()), Ok(amount)) => change(&bank, &id, amount).await,
+        (Ok(()), Ok(amount)) => change(&bank, &id, amount, "deposit").await,
         (Err(detail), _) | (_, Err(detail)) => bad_request(&detail),
     }
 }
 
 async fn withdraw(State(bank): State<Bank>, Path(id): Path<String>, body: Bytes) -> Response {
     match (check_id(&id), parse_amount(&body)) {
-        (Ok(()), Ok(amount)) => change(&bank, &id, -amount).await,
+        (Ok(()), Ok(amount)) => change(&bank, &id, -amount, "withdraw").await,
         (Err(detail), _) | (_, Err(detail)) => bad_request(&detail),
     }
 }
@@ -183,13 +183,22 @@ pub fn lease_key(id: &str) -> String {
     format!("bank:account:{id}")
 }
 
-/// One balance change: under the account's lease, fenced by its token.
-async fn change(bank: &Bank, id: &str, delta: i64) -> Response {
+/// The label of the lease a change takes: its account and route, e.g.
+/// `account 42: POST /accounts/42/deposit` — what `warden status` and
+/// `warden list` show beside this host and process while it holds the lease.
+pub fn lease_label(id: &str, action: &str) -> String {
+    format!("account {id}: POST /accounts/{id}/{action}")
+}
+
+/// One balance change (`action` names its route): under the account's
+/// lease, labelled with the account and route, fenced by its token.
+async fn change(bank: &Bank, id: &str, delta: i64, action: &str) -> Response {
     let lease = bank
         .warden
         .lease(lease_key(id))
         .ttl(bank.lease_ttl)
-        .watchdog(true);
+        .watchdog(true)
+        .label(lease_label(id, action));
     let guard = match lease.acquire_within(bank.lease_wait).await {
         Ok(TryAcquire::Acquired(guard)) => guard,
         Ok(TryAcquire::Held { .. }) => return unavailable("the account is busy; try again"),

@@ -648,3 +648,43 @@ async fn metrics_are_scraped_in_prometheus_format_after_some_requests() {
     assert!(waits >= 3.0, "{page}");
     assert!(sample(&page, "warden_limit_store_seconds_count", &[redis]).unwrap() >= 4.0);
 }
+
+/// While a deposit holds the account's lease (its PostgreSQL write frozen),
+/// anyone reading the lease's status sees the label: the account and the
+/// route, beside this process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_in_progress_shows_its_account_and_route_in_the_lease_status() {
+    let bank = Bank::start(|c| c.lease_wait = Duration::from_secs(30)).await;
+    let client = client_from("127.0.0.1");
+    assert_eq!(deposit(&client, &bank, "labelled", 5).await.0, 200);
+    let observer = Warden::connect(&bank.redis.url()).await.unwrap();
+    let key = bank::app::lease_key("labelled");
+    assert!(
+        observer.status(&key).await.unwrap().holder.is_none(),
+        "free"
+    );
+    bank.pg.pause();
+    let pending = {
+        let (client, url) = (client.clone(), bank.url("/accounts/labelled/deposit"));
+        tokio::spawn(async move { client.post(url).json(&json!({ "amount": 1 })).send().await })
+    };
+    let start = Instant::now();
+    let holder = loop {
+        if let Some(h) = observer.status(&key).await.unwrap().holder {
+            break h;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "never held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    bank.pg.resume();
+    assert_eq!(
+        holder.label.as_deref(),
+        Some("account labelled: POST /accounts/labelled/deposit")
+    );
+    assert_eq!(holder.pid, std::process::id());
+    assert_eq!(pending.await.unwrap().unwrap().status(), 200);
+    assert!(
+        observer.status(&key).await.unwrap().holder.is_none(),
+        "released"
+    );
+}

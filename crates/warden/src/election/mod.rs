@@ -20,7 +20,8 @@
 //!   win and its id's write (one round trip) the id reads as `None`.
 //! - **Changes are pushed where the store can.** [`Election::observe`] wakes on
 //!   the lease's release notifications on Redis (a new leader's id is announced
-//!   on the same channel); elsewhere it polls. A leader that crashes is noticed
+//!   on the same channel) and on etcd (a watch on the lease key and the
+//!   record); elsewhere it polls. A leader that crashes is noticed
 //!   when its TTL runs out, on every store.
 //!
 //! # What an election does not guarantee
@@ -346,7 +347,7 @@ impl Observer {
     ///
     /// Two leaders with the same term and id are the same leadership; a
     /// change of `ttl_left` alone is not a change. A new leader is reported
-    /// once its id is readable. On Redis the wait ends on
+    /// once its id is readable. On Redis and etcd the wait ends on
     /// a release or a new leader's announcement; otherwise, and for a leader
     /// that crashed, the election is re-read every
     /// [`poll_every`](Election::poll_every) (at the latest when the

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, GetOptions};
+use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
 
 use super::options::{EtcdOptions, EtcdUrl};
 use crate::error::{Error, Result};
@@ -49,10 +49,24 @@ impl EtcdConn {
         // Connecting authenticates when a user is set: one round trip, bounded
         // by the connect and call budgets together.
         let budget = options.connect_timeout + options.timeout;
+        let scheme = if url.tls {
+            connect = connect.with_tls(tls_options(&display, options)?);
+            "https"
+        } else {
+            if options.ca_file.is_some() || options.client_cert.is_some() {
+                return Err(Error::Config {
+                    url: display,
+                    reason: "certificates were given for a plain etcd:// URL; use etcds:// for \
+                             TLS"
+                    .into(),
+                });
+            }
+            "http"
+        };
         let endpoints: Vec<String> = url
             .endpoints
             .iter()
-            .map(|e| format!("http://{e}"))
+            .map(|e| format!("{scheme}://{e}"))
             .collect();
         let client =
             match tokio::time::timeout(budget, Client::connect(endpoints, Some(connect))).await {
@@ -121,6 +135,29 @@ impl EtcdConn {
             }),
         }
     }
+}
+
+/// The TLS settings of an `etcds://` connection: the CA file's roots or the
+/// system's, and the client certificate if one is given. An unreadable file
+/// is an [`Error::Config`] naming it.
+fn tls_options(display: &str, options: &EtcdOptions) -> Result<TlsOptions> {
+    let read = |path: &std::path::Path, what: &str| {
+        std::fs::read(path).map_err(|e| Error::Config {
+            url: display.to_string(),
+            reason: format!("cannot read the {what} {}: {e}", path.display()),
+        })
+    };
+    let mut tls = TlsOptions::new();
+    tls = match &options.ca_file {
+        Some(ca) => tls.ca_certificate(Certificate::from_pem(read(ca, "CA file")?)),
+        None => tls.with_native_roots(),
+    };
+    if let Some((cert, key)) = &options.client_cert {
+        let identity =
+            Identity::from_pem(read(cert, "client certificate")?, read(key, "client key")?);
+        tls = tls.identity(identity);
+    }
+    Ok(tls)
 }
 
 /// etcd's errors as warden's: transport failures and the gRPC codes

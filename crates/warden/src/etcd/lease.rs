@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
-    WatchFilterType, WatchOptions,
+    Compare, CompareOp, Event, EventType, GetOptions, KeyValue, PutOptions, Txn, TxnOp,
+    TxnOpResponse, WatchOptions,
 };
 use tokio::sync::watch;
 
 use super::conn::EtcdConn;
 use super::holder::{self, holder_key, is_holder_key};
-use super::keys::{etcd_ttl_secs, lease_key, ttl_left};
+use super::keys::{companions_end, etcd_ttl_secs, lease_key, record_key, ttl_left};
 use super::options::{EtcdOptions, EtcdUrl};
 use crate::error::{Error, Result};
 use crate::fence::Fence;
@@ -31,7 +31,7 @@ use crate::token::OwnerToken;
 /// semantics and limits.
 #[derive(Clone)]
 pub struct EtcdStore {
-    conn: EtcdConn,
+    pub(super) conn: EtcdConn,
     prefix: String,
     /// The etcd lease behind each of our acquisitions, by (storage key, token):
     /// extend and release need it. A miss (another process's store, a handle
@@ -41,11 +41,11 @@ pub struct EtcdStore {
 
 /// An etcd lease we granted for one acquisition.
 #[derive(Debug, Clone, Copy)]
-struct Granted {
-    id: i64,
+pub(super) struct Granted {
+    pub(super) id: i64,
     /// The TTL etcd granted, in seconds (etcd may raise a short TTL to its
     /// minimum).
-    ttl_secs: i64,
+    pub(super) ttl_secs: i64,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -58,9 +58,9 @@ impl std::fmt::Debug for EtcdStore {
 }
 
 impl EtcdStore {
-    /// Connects to the cluster named by an `etcd://` URL
-    /// (`etcd://[user[:password]@]host:2379[,host:2379…]`) and checks that it
-    /// answers. User and password in the URL take precedence over
+    /// Connects to the cluster named by an `etcd://` or `etcds://` (TLS) URL
+    /// (`etcd[s]://[user[:password]@]host:2379[,host:2379…]`) and checks that
+    /// it answers. User and password in the URL take precedence over
     /// [`EtcdOptions::user`].
     pub async fn connect(url: &str, options: EtcdOptions) -> Result<Self> {
         let parsed = EtcdUrl::parse(url)?;
@@ -83,7 +83,29 @@ impl EtcdStore {
         lease_key(&self.prefix, key)
     }
 
-    fn remember(&self, storage_key: &str, token: &OwnerToken, granted: Granted) {
+    /// Grants an etcd lease of `ttl` rounded up to whole seconds.
+    pub(super) async fn grant(
+        &self,
+        op: &'static str,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<Granted> {
+        let secs = etcd_ttl_secs(ttl);
+        let grant = self
+            .conn
+            .call(
+                op,
+                key,
+                |mut c| async move { c.lease_grant(secs, None).await },
+            )
+            .await?;
+        Ok(Granted {
+            id: grant.id(),
+            ttl_secs: grant.ttl(),
+        })
+    }
+
+    pub(super) fn remember(&self, storage_key: &str, token: &OwnerToken, granted: Granted) {
         self.map().insert(
             (storage_key.to_string(), token.as_str().to_string()),
             granted,
@@ -107,7 +129,7 @@ impl EtcdStore {
 
     /// Revokes a lease without waiting: its keys (if any are left) go at once
     /// rather than at its TTL. A failure only means the TTL frees them.
-    fn revoke_in_background(&self, id: i64) {
+    pub(super) fn revoke_in_background(&self, id: i64) {
         let conn = self.conn.clone();
         tokio::spawn(async move {
             if let Err(e) = conn
@@ -124,7 +146,11 @@ impl EtcdStore {
     }
 
     /// Reads the key; `None` when absent.
-    async fn get(&self, op: &'static str, storage_key: &str) -> Result<Option<KeyValue>> {
+    pub(super) async fn get(
+        &self,
+        op: &'static str,
+        storage_key: &str,
+    ) -> Result<Option<KeyValue>> {
         let k = storage_key.to_string();
         let mut reply = self
             .conn
@@ -137,7 +163,7 @@ impl EtcdStore {
     }
 
     /// The remaining TTL of lease `id` (an upper bound, see [`ttl_left`]).
-    async fn lease_ttl_left(
+    pub(super) async fn lease_ttl_left(
         &self,
         op: &'static str,
         key: &str,
@@ -183,8 +209,104 @@ impl EtcdStore {
         }
     }
 
+    /// Renews the etcd lease behind `storage_key` (a lease key or a permit
+    /// key) if the key still holds `token` on it; `key` names it in errors.
+    pub(super) async fn extend_key(
+        &self,
+        key: &str,
+        storage_key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<ExtendReply> {
+        let start = crate::clock::now();
+        let Some(granted) = self.our_lease("extend", storage_key, token).await? else {
+            return Ok(ExtendReply::NotHeld);
+        };
+        // Refresh the lease and check that the key still holds our token bound
+        // to it, both sent at once. A live lease keeps every key bound to it,
+        // so "the key holds our token on our lease" plus "the lease was
+        // refreshed at `start` or later" means the key stays ours until at
+        // least `start + TTL` on the cluster. An expired lease is never
+        // revived: etcd refuses keep-alives of a lease it has ended.
+        let id = granted.id;
+        let keep_alive = self.conn.call("extend", key, |mut c| async move {
+            match c.lease_keep_alive(id).await {
+                Ok(_) => Ok(true),
+                Err(e) if lease_not_found(&e) => Ok(false),
+                Err(e) => Err(e),
+            }
+        });
+        let check = Txn::new().when([
+            Compare::value(storage_key, CompareOp::Equal, token.as_str()),
+            Compare::lease(storage_key, CompareOp::Equal, id),
+        ]);
+        let still_ours = self.conn.call("extend", key, |mut c| {
+            let check = check.clone();
+            async move { c.txn(check).await }
+        });
+        let (alive, ours) = tokio::join!(keep_alive, still_ours);
+        if !alive? || !ours?.succeeded() {
+            self.forget(storage_key, token);
+            self.revoke_in_background(id);
+            return Ok(ExtendReply::NotHeld);
+        }
+        // etcd renews to the granted TTL, which may be longer than asked (whole
+        // seconds, etcd's minimum); the holder counts only what it asked for.
+        let granted_ttl = Duration::from_secs(u64::try_from(granted.ttl_secs).unwrap_or(0));
+        Ok(ExtendReply::Extended {
+            valid_until: valid_until(start, ttl.min(granted_ttl)),
+        })
+    }
+
+    /// Deletes `storage_key` (a lease key or a permit key) and its holder
+    /// record if it holds `token`, and ends its etcd lease; `key` names it in
+    /// errors.
+    pub(super) async fn release_key(
+        &self,
+        key: &str,
+        storage_key: &str,
+        token: &OwnerToken,
+    ) -> Result<ReleaseOutcome> {
+        let remembered = self.recall(storage_key, token);
+        // Delete the key only if it holds our token; read it first within the
+        // same transaction to learn its lease when we do not remember it.
+        let txn = Txn::new()
+            .when([Compare::value(
+                storage_key,
+                CompareOp::Equal,
+                token.as_str(),
+            )])
+            .and_then([
+                TxnOp::get(storage_key, None),
+                TxnOp::delete(storage_key, None),
+                TxnOp::delete(holder_key(storage_key), None),
+            ]);
+        let reply = self
+            .conn
+            .call("release", key, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        self.forget(storage_key, token);
+        let lease = remembered
+            .map(|g| g.id)
+            .or_else(|| first_kv(reply.op_responses()).map(|kv| kv.lease()))
+            .filter(|id| *id != 0);
+        if let Some(id) = lease {
+            // Revoking only ends our own lease (the key is gone already): no
+            // need to wait for it.
+            self.revoke_in_background(id);
+        }
+        Ok(if reply.succeeded() {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
     /// The fence of the key our transaction just created: its create revision.
-    fn created_fence(&self, storage_key: &str, kv: Option<KeyValue>) -> Result<Fence> {
+    pub(super) fn created_fence(&self, storage_key: &str, kv: Option<KeyValue>) -> Result<Fence> {
         let wrong = |detail: String| Error::WrongType {
             key: storage_key.to_string(),
             detail,
@@ -245,7 +367,7 @@ fn create_if_absent(
 }
 
 /// The first key-value of the first `Get` among a transaction's responses.
-fn first_kv(responses: Vec<TxnOpResponse>) -> Option<KeyValue> {
+pub(super) fn first_kv(responses: Vec<TxnOpResponse>) -> Option<KeyValue> {
     responses.into_iter().find_map(|r| match r {
         TxnOpResponse::Get(mut get) => get.take_kvs().into_iter().next(),
         _ => None,
@@ -272,17 +394,7 @@ impl LeaseStore for EtcdStore {
     ) -> Result<AcquireReply> {
         let start = crate::clock::now();
         let storage_key = self.lease_key(key);
-        let secs = etcd_ttl_secs(ttl);
-        let grant = self
-            .conn
-            .call("acquire", key, |mut c| async move {
-                c.lease_grant(secs, None).await
-            })
-            .await?;
-        let granted = Granted {
-            id: grant.id(),
-            ttl_secs: grant.ttl(),
-        };
+        let granted = self.grant("acquire", key, ttl).await?;
         let txn = create_if_absent(&storage_key, token, granted.id, holder);
         let reply = match self
             .conn
@@ -323,85 +435,11 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
-        let start = crate::clock::now();
-        let storage_key = self.lease_key(key);
-        let Some(granted) = self.our_lease("extend", &storage_key, token).await? else {
-            return Ok(ExtendReply::NotHeld);
-        };
-        // Refresh the lease and check that the key still holds our token bound
-        // to it, both sent at once. A live lease keeps every key bound to it,
-        // so "the key holds our token on our lease" plus "the lease was
-        // refreshed at `start` or later" means the key stays ours until at
-        // least `start + TTL` on the cluster. An expired lease is never
-        // revived: etcd refuses keep-alives of a lease it has ended.
-        let id = granted.id;
-        let keep_alive = self.conn.call("extend", key, |mut c| async move {
-            match c.lease_keep_alive(id).await {
-                Ok(_) => Ok(true),
-                Err(e) if lease_not_found(&e) => Ok(false),
-                Err(e) => Err(e),
-            }
-        });
-        let check = Txn::new().when([
-            Compare::value(storage_key.clone(), CompareOp::Equal, token.as_str()),
-            Compare::lease(storage_key.clone(), CompareOp::Equal, id),
-        ]);
-        let still_ours = self.conn.call("extend", key, |mut c| {
-            let check = check.clone();
-            async move { c.txn(check).await }
-        });
-        let (alive, ours) = tokio::join!(keep_alive, still_ours);
-        if !alive? || !ours?.succeeded() {
-            self.forget(&storage_key, token);
-            self.revoke_in_background(id);
-            return Ok(ExtendReply::NotHeld);
-        }
-        // etcd renews to the granted TTL, which may be longer than asked (whole
-        // seconds, etcd's minimum); the holder counts only what it asked for.
-        let granted_ttl = Duration::from_secs(u64::try_from(granted.ttl_secs).unwrap_or(0));
-        Ok(ExtendReply::Extended {
-            valid_until: valid_until(start, ttl.min(granted_ttl)),
-        })
+        self.extend_key(key, &self.lease_key(key), token, ttl).await
     }
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
-        let storage_key = self.lease_key(key);
-        let remembered = self.recall(&storage_key, token);
-        // Delete the key only if it holds our token; read it first within the
-        // same transaction to learn its lease when we do not remember it.
-        let txn = Txn::new()
-            .when([Compare::value(
-                storage_key.clone(),
-                CompareOp::Equal,
-                token.as_str(),
-            )])
-            .and_then([
-                TxnOp::get(storage_key.clone(), None),
-                TxnOp::delete(storage_key.clone(), None),
-                TxnOp::delete(holder_key(&storage_key), None),
-            ]);
-        let reply = self
-            .conn
-            .call("release", key, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
-        self.forget(&storage_key, token);
-        let lease = remembered
-            .map(|g| g.id)
-            .or_else(|| first_kv(reply.op_responses()).map(|kv| kv.lease()))
-            .filter(|id| *id != 0);
-        if let Some(id) = lease {
-            // Revoking only ends our own lease (the key is gone already): no
-            // need to wait for it.
-            self.revoke_in_background(id);
-        }
-        Ok(if reply.succeeded() {
-            ReleaseOutcome::Released
-        } else {
-            ReleaseOutcome::NotHeld
-        })
+        self.release_key(key, &self.lease_key(key), token).await
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
@@ -452,16 +490,46 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        // The lease key and its record: a delete of the lease key is a
+        // release or an expiry, a put of the record a new leader's id
+        // (so election observers are pushed both).
         let storage_key = self.lease_key(key);
-        let options = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
+        let record = record_key(&storage_key);
+        let end = companions_end(&storage_key);
+        self.watch_range(key, &storage_key, end, move |event| {
+            match event.event_type() {
+                EventType::Delete => true,
+                EventType::Put => event.kv().is_some_and(|kv| kv.key() == record.as_bytes()),
+            }
+        })
+        .await
+    }
+
+    fn describe(&self) -> String {
+        self.conn.display().to_string()
+    }
+}
+
+impl EtcdStore {
+    /// Watches the keys in `[start, end)` and wakes waiters on every event
+    /// `wakes` picks. Falls back to polling when etcd does not confirm the
+    /// watch; the task (and the etcd watch) ends with the last waiter.
+    pub(super) async fn watch_range(
+        &self,
+        key: &str,
+        start: &str,
+        end: Vec<u8>,
+        wakes: impl Fn(&Event) -> bool + Send + 'static,
+    ) -> ReleaseWatch {
+        let options = WatchOptions::new().with_range(end);
         let opened = self
             .conn
             .call("watch", key, |mut c| {
-                let (storage_key, options) = (storage_key.clone(), options.clone());
+                let (start, options) = (start.to_string(), options.clone());
                 async move {
-                    let mut stream = c.watch(storage_key, Some(options)).await?;
-                    // Wait for etcd to confirm the watch: from then on, no delete
-                    // of the key can be missed.
+                    let mut stream = c.watch(start, Some(options)).await?;
+                    // Wait for etcd to confirm the watch: from then on, no
+                    // event in the range can be missed.
                     let first = stream.message().await?;
                     Ok((stream, first.is_some_and(|r| r.created())))
                 }
@@ -473,22 +541,17 @@ impl LeaseStore for EtcdStore {
         };
         let (tx, rx) = watch::channel(0u64);
         let task = tokio::spawn(async move {
-            // A delete event is a release or an expiry: either frees the key.
             while let Ok(Some(reply)) = stream.message().await {
                 if reply.canceled() {
                     break;
                 }
-                if !reply.events().is_empty() {
+                if reply.events().iter().any(&wakes) {
                     tx.send_modify(|n| *n = n.wrapping_add(1));
                 }
             }
             // Dropping `tx` makes the watch fall back to polling.
         });
         ReleaseWatch::from_channel(rx, Some(Box::new(AbortOnDrop(task.abort_handle()))))
-    }
-
-    fn describe(&self) -> String {
-        self.conn.display().to_string()
     }
 }
 

@@ -28,7 +28,28 @@
 //! - **Release**: a transaction deletes the key only if it holds our token,
 //!   then our etcd lease is revoked.
 //! - **Waiting**: an etcd watch on the key pushes its deletion (a release or an
-//!   expiry) to waiters.
+//!   expiry) to waiters, and a write of its record (a new leader's id) to
+//!   election observers. Waiters are woken together, not served in arrival
+//!   order.
+//!
+//! # Recipes
+//!
+//! Elections, semaphores and run-once keep what they need next to the lease
+//! key, behind a NUL byte no warden key contains: the fenced record at
+//! `{prefix}{key}\0record` (the fence in 20 zero-padded digits, a space, the
+//! value — so etcd's byte-wise value comparison compares fences and every
+//! write is one transaction), and each semaphore permit at
+//! `{prefix}{key}\0permit\0{token}`, bound to its own etcd lease. A permit is
+//! admitted when fewer than N permits created before it (by create revision)
+//! are still there; otherwise it is revoked at once. An election's term is
+//! its leader key's create revision, like etcd's own campaign.
+//!
+//! # TLS
+//!
+//! `etcds://` speaks TLS (rustls with ring) to every member, trusting the
+//! system's roots or [`EtcdOptions::ca_file`], presenting
+//! [`EtcdOptions::client_cert`] when given (etcdctl's `--cacert`, `--cert`,
+//! `--key`); see [`Warden::connect_etcd`](crate::Warden::connect_etcd).
 //!
 //! # TTLs are whole seconds
 //!
@@ -58,6 +79,8 @@ mod keys;
 mod lease;
 mod limit;
 mod options;
+mod record;
+mod semaphore;
 
 pub use lease::EtcdStore;
 pub use limit::EtcdLimits;

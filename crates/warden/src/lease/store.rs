@@ -183,8 +183,9 @@ impl LeaseStatus {
 pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Sets `key` to `token` with `ttl` unless it exists; on success increments
     /// the key's fence counter and returns it. With `holder`, records it (and
-    /// the acquisition time) beside the lease, to expire, be renewed and be
-    /// deleted with it; without, records nothing (and any earlier record is
+    /// the acquisition time) beside the lease, to expire and be renewed with
+    /// it and be reported only while this grant holds the lease; without,
+    /// records nothing (and any earlier record is
     /// not reported for this lease).
     async fn try_acquire(
         &self,

@@ -342,26 +342,22 @@ impl RedisConn {
     /// `CONFIG` is disabled or denied (managed services), the policy cannot be
     /// read and the check is skipped.
     pub(crate) async fn check_eviction_policy(&self, allow: bool) -> Result<()> {
-        let reply = self
-            .call("connect", "", |mut c| async move {
-                redis::cmd("CONFIG")
-                    .arg("GET")
-                    .arg("maxmemory-policy")
-                    .query_async::<Vec<String>>(&mut c)
-                    .await
-            })
-            .await;
-        let policy = match reply {
-            Ok(pair) => match pair.into_iter().nth(1) {
-                Some(policy) => policy,
-                None => return Ok(()),
-            },
+        let reply = self.read_policies().await;
+        let policies = match reply {
+            Ok(policies) => policies,
             // An error *answer* (unknown command, NOPERM): CONFIG is not ours to use.
             Err(Error::Backend { cause, .. }) => {
                 tracing::debug!(backend = %self.display, %cause, "cannot read maxmemory-policy; eviction check skipped");
                 return Ok(());
             }
             Err(e) => return Err(e),
+        };
+        let Some((node, policy)) = policies.into_iter().find(|(_, p)| evicts(p)) else {
+            return Ok(());
+        };
+        let policy = match node {
+            Some(node) => format!("{policy} on {node}"),
+            None => policy,
         };
         if !evicts(&policy) {
             return Ok(());
@@ -383,6 +379,46 @@ impl RedisConn {
                  RedisOptions::allow_eviction(true)"
             ),
         })
+    }
+
+    /// `maxmemory-policy` of the server, or of every master of a cluster
+    /// (with the node's address); a cluster node that refuses `CONFIG` is
+    /// left out, as a single server that refuses it is not checked.
+    async fn read_policies(&self) -> Result<Vec<(Option<String>, String)>> {
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("GET").arg("maxmemory-policy");
+        if let Link::Cluster(cluster) = &self.link {
+            use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+            let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+            let mut cluster = cluster.clone();
+            let reply = self
+                .call("connect", "", |_| async move {
+                    cluster.route_command(cmd, routing).await
+                })
+                .await?;
+            let Value::Map(nodes) = reply else {
+                return Ok(Vec::new());
+            };
+            return Ok(nodes
+                .into_iter()
+                .filter_map(|(node, answer)| {
+                    let node: String = redis::from_redis_value(node).ok()?;
+                    let pair: Vec<String> = redis::from_redis_value(answer).ok()?;
+                    Some((Some(node), pair.into_iter().nth(1)?))
+                })
+                .collect());
+        }
+        let pair: Vec<String> = self
+            .call("connect", "", |mut c| async move {
+                cmd.query_async(&mut c).await
+            })
+            .await?;
+        Ok(pair
+            .into_iter()
+            .nth(1)
+            .map(|p| (None, p))
+            .into_iter()
+            .collect())
     }
 
     /// The URL without credentials.

@@ -1,6 +1,8 @@
 //! The holder hash on Redis: `warden:{key}:holder`, written by the acquire
-//! script only when the lease records its holder, renewed by extend and
-//! deleted by release with the lease key, and read by `status`.
+//! script (or the look that claims a lease handed to a waiter) only when the
+//! lease records its holder, renewed by extend with the lease key, and read
+//! by `status`. A release leaves it to its TTL: it costs the release no
+//! command, and a freed or handed-over lease never shows it (see below).
 //!
 //! | field | content |
 //! |---|---|
@@ -9,9 +11,10 @@
 //! | `since_s`, `since_us` | the server's `TIME` at the acquisition |
 //!
 //! The owner token is never written here: the lease key's value stays the
-//! plain token other clients expect. The hash is reported only while its
-//! `fence` is the key's fence counter, so a record left by a lease key deleted
-//! behind warden's back (a `DEL` from `redis-cli`) is not shown for the next
+//! plain token other clients expect. The hash is reported only while the
+//! lease is held and its `fence` is the key's fence counter, so the record of
+//! a released, handed-over or expired lease, or of a key deleted behind
+//! warden's back (a `DEL` from `redis-cli`), is never shown for the next
 //! warden holder (a client that does not count fences is not told apart).
 
 use crate::fence::Fence;

@@ -9,7 +9,7 @@
 //! changing it applies to new acquisitions, which are admitted only while
 //! fewer than the new N permits are held, so once the old holders are gone
 //! never more than the new N hold. Waiters are woken by releases on Redis and
-//! poll elsewhere.
+//! etcd and poll elsewhere.
 //!
 //! On a quorum of Redis masters semaphores are refused with
 //! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the alternative (one Redis master or

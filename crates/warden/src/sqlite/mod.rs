@@ -75,7 +75,9 @@ impl SqliteOptions {
 /// other processes of a release.
 ///
 /// Storage: table `warden_leases`, one row per key (`key`, `fence`, `token`,
-/// `boot_id`, `expires_at_ms`, `ttl_ms`). The file is marked with
+/// `boot_id`, `expires_at_ms`, `ttl_ms`, and the holder's `holder_host`,
+/// `holder_pid`, `holder_label`, `acquired_at_ms` when it recorded itself;
+/// a file of schema version 1 gets these columns when opened). The file is marked with
 /// `PRAGMA application_id = 0x5744454E`; warden refuses to write into SQLite files
 /// of other applications.
 ///

@@ -3,8 +3,10 @@
 
 #![allow(clippy::unwrap_used, dead_code, missing_docs)]
 
+use std::time::Duration;
+
 use warden::Warden;
-use warden_test::RedisServer;
+use warden_test::{EtcdCluster, RedisServer};
 
 /// A warden handle plus what keeps its store alive.
 pub struct Fixture {
@@ -13,6 +15,11 @@ pub struct Fixture {
     pub server: Option<RedisServer>,
     pub nodes: Vec<RedisServer>,
     pub dir: Option<tempfile::TempDir>,
+    pub etcd: Option<EtcdCluster>,
+    /// How long past a TTL the store may still keep a key: none but etcd's,
+    /// which counts TTLs in whole seconds (rounded up) and ends expired
+    /// leases in a sweep every 500 ms.
+    pub expiry: Duration,
 }
 
 pub async fn memory() -> Fixture {
@@ -22,6 +29,8 @@ pub async fn memory() -> Fixture {
         server: None,
         nodes: Vec::new(),
         dir: None,
+        etcd: None,
+        expiry: Duration::ZERO,
     }
 }
 
@@ -34,6 +43,8 @@ pub async fn sqlite() -> Fixture {
         server: None,
         nodes: Vec::new(),
         dir: Some(dir),
+        etcd: None,
+        expiry: Duration::ZERO,
     }
 }
 
@@ -48,6 +59,8 @@ pub async fn redis() -> Fixture {
         server: Some(server),
         nodes: Vec::new(),
         dir: None,
+        etcd: None,
+        expiry: Duration::ZERO,
     }
 }
 
@@ -64,6 +77,23 @@ pub async fn quorum() -> Fixture {
         server: None,
         nodes,
         dir: None,
+        etcd: None,
+        expiry: Duration::ZERO,
+    }
+}
+
+/// A single-member etcd, connected by URL.
+pub async fn etcd() -> Fixture {
+    let etcd = EtcdCluster::single();
+    let url = etcd.url();
+    Fixture {
+        warden: Warden::connect(&url).await.expect("connect to etcd"),
+        url,
+        server: None,
+        nodes: Vec::new(),
+        dir: None,
+        etcd: Some(etcd),
+        expiry: Duration::from_secs(3),
     }
 }
 

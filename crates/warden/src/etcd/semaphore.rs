@@ -1,0 +1,179 @@
+//! Expiring semaphores on etcd: one key per permit,
+//! `{prefix}{key}\0permit\0{token}`, bound to an etcd lease of its own, so a
+//! permit is acquired, renewed and released exactly like a lease.
+//!
+//! Taking a permit is one transaction that creates the permit key and reads
+//! the semaphore's first N permit keys by create revision: the new permit is
+//! admitted when it is among them, that is when fewer than N permits were
+//! created before it and are still there. Otherwise its etcd lease is revoked
+//! (which deletes the key). The fence is the permit key's create revision.
+//!
+//! This never admits more than N: if N + 1 admitted permits existed at once,
+//! the newest of them would have read the N older ones (they were created
+//! before it and are still there) and refused itself. A refused attempt's
+//! key is visible to others until its revocation, so two attempts racing for
+//! the last permit may both be refused; waiters are woken by that revocation
+//! and try again.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp};
+
+use super::EtcdStore;
+use super::keys::{permit_key, permits_prefix, range_end};
+use crate::error::Result;
+use crate::fence::Fence;
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStore, ReleaseOutcome, ReleaseWatch, valid_until,
+};
+use crate::semaphore::SemaphoreStore;
+use crate::token::OwnerToken;
+
+impl EtcdStore {
+    /// The prefix of the permit keys of semaphore `key`.
+    pub fn permits_prefix(&self, key: &str) -> String {
+        permits_prefix(&self.lease_key(key))
+    }
+
+    fn permit_key(&self, key: &str, token: &OwnerToken) -> String {
+        permit_key(&self.permits_prefix(key), token.as_str())
+    }
+}
+
+/// The permit keys under `prefix`, sorted by create revision.
+fn by_creation(prefix: &str, order: SortOrder, limit: i64) -> GetOptions {
+    GetOptions::new()
+        .with_range(range_end(prefix))
+        .with_sort(SortTarget::Create, order)
+        .with_limit(limit)
+}
+
+#[async_trait]
+impl SemaphoreStore for EtcdStore {
+    async fn acquire_permit(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        permits: NonZeroU32,
+    ) -> Result<AcquireReply> {
+        let start = crate::clock::now();
+        let prefix = self.permits_prefix(key);
+        let permit = self.permit_key(key, token);
+        let granted = self.grant("acquire permit", key, ttl).await?;
+        let first_n = by_creation(&prefix, SortOrder::Ascend, i64::from(permits.get()));
+        let txn = Txn::new().and_then([
+            TxnOp::put(
+                permit.as_str(),
+                token.as_str(),
+                Some(PutOptions::new().with_lease(granted.id)),
+            ),
+            TxnOp::get(prefix.as_str(), Some(first_n)),
+        ]);
+        let reply = match self
+            .conn
+            .call("acquire permit", key, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await
+        {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Its fate is unknown; revoking the lease undoes it if it applied.
+                self.revoke_in_background(granted.id);
+                return Err(e);
+            }
+        };
+        let first: Vec<_> = reply
+            .op_responses()
+            .into_iter()
+            .filter_map(|r| match r {
+                etcd_client::TxnOpResponse::Get(mut get) => Some(get.take_kvs()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        if let Some(ours) = first.iter().find(|kv| kv.key() == permit.as_bytes()) {
+            let fence = self.created_fence(&permit, Some(ours.clone()))?;
+            self.remember(&permit, token, granted);
+            return Ok(AcquireReply::Acquired {
+                fence,
+                valid_until: valid_until(start, ttl),
+            });
+        }
+        // Refused: revoke at once, since our key counts against every other
+        // attempt until it is gone.
+        let id = granted.id;
+        if let Err(e) = self
+            .conn
+            .call("acquire permit", key, |mut c| async move {
+                c.lease_revoke(id).await
+            })
+            .await
+        {
+            tracing::debug!(lease = id, error = %e, "revoking a refused permit failed; its TTL will end it");
+        }
+        // The oldest permit's lease runs out first or with the others: by then
+        // at least one permit is free.
+        let ttl_left = match first.first() {
+            Some(oldest) => {
+                self.lease_ttl_left("acquire permit", key, oldest.lease())
+                    .await?
+            }
+            None => Some(Duration::ZERO),
+        };
+        Ok(AcquireReply::Held { ttl_left })
+    }
+
+    async fn extend_permit(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<ExtendReply> {
+        self.extend_key(key, &self.permit_key(key, token), token, ttl)
+            .await
+    }
+
+    async fn release_permit(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        self.release_key(key, &self.permit_key(key, token), token)
+            .await
+    }
+
+    async fn permits_held(&self, key: &str) -> Result<(u32, Option<Fence>)> {
+        let prefix = self.permits_prefix(key);
+        // The count of the whole range, and its newest key for the last fence.
+        let newest = by_creation(&prefix, SortOrder::Descend, 1);
+        let reply = self
+            .conn
+            .call("count permits", key, |mut c| {
+                let (prefix, newest) = (prefix.clone(), newest.clone());
+                async move { c.get(prefix, Some(newest)).await }
+            })
+            .await?;
+        let held = u32::try_from(reply.count()).unwrap_or(u32::MAX);
+        let fence = reply
+            .kvs()
+            .first()
+            .and_then(|kv| u64::try_from(kv.create_revision()).ok())
+            .map(Fence::new);
+        Ok((held, fence))
+    }
+
+    async fn watch_permits(&self, key: &str) -> ReleaseWatch {
+        // A deleted permit key is a release, an expiry or a refused attempt
+        // going away: any of them may free a place.
+        let prefix = self.permits_prefix(key);
+        self.watch_range(key, &prefix, range_end(&prefix), |event| {
+            event.event_type() == EventType::Delete
+        })
+        .await
+    }
+
+    fn describe_semaphores(&self) -> String {
+        self.describe()
+    }
+}
