@@ -24,6 +24,7 @@ pub(super) struct Line {
     place: Option<QueuePlace>,
     watch: ReleaseWatch,
     standing: bool,
+    looked: bool,
 }
 
 impl Line {
@@ -39,6 +40,7 @@ impl Line {
             place: None,
             watch,
             standing: true,
+            looked: false,
         })
     }
 
@@ -49,6 +51,13 @@ impl Line {
         ttl: Duration,
         holder: Option<Arc<HolderInfo>>,
     ) -> Result<AcquireReply> {
+        if self.looked && self.place.is_none() {
+            // A store without a line keeps no place: each look is a plain
+            // attempt, and gets a fresh token so a late clean-up of an earlier
+            // one (a quorum undoing a lost vote) can never delete this grant.
+            self.token = OwnerToken::generate()?;
+        }
+        self.looked = true;
         let (reply, place) = attempt::turn(
             Arc::clone(&self.backend),
             self.key.clone(),
