@@ -40,6 +40,18 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo features (warden with no store, and with each feature alone; warnings refused)"
+check_features() {
+  local out
+  out=$(cargo check -q -p warden --no-default-features "$@" 2>&1) || { echo "$out"; return 1; }
+  if [ -n "$out" ]; then echo "$out"; return 1; fi
+}
+check_features
+for feature in redis sqlite quorum tls etcd metrics; do
+  check_features --features "$feature"
+done
+# A URL whose store is compiled out is refused naming the feature.
+cargo test -q -p warden --no-default-features --lib features:: >/dev/null
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== cargo package (the publishable crates; examples and warden-test have publish = false)"

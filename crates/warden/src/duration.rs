@@ -21,17 +21,20 @@ pub(crate) fn micros(d: Duration) -> u64 {
 }
 
 /// Whole milliseconds of `d` as a SQL integer, saturating at `i64::MAX`.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) fn millis_i64(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Whole microseconds of `d` as a SQL integer, saturating at `i64::MAX`.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) fn micros_i64(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// An unsigned count (e.g. microseconds of a timestamp) as a SQL integer,
 /// saturating at `i64::MAX`.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -42,6 +42,7 @@ pub fn validate_key(key: &str) -> Result<()> {
 /// slots. Such a key gets a `\` in front; so does a key starting with `\`, which
 /// keeps the mapping one-to-one (`}x` → `\}x`, `\}x` → `\\}x`). Every other key
 /// is used as it is, so the layout of existing keys does not change.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) fn hash_tag(key: &str) -> Cow<'_, str> {
     if key.starts_with('}') || key.starts_with('\\') {
         Cow::Owned(format!("\\{key}"))

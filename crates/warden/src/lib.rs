@@ -56,6 +56,24 @@
 //!   master; also the fenced resource and Redis rate limits), [`sqlite`] (the
 //!   embedded single-host default), [`quorum`] (leases over N independent Redis
 //!   masters with fences that stay monotonic across holders).
+//! - [`telemetry`]: the `tracing` spans and the metric names.
+//!
+//! ## Cargo features
+//!
+//! The memory store, the APIs and the `tracing` spans are always compiled;
+//! each other store is a feature (default: `redis`, `sqlite`, `quorum`).
+//!
+//! | feature | default | what it compiles in |
+//! |---|---|---|
+//! | `redis` | yes | Redis: one master (`redis://`), a cluster (`redis+cluster://`), Sentinel (`redis+sentinel://`); leases, rate limits, records, semaphores, `RedisFencedStore` |
+//! | `quorum` | yes | leases over several Redis masters (Redlock): `Warden::connect_quorum`, comma-separated `redis://` URLs; turns on `redis` |
+//! | `sqlite` | yes | the embedded single-host store `sqlite:PATH`, SQLite's C code compiled in (no system library) |
+//! | `tls` | no | `rediss://` with rustls (ring); turns on `redis` |
+//! | `etcd` | no | the etcd store `etcd://`, `etcds://` (brings tonic and prost; building needs `protoc`) |
+//! | `metrics` | no | metrics through the `metrics` facade (see [`telemetry`]); without it no metric code is compiled |
+//!
+//! [`Warden::connect`] with a URL whose store is compiled out returns
+//! [`Error::Config`] naming the feature.
 
 #![forbid(unsafe_code)]
 
@@ -71,13 +89,17 @@ pub mod lease;
 pub mod limit;
 pub mod memory;
 pub mod once;
+#[cfg(feature = "quorum")]
 pub mod quorum;
 pub mod record;
+#[cfg(feature = "redis")]
 pub mod redis;
 pub mod semaphore;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod telemetry;
 mod token;
+mod url;
 mod warden;
 
 pub use crate::error::{Cause, Error, Result};

@@ -22,6 +22,7 @@ impl OwnerToken {
     }
 
     /// Whether `s` has the form of a token (32 lowercase hex digits).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn looks_like(s: &str) -> bool {
         s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
     }

@@ -10,11 +10,15 @@ use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryLimits, MemoryRecords, MemorySemaphores, MemoryStore};
 use crate::once::Once;
+#[cfg(feature = "quorum")]
 use crate::quorum::{QuorumOptions, QuorumStore};
 use crate::record::RecordStore;
+#[cfg(feature = "redis")]
 use crate::redis::{RedisLimits, RedisOptions, RedisStore};
 use crate::semaphore::{Semaphore, SemaphoreStore};
+#[cfg(feature = "sqlite")]
 use crate::sqlite::{SqliteOptions, SqliteStore};
+use crate::url::redact;
 use std::num::NonZeroU32;
 
 /// A handle on one coordination store. Cheap to clone (an `Arc` inside).
@@ -66,37 +70,32 @@ impl Warden {
     ///   TLS, with the system's trusted roots) — an etcd cluster
     ///   (feature `etcd`), checked with a read before returning, for
     ///   leases, elections, semaphores and run-once; rate limits on it are
-    ///   refused with an error naming Redis and SQLite (see
-    ///   [`etcd`](crate::etcd)). The password is never shown.
+    ///   refused with an error naming Redis and SQLite (see `warden::etcd`).
+    ///   The password is never shown.
+    ///
+    /// Each store is a cargo feature (`redis`, `quorum`, `tls` for
+    /// `rediss://`, `sqlite`, `etcd`); a URL whose store this build left out
+    /// is an [`Error::Config`] naming the feature to turn on.
     pub async fn connect(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
-        if matches!(scheme, "redis" | "rediss") {
-            let urls = crate::redis::split_redis_urls(url);
-            if urls.len() > 1 {
-                return Self::connect_quorum(urls).await;
-            }
-        }
         match scheme {
             "memory" => Ok(Self::memory()),
+            #[cfg(feature = "redis")]
             "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
-            | "rediss+sentinel" => {
-                let backend = RedisStore::connect(url, RedisOptions::default()).await?;
-                let limits = RedisLimits::from_backend(&backend);
-                Ok(Self::with_backend(backend.clone())
-                    .with_limits(limits)
-                    .with_records(backend.clone())
-                    .with_semaphores(backend))
-            }
+            | "rediss+sentinel" => Self::connect_redis(url, scheme).await,
+            #[cfg(not(feature = "redis"))]
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
+            | "rediss+sentinel" => Err(compiled_out(url, "Redis", "redis")),
+            #[cfg(feature = "sqlite")]
             "sqlite" => Self::sqlite(sqlite_path(url)?).await,
+            #[cfg(not(feature = "sqlite"))]
+            "sqlite" => Err(compiled_out(url, "SQLite", "sqlite")),
             #[cfg(feature = "etcd")]
             "etcd" | "etcds" => Self::connect_etcd(url, crate::etcd::EtcdOptions::default()).await,
             #[cfg(not(feature = "etcd"))]
-            "etcd" | "etcds" => Err(Error::Config {
-                url: crate::redis::redact(url),
-                reason: "this build of warden has no etcd support (cargo feature `etcd`)".into(),
-            }),
+            "etcd" | "etcds" => Err(compiled_out(url, "etcd", "etcd")),
             _ => Err(Error::Config {
-                url: crate::redis::redact(url),
+                url: redact(url),
                 reason: "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss://, \
                      redis+cluster://, redis+sentinel:// or etcd://"
                     .into(),
@@ -104,12 +103,37 @@ impl Warden {
         }
     }
 
+    /// One Redis master (or a cluster, or the master Sentinel names), or a
+    /// quorum when `url` lists several `redis://` URLs.
+    #[cfg(feature = "redis")]
+    async fn connect_redis(url: &str, scheme: &str) -> Result<Self> {
+        let urls = match scheme {
+            "redis" | "rediss" => crate::redis::split_redis_urls(url),
+            _ => vec![url],
+        };
+        if !cfg!(feature = "tls") && urls.iter().any(|u| u.trim_start().starts_with("rediss")) {
+            return Err(compiled_out(url, "TLS (rediss://)", "tls"));
+        }
+        if urls.len() > 1 {
+            #[cfg(feature = "quorum")]
+            return Self::connect_quorum(urls).await;
+            #[cfg(not(feature = "quorum"))]
+            return Err(compiled_out(url, "quorum", "quorum"));
+        }
+        let backend = RedisStore::connect(url, RedisOptions::default()).await?;
+        let limits = RedisLimits::from_backend(&backend);
+        Ok(Self::with_backend(backend.clone())
+            .with_limits(limits)
+            .with_records(backend.clone())
+            .with_semaphores(backend))
+    }
+
     /// Leases over a quorum of independent Redis masters (Redlock), with default
     /// [`QuorumOptions`]: succeeds when a majority of the nodes answers `PING`, so
     /// a minority may be down at start. Use 3 or 5 nodes. See
     /// [`quorum`](crate::quorum) for the protocol and its assumptions, and
     /// [`QuorumStore::new`] with [`with_backend`](Self::with_backend) for other
-    /// settings.
+    /// settings. Needs the cargo feature `quorum` (on by default).
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
@@ -121,6 +145,7 @@ impl Warden {
     /// .await?;
     /// # Ok(()) }
     /// ```
+    #[cfg(feature = "quorum")]
     pub async fn connect_quorum<I, S>(urls: I) -> Result<Self>
     where
         I: IntoIterator<Item = S>,
@@ -148,6 +173,8 @@ impl Warden {
 
     /// A SQLite file shared by the processes of this host (see
     /// [`SqliteStore`]), with default options, for leases and rate limits.
+    /// Needs the cargo feature `sqlite` (on by default).
+    #[cfg(feature = "sqlite")]
     pub async fn sqlite(path: impl Into<std::path::PathBuf>) -> Result<Self> {
         let backend = SqliteStore::open(path, SqliteOptions::default()).await?;
         Ok(Self::with_backend(backend.clone())
@@ -288,7 +315,18 @@ impl Warden {
     }
 }
 
+/// The error for a URL whose store this build of warden left out.
+fn compiled_out(url: &str, store: &str, feature: &str) -> Error {
+    Error::Config {
+        url: redact(url),
+        reason: format!(
+            "this build of warden has no {store} support; turn on its cargo feature `{feature}`"
+        ),
+    }
+}
+
 /// The path of a `sqlite:PATH` or `sqlite://PATH` URL.
+#[cfg(feature = "sqlite")]
 fn sqlite_path(url: &str) -> Result<&str> {
     let rest = url.strip_prefix("sqlite:").unwrap_or(url);
     let path = rest.strip_prefix("//").unwrap_or(rest);
@@ -301,7 +339,7 @@ fn sqlite_path(url: &str) -> Result<&str> {
     Ok(path)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sqlite"))]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
@@ -319,5 +357,49 @@ mod tests {
         let sqlite = Warden::connect(&url).await.unwrap();
         assert!(sqlite.backend().is_shared());
         assert!(sqlite.limits().is_shared());
+    }
+}
+
+#[cfg(test)]
+mod features {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A URL whose store this build left out is refused, before any I/O, with
+    /// an error naming the cargo feature (and never the password). Which cases
+    /// run depends on the build: `cargo test -p warden` checks `tls` and
+    /// `etcd`; `--no-default-features` checks `redis` and `sqlite` too.
+    #[tokio::test]
+    async fn a_url_whose_store_is_compiled_out_names_its_feature() {
+        let cases = [
+            (!cfg!(feature = "redis"), "redis://u:pw-x@h:1", "`redis`"),
+            (
+                !cfg!(feature = "sqlite"),
+                "sqlite:/nonexistent/w.db",
+                "`sqlite`",
+            ),
+            (!cfg!(feature = "etcd"), "etcd://u:pw-x@h:2379", "`etcd`"),
+            (
+                cfg!(feature = "redis") && !cfg!(feature = "quorum"),
+                "redis://h:1,redis://h:2,redis://h:3",
+                "`quorum`",
+            ),
+            (
+                cfg!(feature = "redis") && !cfg!(feature = "tls"),
+                "rediss://u:pw-x@h:1",
+                "`tls`",
+            ),
+        ];
+        for (left_out, url, feature) in cases {
+            if !left_out {
+                continue;
+            }
+            let e = Warden::connect(url).await.unwrap_err();
+            assert!(matches!(e, Error::Config { .. }), "{url}: {e:?}");
+            let text = e.to_string();
+            assert!(text.contains(feature), "{url}: {text}");
+            assert!(!text.contains("pw-x"), "{url}: {text}");
+        }
     }
 }

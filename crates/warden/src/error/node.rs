@@ -46,6 +46,7 @@ pub enum NodeOutcome {
 }
 
 impl NodeOutcome {
+    #[cfg_attr(not(feature = "quorum"), allow(dead_code))]
     pub(crate) fn from_error(e: &Error) -> Self {
         match e {
             Error::Timeout { after, .. } => NodeOutcome::TimedOut { after: *after },
@@ -99,6 +100,7 @@ pub struct NodeVote {
 }
 
 impl NodeVote {
+    #[cfg_attr(not(feature = "quorum"), allow(dead_code))]
     pub(crate) fn new(node: String, outcome: NodeOutcome) -> Self {
         NodeVote { node, outcome }
     }

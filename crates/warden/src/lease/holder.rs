@@ -103,6 +103,10 @@ impl Holder {
 
 /// `held_for` from two millisecond readings of one clock: `None` when the
 /// acquisition is later than `now` (a clock that went back).
+#[cfg_attr(
+    not(any(feature = "redis", feature = "sqlite", feature = "etcd")),
+    allow(dead_code)
+)]
 pub(crate) fn elapsed_ms(since_ms: i64, now_ms: i64) -> Option<Duration> {
     let d = now_ms.checked_sub(since_ms)?;
     u64::try_from(d).ok().map(Duration::from_millis)

@@ -61,6 +61,7 @@ mod release_watch;
 mod store;
 
 pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
+#[cfg(any(feature = "redis", feature = "sqlite", feature = "etcd"))]
 pub(crate) use holder::elapsed_ms;
 pub use holder::{Holder, HolderInfo, MAX_LABEL_LEN};
 pub use release_watch::ReleaseWatch;
@@ -421,15 +422,15 @@ impl Lease {
         let Some(stand) = line.as_mut() else {
             return self.attempt(renew).await;
         };
-        match stand.look(self.ttl, self.holder.clone()).await? {
-            AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(self.guard(
-                stand.token().clone(),
-                fence,
-                valid_until,
-                renew,
-            ))),
-            AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
-        }
+        self.traced(async {
+            match stand.look(self.ttl, self.holder.clone()).await? {
+                AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(
+                    self.guard(stand.token().clone(), fence, valid_until, renew),
+                )),
+                AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
+            }
+        })
+        .await
     }
 
     /// Checks key and TTL; returns the renewal interval, if any.
@@ -473,6 +474,14 @@ impl Lease {
     /// vote, a delayed compare-and-delete, an abandoned attempt undone by
     /// [`attempt`]) can never delete this attempt's grant.
     async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
+        self.traced(self.attempt_once(renew)).await
+    }
+
+    /// Runs one attempt, `work`, in an `acquire` span that records its outcome.
+    async fn traced(
+        &self,
+        work: impl std::future::Future<Output = Result<TryAcquire>>,
+    ) -> Result<TryAcquire> {
         let span = tracing::debug_span!(
             "acquire",
             key = %self.key,
@@ -484,7 +493,7 @@ impl Lease {
             latency_us = Empty,
         );
         let started = Instant::now();
-        let result = self.attempt_once(renew).instrument(span.clone()).await;
+        let result = work.instrument(span.clone()).await;
         match &result {
             Ok(TryAcquire::Acquired(guard)) => {
                 span.record("fence", guard.fence().get());
@@ -509,7 +518,7 @@ impl Lease {
         );
     }
 
-    /// The attempt of [`attempt`](Self::attempt), without its span.
+    /// One plain attempt, without its span.
     async fn attempt_once(&self, renew: Option<Duration>) -> Result<TryAcquire> {
         let token = OwnerToken::generate()?;
         let reply = attempt::acquire(

@@ -19,9 +19,9 @@ use crate::error::{Error, NodeOutcome, Result};
 use crate::lease::{
     AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
 };
-use crate::redis::redact;
 use crate::redis::{RedisOptions, RedisStore};
 use crate::token::OwnerToken;
+use crate::url::redact;
 
 /// Leases over N independent Redis masters (Redlock); see the [module
 /// docs](crate::quorum) for the protocol and the fencing argument.

@@ -14,6 +14,7 @@ use super::cluster::ClusterSeeds;
 use super::options::{RedisOptions, RedisTls};
 use super::sentinel::SentinelLink;
 use crate::error::{Error, Result};
+use crate::url::redact;
 
 /// Default time budget of one Redis call, connection included.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -140,24 +141,6 @@ impl std::fmt::Debug for RedisConn {
             .field("url", &self.display)
             .field("timeout", &self.timeout)
             .finish()
-    }
-}
-
-/// Strips credentials from a URL for messages and logs: everything between
-/// `://` and the *last* `@` (a password may contain `@`, `,`, `?` or `%2C`; hiding
-/// a little too much is harmless), and every query parameter value (the query
-/// is shown as `?…`).
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let rest = match rest.rfind('@') {
-        Some(at) => format!("***@{}", &rest[at + 1..]),
-        None => rest.to_string(),
-    };
-    match rest.split_once('?') {
-        Some((head, _query)) => format!("{scheme}://{head}?…"),
-        None => format!("{scheme}://{rest}"),
     }
 }
 

@@ -53,6 +53,7 @@ impl Keys {
 
     /// The lease key and the fence counter of `key`, for the scripts that take
     /// both (one formatting of the shared part instead of two).
+    #[cfg_attr(not(feature = "quorum"), allow(dead_code))]
     pub(crate) fn lease_and_fence(&self, key: &str) -> [String; 2] {
         let lease = self.lease(key);
         let fence = format!("{lease}:fence");

@@ -129,6 +129,7 @@ impl RedisStore {
     /// attempt is safe either way: it carries a fresh owner token). `EVAL` is one
     /// self-contained request, so requests reach a node in the order they were
     /// made.
+    #[cfg(feature = "quorum")]
     pub(super) fn inline_scripts(mut self) -> Self {
         self.inline_scripts = true;
         self

@@ -48,6 +48,7 @@ mod keys;
 mod lease;
 mod limit;
 mod list;
+#[cfg(feature = "quorum")]
 mod node;
 mod options;
 mod queue;
@@ -61,5 +62,3 @@ pub use fenced::RedisFencedStore;
 pub use lease::RedisStore;
 pub use limit::RedisLimits;
 pub use options::{DEFAULT_PREFIX, RedisOptions, RedisTls, ReplicaAcks};
-
-pub(crate) use conn::redact;

@@ -8,8 +8,7 @@ use metrics::{counter, histogram};
 
 use super::names::{
     CAUSE, LEASE_ACQUISITIONS, LEASE_HANDOFF_SECONDS, LEASE_HOLD_SECONDS, LEASE_LOSSES,
-    LEASE_RENEWALS, LEASE_WAIT_SECONDS, LIMIT_DECISIONS, LIMIT_STORE_SECONDS, NODE, OP, OUTCOME,
-    QUORUM_NODE_REPLIES, STORE,
+    LEASE_RENEWALS, LEASE_WAIT_SECONDS, LIMIT_DECISIONS, LIMIT_STORE_SECONDS, OUTCOME, STORE,
 };
 
 /// The kind of a store from its description: the scheme (`redis`, `sqlite`,
@@ -60,7 +59,9 @@ pub(crate) fn limit_store(store: impl FnOnce() -> String, took: Duration) {
 }
 
 /// Quorum node `node` answered `op` with `outcome`.
+#[cfg(feature = "quorum")]
 pub(crate) fn quorum_reply(node: &str, op: &'static str, outcome: &'static str) {
+    use super::names::{NODE, OP, QUORUM_NODE_REPLIES};
     counter!(QUORUM_NODE_REPLIES, NODE => node.to_string(), OP => op, OUTCOME => outcome)
         .increment(1);
 }

@@ -26,6 +26,11 @@
 //! limiter decision, and `trace` adds renewals and each quorum node's replies.
 //! `RUST_LOG=warden=debug` with `tracing-subscriber`'s `EnvFilter` shows it.
 //!
+//! Without a subscriber that wants them, spans and events cost what `tracing`
+//! charges for a disabled callsite; their fields (the store's description
+//! included) are not even computed. Each operation still reads the clock once
+//! for its latency.
+//!
 //! # Metrics
 //!
 //! With the cargo feature `metrics` (off by default) warden reports to the
@@ -60,9 +65,9 @@ mod meter;
 mod meter;
 pub mod names;
 
-pub(crate) use meter::{
-    acquisition, handoff, hold, limit_decision, limit_store, loss, quorum_reply, renewal,
-};
+#[cfg(feature = "quorum")]
+pub(crate) use meter::quorum_reply;
+pub(crate) use meter::{acquisition, handoff, hold, limit_decision, limit_store, loss, renewal};
 
 /// Records `outcome` and the latency since `started` (a `tokio::time::Instant`)
 /// on `span`, then says the outcome in an event inside it at `level` — from

@@ -24,5 +24,6 @@ pub(crate) fn limit_decision(_: impl FnOnce() -> String, _: &'static str) {}
 #[inline(always)]
 pub(crate) fn limit_store(_: impl FnOnce() -> String, _: Duration) {}
 
+#[cfg(feature = "quorum")]
 #[inline(always)]
 pub(crate) fn quorum_reply(_: &str, _: &'static str, _: &'static str) {}
