@@ -206,7 +206,7 @@ pub(super) enum Certificates {}
 /// [`Certificates`] kept for the release subscriber's client (redis-rs's
 /// type prints nothing of itself; neither does this).
 #[derive(Clone)]
-pub(super) struct NodeCertificates(pub(super) Certificates);
+pub(super) struct NodeCertificates(pub(super) std::sync::Arc<Certificates>);
 
 impl std::fmt::Debug for NodeCertificates {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -331,7 +331,7 @@ impl RedisConn {
             node_manager(&client, timeout, connect_timeout).map_err(|e| config(e.to_string()))?;
         Ok(RedisConn {
             link: Link::Node(manager),
-            origin: Origin::Node(client, certs.map(NodeCertificates)),
+            origin: Origin::Node(client, certs.map(|c| NodeCertificates(c.into()))),
             display,
             timeout,
             connect_timeout,

@@ -222,9 +222,9 @@ async fn node_subscriber(
     let client = match certs {
         None => redis::Client::open(info)?,
         #[cfg(feature = "tls")]
-        Some(NodeCertificates(certs)) => redis::Client::build_with_tls(info, certs.clone())?,
+        Some(NodeCertificates(certs)) => redis::Client::build_with_tls(info, (**certs).clone())?,
         #[cfg(not(feature = "tls"))]
-        Some(NodeCertificates(never)) => match *never {},
+        Some(NodeCertificates(never)) => match **never {},
     };
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(conn.connect_timeout()))
