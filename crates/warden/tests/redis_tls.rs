@@ -143,6 +143,35 @@ mod tls {
         assert!(!limiter.check("c").await.unwrap().allowed);
     }
 
+    /// Release notifications reach waiters over `rediss://` with a custom CA
+    /// too: the subscriber's own connection trusts the same CA (a client
+    /// rebuilt from the URL alone would not, and waiters would only poll).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn releases_are_pushed_over_tls_with_a_custom_ca() {
+        use warden::lease::LeaseStore;
+        let certs = TlsCerts::generate();
+        let redis = TlsRedis::start(&certs);
+        let store = RedisStore::connect(&redis.url(), options().ca_file(certs.path("ca.pem")))
+            .await
+            .unwrap();
+        let mut watch = store.watch_releases("tls-push").await;
+        assert!(watch.is_push(), "releases must be pushed, not polled");
+        let warden = Warden::with_backend(store);
+        let guard = warden
+            .lease("tls-push")
+            .ttl(Duration::from_secs(30))
+            .try_acquire()
+            .await
+            .unwrap()
+            .into_guard()
+            .unwrap();
+        guard.release().await.unwrap();
+        assert!(
+            watch.wait(Duration::from_secs(5)).await,
+            "the release notification arrived over TLS"
+        );
+    }
+
     /// A server certificate from another CA is refused with an error naming
     /// the host and never the password.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -116,8 +116,9 @@ pub(super) fn node_manager(
 /// its own RESP3 connection to the same place.
 #[derive(Clone, Debug)]
 pub(super) enum Origin {
-    /// One server.
-    Node(redis::Client),
+    /// One server, and the certificates its client was built with (the
+    /// subscriber's own client needs them too).
+    Node(redis::Client, Option<NodeCertificates>),
     /// The seed nodes of a cluster.
     Cluster(ClusterSeeds),
     /// The master the sentinels name.
@@ -201,6 +202,17 @@ pub(super) type Certificates = redis::TlsCertificates;
 #[cfg(not(feature = "tls"))]
 #[derive(Clone)]
 pub(super) enum Certificates {}
+
+/// [`Certificates`] kept for the release subscriber's client (redis-rs's
+/// type prints nothing of itself; neither does this).
+#[derive(Clone)]
+pub(super) struct NodeCertificates(pub(super) Certificates);
+
+impl std::fmt::Debug for NodeCertificates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NodeCertificates")
+    }
+}
 
 /// The certificate files of `tls`, read (`None` when none is set).
 fn read_certificates(tls: &RedisTls, display: &str) -> Result<Option<Certificates>> {
@@ -314,12 +326,12 @@ impl RedisConn {
         let info = url
             .into_connection_info()
             .map_err(|e| config(e.to_string()))?;
-        let client = open_client(info, certs, &display)?;
+        let client = open_client(info, certs.clone(), &display)?;
         let manager =
             node_manager(&client, timeout, connect_timeout).map_err(|e| config(e.to_string()))?;
         Ok(RedisConn {
             link: Link::Node(manager),
-            origin: Origin::Node(client),
+            origin: Origin::Node(client, certs.map(NodeCertificates)),
             display,
             timeout,
             connect_timeout,

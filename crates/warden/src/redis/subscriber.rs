@@ -22,7 +22,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::watch;
 
-use super::conn::{Link, Origin, RedisConn};
+use super::conn::{Link, NodeCertificates, Origin, RedisConn};
 use crate::token::OwnerToken;
 
 /// A pushed value as text, when it is one.
@@ -114,13 +114,15 @@ impl Subscriber {
         };
         let opened = tokio::time::timeout(conn.timeout(), async {
             match conn.origin() {
-                Origin::Node(client) => node_subscriber(conn, client, on_push).await,
+                Origin::Node(client, certs) => {
+                    node_subscriber(conn, client, certs.as_ref(), on_push).await
+                }
                 // The master found now: after a failover this subscriber's
                 // connection fails, which wakes every waiter (they then
                 // retry on their own).
                 Origin::Sentinel(link) => {
                     let client = link.master_client().await?;
-                    node_subscriber(conn, &client, on_push).await
+                    node_subscriber(conn, &client, None, on_push).await
                 }
                 Origin::Cluster(seeds) => {
                     let client = seeds.client(
@@ -202,10 +204,13 @@ impl Subscriber {
 }
 
 /// A RESP3 connection to the server of `client` that sends its pushes to
-/// `on_push` and subscribes again after reconnecting.
+/// `on_push` and subscribes again after reconnecting. `certs` are the ones
+/// `client` was built with (a custom CA, a client certificate): a client
+/// rebuilt from the connection info alone would not have them.
 async fn node_subscriber(
     conn: &RedisConn,
     client: &redis::Client,
+    certs: Option<&NodeCertificates>,
     on_push: impl redis::aio::AsyncPushSender,
 ) -> redis::RedisResult<Link> {
     let info = client.get_connection_info().clone();
@@ -213,7 +218,14 @@ async fn node_subscriber(
         .redis_settings()
         .clone()
         .set_protocol(ProtocolVersion::RESP3);
-    let client = redis::Client::open(info.set_redis_settings(redis_settings))?;
+    let info = info.set_redis_settings(redis_settings);
+    let client = match certs {
+        None => redis::Client::open(info)?,
+        #[cfg(feature = "tls")]
+        Some(NodeCertificates(certs)) => redis::Client::build_with_tls(info, certs.clone())?,
+        #[cfg(not(feature = "tls"))]
+        Some(NodeCertificates(never)) => match *never {},
+    };
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(conn.connect_timeout()))
         .set_response_timeout(Some(conn.timeout()))
