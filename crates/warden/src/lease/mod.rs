@@ -363,18 +363,8 @@ impl Lease {
                 // A restart, a failover, a frozen server: worth waiting for
                 // while the budget lasts. Everything else ends the wait now.
                 Err(e) if e.is_transient() => {
-                    // The look may or may not have been applied: stand in line
-                    // again with a fresh token, so a late undo of this one can
-                    // never touch a later grant. (Dropping the stand leaves.)
-                    line = None;
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Err(e);
-                    }
-                    tracing::debug!(key = %self.key, error = %e, "transient error while waiting; retrying");
-                    let pause = jittered(&mut error_backoff, MAX_ERROR_BACKOFF);
-                    tokio::time::sleep(pause.min(deadline - now)).await;
-                    failing = Some(e);
+                    let paused = self.pause_after_error(e, deadline, &mut error_backoff, &mut line);
+                    failing = Some(paused.await?);
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -392,28 +382,67 @@ impl Lease {
                 }
                 return Ok(outcome);
             }
-            let Some(stand) = line.as_mut() else {
-                tracing::debug!(
-                    ttl_left_ms = ttl_left.map(crate::duration::millis),
-                    "held by another holder; waiting"
-                );
-                // Watch, then look again at once (taking a place in line): a
-                // release between the first attempt and the watch would
-                // otherwise be missed.
-                line = Some(Line::join(Arc::clone(&self.backend), &self.key).await?);
-                continue;
-            };
-            let mut pause = held_pause(stand.watch(), ttl_left, &mut backoff);
-            if stand.has_place() {
-                // A place that is not refreshed within the TTL is given up.
-                pause = pause.min(self.ttl / 2);
-            }
-            woken_at = None;
-            if stand.watch().wait(pause.min(deadline - now)).await {
-                tracing::debug!("woken by a release");
-                woken_at = Some(Instant::now());
-            }
+            woken_at = self
+                .await_turn(&mut line, ttl_left, deadline, &mut backoff)
+                .await?;
         }
+    }
+
+    /// A transient error while waiting: gives up our stand in line (the look
+    /// may or may not have been applied, so the waiter stands in line again
+    /// with a fresh token, and a late undo of this one can never touch a
+    /// later grant; dropping the stand leaves) and pauses with backoff. The
+    /// error is returned to be kept for the next try, or as the answer once
+    /// the budget is spent.
+    async fn pause_after_error(
+        &self,
+        e: Error,
+        deadline: Instant,
+        error_backoff: &mut Duration,
+        line: &mut Option<Line>,
+    ) -> Result<Error> {
+        drop(line.take());
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(e);
+        }
+        tracing::debug!(key = %self.key, error = %e, "transient error while waiting; retrying");
+        let pause = jittered(error_backoff, MAX_ERROR_BACKOFF);
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        Ok(e)
+    }
+
+    /// After a refusal with budget left: the first time, watches and takes a
+    /// place in line (the caller then looks again at once: a release between
+    /// the first attempt and the watch would otherwise be missed); later,
+    /// waits for a release, a hand-off or the holder's TTL. Returns when a
+    /// release notification woke us (a grant right after it is a hand-off).
+    async fn await_turn(
+        &self,
+        line: &mut Option<Line>,
+        ttl_left: Option<Duration>,
+        deadline: Instant,
+        backoff: &mut Duration,
+    ) -> Result<Option<Instant>> {
+        let Some(stand) = line.as_mut() else {
+            tracing::debug!(
+                ttl_left_ms = ttl_left.map(crate::duration::millis),
+                "held by another holder; waiting"
+            );
+            *line = Some(Line::join(Arc::clone(&self.backend), &self.key).await?);
+            return Ok(None);
+        };
+        let mut pause = held_pause(stand.watch(), ttl_left, backoff);
+        if stand.has_place() {
+            // A place that is not refreshed within the TTL is given up.
+            pause = pause.min(self.ttl / 2);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if stand.watch().wait(pause.min(left)).await {
+            tracing::debug!("woken by a release");
+            return Ok(Some(Instant::now()));
+        }
+        Ok(None)
     }
 
     /// The next attempt of a wait: a plain one until we stand in line, then a
