@@ -240,7 +240,7 @@ async fn bad_urls_are_config_errors_that_never_show_the_password() {
         "etcd://h1,,h2",
         "etcd://root:hunter2@h1:notaport",
         "etcd://root:hunter2@h1/path",
-        "etcds://root:hunter2@h1",
+        "etcds://root:hunter2@h1/path",
     ] {
         let err = Warden::connect(url).await.unwrap_err();
         assert!(matches!(err, Error::Config { .. }), "{url}: {err}");
