@@ -14,14 +14,13 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+#[path = "common/rate.rs"]
+mod common;
+
 use std::num::NonZeroU32;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use rand::Rng;
 use redis::aio::ConnectionLike;
-use tokio::time::Instant;
 use warden::Warden;
 use warden::limit::{Algorithm, Quota};
 use warden_test::{RedisCluster, RedisServer};
@@ -36,23 +35,7 @@ where
     F: Fn(u32) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    let done = Arc::new(AtomicU64::new(0));
-    let stop = Instant::now() + RUN_FOR;
-    let mut tasks = Vec::new();
-    for _ in 0..TASKS {
-        let (op, done) = (op.clone(), Arc::clone(&done));
-        tasks.push(tokio::spawn(async move {
-            while Instant::now() < stop {
-                let key = rand::rng().random_range(0..KEYS);
-                op(key).await;
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    done.load(Ordering::Relaxed) as f64 / RUN_FOR.as_secs_f64()
+    common::rate(TASKS, RUN_FOR, KEYS, op).await
 }
 
 /// The masters of a set-up, for `INFO commandstats` and `CONFIG RESETSTAT`.

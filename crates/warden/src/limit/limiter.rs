@@ -243,16 +243,16 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<Decision> {
+        let request = self.request(key, cost, mode, now)?;
         // Unobserved (no `debug` subscriber for its span, no metrics), an
         // in-process store answers at once: no future, no span, no timing.
         // Its errors are never infrastructure errors, so no fallback is due.
-        if !observed() {
-            let request = self.request(key, cost, mode, now)?;
-            if let Some(Ok(decision)) = self.inner.store.decide_inline(&request) {
-                return Ok(decision);
-            }
+        if !observed()
+            && let Some(Ok(decision)) = self.inner.store.decide_inline(&request)
+        {
+            return Ok(decision);
         }
-        let decisions = self.run_each(key, cost, mode, now).await?;
+        let decisions = self.apply(&request).await?;
         Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))
     }
 
@@ -269,6 +269,13 @@ impl Limiter {
         now: Option<Timestamp>,
     ) -> Result<Vec<Decision>> {
         let request = self.request(key, cost, mode, now)?;
+        self.apply(&request).await
+    }
+
+    /// Asks the store (and the fallback, when the store fails) for a checked
+    /// request, inside the `limit` span.
+    async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        let (key, cost, mode, now) = (request.key, request.cost, request.mode, request.now);
         let store = &self.inner.store;
         let span = tracing::debug_span!(
             "limit",
@@ -281,7 +288,7 @@ impl Limiter {
             latency_us = Empty,
         );
         let started = Instant::now();
-        let answer = store.apply(&request).instrument(span.clone()).await;
+        let answer = store.apply(request).instrument(span.clone()).await;
         telemetry::limit_store(|| store.describe(), started.elapsed());
         let (result, fell_back) = match (answer, &self.inner.fallback) {
             (Err(e), Some(fallback)) if e.is_infrastructure() => {
