@@ -9,20 +9,21 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::clock::HostTime;
-use super::{Fault, SqliteStore, schema};
+use super::notify::Wanted;
+use super::{Fault, SqliteStore, line, schema};
 use crate::duration::millis_i64;
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::lease::{
-    AcquireReply, ExtendReply, Holder, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome,
-    ReleaseWatch, elapsed_ms, valid_until,
+    AcquireReply, ExtendReply, Holder, HolderInfo, LeaseStatus, LeaseStore, QueuePlace,
+    ReleaseOutcome, ReleaseWatch, elapsed_ms, valid_until,
 };
 use crate::token::OwnerToken;
 
 /// The lease columns of one row.
-struct Row {
-    fence: i64,
-    token: Option<String>,
+pub(super) struct Row {
+    pub(super) fence: i64,
+    pub(super) token: Option<String>,
     boot: Option<String>,
     expires_at_ms: Option<i64>,
     ttl_ms: Option<i64>,
@@ -40,7 +41,7 @@ impl Row {
     /// not reached its expiry, and its remaining time is at most its TTL — more
     /// than that means the clock went backwards, which only a restarted clock
     /// does.
-    fn held_for(&self, now: &HostTime) -> Option<Duration> {
+    pub(super) fn held_for(&self, now: &HostTime) -> Option<Duration> {
         self.token.as_ref()?;
         let now_ms = now.ms_for(self.boot.as_deref()?)?;
         let left = self.expires_at_ms?.checked_sub(now_ms)?;
@@ -112,13 +113,56 @@ fn ttl_ms(ttl: Duration) -> i64 {
     millis_i64(ttl).max(1)
 }
 
-fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM warden_leases WHERE key = ?1"),
-        [key],
-        |r| Row::from_sql(r, 0),
-    )
+pub(super) fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
+    conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM warden_leases WHERE key = ?1"
+    ))?
+    .query_row([key], |r| Row::from_sql(r, 0))
     .optional()
+}
+
+/// The fence after `last`, unless the counter is exhausted (or corrupt).
+pub(super) fn next_fence(last: i64) -> Result<i64, Fault> {
+    last.checked_add(1)
+        .filter(|f| *f > 0)
+        .ok_or_else(|| Fault::Data(format!("fence counter is {last}")))
+}
+
+/// Writes the lease of `key` for `token`: `fence`, an expiry `ttl_ms` from
+/// `now`, and `holder` (or no holder).
+pub(super) fn grant(
+    tx: &Connection,
+    key: &str,
+    fence: i64,
+    token: &str,
+    ttl_ms: i64,
+    holder: Option<&HolderInfo>,
+    now: &HostTime,
+) -> rusqlite::Result<()> {
+    tx.prepare(
+        "INSERT INTO warden_leases (key, fence, token, boot_id, expires_at_ms, ttl_ms,
+           holder_host, holder_pid, holder_label, acquired_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT (key) DO UPDATE SET
+           fence = excluded.fence, token = excluded.token,
+           boot_id = excluded.boot_id, expires_at_ms = excluded.expires_at_ms,
+           ttl_ms = excluded.ttl_ms, holder_host = excluded.holder_host,
+           holder_pid = excluded.holder_pid, holder_label = excluded.holder_label,
+           acquired_at_ms = excluded.acquired_at_ms",
+    )?
+    .execute(params![
+        key,
+        fence,
+        token,
+        &*now.boot,
+        now.ms().saturating_add(ttl_ms),
+        ttl_ms,
+        holder.map(|h| h.host.as_str()),
+        holder.map(|h| h.pid),
+        holder.and_then(|h| h.label.as_deref()),
+        holder.map(|_| now.ms()),
+    ])?;
+    Ok(())
 }
 
 #[async_trait]
@@ -132,6 +176,7 @@ impl LeaseStore for SqliteStore {
     ) -> Result<AcquireReply> {
         let sent = crate::clock::now();
         let (owned_key, token) = (key.to_string(), token.as_str().to_string());
+        let granted_to = token.clone();
         let holder = holder.cloned();
         let ttl_ms = ttl_ms(ttl);
         let fence = self
@@ -144,39 +189,15 @@ impl LeaseStore for SqliteStore {
                     if let Some(left) = row.as_ref().and_then(|r| r.held_for(now)) {
                         return Ok(Err(left));
                     }
-                    let last = row.map_or(0, |r| r.fence);
-                    let fence = last
-                        .checked_add(1)
-                        .filter(|f| *f > 0)
-                        .ok_or_else(|| Fault::Data(format!("fence counter is {last}")))?;
-                    let h = holder.as_ref();
-                    tx.execute(
-                        "INSERT INTO warden_leases (key, fence, token, boot_id, expires_at_ms, ttl_ms,
-                           holder_host, holder_pid, holder_label, acquired_at_ms)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                         ON CONFLICT (key) DO UPDATE SET
-                           fence = excluded.fence, token = excluded.token,
-                           boot_id = excluded.boot_id, expires_at_ms = excluded.expires_at_ms,
-                           ttl_ms = excluded.ttl_ms, holder_host = excluded.holder_host,
-                           holder_pid = excluded.holder_pid, holder_label = excluded.holder_label,
-                           acquired_at_ms = excluded.acquired_at_ms",
-                        params![
-                            owned_key,
-                            fence,
-                            token,
-                            &*now.boot,
-                            now.ms().saturating_add(ttl_ms),
-                            ttl_ms,
-                            h.map(|h| h.host.as_str()),
-                            h.map(|h| h.pid),
-                            h.and_then(|h| h.label.as_deref()),
-                            h.map(|_| now.ms()),
-                        ],
-                    )?;
+                    let fence = next_fence(row.map_or(0, |r| r.fence))?;
+                    grant(tx, &owned_key, fence, &token, ttl_ms, holder.as_ref(), now)?;
                     Ok(Ok(fence))
                 },
             )
             .await?;
+        if let Ok(fence) = fence {
+            self.changed(key, Some((fence, Some(granted_to))));
+        }
         Ok(match fence {
             Ok(fence) => AcquireReply::Acquired {
                 // Positive by the check above.
@@ -230,27 +251,26 @@ impl LeaseStore for SqliteStore {
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
         let (owned_key, token) = (key.to_string(), token.clone());
-        self.transact(
-            "release",
-            key,
-            TransactionBehavior::Immediate,
-            move |tx, now| {
-                match read_row(tx, &owned_key)? {
-                    Some(row) if row.held_by(&token, now) => {}
-                    _ => return Ok(ReleaseOutcome::NotHeld),
-                }
-                tx.execute(
-                    "UPDATE warden_leases
-                     SET token = NULL, boot_id = NULL, expires_at_ms = NULL, ttl_ms = NULL,
-                       holder_host = NULL, holder_pid = NULL, holder_label = NULL,
-                       acquired_at_ms = NULL
-                     WHERE key = ?1",
-                    [&owned_key],
-                )?;
-                Ok(ReleaseOutcome::Released)
-            },
-        )
-        .await
+        let state = self
+            .transact(
+                "release",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| match read_row(tx, &owned_key)? {
+                    Some(row) if row.held_by(&token, now) => {
+                        line::release_to_next(tx, &owned_key, &row, now).map(Some)
+                    }
+                    _ => Ok(None),
+                },
+            )
+            .await?;
+        Ok(match state {
+            Some(state) => {
+                self.changed(key, state);
+                ReleaseOutcome::Released
+            }
+            None => ReleaseOutcome::NotHeld,
+        })
     }
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
@@ -259,9 +279,13 @@ impl LeaseStore for SqliteStore {
             "status",
             key,
             TransactionBehavior::Deferred,
-            move |tx, now| match read_row(tx, &owned_key)? {
-                None => Ok(LeaseStatus::free(storage_key(&owned_key), None)),
-                Some(row) => row.status(now, storage_key(&owned_key)),
+            move |tx, now| {
+                let mut status = match read_row(tx, &owned_key)? {
+                    None => LeaseStatus::free(storage_key(&owned_key), None),
+                    Some(row) => row.status(now, storage_key(&owned_key))?,
+                };
+                status.waiters = Some(line::waiting(tx, &owned_key, now)?);
+                Ok(status)
             },
         )
         .await
@@ -291,9 +315,75 @@ impl LeaseStore for SqliteStore {
         .await
     }
 
-    async fn watch_releases(&self, _key: &str) -> ReleaseWatch {
-        // Other processes cannot notify this one: waiters poll.
-        ReleaseWatch::polling()
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        self.watch_key(key, Wanted::Any).await
+    }
+
+    async fn wait_turn(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+        place: Option<&QueuePlace>,
+    ) -> Result<(AcquireReply, Option<QueuePlace>)> {
+        let sent = crate::clock::now();
+        let (owned_key, owned_token) = (key.to_string(), token.as_str().to_string());
+        let holder = holder.cloned();
+        let ttl_ms = ttl_ms(ttl);
+        // A place this store did not write is no place: stand in line anew.
+        let place = place.and_then(|p| p.as_str().parse::<i64>().ok());
+        let look = self
+            .transact(
+                "wait",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| {
+                    let request = line::Request {
+                        key: &owned_key,
+                        token: &owned_token,
+                        ttl_ms,
+                        holder: holder.as_ref(),
+                        place,
+                    };
+                    line::look(tx, &request, now)
+                },
+            )
+            .await?;
+        if let Some(state) = look.changed.clone() {
+            self.changed(key, state);
+        }
+        let place = look.place.map(|seq| QueuePlace::new(seq.to_string()));
+        Ok((line::reply(&look, sent, ttl), place))
+    }
+
+    async fn leave_line(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        _place: Option<&QueuePlace>,
+    ) -> Result<ReleaseOutcome> {
+        let (owned_key, owned_token) = (key.to_string(), token.as_str().to_string());
+        let passed = self
+            .transact(
+                "leave",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| line::leave(tx, &owned_key, &owned_token, now),
+            )
+            .await?;
+        Ok(match passed {
+            Some(state) => {
+                self.changed(key, state);
+                ReleaseOutcome::Released
+            }
+            None => ReleaseOutcome::NotHeld,
+        })
+    }
+
+    async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
+        self.watch_key(key, Wanted::Turn(token.as_str().to_string()))
+            .await
     }
 
     fn describe(&self) -> String {

@@ -9,8 +9,11 @@
 //! `clock` (the store clock and boot id).
 
 mod clock;
+mod file_events;
 mod lease;
 mod limit;
+mod line;
+mod notify;
 mod record;
 mod schema;
 mod semaphore;
@@ -27,6 +30,11 @@ use clock::HostTime;
 /// How long an operation waits for another process's write lock by default.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How often waiters re-read the leases they wait for by default, where the
+/// OS reports no changes of the database file (see
+/// [`SqliteOptions::poll_interval`]).
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Settings of a [`SqliteStore`].
 #[derive(Debug, Clone)]
 #[must_use]
@@ -35,12 +43,19 @@ pub struct SqliteOptions {
     /// connection before failing with [`Error::Timeout`] (default
     /// [`DEFAULT_BUSY_TIMEOUT`]).
     pub busy_timeout: Duration,
+    /// How often this process re-reads the leases it waits for when the OS
+    /// does not report changes of the database file (no inotify: not Linux,
+    /// or its instances used up); default [`DEFAULT_POLL_INTERVAL`]. Where
+    /// changes are reported, waiters are woken by them and this is unused.
+    /// The first store of a file in a process sets it for that file.
+    pub poll_interval: Duration,
 }
 
 impl Default for SqliteOptions {
     fn default() -> Self {
         SqliteOptions {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            poll_interval: DEFAULT_POLL_INTERVAL,
         }
     }
 }
@@ -49,6 +64,12 @@ impl SqliteOptions {
     /// Sets the busy timeout.
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
+        self
+    }
+
+    /// Sets the poll interval used where the OS reports no file changes.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
         self
     }
 }
@@ -107,12 +128,15 @@ pub struct SqliteStore {
 struct Inner {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// The canonical path: one notifier per file and process (`notify`).
+    file: PathBuf,
     display: String,
     /// The boot id rows are stamped with (tagged with the clock on Linux).
     boot: Arc<str>,
     /// The bare boot id, which rows of older versions carry.
     bare_boot: Arc<str>,
     busy_timeout: Duration,
+    poll_interval: Duration,
 }
 
 /// `sqlite:PATH`, as in messages.
@@ -172,22 +196,37 @@ impl SqliteStore {
                 "must be greater than zero, or every contended write fails at once",
             ));
         }
+        if options.poll_interval.is_zero() {
+            return Err(Error::invalid(
+                "poll interval",
+                "must be greater than zero, or waiters would spin",
+            ));
+        }
         let busy_timeout = options.busy_timeout;
         let opened = path.clone();
-        let conn = tokio::task::spawn_blocking(move || schema::open(&opened, busy_timeout))
-            .await
-            .map_err(|e| Error::Storage {
-                backend: display.clone(),
-                reason: format!("opening it failed: {e}"),
-            })??;
+        let (conn, file) = tokio::task::spawn_blocking(move || {
+            let conn = schema::open(&opened, busy_timeout)?;
+            // The file exists now; a path that cannot be resolved still names
+            // it (only two stores of one file under different names would
+            // then not share their waiters' wake-ups).
+            let file = std::fs::canonicalize(&opened).unwrap_or(opened);
+            Ok::<_, Error>((conn, file))
+        })
+        .await
+        .map_err(|e| Error::Storage {
+            backend: display.clone(),
+            reason: format!("opening it failed: {e}"),
+        })??;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
                 path,
+                file,
                 display,
                 boot: clock::boot_id(),
                 bare_boot: clock::bare_boot_id(),
                 busy_timeout,
+                poll_interval: options.poll_interval,
             }),
         })
     }

@@ -47,6 +47,20 @@ CREATE TABLE IF NOT EXISTS warden_limits (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS warden_limits_expiry ON warden_limits (expires_at_us);
 
+-- The waiting lines of leases (see line.rs): one row per waiter, first in
+-- line first by rowid. Added without a new schema version: versions that do
+-- not know it ignore it (their releases free the lease instead of handing it
+-- over, and the first waiter in line takes it when it next looks).
+CREATE TABLE IF NOT EXISTS warden_waiters (
+    seq           INTEGER PRIMARY KEY,  -- rowid: the order of arrival
+    key           TEXT NOT NULL,
+    token         TEXT NOT NULL,        -- the waiter's owner token
+    ttl_ms        INTEGER NOT NULL,     -- the TTL it asked for
+    boot_id       TEXT NOT NULL,        -- boot during which expires_at_ms was read
+    expires_at_ms INTEGER NOT NULL      -- store clock ms; the place dies after it
+) STRICT;
+CREATE INDEX IF NOT EXISTS warden_waiters_line ON warden_waiters (key, seq);
+
 CREATE TABLE IF NOT EXISTS warden_clock (
     boot_id   TEXT PRIMARY KEY NOT NULL,  -- the boot this origin belongs to
     origin_us INTEGER NOT NULL            -- wall-clock µs at store clock zero
@@ -177,10 +191,12 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Every object of [`CREATE`], for [`is_ready`].
-const OBJECTS: [&str; 4] = [
+const OBJECTS: [&str; 6] = [
     "warden_leases",
     "warden_limits",
     "warden_limits_expiry",
+    "warden_waiters",
+    "warden_waiters_line",
     "warden_clock",
 ];
 
@@ -199,7 +215,7 @@ fn is_ready(conn: &Connection) -> rusqlite::Result<bool> {
             |row| row.get::<_, i64>(0),
         )?;
     }
-    Ok(found == 4)
+    Ok(usize::try_from(found) == Ok(OBJECTS.len()))
 }
 
 /// Refuses databases that belong to another application or a newer warden.
