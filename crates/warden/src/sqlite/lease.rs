@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::clock::HostTime;
 use super::notify::Wanted;
-use super::{Fault, SqliteStore, line, schema};
+use super::{Commit, Fault, SqliteStore, line, schema};
 use crate::duration::millis_i64;
 use crate::error::Result;
 use crate::fence::Fence;
@@ -214,8 +214,11 @@ impl LeaseStore for SqliteStore {
         let sent = crate::clock::now();
         let (owned_key, token) = (key.to_string(), token.clone());
         let ttl_ms = ttl_ms(ttl);
+        // Relaxed: a renewal lost in a power cut is moot, the reboot expires
+        // the lease anyway.
         let extended = self
-            .transact(
+            .transact_as(
+                Commit::Relaxed,
                 "extend",
                 key,
                 TransactionBehavior::Immediate,
@@ -251,8 +254,13 @@ impl LeaseStore for SqliteStore {
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
         let (owned_key, token) = (key.to_string(), token.clone());
+        // Relaxed: a release lost in a power cut is moot (the reboot expires
+        // the lease), and a fence handed to the next waiter here reaches its
+        // holder only through the holder's own claim, a durable commit that
+        // puts this one on disk too.
         let state = self
-            .transact(
+            .transact_as(
+                Commit::Relaxed,
                 "release",
                 key,
                 TransactionBehavior::Immediate,

@@ -124,9 +124,32 @@ pub struct SqliteStore {
     inner: Arc<Inner>,
 }
 
+/// How a transaction's commit reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Commit {
+    /// On disk before the call returns (`synchronous=FULL`): every commit
+    /// that hands a fence to its holder.
+    Durable,
+    /// Handed to the OS at once, on disk with the next durable commit or
+    /// checkpoint (`synchronous=NORMAL`, in WAL mode only, where it cannot
+    /// corrupt the file): releases and renewals. A power cut may undo them,
+    /// which frees nothing wrongly: the reboot expires every lease (boot id).
+    Relaxed,
+}
+
+/// The connection, and the commit mode it is set to.
+#[derive(Debug)]
+struct Conn {
+    db: Connection,
+    commit: Commit,
+    /// Whether the file is in WAL mode (only there is [`Commit::Relaxed`]
+    /// used).
+    wal: bool,
+}
+
 #[derive(Debug)]
 struct Inner {
-    conn: Mutex<Connection>,
+    conn: Mutex<Conn>,
     path: PathBuf,
     /// The canonical path: one notifier per file and process (`notify`).
     file: PathBuf,
@@ -169,12 +192,21 @@ impl From<Error> for Fault {
 
 /// One transaction: begin, read the host clock under the lock, run `f`, commit.
 fn attempt<T>(
-    conn: &mut Connection,
+    conn: &mut Conn,
     inner: &Inner,
-    behavior: TransactionBehavior,
+    (behavior, commit): (TransactionBehavior, Commit),
     f: &impl Fn(&Connection, &HostTime) -> Result<T, Fault>,
 ) -> Result<T, Fault> {
-    let tx = conn.transaction_with_behavior(behavior)?;
+    let commit = if conn.wal { commit } else { Commit::Durable };
+    if conn.commit != commit {
+        let level = match commit {
+            Commit::Durable => "FULL",
+            Commit::Relaxed => "NORMAL",
+        };
+        conn.db.pragma_update(None, "synchronous", level)?;
+        conn.commit = commit;
+    }
+    let tx = conn.db.transaction_with_behavior(behavior)?;
     let now = HostTime::read(&inner.boot, &inner.bare_boot).map_err(Fault::Clock)?;
     let out = f(&tx, &now)?;
     tx.commit()?;
@@ -205,7 +237,12 @@ impl SqliteStore {
         let busy_timeout = options.busy_timeout;
         let opened = path.clone();
         let (conn, file) = tokio::task::spawn_blocking(move || {
-            let conn = schema::open(&opened, busy_timeout)?;
+            let (db, wal) = schema::open(&opened, busy_timeout)?;
+            let conn = Conn {
+                db,
+                commit: Commit::Durable,
+                wal,
+            };
             // The file exists now; a path that cannot be resolved still names
             // it (only two stores of one file under different names would
             // then not share their waiters' wake-ups).
@@ -232,9 +269,22 @@ impl SqliteStore {
     }
 
     /// Runs `f` in a transaction on the blocking pool, with the host time read
-    /// once the transaction holds its lock.
+    /// once the transaction holds its lock; its commit is durable.
     async fn transact<T: Send + 'static>(
         &self,
+        op: &'static str,
+        key: &str,
+        behavior: TransactionBehavior,
+        f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
+    ) -> Result<T> {
+        self.transact_as(Commit::Durable, op, key, behavior, f)
+            .await
+    }
+
+    /// [`transact`](Self::transact) with the commit mode `commit`.
+    async fn transact_as<T: Send + 'static>(
+        &self,
+        commit: Commit,
         op: &'static str,
         key: &str,
         behavior: TransactionBehavior,
@@ -251,7 +301,7 @@ impl SqliteStore {
             // transaction changed nothing: try again, within the busy timeout.
             let deadline = std::time::Instant::now() + inner.busy_timeout;
             loop {
-                match attempt(&mut conn, &inner, behavior, &f) {
+                match attempt(&mut conn, &inner, (behavior, commit), &f) {
                     Err(Fault::Sql(e))
                         if schema::is_busy(&e) && std::time::Instant::now() < deadline =>
                     {

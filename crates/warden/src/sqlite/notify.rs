@@ -173,22 +173,31 @@ impl Drop for Notifier {
 /// is gone: after each change event (or poll tick), re-reads the watched rows.
 async fn follow(notifier: Weak<Notifier>, store: SqliteStore, mut events: Option<FileEvents>) {
     loop {
-        match events.as_mut() {
-            Some(ev) => {
-                if let Err(e) = ev.changed().await {
+        // A writer's event comes when it writes its log, before its commit
+        // is visible; it holds the write lock until then. Reading under the
+        // write lock (IMMEDIATE, no change, so no write of our own) reads
+        // after that commit.
+        let behavior = match events.as_mut() {
+            Some(ev) => match ev.changed().await {
+                Ok(()) => TransactionBehavior::Immediate,
+                Err(e) => {
                     tracing::debug!(error = %e, "file events failed; waiters poll");
                     events = None;
+                    continue;
                 }
+            },
+            None => {
+                tokio::time::sleep(store.inner.poll_interval).await;
+                TransactionBehavior::Deferred
             }
-            None => tokio::time::sleep(store.inner.poll_interval).await,
-        }
+        };
         let Some(keys) = notifier.upgrade().map(|n| n.watched_keys()) else {
             return;
         };
         if keys.is_empty() {
             continue;
         }
-        match store.row_states(keys).await {
+        match store.row_states(keys, behavior).await {
             Ok(states) => {
                 let Some(n) = notifier.upgrade() else { return };
                 for (key, state) in states {
@@ -211,7 +220,10 @@ impl SqliteStore {
         let state = if notifier.is_watched(key) {
             None
         } else {
-            match self.row_states(vec![key.to_string()]).await {
+            match self
+                .row_states(vec![key.to_string()], TransactionBehavior::Deferred)
+                .await
+            {
                 Ok(mut states) => states.pop().and_then(|(_, s)| s),
                 Err(e) => {
                     tracing::debug!(key, error = %e, "cannot watch the lease; polling");
@@ -230,9 +242,13 @@ impl SqliteStore {
         }
     }
 
-    /// The state of each of `keys`, in one read transaction.
-    async fn row_states(&self, keys: Vec<String>) -> Result<Vec<(String, RowState)>> {
-        self.transact("watch", "", TransactionBehavior::Deferred, move |tx, _| {
+    /// The state of each of `keys`, in one transaction that only reads.
+    async fn row_states(
+        &self,
+        keys: Vec<String>,
+        behavior: TransactionBehavior,
+    ) -> Result<Vec<(String, RowState)>> {
+        self.transact("watch", "", behavior, move |tx, _| {
             let mut select = tx.prepare("SELECT fence, token FROM warden_leases WHERE key = ?1")?;
             let mut states = Vec::with_capacity(keys.len());
             for key in &keys {

@@ -67,9 +67,10 @@ CREATE TABLE IF NOT EXISTS warden_clock (
 ) STRICT;
 ";
 
-/// Opens (creating if needed) the database at `path` and prepares it. Runs on
-/// a blocking thread (it may sleep while another process holds the file).
-pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
+/// Opens (creating if needed) the database at `path` and prepares it; tells
+/// whether it is in WAL mode. Runs on a blocking thread (it may sleep while
+/// another process holds the file).
+pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<(Connection, bool)> {
     let backend = super::display(path);
     let unusable = |reason: String| Error::Storage {
         backend: backend.clone(),
@@ -99,7 +100,7 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     let deadline = Instant::now() + busy_timeout;
     loop {
         match prepare(&mut conn, busy_timeout) {
-            Ok(()) => return Ok(conn),
+            Ok(wal) => return Ok((conn, wal)),
             Err(Prepare::Sql(e)) if is_busy(&e) && Instant::now() < deadline => {
                 let pause = rand::rng().random_range(2..=20);
                 std::thread::sleep(Duration::from_millis(pause));
@@ -129,7 +130,7 @@ impl From<rusqlite::Error> for Prepare {
     }
 }
 
-fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare> {
+fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<bool, Prepare> {
     conn.busy_timeout(busy_timeout)?;
     // The first read of the header: a file that is not a SQLite database fails
     // here with SQLITE_NOTADB. One read transaction, so that the header and the
@@ -142,7 +143,8 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare>
     // commit one append. It is a property of the file: set once, kept.
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
-    if !mode.eq_ignore_ascii_case("wal") {
+    let wal = mode.eq_ignore_ascii_case("wal");
+    if !wal {
         tracing::debug!(%mode, "SQLite refused WAL mode; using its default journal");
     }
     // FULL: every commit is on disk before it returns, so a fence handed out is
@@ -150,7 +152,7 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare>
     conn.pragma_update(None, "synchronous", "FULL")?;
     if is_ready(conn)? {
         // The usual case: no write (and no fsync) just to open the file.
-        return Ok(());
+        return Ok(wal);
     }
     // Creating the tables is serialised with other processes opening the same new
     // file; the ownership check is repeated under the write lock.
@@ -161,7 +163,7 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<(), Prepare>
     tx.pragma_update(None, "application_id", APPLICATION_ID)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
-    Ok(())
+    Ok(wal)
 }
 
 /// The columns later schema versions added to a table, with their types: a
