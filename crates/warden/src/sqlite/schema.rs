@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, Result};
@@ -144,7 +145,14 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<bool, Prepar
     let mode: String =
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
     let wal = mode.eq_ignore_ascii_case("wal");
-    if !wal {
+    if wal {
+        // The log stays beside the file when the last connection closes,
+        // instead of being copied into it and deleted: that close would cost
+        // two fsyncs, and recreating the log at the next open two more
+        // (the log and its directory). Its size stays bounded by SQLite's
+        // automatic checkpoints, which commits run.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    } else {
         tracing::debug!(%mode, "SQLite refused WAL mode; using its default journal");
     }
     // FULL: every commit is on disk before it returns, so a fence handed out is
