@@ -6,7 +6,8 @@
 //! pool) and the mapping of SQLite failures to [`Error`]s. The rest is one
 //! file per concern: `lease` (the lease store), `limit` (the limit store and
 //! the limiter's clock), `schema` (tables, pragmas, the file's identity),
-//! `clock` (the store clock and boot id).
+//! `clock` (the store clock and boot id), `line` (the waiting line),
+//! `notify` (waking waiters) and `file_events` (the OS's change events).
 
 mod clock;
 mod file_events;
@@ -82,8 +83,14 @@ impl SqliteOptions {
 ///   waits for other writers up to [`SqliteOptions::busy_timeout`].
 /// - **Durable fences.** The fence counter lives in the lease's row, which is
 ///   never deleted: releasing or expiring a lease clears its owner, not its
-///   counter. Commits are synchronous (`synchronous=FULL`), so after a crash or a
-///   power cut the next fence is still greater than every fence handed out.
+///   counter. Every commit that hands a fence to its holder is synchronous
+///   (`synchronous=FULL`), so after a crash or a power cut the next fence is
+///   still greater than every fence a holder was given. Releases and renewals
+///   commit with `synchronous=NORMAL` (WAL mode only): a crashed process loses
+///   none of them, a power cut may undo the last ones — which frees nothing
+///   wrongly, since the reboot expires every lease (boot id), and a fence a
+///   release hands to the next waiter reaches it only through the waiter's own
+///   synchronous claim.
 /// - **Expiry on the holders' deadline clock** ([`SystemClock`](crate::clock::SystemClock):
 ///   `CLOCK_BOOTTIME` on Linux, `CLOCK_MONOTONIC` on macOS), which a wall-clock
 ///   change does not move and a suspend does not stop; with the boot id stored
@@ -92,13 +99,21 @@ impl SqliteOptions {
 /// - **Blocking calls stay off the async runtime**: each operation runs on
 ///   tokio's blocking pool.
 ///
-/// Waiters poll (with jittered backoff up to 250 ms): SQLite cannot notify
-/// other processes of a release.
+/// **Waiting is FIFO and woken, not polled.** A waiter stands in line (table
+/// `warden_waiters`); a release hands the lease to the first live waiter and
+/// wakes only it. Releases in this process wake waiters at once; other
+/// processes' commits are seen through inotify on the database's directory
+/// (Linux), after which the process re-reads the rows its waiters wait for.
+/// Without inotify it re-reads them every [`SqliteOptions::poll_interval`].
+/// [`LeaseStatus::waiters`](crate::LeaseStatus::waiters) counts the live
+/// places in line.
 ///
 /// Storage: table `warden_leases`, one row per key (`key`, `fence`, `token`,
 /// `boot_id`, `expires_at_ms`, `ttl_ms`, and the holder's `holder_host`,
 /// `holder_pid`, `holder_label`, `acquired_at_ms` when it recorded itself;
-/// a file of schema version 1 gets these columns when opened). The file is marked with
+/// a file of schema version 1 gets these columns when opened) and table
+/// `warden_waiters` (the waiting lines). The write-ahead log (`-wal`) stays
+/// beside the file when the last connection closes. The file is marked with
 /// `PRAGMA application_id = 0x5744454E`; warden refuses to write into SQLite files
 /// of other applications.
 ///
