@@ -159,6 +159,7 @@ async fn a_hand_off_costs_the_release_and_one_look() {
     // Each waiter also looks on its own once a second while it waits.
     let periodic = WAITERS as u64 * (spent.as_secs() + 1);
     let handoffs = WAITERS as u64;
+    println!("{txns} transactions for {handoffs} hand-offs in {spent:?}");
     assert!(
         txns <= 2 * handoffs + 1 + periodic,
         "{txns} transactions for {handoffs} hand-offs in {spent:?}"
