@@ -148,18 +148,33 @@ async fn a_hand_off_costs_the_release_and_one_look() {
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
     let (waiters, _) = queue_waiters(&lease, &mut c, WAITERS, Duration::ZERO).await;
-    let before = started(&etcd, "Txn");
+    let methods = [
+        "Txn",
+        "LeaseGrant",
+        "LeaseKeepAlive",
+        "LeaseRevoke",
+        "Watch",
+    ];
+    let before: Vec<u64> = methods.iter().map(|m| started(&etcd, m)).collect();
     let released = Instant::now();
     holder.release().await.unwrap();
     for w in waiters {
         w.await.unwrap();
     }
     let spent = released.elapsed();
-    let txns = started(&etcd, "Txn") - before;
+    let spent_rpcs: Vec<String> = methods
+        .iter()
+        .zip(&before)
+        .map(|(m, b)| format!("{m} {}", started(&etcd, m) - b))
+        .collect();
+    let txns = started(&etcd, "Txn") - before[0];
     // Each waiter also looks on its own once a second while it waits.
     let periodic = WAITERS as u64 * (spent.as_secs() + 1);
     let handoffs = WAITERS as u64;
-    println!("{txns} transactions for {handoffs} hand-offs in {spent:?}");
+    println!(
+        "{handoffs} hand-offs in {spent:?}: {}",
+        spent_rpcs.join(", ")
+    );
     assert!(
         txns <= 2 * handoffs + 1 + periodic,
         "{txns} transactions for {handoffs} hand-offs in {spent:?}"

@@ -196,21 +196,7 @@ impl EtcdStore {
     ) -> Result<Looked> {
         let start = crate::clock::now();
         let granted = self.grant("wait", key, ttl).await?;
-        let on_lease = Some(PutOptions::new().with_lease(granted.id));
-        let txn = Txn::new()
-            .when([
-                Compare::create_revision(keys.lease.as_str(), CompareOp::Equal, 0),
-                nobody_in_line(&keys.prefix, &keys.end),
-            ])
-            .and_then(take(&keys.lease, token, granted.id, holder))
-            .or_else([
-                TxnOp::put(keys.place.as_str(), "", on_lease),
-                TxnOp::get(keys.place.as_str(), None),
-                TxnOp::get(
-                    keys.prefix.as_str(),
-                    Some(by_arrival(&keys.end, SortOrder::Descend, 2)),
-                ),
-            ]);
+        let txn = join_txn(keys, token, holder, granted.id);
         let reply = match self.txn("wait", key, txn).await {
             Ok(reply) => reply,
             Err(e) => {
@@ -416,6 +402,25 @@ impl EtcdStore {
             })
             .await
     }
+}
+
+/// The first look, on the fresh etcd lease `lease`: if the lease key does not
+/// exist and nobody stands in line, take the lease; else put our place at the
+/// end and read it and the newest two places (ours, and the one ahead).
+fn join_txn(keys: &LineKeys, token: &OwnerToken, holder: Option<&HolderInfo>, lease: i64) -> Txn {
+    let on_lease = Some(PutOptions::new().with_lease(lease));
+    let newest_two = by_arrival(&keys.end, SortOrder::Descend, 2);
+    Txn::new()
+        .when([
+            Compare::create_revision(keys.lease.as_str(), CompareOp::Equal, 0),
+            nobody_in_line(&keys.prefix, &keys.end),
+        ])
+        .and_then(take(&keys.lease, token, lease, holder))
+        .or_else([
+            TxnOp::put(keys.place.as_str(), "", on_lease),
+            TxnOp::get(keys.place.as_str(), None),
+            TxnOp::get(keys.prefix.as_str(), Some(newest_two)),
+        ])
 }
 
 /// One look from `place`: if the lease key does not exist, our place is
