@@ -302,7 +302,12 @@ async fn a_hand_off_message_for_another_place_grants_nothing() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished(), "a stale hand-off granted the lease");
     holder.release().await.unwrap();
-    let guard = waiter.await.unwrap().unwrap().into_guard().expect("acquired");
+    let guard = waiter
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .expect("acquired");
     assert_eq!(guard.fence().get(), 2);
     guard.release().await.unwrap();
 }

@@ -201,7 +201,13 @@ fn per_command(server: &RedisServer) -> Vec<(String, u64)> {
         .filter(|l| !l.starts_with("info:") && !l.starts_with("config"))
         .filter_map(|l| {
             let (name, rest) = l.split_once(':')?;
-            let calls = rest.split("calls=").nth(1)?.split(',').next()?.parse().ok()?;
+            let calls = rest
+                .split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
             Some((name.to_string(), calls))
         })
         .collect()
