@@ -1,5 +1,8 @@
 -- One look by a waiter in line: take the lease when it was handed to us or is
--- free with us first in line; otherwise keep (or take) our place.
+-- free with us first in line; otherwise keep (or take) our place. The first
+-- look of a wait (ARGV[4] '') is also its first attempt: it takes a free key
+-- when nobody lives in line, and otherwise joins the line at once, so a
+-- waiter's place is fixed by the first script it sends.
 -- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line, KEYS[4]
 -- holder hash
 -- ARGV[1] owner token, ARGV[2] ttl in milliseconds, ARGV[3] release channel,
@@ -9,7 +12,9 @@
 -- {0, pttl, entry} when we wait, entry being our place in line.
 local owner = redis.call('GET', KEYS[1])
 if owner == ARGV[1] then
-  -- Handed over: claim it, so the holder counts its validity from this call.
+  -- Handed over and not taken from the hand-off message (the waiter was
+  -- looking, or had looked too long ago): claim it, so the holder counts its
+  -- validity from this call.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   local fence = tonumber(redis.call('GET', KEYS[2]))
   record_holder(KEYS[4], fence, ARGV[2], ARGV[5], ARGV[6], ARGV[7])
