@@ -12,7 +12,9 @@
 pub mod check;
 pub mod history;
 pub mod resource;
+pub mod rmw;
 pub mod run;
 pub mod scorecard;
+pub mod section;
 pub mod store;
 pub mod workload;
