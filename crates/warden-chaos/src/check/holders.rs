@@ -185,16 +185,21 @@ mod tests {
 
     #[test]
     fn a_reused_fence_is_blamed_on_the_data_loss_between_the_grants() {
-        let mut restart = Event::new("nemesis", Op::Fault, Kind::Info).note("failover");
-        restart.t = 20 * MS;
+        let mark = |t_ms: u64, op: Op| {
+            let mut e = Event::new("nemesis", op, Kind::Info).note("failover");
+            e.t = t_ms * MS;
+            e
+        };
+        // Healed long (> 2 TTLs + 1 s) before b's grant: only the reuse blames it.
         let events = [
             acquired(10, "a", "a-1", 7),
-            restart,
+            mark(20, Op::Fault),
+            mark(30, Op::Heal),
             acquired(5_000, "b", "b-1", 7),
         ];
         let mut hs = Holders::default();
         hs.acquired(&events[0], TTL);
-        hs.acquired(&events[2], TTL);
+        hs.acquired(&events[3], TTL);
         assert_eq!(hs.start_of("b-1"), Some(5_000 * MS));
         let mut r = Report::default();
         let faults = Faults::collect(&events, TTL, &mut r);

@@ -20,6 +20,12 @@
 //! shortly before (within two TTLs and a second); when several are, one warden
 //! does not claim to tolerate (a frozen client, a forgetful store, a jumped
 //! clock, a failover) is blamed first, as the likelier cause; otherwise `none`.
+//!
+//! The phases, in order: the fault spans and blame (`faults`), one fold over
+//! the events (`fold`: counts, latencies, and the input of the rest), the
+//! holders' overlaps and reused fences (`holders`), the fenced-write analysis
+//! (`writes`), the limiter admissions (`limits`); the findings go to a
+//! [`Report`] (`report`).
 
 mod faults;
 mod fold;
