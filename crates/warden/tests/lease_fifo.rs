@@ -311,3 +311,33 @@ async fn a_hand_off_message_for_another_place_grants_nothing() {
     assert_eq!(guard.fence().get(), 2);
     guard.release().await.unwrap();
 }
+
+/// A wait's first script takes a free key itself: keys of the wrong type are
+/// still clear errors, permanent ones (the wait ends at once), and none
+/// leaves a lease key without its fence behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_on_keys_of_the_wrong_type_is_a_clear_error() {
+    let server = RedisServer::start();
+    let warden = connect(&server.url()).await;
+    let exists = |key: &str| server.command(&format!("EXISTS {key}")).unwrap();
+    let wait = |key: &'static str| {
+        let lease = warden.lease(key);
+        async move { lease.acquire_within(Duration::from_secs(5)).await }
+    };
+
+    server.command("HSET warden:{hashed} a b").unwrap();
+    let err = wait("hashed").await.unwrap_err();
+    assert!(matches!(err, warden::Error::WrongType { .. }), "{err}");
+
+    server.command("SET warden:{badfence}:fence x").unwrap();
+    let err = wait("badfence").await.unwrap_err();
+    assert!(matches!(err, warden::Error::WrongType { .. }), "{err}");
+    assert_eq!(exists("warden:{badfence}").trim(), ":0", "no lease left");
+
+    server.command("SET warden:{badline}:queue x").unwrap();
+    let err = wait("badline").await.unwrap_err();
+    assert!(matches!(err, warden::Error::WrongType { .. }), "{err}");
+    assert_eq!(exists("warden:{badline}").trim(), ":0", "no lease left");
+    let fence = server.command("EXISTS warden:{badline}:fence").unwrap();
+    assert_eq!(fence.trim(), ":0", "no fence taken");
+}

@@ -91,6 +91,41 @@ async fn an_acquire_and_release_costs_at_most_seven_commands() {
     );
 }
 
+/// A wait that finds the key free takes it with its first script, which also
+/// checks the waiting line (a free key with waiters in line goes to them):
+/// `EVALSHA`, `SET NX GET`, `LPOP`, `INCR` — one command more than a
+/// `try_acquire`, for the line. Counted on distinct keys, with the release.
+#[tokio::test]
+async fn a_wait_that_finds_the_key_free_costs_one_command_more() {
+    let server = RedisServer::start();
+    let backend = RedisStore::connect(
+        &server.url(),
+        RedisOptions::default().timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap();
+    let warden = Warden::with_backend(backend);
+    let g = warden
+        .lease("warm")
+        .acquire_within(Duration::from_secs(1))
+        .await;
+    g.unwrap().into_guard().unwrap().release().await.unwrap();
+    server.command("CONFIG RESETSTAT").unwrap();
+
+    const CYCLES: u64 = 200;
+    for i in 0..CYCLES {
+        let lease = warden.lease(format!("wait-{i}"));
+        let guard = lease.acquire_within(Duration::from_secs(1)).await.unwrap();
+        guard.into_guard().unwrap().release().await.unwrap();
+    }
+    let per_cycle = calls(&server) as f64 / CYCLES as f64;
+    println!("Redis commands per acquire_within (free key) + release: {per_cycle}");
+    assert!(
+        per_cycle <= 8.0,
+        "{per_cycle} Redis commands per acquire_within + release"
+    );
+}
+
 #[tokio::test]
 async fn a_release_with_nobody_waiting_publishes_nothing() {
     let server = RedisServer::start();
@@ -179,7 +214,7 @@ async fn a_contended_hand_off_wakes_one_waiter() {
     // A hand-off is the release (EVALSHA GET LPOP TIME SET INCR PUBLISH);
     // the woken waiter takes the lease from the message, without a script.
     // The releaser comes back and stands in line with its first script
-    // (EVALSHA GET TIME RPUSH PEXPIRE PTTL). A claim script per hand-off
+    // (EVALSHA, SET NX GET, TIME RPUSH PEXPIRE PTTL). A claim script per hand-off
     // (4 more) or a second script to stand in line (5-6 more) fails this.
     assert!(
         per_cycle <= 14.0,

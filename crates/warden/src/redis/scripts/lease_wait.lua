@@ -10,7 +10,24 @@
 -- is recorded, ARGV[5] host, ARGV[6] pid and ARGV[7] label (if any)
 -- Returns {1, fence, ''} when the lease is ours (its TTL reset to ttl from now),
 -- {0, pttl, entry} when we wait, entry being our place in line.
-local owner = redis.call('GET', KEYS[1])
+
+-- The owner of the lease key, or nil when it is free. The first look sets the
+-- key to our token at once if it is free (one SET NX GET, Redis 7; before 7,
+-- a GET) and says whether it did: most first looks of a free key need no more
+-- than that, the line's LPOP and the fence.
+local function owner_or_take(first)
+  if first then
+    local old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
+    if type(old) ~= 'table' or not old.err then
+      return old, not old
+    end
+  end
+  -- A later look, a Redis before 7, or a key of another type (the GET
+  -- raises WRONGTYPE).
+  return redis.call('GET', KEYS[1]), false
+end
+
+local owner, taken = owner_or_take(ARGV[4] == '')
 if owner == ARGV[1] then
   -- Handed over and not taken from the hand-off message (the waiter was
   -- looking, or had looked too long ago): claim it, so the holder counts its
@@ -22,12 +39,18 @@ if owner == ARGV[1] then
 end
 if not owner then
   -- Free (its holder's TTL ran out): the first live waiter gets it.
+  -- (A key we took is overwritten by a hand-off, deleted on an error.)
   local waiter, _, err = pop_waiter(KEYS[3])
   if err then
+    if taken then
+      redis.call('DEL', KEYS[1])
+    end
     return err
   end
   if not waiter or waiter.token == ARGV[1] then
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    if not taken then
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    end
     local fence, fence_err = take_fence(KEYS[1], KEYS[2])
     if not fence then
       return fence_err
