@@ -118,6 +118,8 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
     let (waiters, turns) = queue_waiters(&lease, &mut c, WAITERS, Duration::ZERO).await;
+    let status = warden.status("fifo").await.unwrap();
+    assert_eq!(status.waiters, Some(WAITERS as u64), "{status:?}");
     holder.release().await.unwrap();
     for w in waiters {
         w.await.unwrap();

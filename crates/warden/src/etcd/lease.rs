@@ -461,13 +461,34 @@ impl LeaseStore for EtcdStore {
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let storage_key = self.lease_key(key);
-        let Some(kv) = self.get("status", &storage_key).await? else {
+        // One read-only transaction: the key, its holder record and the
+        // number of places in its waiting line.
+        let reads = Txn::new().and_then([
+            TxnOp::get(storage_key.as_str(), None),
+            TxnOp::get(holder_key(&storage_key), None),
+            line::count_in_line(&storage_key),
+        ]);
+        let mut replies = self
+            .txn("status", key, reads)
+            .await?
+            .op_responses()
+            .into_iter();
+        let mut next = || match replies.next() {
+            Some(TxnOpResponse::Get(get)) => Some(get),
+            _ => None,
+        };
+        let (kv, record, line) = (next(), next(), next());
+        let kv = kv.and_then(|mut g| g.take_kvs().into_iter().next());
+        let record = record.and_then(|mut g| g.take_kvs().into_iter().next());
+        let waiters = line.and_then(|g| u64::try_from(g.count()).ok());
+        let mut status = match kv {
+            Some(kv) => self.held_status(key, kv, record).await?,
             // etcd keeps no fence once the key is gone: the next holder's
             // create revision will be larger than any before it anyway.
-            return Ok(LeaseStatus::free(storage_key, None));
+            None => LeaseStatus::free(storage_key, None),
         };
-        let record = self.get("status", &holder_key(&storage_key)).await?;
-        self.held_status(key, kv, record).await
+        status.waiters = waiters;
+        Ok(status)
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {

@@ -120,6 +120,14 @@ pub(super) fn first_in_line(storage_key: &str) -> TxnOp {
     TxnOp::get(prefix, Some(by_arrival(&end, SortOrder::Ascend, 1)))
 }
 
+/// Counts the places in the line of `storage_key`.
+pub(super) fn count_in_line(storage_key: &str) -> TxnOp {
+    let prefix = line_prefix(storage_key);
+    let end = range_end(&prefix);
+    let only_count = GetOptions::new().with_range(end).with_count_only();
+    TxnOp::get(prefix, Some(only_count))
+}
+
 /// What a grant writes: the lease key holding `token` on etcd lease `lease`
 /// (read back for its create revision, the fence) and, with `holder`, its
 /// record beside it on the same lease.
