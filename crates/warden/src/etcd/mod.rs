@@ -49,7 +49,9 @@
 //! `{prefix}{key}\0permit\0{token}`, bound to its own etcd lease. A permit is
 //! admitted when fewer than N permits created before it (by create revision)
 //! are still there; otherwise it is revoked at once. An election's term is
-//! its leader key's create revision, like etcd's own campaign.
+//! its leader key's create revision, like etcd's own campaign, and its
+//! candidates wait in the lease's line, so they are elected in the order they
+//! began; semaphore waiters are woken together and race.
 //!
 //! # TLS
 //!
