@@ -250,11 +250,8 @@ fn a_held_lease_gives_75_or_the_conflict_code_and_signals_are_forwarded() {
     assert_eq!(fields, ["held_ms", "host", "label", "pid"], "{json}");
     assert_eq!(json["holder"]["pid"], holder_pid, "{json}");
     assert_eq!(json["holder"]["label"], serde_json::Value::Null, "{json}");
-    assert_eq!(
-        json["waiters"],
-        serde_json::Value::Null,
-        "SQLite cannot tell"
-    );
+    // The run that waited 400 ms left the waiting line when it gave up.
+    assert_eq!(json["waiters"], 0, "{json}");
 
     // SIGINT to warden reaches the command, whose status warden returns.
     kill(holder.pid(), Signal::SIGINT).unwrap();
