@@ -294,7 +294,11 @@ impl Lease {
     /// [`try_acquire`](Self::try_acquire), which does not look at the line (it
     /// can take a key whose TTL just ran out before the waiters notice), or a
     /// waiter that hit a transient error (it stands in line again at the
-    /// end). On other stores all woken waiters race and one wins.
+    /// end). On etcd waiting is FIFO too, by the create revision of each
+    /// waiter's place: a release wakes the first waiter, which takes the lease
+    /// with one transaction, and a plain `try_acquire` does not jump a line
+    /// that is not empty (see `docs/etcd.md`). On other stores all woken
+    /// waiters race and one wins.
     ///
     /// A [transient](Error::is_transient) backend error (a restart, a frozen or
     /// overloaded server, a failover) does not end the wait: attempts go on with

@@ -155,8 +155,9 @@ pub struct LeaseStatus {
     pub holder: Option<Holder>,
     /// How many wait for the lease, where the store can tell: on Redis the
     /// processes subscribed to its release channel (one per waiting process,
-    /// however many tasks wait in it), in the memory store the waiting tasks;
-    /// `None` where the store cannot tell (SQLite, etcd, a quorum).
+    /// however many tasks wait in it), in the memory store the waiting tasks,
+    /// on etcd the places in the lease's waiting line (one per waiting task);
+    /// `None` where the store cannot tell (SQLite, a quorum).
     pub waiters: Option<u64>,
 }
 
