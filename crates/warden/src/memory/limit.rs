@@ -167,6 +167,7 @@ impl MemoryLimits {
             map,
             max_keys: self.max_keys,
             wrote: false,
+            bucket: None,
         };
         let answer = run(&mut table, request, now)?;
         if table.wrote {
@@ -189,6 +190,9 @@ struct Table<'a> {
     max_keys: usize,
     /// Whether the request wrote anything (counts towards the next sweep).
     wrote: bool,
+    /// Where the request's key was found by a read: its write then needs no
+    /// second lookup. Forgotten when a sweep moves entries.
+    bucket: Option<usize>,
 }
 
 impl StateTable for Table<'_> {
@@ -199,6 +203,12 @@ impl StateTable for Table<'_> {
         // is used as is until a sweep drops it; this also keeps a clock that
         // steps back from forgetting what was consumed.
         let hash = self.hash_of(slot.key);
+        if slot.key == self.key {
+            let bucket = self.map.entries.find_bucket_index(hash, |k| *k.key == *slot.key);
+            self.bucket = bucket;
+            let keyed = bucket.and_then(|b| self.map.entries.get_bucket(b));
+            return Ok(keyed.and_then(|k| k.state(slot.policy.tag())).map(|e| e.state.clone()));
+        }
         Ok(self.map.get(hash, slot).map(|e| e.state.clone()))
     }
 
@@ -224,6 +234,7 @@ impl StateTable for Table<'_> {
         if map.len + added(map) > self.max_keys {
             if at >= map.next_expiry {
                 map.sweep(at);
+                self.bucket = None;
             }
             if map.len + added(map) > self.max_keys {
                 return Ok(Some(map.full(at, decisions)));
@@ -240,8 +251,18 @@ impl StateTable for Table<'_> {
         let tag = slot.policy.tag();
         let hash = self.hash_of(slot.key);
         let map = &mut *self.map;
+        // The bucket the read found, if it still holds this key.
+        let known = self
+            .bucket
+            .filter(|_| slot.key == self.key)
+            .and_then(|b| map.entries.get_bucket_mut(b))
+            .filter(|k| *k.key == *slot.key);
         // A known key is found without allocating; only a new one is copied.
-        let states = match map.entries.find_mut(hash, |k| *k.key == *slot.key) {
+        let found = match known {
+            Some(keyed) => Some(keyed),
+            None => map.entries.find_mut(hash, |k| *k.key == *slot.key),
+        };
+        let states = match found {
             Some(keyed) => &mut keyed.states,
             None => {
                 let hasher = &map.hasher;
@@ -280,15 +301,19 @@ impl Table<'_> {
     }
 }
 
+impl Keyed {
+    /// The entry of the policy tagged `tag`, if any.
+    fn state(&self, tag: PolicyTag) -> Option<&Entry> {
+        self.states.iter().find_map(|(t, e)| (*t == tag).then_some(e))
+    }
+}
+
 impl Map {
     /// The entry of `slot`, whose key hashes to `hash`, if any.
     fn get(&self, hash: u64, slot: SlotKey<'_>) -> Option<&Entry> {
-        let tag = slot.policy.tag();
         self.entries
             .find(hash, |k| *k.key == *slot.key)?
-            .states
-            .iter()
-            .find_map(|(t, e)| (*t == tag).then_some(e))
+            .state(slot.policy.tag())
     }
 
     /// Drops the keys whose state has expired (they read as fresh, so nothing
