@@ -42,7 +42,9 @@ fn usec_per_call(server: &RedisServer, commands: &[&str]) -> f64 {
     commands
         .iter()
         .find_map(|c| {
-            let line = stats.lines().find(|l| l.starts_with(&format!("cmdstat_{c}:")))?;
+            let line = stats
+                .lines()
+                .find(|l| l.starts_with(&format!("cmdstat_{c}:")))?;
             line.split(',')
                 .find_map(|f| f.strip_prefix("usec_per_call="))?
                 .parse()
@@ -101,7 +103,9 @@ async fn main() {
     let server = RedisServer::start();
     let warden = Warden::connect(&server.url()).await.unwrap();
     let quota = Quota::per_second(NonZeroU32::new(LIMIT).unwrap());
-    println!("{TASKS} tasks, {KEYS} keys at {LIMIT}/s each, medians of {ROUNDS} rounds of {RUN_FOR:?}");
+    println!(
+        "{TASKS} tasks, {KEYS} keys at {LIMIT}/s each, medians of {ROUNDS} rounds of {RUN_FOR:?}"
+    );
     println!(
         "| algorithm | warden checks/s | minimal checks/s | ratio | warden server µs | minimal server µs | ratio | in-process checks/s |"
     );

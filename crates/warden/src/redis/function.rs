@@ -36,9 +36,8 @@ impl Library {
     pub(super) fn new(prefix: &str, body: &str, entry: &str) -> Self {
         let hash = Script::new(body).get_hash().to_string();
         let name = format!("{prefix}_{}", &hash[..hash.len().min(16)]);
-        let source = format!(
-            "#!lua name={name}\n{body}\nredis.register_function('{name}', {entry})\n"
-        );
+        let source =
+            format!("#!lua name={name}\n{body}\nredis.register_function('{name}', {entry})\n");
         Library { name, source }
     }
 
