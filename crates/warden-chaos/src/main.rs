@@ -12,7 +12,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use warden_chaos::history;
-use warden_chaos::run::{RmwArgs, Scenario, Settings, redis_version, rmw, run};
+use warden_chaos::rmw::{RmwArgs, rmw};
+use warden_chaos::run::{Scenario, Settings, redis_version, run};
 use warden_chaos::scorecard::{Row, render, splice};
 
 fn usage() -> ExitCode {
@@ -183,44 +184,15 @@ fn cmd_scorecard(o: &Opts) -> Result<ExitCode, String> {
         if only.as_ref().is_some_and(|l| !l.contains(&scenario)) {
             continue;
         }
-        let s_seed = seed.wrapping_add(i as u64);
-        let mut s = settings(o, scenario, s_seed, per)?;
-        s.postgres = scenario == Scenario::Redis;
-        let t = Instant::now();
-        println!("== {} (seed {s_seed})", scenario.name());
-        let r = run(&s)?;
-        let v = r.report.violations();
-        println!(
-            "   {} faults, {} ops, history {}{}",
-            r.report.total().faults,
-            r.report.ops,
-            r.history.display(),
-            if v.is_empty() {
-                String::new()
-            } else {
-                format!(" — VIOLATIONS: {}", v.join("; "))
-            }
-        );
-        for ex in &r.report.examples {
-            println!("   {ex}");
-        }
-        if !v.is_empty() {
+        let row = scorecard_run(o, scenario, seed.wrapping_add(i as u64), per)?;
+        if !row.report.violations().is_empty() {
             failed.push(scenario.name());
         }
-        rows.push(Row {
-            scenario: scenario.name().to_string(),
-            seed: s_seed,
-            minutes: t.elapsed().as_secs_f64() / 60.0,
-            report: r.report,
-        });
+        rows.push(row);
     }
     let date = date_utc();
     let how = format!("`scripts/chaos --minutes {minutes} --seed {seed}`");
-    let table = render(&date, &redis_version(), &how, &rows);
-    println!("{table}");
-    let old = std::fs::read_to_string(&doc).unwrap_or_default();
-    std::fs::write(&doc, splice(&old, &table))
-        .map_err(|e| format!("write {}: {e}", doc.display()))?;
+    write_table(&doc, &render(&date, &redis_version(), &how, &rows))?;
     println!("written to {}", doc.display());
     Ok(if failed.is_empty() {
         ExitCode::SUCCESS
@@ -228,6 +200,48 @@ fn cmd_scorecard(o: &Opts) -> Result<ExitCode, String> {
         println!("violations in: {}", failed.join(", "));
         ExitCode::from(1)
     })
+}
+
+/// Runs one scenario of the scorecard for `per`; prints what it found.
+fn scorecard_run(o: &Opts, scenario: Scenario, seed: u64, per: Duration) -> Result<Row, String> {
+    let mut s = settings(o, scenario, seed, per)?;
+    s.postgres = scenario == Scenario::Redis;
+    let t = Instant::now();
+    println!("== {} (seed {seed})", scenario.name());
+    let r = run(&s)?;
+    let v = r.report.violations();
+    println!(
+        "   {} faults, {} ops, history {}{}",
+        r.report.total().faults,
+        r.report.ops,
+        r.history.display(),
+        if v.is_empty() {
+            String::new()
+        } else {
+            format!(" — VIOLATIONS: {}", v.join("; "))
+        }
+    );
+    print_examples(&r.report);
+    Ok(Row {
+        scenario: scenario.name().to_string(),
+        seed,
+        minutes: t.elapsed().as_secs_f64() / 60.0,
+        report: r.report,
+    })
+}
+
+/// Prints a report's examples, indented.
+fn print_examples(report: &warden_chaos::check::Report) {
+    for ex in &report.examples {
+        println!("   {ex}");
+    }
+}
+
+/// Prints `table` and writes it between the scorecard markers of `doc`.
+fn write_table(doc: &std::path::Path, table: &str) -> Result<(), String> {
+    println!("{table}");
+    let old = std::fs::read_to_string(doc).unwrap_or_default();
+    std::fs::write(doc, splice(&old, table)).map_err(|e| format!("write {}: {e}", doc.display()))
 }
 
 /// Re-checks the histories a `scorecard` run kept (same seed) and writes the
@@ -256,9 +270,7 @@ fn cmd_render(o: &Opts) -> Result<ExitCode, String> {
             report.total().faults,
             report.violations()
         );
-        for ex in &report.examples {
-            println!("   {ex}");
-        }
+        print_examples(&report);
         rows.push(Row {
             scenario: scenario.name().to_string(),
             seed: s_seed,
@@ -270,11 +282,7 @@ fn cmd_render(o: &Opts) -> Result<ExitCode, String> {
         "`scripts/chaos --minutes {minutes} --seed {seed}`, its histories checked again by \
          `warden-chaos render --seed {seed} --minutes {minutes}`"
     );
-    let table = render(&date_utc(), &redis_version(), &how, &rows);
-    println!("{table}");
-    let old = std::fs::read_to_string(&doc).unwrap_or_default();
-    std::fs::write(&doc, splice(&old, &table))
-        .map_err(|e| format!("write {}: {e}", doc.display()))?;
+    write_table(&doc, &render(&date_utc(), &redis_version(), &how, &rows))?;
     Ok(ExitCode::SUCCESS)
 }
 

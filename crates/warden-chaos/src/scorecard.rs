@@ -35,6 +35,17 @@ pub fn render(date: &str, redis_version: &str, how: &str, rows: &[Row]) -> Strin
         s,
         "Run of {date}: {how}, redis-server {redis_version}, {total_faults} faults injected.\n"
     );
+    run_table(&mut s, rows);
+    let _ = writeln!(
+        s,
+        "\nBy fault class (all scenarios; `none`: no fault in force or just healed):\n"
+    );
+    class_table(&mut s, rows);
+    s
+}
+
+/// One line per run.
+fn run_table(s: &mut String, rows: &[Row]) {
     let _ = writeln!(
         s,
         "| scenario | seed | min | faults | ops | acquire ok | acquire p50 / p99 | double grants (tolerated / other) | stale writes accepted | fence regressions | lost updates | orphan keys | lost signal p50 / p99 (n) | limiter over-admission | control: stale applied / lost |"
@@ -72,16 +83,16 @@ pub fn render(date: &str, redis_version: &str, how: &str, rows: &[Row]) -> Strin
             all.control_lost_updates,
         );
     }
+}
+
+/// One line per fault class, summed over every run.
+fn class_table(s: &mut String, rows: &[Row]) {
     let mut classes: BTreeMap<String, Counts> = BTreeMap::new();
     for r in rows {
         for (k, c) in &r.report.by_class {
             classes.entry(k.clone()).or_default().add(c);
         }
     }
-    let _ = writeln!(
-        s,
-        "\nBy fault class (all scenarios; `none`: no fault in force or just healed):\n"
-    );
     let _ = writeln!(
         s,
         "| fault | tolerated? | injected | double grants | stale writes accepted | fence regressions | lost updates | limiter over-admission / burst after loss | control: stale applied / lost |"
@@ -104,7 +115,6 @@ pub fn render(date: &str, redis_version: &str, how: &str, rows: &[Row]) -> Strin
             c.control_lost_updates,
         );
     }
-    s
 }
 
 /// Replaces the text between `<!-- scorecard:begin -->` and

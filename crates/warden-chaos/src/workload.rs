@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use warden::TryAcquire;
-use warden::limit::{Algorithm, Quota};
+use tokio::task::JoinHandle;
+use warden::limit::{Algorithm, Limiter, Quota};
+use warden::{LeaseGuard, ReleaseOutcome, TryAcquire, Warden};
 use warden_test::nemesis::Rng;
 
 use crate::history::{Event, History, Kind, Op, now_ns};
-use crate::resource::{Outcome, Resource};
+use crate::resource::Resource;
+use crate::section::Section;
 use crate::store::StoreSpec;
 
 /// The limit of each limiter key (admissions per hour: more is over-admission).
@@ -90,23 +92,21 @@ pub fn client_thread(id: usize, sh: &Arc<Shared>, mut rng: Rng) {
     rt.block_on(client(id, sh, &mut rng));
 }
 
+/// One client's fixed parts.
+struct Client<'a> {
+    id: usize,
+    me: String,
+    sh: &'a Shared,
+}
+
 async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
-    let me = format!("t{id}");
-    let h = &sh.history;
-    let (warden, mut resources) = loop {
-        if sh.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        match (sh.store.connect().await, connect_resources(sh).await) {
-            (Ok(w), Ok(r)) => break (w, r),
-            (Err(e), _) => {
-                h.record(&Event::new(&me, Op::Config, Kind::Info).note(format!("connect: {e}")))
-            }
-            (_, Err(e)) => {
-                h.record(&Event::new(&me, Op::Config, Kind::Info).note(format!("resources: {e}")))
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let c = Client {
+        id,
+        me: format!("t{id}"),
+        sh,
+    };
+    let Some((warden, mut resources)) = c.connect().await else {
+        return;
     };
     let limiter = sh.store.shared_limits().then(|| {
         warden.limiter(
@@ -114,152 +114,118 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
             Algorithm::SlidingLog,
         )
     });
-    let wait = sh.ttl;
     let mut n = 0u64;
     while !sh.stop.load(Ordering::SeqCst) {
         let key = format!("k{}", rng.below(sh.keys));
-        let lease = warden.lease(&key).ttl(sh.ttl).watchdog(true);
-        h.record(&Event::new(&me, Op::Acquire, Kind::Invoke).key(&key));
+        let Some(guard) = c.acquire(&warden, &key).await else {
+            continue;
+        };
+        n += 1;
+        let lease_id = format!("{}-{n}", c.me);
+        c.hold(&key, &lease_id, guard, &mut resources, rng).await;
+        if let Some(limiter) = &limiter {
+            c.check_limit(limiter).await;
+        }
+    }
+}
+
+/// The end of `g`'s validity on the history clock, as the guard sees it now.
+fn deadline(g: &LeaseGuard) -> u64 {
+    now_ns() + u64::try_from(g.remaining().as_nanos()).unwrap_or(0)
+}
+
+impl Client<'_> {
+    fn history(&self) -> &History {
+        &self.sh.history
+    }
+
+    /// Connects to the store and the resources, retrying until the run stops
+    /// (`None`).
+    async fn connect(&self) -> Option<(Warden, Vec<(String, Resource)>)> {
+        let (sh, h, me) = (self.sh, self.history(), &self.me);
+        loop {
+            if sh.stop.load(Ordering::SeqCst) {
+                return None;
+            }
+            match (sh.store.connect().await, connect_resources(sh).await) {
+                (Ok(w), Ok(r)) => return Some((w, r)),
+                (Err(e), _) => {
+                    h.record(&Event::new(me, Op::Config, Kind::Info).note(format!("connect: {e}")))
+                }
+                (_, Err(e)) => h.record(
+                    &Event::new(me, Op::Config, Kind::Info).note(format!("resources: {e}")),
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Acquires `key` within a TTL; records the outcome; the guard if it got one.
+    async fn acquire(&self, warden: &Warden, key: &str) -> Option<LeaseGuard> {
+        let (sh, h, me) = (self.sh, self.history(), &self.me);
+        let wait = sh.ttl;
+        let lease = warden.lease(key).ttl(sh.ttl).watchdog(true);
+        h.record(&Event::new(me, Op::Acquire, Kind::Invoke).key(key));
         let res =
             tokio::time::timeout(wait + Duration::from_secs(3), lease.acquire_within(wait)).await;
-        let guard = match res {
-            Ok(Ok(TryAcquire::Acquired(g))) => g,
+        match res {
+            Ok(Ok(TryAcquire::Acquired(g))) => Some(g),
             Ok(Ok(_)) => {
-                h.record(&Event::new(&me, Op::Acquire, Kind::Fail).key(&key));
-                continue;
+                h.record(&Event::new(me, Op::Acquire, Kind::Fail).key(key));
+                None
             }
             Ok(Err(e)) => {
                 h.record(
-                    &Event::new(&me, Op::Acquire, Kind::Info)
-                        .key(&key)
+                    &Event::new(me, Op::Acquire, Kind::Info)
+                        .key(key)
                         .note(e.to_string()),
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
+                None
             }
             Err(_) => {
                 h.record(
-                    &Event::new(&me, Op::Acquire, Kind::Info)
-                        .key(&key)
+                    &Event::new(me, Op::Acquire, Kind::Info)
+                        .key(key)
                         .note("timeout"),
                 );
-                continue;
+                None
             }
-        };
-        n += 1;
-        let lease_id = format!("{me}-{n}");
+        }
+    }
+
+    /// Holds `guard` (lease `lease_id` of `key`): records the grant, reads every
+    /// resource, pauses, maybe freezes, writes, releases.
+    async fn hold(
+        &self,
+        key: &str,
+        lease_id: &str,
+        guard: LeaseGuard,
+        resources: &mut [(String, Resource)],
+        rng: &mut Rng,
+    ) {
+        let h = self.history();
         let fence = guard.fence().get();
-        let deadline = |g: &warden::LeaseGuard| {
-            now_ns() + u64::try_from(g.remaining().as_nanos()).unwrap_or(0)
-        };
         let mut last_deadline = deadline(&guard);
         h.record(
-            &Event::new(&me, Op::Acquire, Kind::Ok)
-                .key(&key)
-                .held(fence, &lease_id),
+            &Event::new(&self.me, Op::Acquire, Kind::Ok)
+                .key(key)
+                .held(fence, lease_id),
         );
-
-        // The lost signal, timed when it fires (for the detection latency).
-        let watcher = {
-            let (sig, h, key, lease_id, me) = (
-                guard.lost(),
-                h.clone(),
-                key.clone(),
-                lease_id.clone(),
-                me.clone(),
-            );
-            tokio::spawn(async move {
-                sig.wait().await;
-                h.record(
-                    &Event::new(&me, Op::Lost, Kind::Ok)
-                        .key(&key)
-                        .held(fence, &lease_id),
-                );
-            })
+        let watcher = self.watch_lost(&guard, key, lease_id);
+        let section = Section {
+            history: h,
+            client: &self.me,
+            lease: lease_id,
+            fence,
         };
-
-        // Read every resource.
-        let mut reads = Vec::new();
-        for (i, (kind, r)) in resources.iter_mut().enumerate() {
-            let name = format!("{key}/{kind}");
-            h.record(
-                &Event::new(&me, Op::Read, Kind::Invoke)
-                    .key(&name)
-                    .held(fence, &lease_id),
-            );
-            match r.read(&name).await {
-                Ok(v) => {
-                    h.record(
-                        &Event::new(&me, Op::Read, Kind::Ok)
-                            .key(&name)
-                            .held(fence, &lease_id)
-                            .value(v),
-                    );
-                    reads.push((i, name, v));
-                }
-                Err(e) => h.record(&Event::new(&me, Op::Read, Kind::Info).key(&name).note(e)),
-            }
-        }
-        // The random pause, sampling the local deadline (renewals move it) so
-        // the end of this holder's validity is known if the lease is lost.
-        let hold_until = tokio::time::Instant::now() + rng.between(Duration::ZERO, sh.hold_max);
-        loop {
-            if !guard.is_lost() {
-                last_deadline = last_deadline.max(deadline(&guard));
-            }
-            let now = tokio::time::Instant::now();
-            if now >= hold_until {
-                break;
-            }
-            tokio::time::sleep((hold_until - now).min(Duration::from_millis(10))).await;
-        }
+        let reads = section.read_all(key, resources).await;
+        let pause = rng.between(Duration::ZERO, self.sh.hold_max);
+        sample_deadline(&guard, pause, &mut last_deadline).await;
         let mut frozen = false;
         if !guard.is_lost() {
-            // A freeze between the check and the write, like a GC pause: the
-            // whole runtime stops, renewals included.
-            let freeze = sh
-                .freezes
-                .get(id)
-                .map_or(0, |f| f.swap(0, Ordering::SeqCst));
-            if freeze > 0 {
-                frozen = true;
-                h.record(
-                    &Event::new(&me, Op::Fault, Kind::Info)
-                        .note("client-pause")
-                        .value(id as u64),
-                );
-                std::thread::sleep(Duration::from_millis(freeze));
-                h.record(&Event::new(&me, Op::Heal, Kind::Info).note("client-pause"));
-            }
-            for (i, name, v) in reads {
-                let Some((_, r)) = resources.get_mut(i) else {
-                    continue;
-                };
-                let mut e = Event::new(&me, Op::Write, Kind::Invoke)
-                    .key(&name)
-                    .held(fence, &lease_id)
-                    .value(v + 1);
-                e.read = Some(v);
-                h.record(&e);
-                match r.write(&name, fence, v + 1).await {
-                    Ok(Outcome::Applied) => h.record(
-                        &Event::new(&me, Op::Write, Kind::Ok)
-                            .key(&name)
-                            .held(fence, &lease_id),
-                    ),
-                    Ok(Outcome::Refused) => h.record(
-                        &Event::new(&me, Op::Write, Kind::Fail)
-                            .key(&name)
-                            .held(fence, &lease_id),
-                    ),
-                    Err(e) => h.record(
-                        &Event::new(&me, Op::Write, Kind::Info)
-                            .key(&name)
-                            .held(fence, &lease_id)
-                            .note(e),
-                    ),
-                }
-            }
+            frozen = self.freeze();
+            section.write_all(reads, resources).await;
         }
         let still = !guard.is_lost();
         if still {
@@ -274,51 +240,105 @@ async fn client(id: usize, sh: &Arc<Shared>, rng: &mut Rng) {
         } else {
             last_deadline.min(t_release)
         };
-        let mut e = Event::new(&me, Op::Release, Kind::Invoke)
-            .key(&key)
-            .held(fence, &lease_id);
+        self.release(guard, key, lease_id, fence, until).await;
+        watcher.abort();
+    }
+
+    /// Records the lost signal when it fires (for the detection latency).
+    fn watch_lost(&self, guard: &LeaseGuard, key: &str, lease_id: &str) -> JoinHandle<()> {
+        let (sig, h, key, lease_id, me) = (
+            guard.lost(),
+            self.history().clone(),
+            key.to_string(),
+            lease_id.to_string(),
+            self.me.clone(),
+        );
+        let fence = guard.fence().get();
+        tokio::spawn(async move {
+            sig.wait().await;
+            h.record(
+                &Event::new(&me, Op::Lost, Kind::Ok)
+                    .key(&key)
+                    .held(fence, &lease_id),
+            );
+        })
+    }
+
+    /// A freeze the nemesis asked for, taken between the check and the write,
+    /// like a GC pause: the whole runtime stops, renewals included. Whether
+    /// there was one.
+    fn freeze(&self) -> bool {
+        let freeze = self
+            .sh
+            .freezes
+            .get(self.id)
+            .map_or(0, |f| f.swap(0, Ordering::SeqCst));
+        if freeze == 0 {
+            return false;
+        }
+        let h = self.history();
+        h.record(
+            &Event::new(&self.me, Op::Fault, Kind::Info)
+                .note("client-pause")
+                .value(self.id as u64),
+        );
+        std::thread::sleep(Duration::from_millis(freeze));
+        h.record(&Event::new(&self.me, Op::Heal, Kind::Info).note("client-pause"));
+        true
+    }
+
+    /// Records the end of the holder's belief (`until`) and releases.
+    async fn release(&self, guard: LeaseGuard, key: &str, lease_id: &str, fence: u64, until: u64) {
+        let (h, me) = (self.history(), &self.me);
+        let mut e = Event::new(me, Op::Release, Kind::Invoke)
+            .key(key)
+            .held(fence, lease_id);
         e.until = Some(until);
         h.record(&e);
-        match tokio::time::timeout(Duration::from_secs(3), guard.release()).await {
-            Ok(Ok(warden::ReleaseOutcome::Released)) => h.record(
-                &Event::new(&me, Op::Release, Kind::Ok)
-                    .key(&key)
-                    .held(fence, &lease_id),
-            ),
-            Ok(Ok(_)) => h.record(
-                &Event::new(&me, Op::Release, Kind::Fail)
-                    .key(&key)
-                    .held(fence, &lease_id),
-            ),
-            Ok(Err(e)) => h.record(
-                &Event::new(&me, Op::Release, Kind::Info)
-                    .key(&key)
-                    .note(e.to_string()),
-            ),
-            Err(_) => h.record(
-                &Event::new(&me, Op::Release, Kind::Info)
-                    .key(&key)
-                    .note("timeout"),
-            ),
-        }
-        watcher.abort();
+        let done = match tokio::time::timeout(Duration::from_secs(3), guard.release()).await {
+            Ok(Ok(ReleaseOutcome::Released)) => {
+                Event::new(me, Op::Release, Kind::Ok).held(fence, lease_id)
+            }
+            Ok(Ok(_)) => Event::new(me, Op::Release, Kind::Fail).held(fence, lease_id),
+            Ok(Err(e)) => Event::new(me, Op::Release, Kind::Info).note(e.to_string()),
+            Err(_) => Event::new(me, Op::Release, Kind::Info).note("timeout"),
+        };
+        h.record(&done.key(key));
+    }
 
-        if let Some(limiter) = &limiter {
-            let segment =
-                (now_ns() - sh.start_ns) / u64::try_from(LIMIT_SEGMENT.as_nanos()).unwrap_or(1);
-            let lkey = format!("lim:{segment}");
-            h.record(&Event::new(&me, Op::Limit, Kind::Invoke).key(&lkey));
-            let d = tokio::time::timeout(Duration::from_secs(2), limiter.check(&lkey)).await;
-            let kind = match d {
-                Ok(Ok(d)) if d.allowed => Kind::Ok,
-                Ok(Ok(_)) => Kind::Fail,
-                _ => Kind::Info,
-            };
-            h.record(
-                &Event::new(&me, Op::Limit, kind)
-                    .key(&lkey)
-                    .value(u64::from(LIMIT)),
-            );
+    /// Checks this segment's limiter key; records the decision.
+    async fn check_limit(&self, limiter: &Limiter) {
+        let (sh, h, me) = (self.sh, self.history(), &self.me);
+        let segment =
+            (now_ns() - sh.start_ns) / u64::try_from(LIMIT_SEGMENT.as_nanos()).unwrap_or(1);
+        let lkey = format!("lim:{segment}");
+        h.record(&Event::new(me, Op::Limit, Kind::Invoke).key(&lkey));
+        let d = tokio::time::timeout(Duration::from_secs(2), limiter.check(&lkey)).await;
+        let kind = match d {
+            Ok(Ok(d)) if d.allowed => Kind::Ok,
+            Ok(Ok(_)) => Kind::Fail,
+            _ => Kind::Info,
+        };
+        h.record(
+            &Event::new(me, Op::Limit, kind)
+                .key(&lkey)
+                .value(u64::from(LIMIT)),
+        );
+    }
+}
+
+/// Waits `pause`, sampling the guard's local deadline (renewals move it) so
+/// the end of this holder's validity is known if the lease is lost.
+async fn sample_deadline(guard: &LeaseGuard, pause: Duration, last_deadline: &mut u64) {
+    let hold_until = tokio::time::Instant::now() + pause;
+    loop {
+        if !guard.is_lost() {
+            *last_deadline = (*last_deadline).max(deadline(guard));
         }
+        let now = tokio::time::Instant::now();
+        if now >= hold_until {
+            break;
+        }
+        tokio::time::sleep((hold_until - now).min(Duration::from_millis(10))).await;
     }
 }

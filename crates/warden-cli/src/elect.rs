@@ -108,7 +108,7 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
             Campaigned::Won(leadership) => leadership,
             Campaigned::Stopped(sig) => {
                 // The campaign is dropped: its place in the store's waiting
-                // line (one Redis master) is left by a background task. It
+                // line (one Redis master, etcd) is left by a background task. It
                 // gets a moment to run before the process — and its runtime
                 // — ends; otherwise the place stays fresh for up to a TTL and
                 // the leader's release would hand leadership to this process.

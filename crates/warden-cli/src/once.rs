@@ -81,8 +81,7 @@ pub async fn once(global: &Global, args: &OnceArgs) -> Result<u8, Failure> {
     if let Wait::For(max) = args.wait {
         once = once.wait(max);
     }
-    let outcome = once.run_bytes(|fence| execute(args, fence)).await;
-    let outcome = match outcome {
+    let outcome = match once.run_bytes(|fence| execute(args, fence)).await {
         Ok(outcome) => outcome,
         Err(warden::Error::InvalidArgument {
             what: "result",
@@ -97,35 +96,41 @@ pub async fn once(global: &Global, args: &OnceArgs) -> Result<u8, Failure> {
         }
         Err(e) => return Err(e.into()),
     };
-    match outcome {
-        OnceOutcome::Ran { result, .. } => {
-            // Its stdout went to ours as it ran.
-            Ok(status_of(&result))
+    report(global, args, outcome)
+}
+
+/// The exit status for a run-once outcome, replaying a recorded stdout.
+fn report(
+    global: &Global,
+    args: &OnceArgs,
+    outcome: OnceOutcome<Vec<u8>, Vec<u8>>,
+) -> Result<u8, Failure> {
+    let note = |text: String| {
+        if !global.quiet {
+            output::note(&text);
         }
+    };
+    match outcome {
+        // Its stdout went to ours as it ran.
+        OnceOutcome::Ran { result, .. } => Ok(status_of(&result)),
         OnceOutcome::Recorded { fence, result } => {
             let code = status_of(&result);
-            let bytes = match &result {
-                Ok(b) | Err(b) => b,
-            };
+            let (Ok(bytes) | Err(bytes)) = &result;
             if let Some(out) = bytes.get(1..).filter(|o| !o.is_empty()) {
                 let mut stdout = std::io::stdout().lock();
                 let _ = stdout.write_all(out).and_then(|()| stdout.flush());
             }
-            if !global.quiet {
-                output::note(&format!(
-                    "{:?} already ran (fence {fence}); replaying its recorded exit status {code}",
-                    args.key
-                ));
-            }
+            note(format!(
+                "{:?} already ran (fence {fence}); replaying its recorded exit status {code}",
+                args.key
+            ));
             Ok(code)
         }
         OnceOutcome::Busy { .. } => {
-            if !global.quiet {
-                output::note(&format!(
-                    "{:?} is still being run by another process; gave up waiting",
-                    args.key
-                ));
-            }
+            note(format!(
+                "{:?} is still being run by another process; gave up waiting",
+                args.key
+            ));
             Ok(exit::NOT_ACQUIRED)
         }
         _ => Err(Failure::new(exit::SOFTWARE, "unexpected run-once outcome")),
@@ -171,22 +176,10 @@ async fn execute(args: &OnceArgs, fence: Fence) -> Result<Vec<u8>, Vec<u8>> {
     // Dropped when the lease is lost (the library drops this future): the
     // whole group goes, not only the direct child.
     let _group = run::child_group(&child).map(GroupKill);
-    let mut captured = Vec::new();
-    if let Some(mut pipe) = child.stdout.take() {
-        // Passed through as it comes, and kept for the record.
-        let mut buf = [0u8; 8192];
-        loop {
-            match pipe.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let chunk = &buf[..n];
-                    let mut stdout = std::io::stdout().lock();
-                    let _ = stdout.write_all(chunk).and_then(|()| stdout.flush());
-                    captured.extend_from_slice(chunk);
-                }
-            }
-        }
-    }
+    let captured = match child.stdout.take() {
+        Some(pipe) => pass_through(pipe).await,
+        None => Vec::new(),
+    };
     let status = match child.wait().await {
         Ok(status) => status,
         Err(_) => return Err(vec![exit::SOFTWARE]),
@@ -196,6 +189,24 @@ async fn execute(args: &OnceArgs, fence: Fence) -> Result<Vec<u8>, Vec<u8>> {
     record.push(code);
     record.extend_from_slice(&captured);
     if code == 0 { Ok(record) } else { Err(record) }
+}
+
+/// Copies the command's stdout to ours as it comes, and keeps it for the
+/// record.
+async fn pass_through(mut pipe: tokio::process::ChildStdout) -> Vec<u8> {
+    let mut captured = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return captured,
+            Ok(n) => {
+                let chunk = &buf[..n];
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout.write_all(chunk).and_then(|()| stdout.flush());
+                captured.extend_from_slice(chunk);
+            }
+        }
+    }
 }
 
 /// SIGKILL to a command's process group when dropped.

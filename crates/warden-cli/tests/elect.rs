@@ -195,6 +195,58 @@ fn five_candidates_on_etcd() {
     five_candidates_one_leader_at_a_time(&etcd.url());
 }
 
+/// `warden elect --id` on etcd, end to end: `warden leader` names the
+/// elected id and its term; a candidate waiting meanwhile takes over when the
+/// leader is stopped (it resigns), under a higher term; once both are gone
+/// nobody leads.
+#[test]
+fn leader_names_the_elected_id_on_etcd() {
+    let etcd = warden_test::EtcdCluster::single();
+    let (sandbox, url) = (Sandbox::new(), etcd.url());
+    let candidate = |id: &str| {
+        sandbox.start(&[
+            "--backend",
+            &url,
+            "elect",
+            "--key",
+            "jobs",
+            "--ttl",
+            "5s",
+            "--id",
+            id,
+            "--",
+            "sh",
+            "-c",
+            "sleep 60",
+        ])
+    };
+    let mut first = candidate("chair-1");
+    let led = wait_for_leader(&sandbox, &url, "chair-1");
+    let term = led["term"].as_u64().expect("a term");
+    assert!(led["ttl_ms"].as_u64().unwrap() <= 5000, "{led}");
+    let mut second = candidate("chair-2");
+    // Stand in line behind the leader before it goes.
+    std::thread::sleep(START);
+    kill(first.pid(), Signal::SIGTERM).unwrap();
+    let status = first.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + 15), "{}", first.stderr());
+    // Resigned: the waiting candidate is handed the key at once, not after
+    // the resigned leader's 5 s TTL.
+    let stopped = Instant::now();
+    let next = wait_for_leader(&sandbox, &url, "chair-2");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        stopped.elapsed()
+    );
+    assert!(next["term"].as_u64().unwrap() > term, "{led} then {next}");
+    kill(second.pid(), Signal::SIGTERM).unwrap();
+    second.wait(Duration::from_secs(10));
+    let (code, json) = leader_json(&sandbox, &url);
+    assert_eq!(code, Some(75), "{json}");
+    assert!(json["id"].is_null(), "{json}");
+}
+
 #[test]
 fn five_candidates_on_sqlite() {
     let sandbox = Sandbox::new();

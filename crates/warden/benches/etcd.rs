@@ -6,7 +6,9 @@
 //!   on distinct keys;
 //! - *hand-off*: 8 tasks take turns on one key with `acquire_within`; prints
 //!   hand-offs per second, the median time from a release to the next holder's
-//!   grant, and fairness (fewest and most turns of a task).
+//!   grant, and fairness (fewest and most turns of a task: waiting is FIFO
+//!   on both stores, so a task that comes back for more stands in line
+//!   behind the others).
 //!
 //! Run with `cargo bench -p warden --features etcd --bench etcd`.
 

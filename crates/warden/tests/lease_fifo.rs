@@ -51,7 +51,7 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let mut waiters = Vec::new();
     const WAITERS: usize = 8;
     for i in 0..WAITERS {
-        let (lease, turns) = (lease.clone(), Arc::clone(&turns));
+        let (lease, turns, watcher) = (lease.clone(), Arc::clone(&turns), warden.clone());
         waiters.push(tokio::spawn(async move {
             let guard = lease
                 .acquire_within(Duration::from_secs(20))
@@ -59,6 +59,10 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
                 .unwrap()
                 .into_guard()
                 .expect("acquired");
+            // The fence a hand-off message carried is the store's.
+            let status = watcher.status("fifo").await.unwrap();
+            assert_eq!(status.fence, Some(guard.fence()), "{status:?}");
+            assert!(status.held && !guard.is_lost());
             turns.lock().unwrap().push((i, guard.fence()));
             guard.release().await.unwrap();
         }));
@@ -230,4 +234,110 @@ async fn a_lease_handed_to_a_killed_waiter_passes_on_after_its_ttl() {
         "the next waiter waited {waited:?}"
     );
     guard.release().await.unwrap();
+}
+
+/// The waiter of a place in line that lives on (its process stopped
+/// refreshing it but its entry has not run out yet): `ttl_ms` is the TTL a
+/// hand-off gives it, and its entry stays alive for 10 s.
+fn vanished_waiter(server: &RedisServer, key: &str, ttl_ms: u64) {
+    let time = server.command("TIME").unwrap();
+    let secs: u64 = time.lines().nth(2).unwrap().parse().unwrap();
+    let entry = format!("{} {ttl_ms} {}", (secs + 10) * 1000, "cd".repeat(16));
+    server
+        .command(&format!("RPUSH warden:{{{key}}}:queue \"{entry}\""))
+        .unwrap();
+}
+
+/// A free key with a live waiter in line is not taken by a newcomer's wait:
+/// its first attempt hands the lease to the waiter in line and stands
+/// behind it (a plain attempt first took the free key, jumping the line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_does_not_jump_the_line_of_a_free_key() {
+    let server = RedisServer::start();
+    let warden = connect(&server.url()).await;
+    vanished_waiter(&server, "jump", 400);
+    let lease = warden.lease("jump").ttl(Duration::from_secs(30));
+    let asked = Instant::now();
+    let guard = lease
+        .acquire_within(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .into_guard()
+        .expect("acquired");
+    let waited = asked.elapsed();
+    // The waiter in line was handed the lease first (fence 1) and held it
+    // for its TTL; the newcomer came next.
+    assert_eq!(guard.fence().get(), 2, "the waiter in line went first");
+    assert!(
+        waited >= Duration::from_millis(350),
+        "the newcomer waited only {waited:?}"
+    );
+    assert_eq!(in_line(&server, "jump"), 0);
+    guard.release().await.unwrap();
+}
+
+/// A hand-off message that does not name the waiter's place (a stale one,
+/// from before its last look) grants nothing: the waiter keeps waiting and
+/// gets the lease, with the store's fence, when it is really handed over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_message_for_another_place_grants_nothing() {
+    let server = RedisServer::start();
+    let warden = connect(&server.url()).await;
+    let lease = warden.lease("stale").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let waiter = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(20)).await })
+    };
+    until_in_line(&server, "stale", 1).await;
+    let entry = server.command("LINDEX warden:{stale}:queue 0").unwrap();
+    let entry = entry.lines().nth(1).unwrap().to_string();
+    let (expires, rest) = entry.split_once(' ').unwrap();
+    let token = rest.split_once(' ').unwrap().1;
+    let older: u64 = expires.parse::<u64>().unwrap() - 1000;
+    let stale = format!("{token} 999 {older} {rest}");
+    server
+        .command(&format!("PUBLISH warden:{{stale}}:released \"{stale}\""))
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "a stale hand-off granted the lease");
+    holder.release().await.unwrap();
+    let guard = waiter
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .expect("acquired");
+    assert_eq!(guard.fence().get(), 2);
+    guard.release().await.unwrap();
+}
+
+/// A wait's first script takes a free key itself: keys of the wrong type are
+/// still clear errors, permanent ones (the wait ends at once), and none
+/// leaves a lease key without its fence behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_on_keys_of_the_wrong_type_is_a_clear_error() {
+    let server = RedisServer::start();
+    let warden = connect(&server.url()).await;
+    let exists = |key: &str| server.command(&format!("EXISTS {key}")).unwrap();
+    let wait = |key: &'static str| {
+        let lease = warden.lease(key);
+        async move { lease.acquire_within(Duration::from_secs(5)).await }
+    };
+
+    server.command("HSET warden:{hashed} a b").unwrap();
+    let err = wait("hashed").await.unwrap_err();
+    assert!(matches!(err, warden::Error::WrongType { .. }), "{err}");
+
+    server.command("SET warden:{badfence}:fence x").unwrap();
+    let err = wait("badfence").await.unwrap_err();
+    assert!(matches!(err, warden::Error::WrongType { .. }), "{err}");
+    assert_eq!(exists("warden:{badfence}").trim(), ":0", "no lease left");
+
+    server.command("SET warden:{badline}:queue x").unwrap();
+    let err = wait("badline").await.unwrap_err();
+    assert!(matches!(err, warden::Error::WrongType { .. }), "{err}");
+    assert_eq!(exists("warden:{badline}").trim(), ":0", "no lease left");
+    let fence = server.command("EXISTS warden:{badline}:fence").unwrap();
+    assert_eq!(fence.trim(), ":0", "no fence taken");
 }

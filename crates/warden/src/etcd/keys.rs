@@ -7,7 +7,9 @@
 //! - `{prefix}orders:42\0holder`: who holds the lease (see `holder.rs`);
 //! - `{prefix}orders:42\0record`: the fenced record (election id, run-once
 //!   result);
-//! - `{prefix}orders:42\0permit\0{token}`: one key per semaphore permit.
+//! - `{prefix}orders:42\0permit\0{token}`: one key per semaphore permit;
+//! - `{prefix}orders:42\0line\0{token}`: one key per waiter in the lease's
+//!   waiting line (see `line.rs`).
 //!
 //! So the range `[lease key, lease key + "\x01")` holds a lease and everything
 //! next to it, and one watch over it sees them all.
@@ -27,6 +29,11 @@ pub(crate) fn record_key(lease_key: &str) -> String {
 /// The prefix of the permit keys of the semaphore on `lease_key`.
 pub(crate) fn permits_prefix(lease_key: &str) -> String {
     format!("{lease_key}\0permit\0")
+}
+
+/// The prefix of the waiting line's places of the lease key `lease_key`.
+pub(crate) fn line_prefix(lease_key: &str) -> String {
+    format!("{lease_key}\0line\0")
 }
 
 /// The permit key of `token` under `permits_prefix`.
@@ -111,6 +118,7 @@ mod tests {
             lease.clone(),
             record_key(&lease),
             permit_key(&permits_prefix(&lease), "ff00"),
+            permit_key(&line_prefix(&lease), "ff00"),
         ] {
             assert!(companion.as_bytes() >= lease.as_bytes());
             assert!(companion.as_bytes() < end.as_slice(), "{companion:?}");
@@ -119,6 +127,11 @@ mod tests {
         let other = lease_key("warden/lease/", "a:b");
         assert!(other.as_bytes() >= end.as_slice());
         assert_eq!(range_end("ab\0"), b"ab\x01");
+        // The line and the permits do not overlap.
+        assert!(
+            range_end(&permits_prefix(&lease)).as_slice() <= line_prefix(&lease).as_bytes()
+                || range_end(&line_prefix(&lease)).as_slice() <= permits_prefix(&lease).as_bytes()
+        );
         assert_eq!(range_end("a"), b"b");
     }
 

@@ -6,20 +6,23 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Compare, CompareOp, Event, EventType, GetOptions, KeyValue, PutOptions, Txn, TxnOp,
-    TxnOpResponse, WatchOptions,
+    Compare, CompareOp, Event, EventType, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse,
+    TxnResponse, WatchOptions, WatchStream,
 };
 use tokio::sync::watch;
 
 use super::conn::EtcdConn;
 use super::holder::{self, holder_key, is_holder_key};
-use super::keys::{companions_end, etcd_ttl_secs, lease_key, record_key, ttl_left};
+use super::keys::{
+    companions_end, etcd_ttl_secs, lease_key, line_prefix, range_end, record_key, ttl_left,
+};
+use super::line::{self, Turns};
 use super::options::{EtcdOptions, EtcdUrl};
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::lease::{
-    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
-    valid_until,
+    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
+    ReleaseWatch, valid_until,
 };
 use crate::token::OwnerToken;
 
@@ -37,10 +40,12 @@ pub struct EtcdStore {
     /// extend and release need it. A miss (another process's store, a handle
     /// rebuilt) is answered by reading the key.
     leases: Arc<Mutex<HashMap<(String, String), Granted>>>,
+    /// The waiters' views of their waiting lines, for their watches.
+    pub(super) turns: Turns,
 }
 
 /// An etcd lease we granted for one acquisition.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Granted {
     pub(super) id: i64,
     /// The TTL etcd granted, in seconds (etcd may raise a short TTL to its
@@ -75,6 +80,7 @@ impl EtcdStore {
             conn,
             prefix: options.prefix,
             leases: Arc::new(Mutex::new(HashMap::new())),
+            turns: Arc::default(),
         })
     }
 
@@ -112,7 +118,7 @@ impl EtcdStore {
         );
     }
 
-    fn forget(&self, storage_key: &str, token: &OwnerToken) -> Option<Granted> {
+    pub(super) fn forget(&self, storage_key: &str, token: &OwnerToken) -> Option<Granted> {
         self.map()
             .remove(&(storage_key.to_string(), token.as_str().to_string()))
     }
@@ -229,13 +235,7 @@ impl EtcdStore {
         // least `start + TTL` on the cluster. An expired lease is never
         // revived: etcd refuses keep-alives of a lease it has ended.
         let id = granted.id;
-        let keep_alive = self.conn.call("extend", key, |mut c| async move {
-            match c.lease_keep_alive(id).await {
-                Ok(_) => Ok(true),
-                Err(e) if lease_not_found(&e) => Ok(false),
-                Err(e) => Err(e),
-            }
-        });
+        let keep_alive = self.keep_alive("extend", key, id);
         let check = Txn::new().when([
             Compare::value(storage_key, CompareOp::Equal, token.as_str()),
             Compare::lease(storage_key, CompareOp::Equal, id),
@@ -256,6 +256,30 @@ impl EtcdStore {
         Ok(ExtendReply::Extended {
             valid_until: valid_until(start, ttl.min(granted_ttl)),
         })
+    }
+
+    /// Refreshes etcd lease `id`: `false` when etcd has ended it (it is never
+    /// revived).
+    pub(super) async fn keep_alive(&self, op: &'static str, key: &str, id: i64) -> Result<bool> {
+        self.conn
+            .call(op, key, |mut c| async move {
+                match c.lease_keep_alive(id).await {
+                    Ok(_) => Ok(true),
+                    Err(e) if lease_not_found(&e) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+    }
+
+    /// Runs one transaction.
+    pub(super) async fn txn(&self, op: &'static str, key: &str, txn: Txn) -> Result<TxnResponse> {
+        self.conn
+            .call(op, key, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await
     }
 
     /// Deletes `storage_key` (a lease key or a permit key) and its holder
@@ -339,31 +363,28 @@ impl EtcdStore {
 }
 
 /// Creates `storage_key` holding `token` bound to etcd lease `lease` only if
-/// the key does not exist (create revision 0), and reads it back in the same
-/// transaction for its create revision; otherwise reads the holder's key.
-/// With `holder`, its record is written beside the key, on the same lease.
+/// the key does not exist (create revision 0) and nobody stands in its
+/// waiting line (a plain attempt does not jump the line), and reads it back
+/// in the same transaction for its create revision; otherwise reads the
+/// holder's key, or when there is none the first waiter's place. With
+/// `holder`, its record is written beside the key, on the same lease.
 fn create_if_absent(
     storage_key: &str,
     token: &OwnerToken,
     lease: i64,
     holder: Option<&HolderInfo>,
 ) -> Txn {
-    let on_lease = || Some(PutOptions::new().with_lease(lease));
-    let mut create = vec![
-        TxnOp::put(storage_key, token.as_str(), on_lease()),
-        TxnOp::get(storage_key, None),
-    ];
-    if let Some(h) = holder {
-        create.push(TxnOp::put(
-            holder_key(storage_key),
-            holder::encode(h),
-            on_lease(),
-        ));
-    }
+    let prefix = line_prefix(storage_key);
     Txn::new()
-        .when([Compare::create_revision(storage_key, CompareOp::Equal, 0)])
-        .and_then(create)
-        .or_else([TxnOp::get(storage_key, None)])
+        .when([
+            Compare::create_revision(storage_key, CompareOp::Equal, 0),
+            line::nobody_in_line(&prefix, &range_end(&prefix)),
+        ])
+        .and_then(line::take(storage_key, token, lease, holder))
+        .or_else([
+            TxnOp::get(storage_key, None),
+            line::first_in_line(storage_key),
+        ])
 }
 
 /// The first key-value of the first `Get` among a transaction's responses.
@@ -375,7 +396,7 @@ pub(super) fn first_kv(responses: Vec<TxnOpResponse>) -> Option<KeyValue> {
 }
 
 /// Whether `e` says that a lease is gone (expired or revoked).
-fn lease_not_found(e: &etcd_client::Error) -> bool {
+pub(super) fn lease_not_found(e: &etcd_client::Error) -> bool {
     match e {
         etcd_client::Error::LeaseKeepAliveError(m) => m.contains("lease not found"),
         etcd_client::Error::GRpcStatus(s) => s.message().contains("requested lease not found"),
@@ -396,14 +417,7 @@ impl LeaseStore for EtcdStore {
         let storage_key = self.lease_key(key);
         let granted = self.grant("acquire", key, ttl).await?;
         let txn = create_if_absent(&storage_key, token, granted.id, holder);
-        let reply = match self
-            .conn
-            .call("acquire", key, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await
-        {
+        let reply = match self.txn("acquire", key, txn).await {
             Ok(reply) => reply,
             Err(e) => {
                 // The transaction's fate is unknown: if it created the key, the
@@ -425,10 +439,13 @@ impl LeaseStore for EtcdStore {
         }
         // Held: our lease has no key; end it now rather than at its TTL.
         self.revoke_in_background(granted.id);
+        // The holder's TTL, or while the key is free the first waiter's (who
+        // takes it next, or loses its place when that runs out).
         let ttl_left = match kv {
             Some(kv) => self.lease_ttl_left("acquire", key, kv.lease()).await?,
-            // Deleted between the compare and the read cannot happen within one
-            // transaction; treat it as "expiring now" so the caller retries.
+            // Neither key nor line cannot happen within one transaction that
+            // found one of them; treat it as "expiring now" so the caller
+            // retries.
             None => Some(Duration::ZERO),
         };
         Ok(AcquireReply::Held { ttl_left })
@@ -444,13 +461,34 @@ impl LeaseStore for EtcdStore {
 
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let storage_key = self.lease_key(key);
-        let Some(kv) = self.get("status", &storage_key).await? else {
+        // One read-only transaction: the key, its holder record and the
+        // number of places in its waiting line.
+        let reads = Txn::new().and_then([
+            TxnOp::get(storage_key.as_str(), None),
+            TxnOp::get(holder_key(&storage_key), None),
+            line::count_in_line(&storage_key),
+        ]);
+        let mut replies = self
+            .txn("status", key, reads)
+            .await?
+            .op_responses()
+            .into_iter();
+        let mut next = || match replies.next() {
+            Some(TxnOpResponse::Get(get)) => Some(get),
+            _ => None,
+        };
+        let (kv, record, line) = (next(), next(), next());
+        let kv = kv.and_then(|mut g| g.take_kvs().into_iter().next());
+        let record = record.and_then(|mut g| g.take_kvs().into_iter().next());
+        let waiters = line.and_then(|g| u64::try_from(g.count()).ok());
+        let mut status = match kv {
+            Some(kv) => self.held_status(key, kv, record).await?,
             // etcd keeps no fence once the key is gone: the next holder's
             // create revision will be larger than any before it anyway.
-            return Ok(LeaseStatus::free(storage_key, None));
+            None => LeaseStatus::free(storage_key, None),
         };
-        let record = self.get("status", &holder_key(&storage_key)).await?;
-        self.held_status(key, kv, record).await
+        status.waiters = waiters;
+        Ok(status)
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
@@ -491,18 +529,47 @@ impl LeaseStore for EtcdStore {
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {
         // The lease key and its record: a delete of the lease key is a
-        // release or an expiry, a put of the record a new leader's id
-        // (so election observers are pushed both).
+        // release or an expiry, a write of the record a new leader's id
+        // (so election observers are pushed both). Waiters coming and going
+        // in the line wake nobody here.
         let storage_key = self.lease_key(key);
         let record = record_key(&storage_key);
         let end = companions_end(&storage_key);
+        let lease = storage_key.clone();
         self.watch_range(key, &storage_key, end, move |event| {
+            let Some(changed) = event.kv().map(KeyValue::key) else {
+                return false;
+            };
             match event.event_type() {
-                EventType::Delete => true,
-                EventType::Put => event.kv().is_some_and(|kv| kv.key() == record.as_bytes()),
+                EventType::Delete => changed == lease.as_bytes() || changed == record.as_bytes(),
+                EventType::Put => changed == record.as_bytes(),
             }
         })
         .await
+    }
+
+    async fn wait_turn(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+        place: Option<&QueuePlace>,
+    ) -> Result<(AcquireReply, Option<QueuePlace>)> {
+        self.look_in_line(key, token, ttl, holder, place).await
+    }
+
+    async fn leave_line(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        place: Option<&QueuePlace>,
+    ) -> Result<ReleaseOutcome> {
+        self.leave(key, token, place).await
+    }
+
+    async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
+        self.watch_for_turn(key, token).await
     }
 
     fn describe(&self) -> String {
@@ -521,23 +588,8 @@ impl EtcdStore {
         end: Vec<u8>,
         wakes: impl Fn(&Event) -> bool + Send + 'static,
     ) -> ReleaseWatch {
-        let options = WatchOptions::new().with_range(end);
-        let opened = self
-            .conn
-            .call("watch", key, |mut c| {
-                let (start, options) = (start.to_string(), options.clone());
-                async move {
-                    let mut stream = c.watch(start, Some(options)).await?;
-                    // Wait for etcd to confirm the watch: from then on, no
-                    // event in the range can be missed.
-                    let first = stream.message().await?;
-                    Ok((stream, first.is_some_and(|r| r.created())))
-                }
-            })
-            .await;
-        let mut stream = match opened {
-            Ok((stream, true)) => stream,
-            Ok((_, false)) | Err(_) => return ReleaseWatch::polling(),
+        let Some(mut stream) = self.open_watch(key, start, end).await else {
+            return ReleaseWatch::polling();
         };
         let (tx, rx) = watch::channel(0u64);
         let task = tokio::spawn(async move {
@@ -552,6 +604,34 @@ impl EtcdStore {
             // Dropping `tx` makes the watch fall back to polling.
         });
         ReleaseWatch::from_channel(rx, Some(Box::new(AbortOnDrop(task.abort_handle()))))
+    }
+
+    /// Opens an etcd watch on the keys in `[start, end)` and waits for etcd
+    /// to confirm it; `None` when it does not.
+    pub(super) async fn open_watch(
+        &self,
+        key: &str,
+        start: &str,
+        end: Vec<u8>,
+    ) -> Option<WatchStream> {
+        let options = WatchOptions::new().with_range(end);
+        let opened = self
+            .conn
+            .call("watch", key, |mut c| {
+                let (start, options) = (start.to_string(), options.clone());
+                async move {
+                    let mut stream = c.watch(start, Some(options)).await?;
+                    // Wait for etcd to confirm the watch: from then on, no
+                    // event in the range can be missed.
+                    let first = stream.message().await?;
+                    Ok((stream, first.is_some_and(|r| r.created())))
+                }
+            })
+            .await;
+        match opened {
+            Ok((stream, true)) => Some(stream),
+            Ok((_, false)) | Err(_) => None,
+        }
     }
 }
 

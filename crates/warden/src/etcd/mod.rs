@@ -27,22 +27,31 @@
 //!   revived.
 //! - **Release**: a transaction deletes the key only if it holds our token,
 //!   then our etcd lease is revoked.
-//! - **Waiting**: an etcd watch on the key pushes its deletion (a release or an
-//!   expiry) to waiters, and a write of its record (a new leader's id) to
-//!   election observers. Waiters are woken together, not served in arrival
-//!   order.
+//! - **Waiting** is first-in-first-out by create revision, like etcd's own
+//!   concurrency mutex: a waiter stands in line with a key of its own,
+//!   `{prefix}{key}\0line\0{token}`, bound to an etcd lease of its own (so a
+//!   killed waiter's place dies with its TTL); each look is one transaction
+//!   that takes the lease only when it is free and no place in line is older
+//!   than ours (a range compare), and a watch filtered in this process wakes
+//!   only the waiter whose turn it may be. A plain attempt does not jump a
+//!   line that is not empty. An etcd watch on the key also pushes its
+//!   deletion and a write of its record (a new leader's id) to election
+//!   observers.
 //!
 //! # Recipes
 //!
-//! Elections, semaphores and run-once keep what they need next to the lease
-//! key, behind a NUL byte no warden key contains: the fenced record at
+//! Elections, semaphores, run-once and the waiting line keep what they need
+//! next to the lease key, behind a NUL byte no warden key contains: the
+//! fenced record at
 //! `{prefix}{key}\0record` (the fence in 20 zero-padded digits, a space, the
 //! value — so etcd's byte-wise value comparison compares fences and every
 //! write is one transaction), and each semaphore permit at
 //! `{prefix}{key}\0permit\0{token}`, bound to its own etcd lease. A permit is
 //! admitted when fewer than N permits created before it (by create revision)
 //! are still there; otherwise it is revoked at once. An election's term is
-//! its leader key's create revision, like etcd's own campaign.
+//! its leader key's create revision, like etcd's own campaign, and its
+//! candidates wait in the lease's line, so they are elected in the order they
+//! began; semaphore waiters are woken together and race.
 //!
 //! # TLS
 //!
@@ -78,9 +87,11 @@ mod holder;
 mod keys;
 mod lease;
 mod limit;
+mod line;
 mod options;
 mod record;
 mod semaphore;
+mod turn;
 
 pub use lease::EtcdStore;
 pub use limit::EtcdLimits;

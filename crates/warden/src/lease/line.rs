@@ -3,6 +3,14 @@
 //!
 //! The waiter keeps one owner token for the whole wait (its place in line is
 //! keyed by it) and a watch that wakes when the lease is handed to that token.
+//! The first look is the wait's first attempt: where the store has a watch
+//! ready before it ([`LeaseStore::ready_turn_watch`]), a refusal already
+//! stands the waiter in line; otherwise the waiter watches after the refusal
+//! and looks again at once.
+//!
+//! A hand-off whose notification names the place of the waiter's last look
+//! is taken without asking the store again: the hand-off ran after that look
+//! was sent, so the validity counts from that send (see [`Line::look`]).
 //! A wait that ends without the lease leaves the line; a wait that is
 //! cancelled (its future dropped) leaves it in the background, passing on a
 //! lease that was handed to it meanwhile. Nothing blocks in `Drop`.
@@ -13,44 +21,65 @@ use std::time::Duration;
 use super::attempt;
 use super::holder::HolderInfo;
 use super::release_watch::ReleaseWatch;
-use super::store::{AcquireReply, LeaseStore, QueuePlace};
+use super::store::{AcquireReply, DriftMargin, LeaseStore, QueuePlace, valid_until};
+use crate::clock::Moment;
 use crate::error::Result;
 use crate::token::OwnerToken;
+
+/// A hand-off is taken from its notification only while the validity it
+/// leaves is within this fraction (1/16) of a full one; older, the waiter
+/// claims the lease, which counts a full validity from the claim.
+const HANDOFF_SLACK_DIVISOR: u32 = 16;
 
 pub(super) struct Line {
     backend: Arc<dyn LeaseStore>,
     key: String,
     token: OwnerToken,
     place: Option<QueuePlace>,
-    watch: ReleaseWatch,
+    /// When the look that returned `place` was sent, on the store's clock.
+    placed_at: Option<Moment>,
+    watch: Option<ReleaseWatch>,
     standing: bool,
     looked: bool,
+    waited: bool,
 }
 
 impl Line {
-    /// Starts watching for a hand-off to a fresh token; the first
-    /// [`look`](Self::look) takes the place in line.
-    pub(super) async fn join(backend: Arc<dyn LeaseStore>, key: &str) -> Result<Line> {
+    /// A stand for a fresh token, watching at once where the store can do it
+    /// without a round trip; the first [`look`](Self::look) is the wait's
+    /// first attempt.
+    pub(super) fn new(backend: Arc<dyn LeaseStore>, key: &str) -> Result<Line> {
         let token = OwnerToken::generate()?;
-        let watch = backend.watch_turn(key, &token).await;
+        let watch = backend.ready_turn_watch(key, &token);
         Ok(Line {
             backend,
             key: key.to_string(),
             token,
             place: None,
+            placed_at: None,
             watch,
             standing: true,
             looked: false,
+            waited: false,
         })
     }
 
     /// One look: the lease when it is this waiter's turn, else its place is
-    /// kept (or taken). A grant records `holder`, if any.
+    /// kept (or taken). A grant records `holder`, if any. A hand-off
+    /// announced to the watch is taken without a store call when it can be
+    /// (see [`handed_over`](Self::handed_over)).
     pub(super) async fn look(
         &mut self,
         ttl: Duration,
         holder: Option<Arc<HolderInfo>>,
+        renew: Option<Duration>,
     ) -> Result<AcquireReply> {
+        if holder.is_none()
+            && let Some(acquired) = self.handed_over(ttl, renew)
+        {
+            self.standing = false;
+            return Ok(acquired);
+        }
         if self.looked && self.place.is_none() {
             // A store without a line keeps no place: each look is a plain
             // attempt, and gets a fresh token so a late clean-up of an earlier
@@ -58,6 +87,7 @@ impl Line {
             self.token = OwnerToken::generate()?;
         }
         self.looked = true;
+        let sent = self.backend.clock().now();
         let (reply, place) = attempt::turn(
             Arc::clone(&self.backend),
             self.key.clone(),
@@ -69,9 +99,35 @@ impl Line {
         .await?;
         match reply {
             AcquireReply::Acquired { .. } => self.standing = false,
-            AcquireReply::Held { .. } => self.place = place,
+            AcquireReply::Held { .. } => {
+                self.place = place;
+                self.placed_at = Some(sent);
+            }
         }
         Ok(reply)
+    }
+
+    /// The lease, when the watch announced a hand-off from the place our
+    /// last look returned. That look found the lease held by someone else and
+    /// wrote the place; the hand-off took the place out of line, so it ran
+    /// after the look was sent, and the TTL it set runs out after the send
+    /// plus the TTL: the validity counts from the send. Taken only while that
+    /// leaves nearly a full validity (and more than the renewal interval, so
+    /// the watchdog renews before the deadline); else the waiter claims.
+    fn handed_over(&mut self, ttl: Duration, renew: Option<Duration>) -> Option<AcquireReply> {
+        let handoff = self.watch.as_mut()?.take_handoff()?;
+        if self.place.as_ref() != Some(&handoff.place) {
+            return None;
+        }
+        let valid_until = valid_until(self.placed_at?, ttl);
+        let left = valid_until.saturating_duration_since(self.backend.clock().now());
+        let validity = DriftMargin::default().validity(ttl);
+        let fresh = left >= validity - validity / HANDOFF_SLACK_DIVISOR
+            && renew.is_none_or(|every| every < left);
+        fresh.then_some(AcquireReply::Acquired {
+            fence: handoff.fence,
+            valid_until,
+        })
     }
 
     /// The token this waiter stands in line with.
@@ -85,9 +141,20 @@ impl Line {
         self.place.is_some()
     }
 
-    /// The watch that wakes this waiter.
-    pub(super) fn watch(&mut self) -> &mut ReleaseWatch {
-        &mut self.watch
+    /// Whether this is the first wait of the stand (for the log).
+    pub(super) fn first_wait(&mut self) -> bool {
+        !std::mem::replace(&mut self.waited, true)
+    }
+
+    /// The watch that wakes this waiter, once it has one.
+    pub(super) fn watch(&mut self) -> Option<&mut ReleaseWatch> {
+        self.watch.as_mut()
+    }
+
+    /// Starts the watch a stand without a ready one needs (the caller then
+    /// looks again at once: a hand-off before the watch would be missed).
+    pub(super) async fn start_watch(&mut self) {
+        self.watch = Some(self.backend.watch_turn(&self.key, &self.token).await);
     }
 
     /// Leaves the line now (best effort: a place left behind dies after its

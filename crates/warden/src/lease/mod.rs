@@ -64,7 +64,7 @@ pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
 #[cfg(any(feature = "redis", feature = "sqlite", feature = "etcd"))]
 pub(crate) use holder::elapsed_ms;
 pub use holder::{Holder, HolderInfo, MAX_LABEL_LEN};
-pub use release_watch::ReleaseWatch;
+pub use release_watch::{Handoff, ReleaseWatch};
 pub use store::{
     AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
     drift, valid_until,
@@ -279,14 +279,25 @@ impl Lease {
     /// without notifications they poll with jittered exponential backoff. A lease
     /// that expires instead of being released is retried when its TTL runs out.
     ///
-    /// On a store with a waiting line (one Redis master) waiting is FIFO: after
-    /// its first refusal the waiter stands in line with one owner token for the
-    /// whole wait ([`LeaseStore::wait_turn`]), a release hands the lease to the
-    /// first live waiter and wakes only it, and the waiter's validity counts
-    /// from its claim. Waiting ends by leaving the line; a lease handed over
-    /// meanwhile is passed on. FIFO does not cover a lease whose TTL ran out (a
-    /// newcomer may take the free key first) or a waiter that hit a transient
-    /// error (it stands in line again at the end). On other stores all woken
+    /// On a store with a waiting line (one Redis master) waiting is FIFO: the
+    /// wait's first attempt, refused, already stands the waiter in line, with
+    /// one owner token for the whole wait ([`LeaseStore::wait_turn`]); a
+    /// release hands the lease to the first live waiter and wakes only it,
+    /// with a message that carries the fence. The waiter then holds the lease
+    /// without another round trip and counts its validity from when it sent
+    /// its last look (the hand-off ran after that look); when that look is
+    /// older than 1/16 of the validity, or the lease records its holder, it
+    /// claims the lease instead and counts from the claim. A free key with
+    /// waiters in line (its holder's TTL ran out) goes to the first of them,
+    /// not to a newcomer's wait. Waiting ends by leaving the line; a lease
+    /// handed over meanwhile is passed on. FIFO does not cover a plain
+    /// [`try_acquire`](Self::try_acquire), which does not look at the line (it
+    /// can take a key whose TTL just ran out before the waiters notice), or a
+    /// waiter that hit a transient error (it stands in line again at the
+    /// end). On etcd waiting is FIFO too, by the create revision of each
+    /// waiter's place: a release wakes the first waiter, which takes the lease
+    /// with one transaction, and a plain `try_acquire` does not jump a line
+    /// that is not empty (see `docs/etcd.md`). On other stores all woken
     /// waiters race and one wins.
     ///
     /// A [transient](Error::is_transient) backend error (a restart, a frozen or
@@ -412,9 +423,9 @@ impl Lease {
         Ok(e)
     }
 
-    /// After a refusal with budget left: the first time, watches and takes a
-    /// place in line (the caller then looks again at once: a release between
-    /// the first attempt and the watch would otherwise be missed); later,
+    /// After a refusal with budget left: when the stand has no watch yet,
+    /// watches (the caller then looks again at once: a hand-off or release
+    /// between the refusal and the watch would otherwise be missed); else
     /// waits for a release, a hand-off or the holder's TTL. Returns when a
     /// release notification woke us (a grant right after it is a hand-off).
     async fn await_turn(
@@ -425,34 +436,41 @@ impl Lease {
         backoff: &mut Duration,
     ) -> Result<Option<Instant>> {
         let Some(stand) = line.as_mut() else {
+            return Ok(None);
+        };
+        if stand.first_wait() {
             tracing::debug!(
                 ttl_left_ms = ttl_left.map(crate::duration::millis),
                 "held by another holder; waiting"
             );
-            *line = Some(Line::join(Arc::clone(&self.backend), &self.key).await?);
+        }
+        let has_place = stand.has_place();
+        let Some(watch) = stand.watch() else {
+            stand.start_watch().await;
             return Ok(None);
         };
-        let mut pause = held_pause(stand.watch(), ttl_left, backoff);
-        if stand.has_place() {
+        let mut pause = held_pause(watch, ttl_left, backoff);
+        if has_place {
             // A place that is not refreshed within the TTL is given up.
             pause = pause.min(self.ttl / 2);
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        if stand.watch().wait(pause.min(left)).await {
+        if watch.wait(pause.min(left)).await {
             tracing::debug!("woken by a release");
             return Ok(Some(Instant::now()));
         }
         Ok(None)
     }
 
-    /// The next attempt of a wait: a plain one until we stand in line, then a
-    /// look from our place.
+    /// The next attempt of a wait: a look from our stand in line, the first
+    /// one taking the stand (on a store without a line, a plain attempt).
     async fn step(&self, line: &mut Option<Line>, renew: Option<Duration>) -> Result<TryAcquire> {
-        let Some(stand) = line.as_mut() else {
-            return self.attempt(renew).await;
+        let stand = match line {
+            Some(stand) => stand,
+            None => line.insert(Line::new(Arc::clone(&self.backend), &self.key)?),
         };
         self.traced(async {
-            match stand.look(self.ttl, self.holder.clone()).await? {
+            match stand.look(self.ttl, self.holder.clone(), renew).await? {
                 AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(
                     self.guard(stand.token().clone(), fence, valid_until, renew),
                 )),

@@ -1,8 +1,39 @@
-//! Waiting for a lease to be released.
+//! Waiting for a lease to be released, or handed over.
 
 use std::time::Duration;
 
 use tokio::sync::watch;
+
+use super::store::QueuePlace;
+use crate::fence::Fence;
+
+/// What a hand-off notification said: the lease was handed to the waiter
+/// with `fence`, taking it out of line from `place` (the place the waiter's
+/// look wrote). A waiter whose last look returned exactly that place knows
+/// the hand-off ran after that look was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    /// The fence the lease was handed over with.
+    pub fence: Fence,
+    /// The place in line the hand-off took the waiter from.
+    pub place: QueuePlace,
+}
+
+/// What feeds a [`ReleaseWatch`].
+#[derive(Debug)]
+enum Feed {
+    /// Every release changes the value.
+    Releases(watch::Receiver<u64>),
+    /// Every wake-up of one waiter changes the value; a hand-off that says
+    /// what was handed over sets it to `Some`.
+    Turns {
+        receiver: watch::Receiver<Option<Handoff>>,
+        /// Whether a hand-off may be taken from the notification alone (a
+        /// store that must confirm a grant, e.g. with replica
+        /// acknowledgements, says no).
+        trusted: bool,
+    },
+}
 
 /// A subscription to release events of one key, made before an acquire attempt.
 ///
@@ -11,7 +42,9 @@ use tokio::sync::watch;
 /// sleeps for the time it is given, and waiting degrades to polling.
 #[derive(Debug)]
 pub struct ReleaseWatch {
-    receiver: Option<watch::Receiver<u64>>,
+    feed: Option<Feed>,
+    /// The hand-off the last wake-up announced, until taken.
+    handed: Option<Handoff>,
     // Dropped with the watch: lets the backend unsubscribe when nobody waits.
     _subscription: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
@@ -20,7 +53,8 @@ impl ReleaseWatch {
     /// A watch that never fires early: [`wait`](Self::wait) sleeps the full time.
     pub fn polling() -> Self {
         ReleaseWatch {
-            receiver: None,
+            feed: None,
+            handed: None,
             _subscription: None,
         }
     }
@@ -32,34 +66,63 @@ impl ReleaseWatch {
         subscription: Option<Box<dyn std::any::Any + Send + Sync>>,
     ) -> Self {
         ReleaseWatch {
-            receiver: Some(receiver),
+            feed: Some(Feed::Releases(receiver)),
+            handed: None,
             _subscription: subscription,
+        }
+    }
+
+    /// A waiter's watch, fed by a `watch` channel that changes whenever the
+    /// waiter should look again, and holds a [`Handoff`] when the lease was
+    /// handed to it. With `trusted`, [`take_handoff`](Self::take_handoff)
+    /// returns such hand-offs; without, they only wake the waiter.
+    pub fn for_turn(receiver: watch::Receiver<Option<Handoff>>, trusted: bool) -> Self {
+        ReleaseWatch {
+            feed: Some(Feed::Turns { receiver, trusted }),
+            handed: None,
+            _subscription: None,
         }
     }
 
     /// Whether releases are pushed (as opposed to polled).
     pub fn is_push(&self) -> bool {
-        self.receiver.is_some()
+        self.feed.is_some()
     }
 
     /// Waits until a release was seen since the last call (or since the watch was
     /// made), or until `max` passes. Returns `true` when woken by a release.
     pub async fn wait(&mut self, max: Duration) -> bool {
-        match self.receiver.as_mut() {
-            Some(rx) => match tokio::time::timeout(max, rx.changed()).await {
-                Ok(Ok(())) => true,
-                Ok(Err(_closed)) => {
-                    // The sender is gone (backend dropped or reconnecting): poll.
-                    self.receiver = None;
-                    tokio::time::sleep(max).await;
-                    false
-                }
-                Err(_elapsed) => false,
-            },
+        let changed = match self.feed.as_mut() {
+            Some(Feed::Releases(rx)) => tokio::time::timeout(max, rx.changed()).await,
+            Some(Feed::Turns { receiver, .. }) => {
+                tokio::time::timeout(max, receiver.changed()).await
+            }
             None => {
+                tokio::time::sleep(max).await;
+                return false;
+            }
+        };
+        match changed {
+            Ok(Ok(())) => {
+                if let Some(Feed::Turns { receiver, trusted }) = &self.feed {
+                    self.handed = receiver.borrow().clone().filter(|_| *trusted);
+                }
+                true
+            }
+            Ok(Err(_closed)) => {
+                // The sender is gone (backend dropped or reconnecting): poll.
+                self.feed = None;
                 tokio::time::sleep(max).await;
                 false
             }
+            Err(_elapsed) => false,
         }
+    }
+
+    /// The hand-off announced by the last wake-up of [`wait`](Self::wait),
+    /// once; `None` when it announced none (a plain release, a reconnection)
+    /// or the watch does not trust announcements.
+    pub fn take_handoff(&mut self) -> Option<Handoff> {
+        self.handed.take()
     }
 }

@@ -155,8 +155,9 @@ pub struct LeaseStatus {
     pub holder: Option<Holder>,
     /// How many wait for the lease, where the store can tell: on Redis the
     /// processes subscribed to its release channel (one per waiting process,
-    /// however many tasks wait in it), in the memory store the waiting tasks;
-    /// `None` where the store cannot tell (SQLite, etcd, a quorum).
+    /// however many tasks wait in it), in the memory store the waiting tasks,
+    /// on etcd the places in the lease's waiting line (one per waiting task);
+    /// `None` where the store cannot tell (SQLite, a quorum).
     pub waiters: Option<u64>,
 }
 
@@ -223,9 +224,13 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// token for the whole wait): on a store with a waiting line, takes the
     /// lease when it was handed to `token` or is free with `token` first in
     /// line, and otherwise keeps `token`'s place (`place` is the one the last
-    /// look returned) or takes one at the end. A lease taken here counts its
-    /// validity from this call, not from when the wait began, and records
-    /// `holder` as [`try_acquire`](Self::try_acquire) does.
+    /// look returned) or takes one at the end. The first look of a wait
+    /// (`place` `None`) is also its first attempt. A lease taken here counts
+    /// its validity from this call, not from when the wait began, and records
+    /// `holder` as [`try_acquire`](Self::try_acquire) does. A store whose
+    /// turn watch announces a [`Handoff`](crate::lease::Handoff)
+    /// promises that the hand-off ran after the look that returned its place
+    /// (the waiter then takes the lease without another look).
     ///
     /// The default, for stores without a line, is one
     /// [`try_acquire`](Self::try_acquire) and no place: waiting is a race.
@@ -260,6 +265,18 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
         let _ = token;
         self.watch_releases(key).await
+    }
+
+    /// A watch for the lease of `key` to be handed to `token` that is in
+    /// force already and costs no round trip (on Redis: the release channel
+    /// is subscribed in this process), or `None`. Taken before the first
+    /// [`wait_turn`](Self::wait_turn) of a wait, it lets that first look
+    /// stand in line at once: a hand-off right after it wakes this watch.
+    /// Without one, the waiter calls [`watch_turn`](Self::watch_turn) after
+    /// its first refusal and looks again at once. The default is `None`.
+    fn ready_turn_watch(&self, key: &str, token: &OwnerToken) -> Option<ReleaseWatch> {
+        let _ = (key, token);
+        None
     }
 
     /// A short description for error messages and logs, e.g. the URL without

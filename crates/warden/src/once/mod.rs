@@ -361,21 +361,13 @@ impl Once {
                 recorded: false,
             });
         }
-        let mut value = Vec::with_capacity(bytes.len() + 1);
-        value.push(tag);
-        value.extend_from_slice(&bytes);
-        if value.len() > self.max_result {
-            let _ = guard.release().await;
-            return Err(Error::invalid(
-                "result",
-                format!(
-                    "{} bytes exceed the limit of {} bytes; the operation ran but its result \
-                     was not recorded (raise max_result, or record a reference instead)",
-                    value.len(),
-                    self.max_result
-                ),
-            ));
-        }
+        let value = match self.tagged(tag, &bytes) {
+            Ok(value) => value,
+            Err(e) => {
+                let _ = guard.release().await;
+                return Err(e);
+            }
+        };
         let put = records
             .put_record(
                 self.key(),
@@ -397,6 +389,26 @@ impl Once {
                 recorded(self.key(), earlier)
             }
         }
+    }
+
+    /// The value to record: the tag, then the result's bytes; refused when
+    /// longer than [`max_result`](Self::max_result).
+    fn tagged(&self, tag: u8, bytes: &[u8]) -> Result<Vec<u8>> {
+        let len = bytes.len() + 1;
+        if len > self.max_result {
+            return Err(Error::invalid(
+                "result",
+                format!(
+                    "{len} bytes exceed the limit of {} bytes; the operation ran but its result \
+                     was not recorded (raise max_result, or record a reference instead)",
+                    self.max_result
+                ),
+            ));
+        }
+        let mut value = Vec::with_capacity(len);
+        value.push(tag);
+        value.extend_from_slice(bytes);
+        Ok(value)
     }
 
     /// Waits until a result is recorded or the lease is ours.

@@ -290,6 +290,18 @@ impl RedisStore {
         reply.ok().map(|(_, n)| n)
     }
 
+    /// The release subscriber if it is open already (nothing is sent).
+    pub(super) fn subscriber_if_open(&self) -> Option<&Subscriber> {
+        self.subscriber.get()
+    }
+
+    /// Whether a waiter may take a hand-off from its notification alone: not
+    /// when grants must be acknowledged by replicas (the hand-off's write
+    /// was not; the waiter's claim is).
+    pub(super) fn trusts_handoffs(&self) -> bool {
+        self.replicas.is_none()
+    }
+
     /// The release subscriber, opened on first contention. A failed open is not
     /// cached: the next waiter tries again, and meanwhile waiters poll.
     pub(super) async fn subscriber(&self) -> Option<&Subscriber> {
@@ -512,6 +524,10 @@ impl LeaseStore for RedisStore {
 
     async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
         self.watch_channel(key, Some(token), false).await
+    }
+
+    fn ready_turn_watch(&self, key: &str, token: &OwnerToken) -> Option<ReleaseWatch> {
+        self.ready_watch(key, token)
     }
 
     fn describe(&self) -> String {

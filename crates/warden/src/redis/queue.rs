@@ -121,10 +121,16 @@ impl RedisStore {
             return ReleaseWatch::polling();
         };
         let channel = self.keys().released(key);
-        let Some(rx) = sub.watch(channel, token.map(OwnerToken::as_str)).await else {
+        if let Some(token) = token {
+            return match sub.watch_turn(channel, token.as_str()).await {
+                Some(rx) => ReleaseWatch::for_turn(rx, self.trusts_handoffs()),
+                None => ReleaseWatch::polling(),
+            };
+        }
+        let Some(rx) = sub.watch_all(channel).await else {
             return ReleaseWatch::polling();
         };
-        if token.is_some() || !mark {
+        if !mark {
             return ReleaseWatch::from_channel(rx, None);
         }
         match Observer::start(self.clone(), key).await {
@@ -136,6 +142,17 @@ impl RedisStore {
                 ReleaseWatch::polling()
             }
         }
+    }
+
+    /// A watch for hand-offs to `token` that needs no round trip: the
+    /// release channel of `key` is subscribed and confirmed in this process
+    /// (see [`LeaseStore::ready_turn_watch`]).
+    ///
+    /// [`LeaseStore::ready_turn_watch`]: crate::lease::LeaseStore::ready_turn_watch
+    pub(super) fn ready_watch(&self, key: &str, token: &OwnerToken) -> Option<ReleaseWatch> {
+        let sub = self.subscriber_if_open()?;
+        let rx = sub.ready_turn(&self.keys().released(key), token.as_str())?;
+        Some(ReleaseWatch::for_turn(rx, self.trusts_handoffs()))
     }
 
     /// Puts (or refreshes) an observer's marker in the line of `key`.

@@ -4,9 +4,16 @@
 //! changes hands without polling.
 //!
 //! A message naming a waiter's owner token is a hand-off: it wakes only the
-//! watcher of that token, if it is in this process. Any other message (`1` for
+//! watcher of that token, if it is in this process, and carries the fence and
+//! the place in line it was handed over from (`<token> <fence> <place>`), so
+//! the waiter can take the lease without a claim. Any other message (`1` for
 //! a release, `record` for a new record) wakes the channel's plain watchers. A
 //! lost connection wakes everyone.
+//!
+//! A channel whose subscription the server has confirmed (and that no
+//! disconnection has broken since) hears every message published after that:
+//! a waiter can register on it without a round trip before its first look
+//! ([`Subscriber::ready_turn`]).
 //!
 //! On a Redis Cluster the subscriber is a RESP3 cluster connection. The release
 //! scripts `PUBLISH`, which a cluster forwards to every node, so a subscription
@@ -23,6 +30,8 @@ use redis::{ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::watch;
 
 use super::conn::{Link, NodeCertificates, Origin, RedisConn};
+use crate::fence::Fence;
+use crate::lease::{Handoff, QueuePlace};
 use crate::token::OwnerToken;
 
 /// A pushed value as text, when it is one.
@@ -45,7 +54,11 @@ struct Watchers {
     /// Woken by every release.
     all: Option<watch::Sender<u64>>,
     /// Woken when the lease is handed to their token.
-    turns: HashMap<String, watch::Sender<u64>>,
+    turns: HashMap<String, watch::Sender<Option<Handoff>>>,
+    /// Whether the server has confirmed the subscription since the last
+    /// disconnection: then every message published from now on reaches
+    /// this process.
+    confirmed: bool,
 }
 
 impl Watchers {
@@ -54,19 +67,35 @@ impl Watchers {
     }
 
     fn wake_everyone(&self) {
-        self.all
-            .iter()
-            .chain(self.turns.values())
-            .for_each(Self::wake);
+        self.all.iter().for_each(Self::wake);
+        for tx in self.turns.values() {
+            tx.send_replace(None);
+        }
     }
 
-    /// Wakes the watchers a message on their channel is for.
+    /// Wakes the watchers a message on their channel is for: a hand-off
+    /// (`<token> <fence> <place>`, or a bare token when the hand-off failed)
+    /// wakes the watcher of that token; anything else (`1` for a release,
+    /// `record` for a new record) the plain watchers.
     fn wake_for(&self, message: &str) {
-        if OwnerToken::looks_like(message) {
-            self.turns.get(message).into_iter().for_each(Self::wake);
-        } else {
+        let mut parts = message.splitn(3, ' ');
+        let token = parts.next().unwrap_or_default();
+        if !OwnerToken::looks_like(token) {
             self.all.iter().for_each(Self::wake);
+            return;
         }
+        let Some(tx) = self.turns.get(token) else {
+            return;
+        };
+        let fence = parts.next().and_then(|f| f.parse::<u64>().ok());
+        let handoff = match (fence, parts.next()) {
+            (Some(fence), Some(place)) if fence > 0 => Some(Handoff {
+                fence: Fence::new(fence),
+                place: QueuePlace::new(place),
+            }),
+            _ => None,
+        };
+        tx.send_replace(handoff);
     }
 
     /// Drops the senders nobody listens to; whether none is left.
@@ -79,11 +108,36 @@ impl Watchers {
     }
 }
 
+/// The local watchers, by channel.
+#[derive(Default)]
+struct Channels {
+    watchers: HashMap<String, Watchers>,
+    /// Disconnections seen so far: a subscription confirmed across one is not.
+    disconnections: u64,
+}
+
+impl Watchers {
+    /// A receiver woken by every release.
+    fn watch_all(&mut self) -> watch::Receiver<u64> {
+        self.all
+            .get_or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    /// A receiver woken by hand-offs to `token`.
+    fn watch_turn(&mut self, token: &str) -> watch::Receiver<Option<Handoff>> {
+        self.turns
+            .entry(token.to_string())
+            .or_insert_with(|| watch::channel(None).0)
+            .subscribe()
+    }
+}
+
 /// One RESP3 connection subscribed to the release channels of the keys being
 /// waited on; messages are fanned out to `watch` channels.
 pub(super) struct Subscriber {
     link: Link,
-    senders: Arc<Mutex<HashMap<String, Watchers>>>,
+    channels: Arc<Mutex<Channels>>,
     // Serialises SUBSCRIBE/UNSUBSCRIBE so an unsubscribe of an idle channel can
     // never overtake a new subscribe of the same channel.
     changes: tokio::sync::Mutex<()>,
@@ -92,21 +146,26 @@ pub(super) struct Subscriber {
 
 impl Subscriber {
     pub(super) async fn open(conn: &RedisConn) -> Option<Subscriber> {
-        let senders: Arc<Mutex<HashMap<String, Watchers>>> = Arc::default();
-        let dispatch = Arc::clone(&senders);
+        let channels: Arc<Mutex<Channels>> = Arc::default();
+        let dispatch = Arc::clone(&channels);
         let on_push = move |push: PushInfo| {
-            let senders = dispatch.lock().unwrap_or_else(|e| e.into_inner());
+            let mut channels = dispatch.lock().unwrap_or_else(|e| e.into_inner());
             match push.kind {
                 PushKind::Message => {
-                    let watchers = text(push.data.first()).and_then(|c| senders.get(c));
+                    let watchers = text(push.data.first()).and_then(|c| channels.watchers.get(c));
                     if let (Some(w), Some(message)) = (watchers, text(push.data.get(1))) {
                         w.wake_for(message);
                     }
                 }
                 // A release may have been missed while disconnected: wake
-                // every waiter so it tries again.
+                // every waiter so it tries again; until a channel is
+                // subscribed again, no watch on it is ready before a look.
                 PushKind::Disconnection => {
-                    senders.values().for_each(Watchers::wake_everyone);
+                    channels.disconnections += 1;
+                    for w in channels.watchers.values_mut() {
+                        w.confirmed = false;
+                        w.wake_everyone();
+                    }
                 }
                 _ => {}
             }
@@ -148,41 +207,63 @@ impl Subscriber {
             .ok()?;
         Some(Subscriber {
             link,
-            senders,
+            channels,
             changes: tokio::sync::Mutex::new(()),
             timeout: conn.timeout(),
         })
     }
 
-    /// Watches `channel` for releases (`token` `None`) or for hand-offs to
-    /// `token`.
+    /// Watches `channel` for every release.
     /// `None` when the channel cannot be subscribed (the watcher polls then).
-    pub(super) async fn watch(
+    pub(super) async fn watch_all(&self, channel: String) -> Option<watch::Receiver<u64>> {
+        self.watch(channel, Watchers::watch_all).await
+    }
+
+    /// Watches `channel` for hand-offs to `token`.
+    /// `None` when the channel cannot be subscribed (the watcher polls then).
+    pub(super) async fn watch_turn(
         &self,
         channel: String,
-        token: Option<&str>,
-    ) -> Option<watch::Receiver<u64>> {
+        token: &str,
+    ) -> Option<watch::Receiver<Option<Handoff>>> {
+        self.watch(channel, |w| w.watch_turn(token)).await
+    }
+
+    /// A watch for hand-offs to `token` on `channel` when the channel's
+    /// subscription is confirmed already: then every hand-off published
+    /// from now on reaches it. `None` otherwise (nothing is sent to Redis).
+    pub(super) fn ready_turn(
+        &self,
+        channel: &str,
+        token: &str,
+    ) -> Option<watch::Receiver<Option<Handoff>>> {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let watchers = channels.watchers.get_mut(channel).filter(|w| w.confirmed)?;
+        Some(watchers.watch_turn(token))
+    }
+
+    /// Registers a watcher on `channel` (`register`), subscribing first
+    /// unless the subscription is confirmed; unsubscribes channels nobody
+    /// watches.
+    async fn watch<R>(
+        &self,
+        channel: String,
+        register: impl FnOnce(&mut Watchers) -> R,
+    ) -> Option<R> {
         let _serial = self.changes.lock().await;
-        let (rx, subscribe, idle) = {
-            let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        let (rx, subscribe, idle, epoch) = {
+            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
             let mut idle: Vec<String> = Vec::new();
-            senders.retain(|c, w| {
+            channels.watchers.retain(|c, w| {
                 let gone = *c != channel && w.prune();
                 if gone {
                     idle.push(c.clone());
                 }
                 !gone
             });
-            let subscribe = !senders.contains_key(&channel);
-            let watchers = senders.entry(channel.clone()).or_default();
-            let tx = match token {
-                None => watchers.all.get_or_insert_with(|| watch::channel(0).0),
-                Some(t) => watchers
-                    .turns
-                    .entry(t.to_string())
-                    .or_insert_with(|| watch::channel(0).0),
-            };
-            (tx.subscribe(), subscribe, idle)
+            let epoch = channels.disconnections;
+            let watchers = channels.watchers.entry(channel.clone()).or_default();
+            (register(watchers), !watchers.confirmed, idle, epoch)
         };
         let mut link = self.link.clone();
         if !idle.is_empty() {
@@ -193,10 +274,15 @@ impl Subscriber {
                 tokio::time::timeout(self.timeout, link.subscribe(&channel)).await,
                 Ok(Ok(()))
             );
+            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
             if !ok {
-                let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
-                senders.remove(&channel);
+                channels.watchers.remove(&channel);
                 return None;
+            }
+            // A disconnection since the subscribe was sent may have undone it.
+            let unbroken = channels.disconnections == epoch;
+            if let Some(w) = channels.watchers.get_mut(&channel) {
+                w.confirmed = unbroken;
             }
         }
         Some(rx)

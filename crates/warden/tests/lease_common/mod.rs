@@ -345,14 +345,23 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Warden, _: 
 
     // The shortest accepted TTL still leaves validity after the drift margin
     // (etcd holds it a whole second; the holder counts from the TTL asked for).
-    let guard = w
-        .lease("shortest")
-        .ttl(MIN_TTL)
-        .try_acquire()
-        .await
-        .unwrap()
-        .into_guard()
-        .unwrap();
+    // A quorum whose votes take longer than that validity on a loaded machine
+    // reports the attempt as not won (the validity is gone), so it is tried a
+    // few times: what is checked is that the TTL is accepted and, once won,
+    // never counted as more than asked for.
+    let mut won = None;
+    for _ in 0..50 {
+        match w.lease("shortest").ttl(MIN_TTL).try_acquire().await {
+            Ok(reply) => won = reply.into_guard(),
+            // Votes not all back within that validity: unavailable, not bad input.
+            Err(e) => assert!(e.is_transient(), "{e}"),
+        }
+        if won.is_some() {
+            break;
+        }
+        tokio::time::sleep(MIN_TTL).await;
+    }
+    let guard = won.expect("a lease of MIN_TTL is won within 50 attempts");
     assert!(guard.remaining() <= MIN_TTL);
     drop(guard);
 

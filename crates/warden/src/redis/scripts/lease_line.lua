@@ -50,11 +50,14 @@ local function pop_waiter(queue)
 end
 
 -- Hands the lease (ours, or free) to `waiter`: a fresh fence, the key set to
--- its token with its TTL, and a message naming it on the release channel
--- (best-effort: an ACL user without channel rights still hands over, and the
--- waiter finds out when it next looks). If the fence cannot be taken, no key
--- is left, the waiter goes back to the head of the line and is woken so it
--- meets the error itself; the error reply is returned.
+-- its token with its TTL, and a message on the release channel,
+-- "<token> <fence> <entry>": the waiter it names may hold the lease with that
+-- fence without a claim, counting its validity from the look that wrote
+-- `entry` (it was sent before this hand-off ran). Best-effort: an ACL user
+-- without channel rights still hands over, and the waiter finds out when it
+-- next looks. If the fence cannot be taken, no key is left, the waiter goes
+-- back to the head of the line and is woken (its bare token: no hand-off) so
+-- it meets the error itself; the error reply is returned.
 local function hand_off(keys, waiter, channel)
   local fence, err = take_fence(keys[1], keys[2])
   if not fence then
@@ -63,7 +66,7 @@ local function hand_off(keys, waiter, channel)
     return err
   end
   redis.call('SET', keys[1], waiter.token, 'PX', waiter.ttl)
-  redis.pcall('PUBLISH', channel, waiter.token)
+  redis.pcall('PUBLISH', channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
   return nil
 end
 
@@ -88,6 +91,18 @@ local function release_to_next(keys, channel)
   return 1
 end
 
+-- Makes the line live at least `ttl` ms from now without ever shortening it
+-- (another waiter's entry may live longer): one `PEXPIRE … GT` where the
+-- server has it (Redis 7), else a look at its TTL first.
+local function outlive(queue, ttl)
+  local set = redis.pcall('PEXPIRE', queue, ttl, 'GT')
+  if type(set) == 'table' and set.err then
+    if redis.call('PTTL', queue) < tonumber(ttl) then
+      redis.call('PEXPIRE', queue, ttl)
+    end
+  end
+end
+
 -- Puts `entry` in line for its waiter: in place of `old` (its last entry)
 -- where that is still in line, else at the end. The line lives at least as
 -- long as its newest entry.
@@ -95,12 +110,12 @@ local function keep_place(queue, entry, old, ttl)
   local at = old ~= '' and redis.call('LPOS', queue, old)
   if at then
     redis.call('LSET', queue, at, entry)
-  else
-    redis.call('RPUSH', queue, entry)
-  end
-  if redis.call('PTTL', queue) < tonumber(ttl) then
+  elseif redis.call('RPUSH', queue, entry) == 1 then
+    -- A new line has no TTL yet (GT would keep it so).
     redis.call('PEXPIRE', queue, ttl)
+    return
   end
+  outlive(queue, ttl)
 end
 
 -- An entry for `token`, alive for `ttl` ms from now.

@@ -1,0 +1,502 @@
+//! The waiting line of a lease on etcd: waiters are served in the order they
+//! stood in line, by create revision, as with etcd's own concurrency mutex.
+//!
+//! - **A place** is the key `{lease key}\0line\0{token}`, bound to an etcd
+//!   lease of the waiter's own with the lease's TTL (rounded up to whole
+//!   seconds); its create revision is its position. Every look refreshes that
+//!   etcd lease, so a waiter that is killed loses its place when the TTL runs
+//!   out; a waiter whose wait ends (or is cancelled) deletes it at once.
+//! - **A look** is one transaction: if the lease key does not exist, our place
+//!   is still there, and every place in the line was created no earlier than
+//!   ours (etcd's range compares hold for every key in the range), it creates
+//!   the lease key on our etcd lease (and the holder record), deletes our
+//!   place and reads the fence back; otherwise it reads our place and the one
+//!   just ahead of it. The etcd lease of the place becomes the holder's, and
+//!   the look's keep-alive of it, sent with the transaction, is what lets the
+//!   holder count its validity from the look.
+//! - **The first look** grants that etcd lease and, in one transaction, takes
+//!   the lease when it is free with nobody in line, else puts our place at
+//!   the end.
+//! - **A plain acquire** (`try_acquire`) does not jump a line that is not
+//!   empty: it creates the key only when nobody stands in line. A line whose
+//!   first waiter died frees itself when that waiter's TTL runs out.
+//! - **Waking** is filtered in this process (see `turn.rs`): each waiter's
+//!   watch wakes it only on the lease key's deletion when it is first in
+//!   line, or on the deletion of the place just ahead of it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use etcd_client::{
+    Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse, TxnResponse,
+};
+use tokio::sync::watch;
+
+use super::holder::{self, holder_key};
+use super::keys::{companions_end, line_prefix, permit_key, range_end};
+use super::lease::{EtcdStore, Granted, first_kv, lease_not_found};
+use super::turn::{Change, Standing, Turn};
+use crate::error::{Error, Result};
+use crate::lease::{
+    AcquireReply, HolderInfo, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
+};
+use crate::token::OwnerToken;
+
+/// The waiters' views of their lines, by (lease key, token), while they watch.
+pub(super) type Turns = Arc<Mutex<HashMap<(String, String), Arc<Mutex<Turn>>>>>;
+
+/// What one waiter's look answers: the reply and its place, if any.
+type Looked = (AcquireReply, Option<QueuePlace>);
+
+/// A waiter's place, as the lease layer keeps it between looks:
+/// `{etcd lease id} {granted ttl in seconds} {create revision}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    granted: Granted,
+    rev: i64,
+}
+
+impl Place {
+    fn parse(place: &QueuePlace) -> Option<Place> {
+        let mut parts = place.as_str().split(' ');
+        let id = parts.next()?.parse().ok()?;
+        let ttl_secs = parts.next()?.parse().ok()?;
+        let rev = parts.next()?.parse().ok()?;
+        Some(Place {
+            granted: Granted { id, ttl_secs },
+            rev,
+        })
+    }
+
+    fn queued(self) -> QueuePlace {
+        QueuePlace::new(format!(
+            "{} {} {}",
+            self.granted.id, self.granted.ttl_secs, self.rev
+        ))
+    }
+}
+
+/// The keys a waiter's transactions touch.
+struct LineKeys {
+    lease: String,
+    prefix: String,
+    end: Vec<u8>,
+    place: String,
+}
+
+impl LineKeys {
+    fn new(store: &EtcdStore, key: &str, token: &OwnerToken) -> LineKeys {
+        let lease = store.lease_key(key);
+        let prefix = line_prefix(&lease);
+        LineKeys {
+            end: range_end(&prefix),
+            place: permit_key(&prefix, token.as_str()),
+            prefix,
+            lease,
+        }
+    }
+}
+
+/// Compares true when nobody stands in the line `[prefix, end)` (on an empty
+/// range etcd compares against a key that does not exist: revision 0).
+pub(super) fn nobody_in_line(prefix: &str, end: &[u8]) -> Compare {
+    Compare::create_revision(prefix, CompareOp::Equal, 0).with_range(end.to_vec())
+}
+
+/// The places of the line `[prefix, end)` by create revision, `limit` of them.
+fn by_arrival(end: &[u8], order: SortOrder, limit: i64) -> GetOptions {
+    GetOptions::new()
+        .with_range(end.to_vec())
+        .with_sort(SortTarget::Create, order)
+        .with_limit(limit)
+}
+
+/// Reads the first waiter in the line of `storage_key`.
+pub(super) fn first_in_line(storage_key: &str) -> TxnOp {
+    let prefix = line_prefix(storage_key);
+    let end = range_end(&prefix);
+    TxnOp::get(prefix, Some(by_arrival(&end, SortOrder::Ascend, 1)))
+}
+
+/// Counts the places in the line of `storage_key`.
+pub(super) fn count_in_line(storage_key: &str) -> TxnOp {
+    let prefix = line_prefix(storage_key);
+    let end = range_end(&prefix);
+    let only_count = GetOptions::new().with_range(end).with_count_only();
+    TxnOp::get(prefix, Some(only_count))
+}
+
+/// What a grant writes: the lease key holding `token` on etcd lease `lease`
+/// (read back for its create revision, the fence) and, with `holder`, its
+/// record beside it on the same lease.
+pub(super) fn take(
+    storage_key: &str,
+    token: &OwnerToken,
+    lease: i64,
+    holder: Option<&HolderInfo>,
+) -> Vec<TxnOp> {
+    let on_lease = || Some(PutOptions::new().with_lease(lease));
+    let mut ops = vec![
+        TxnOp::put(storage_key, token.as_str(), on_lease()),
+        TxnOp::get(storage_key, None),
+    ];
+    if let Some(h) = holder {
+        ops.push(TxnOp::put(
+            holder_key(storage_key),
+            holder::encode(h),
+            on_lease(),
+        ));
+    }
+    ops
+}
+
+/// The key-values of every `Get` among a transaction's responses, in order.
+fn reads(reply: TxnResponse) -> Vec<Vec<etcd_client::KeyValue>> {
+    reply
+        .op_responses()
+        .into_iter()
+        .filter_map(|r| match r {
+            TxnOpResponse::Get(mut get) => Some(get.take_kvs()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The revision a transaction was applied at.
+fn revision(reply: &TxnResponse) -> i64 {
+    reply.header().map_or(0, |h| h.revision())
+}
+
+impl EtcdStore {
+    /// One look of a waiter in line (see [`LeaseStore::wait_turn`]): from its
+    /// place, or, without one (or when it was lost), standing in line anew
+    /// at the end.
+    ///
+    /// [`LeaseStore::wait_turn`]: crate::lease::LeaseStore::wait_turn
+    pub(super) async fn look_in_line(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+        place: Option<&QueuePlace>,
+    ) -> Result<Looked> {
+        let keys = LineKeys::new(self, key, token);
+        if let Some(place) = place.and_then(Place::parse)
+            && let Some(looked) = self.look(key, &keys, token, ttl, holder, place).await?
+        {
+            return Ok(looked);
+        }
+        self.stand_in_line(key, &keys, token, ttl, holder).await
+    }
+
+    /// The first look: takes the lease when it is free with nobody in line,
+    /// else puts our place at the end of the line.
+    async fn stand_in_line(
+        &self,
+        key: &str,
+        keys: &LineKeys,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+    ) -> Result<Looked> {
+        let start = crate::clock::now();
+        let granted = self.grant("wait", key, ttl).await?;
+        let txn = join_txn(keys, token, holder, granted.id);
+        let reply = match self.txn("wait", key, txn).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Its fate is unknown: whatever it wrote is bound to this
+                // lease, so revoking it undoes the look.
+                self.revoke_in_background(granted.id);
+                return Err(e);
+            }
+        };
+        if reply.succeeded() {
+            let fence = self.created_fence(&keys.lease, first_kv(reply.op_responses()))?;
+            self.remember(&keys.lease, token, granted);
+            let valid_until = valid_until(start, ttl);
+            return Ok((AcquireReply::Acquired { fence, valid_until }, None));
+        }
+        let as_of = revision(&reply);
+        let mut reads = reads(reply).into_iter();
+        let mine = reads
+            .next()
+            .and_then(|kvs| kvs.into_iter().next())
+            .ok_or_else(|| vanished(&keys.place))?;
+        let rev = mine.create_revision();
+        // The two newest places: ours, and the one ahead of it. (A place kept
+        // from an earlier stand may not be the newest; then we do not know
+        // who is ahead, and count ourselves first: at worst woken for
+        // nothing.)
+        let newest = reads.next().unwrap_or_default();
+        let ahead = match newest.as_slice() {
+            [first, second, ..] if first.create_revision() == rev => Some(second.key().to_vec()),
+            _ => None,
+        };
+        self.stands(keys, token, Standing { as_of, ahead });
+        let place = Place { granted, rev };
+        Ok((AcquireReply::Held { ttl_left: None }, Some(place.queued())))
+    }
+
+    /// A look from our place: `None` when the place is gone (its etcd lease
+    /// ran out), so the waiter stands in line again.
+    async fn look(
+        &self,
+        key: &str,
+        keys: &LineKeys,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+        place: Place,
+    ) -> Result<Option<Looked>> {
+        let start = crate::clock::now();
+        let txn = look_txn(keys, token, holder, place);
+        // The keep-alive keeps the place and, when the look takes the lease,
+        // makes it the holder's until at least a TTL after `start`: the
+        // lease lived when the transaction bound the key to it, and etcd
+        // never revives an ended lease.
+        let (reply, alive) = tokio::join!(
+            self.txn_on_lease("wait", key, txn),
+            self.keep_alive("wait", key, place.granted.id)
+        );
+        let Some(reply) = reply? else {
+            return Ok(None);
+        };
+        if reply.succeeded() {
+            return match alive {
+                Ok(true) => {
+                    let fence = self.created_fence(&keys.lease, first_kv(reply.op_responses()))?;
+                    self.remember(&keys.lease, token, place.granted);
+                    let valid_until = valid_until(start, ttl);
+                    Ok(Some((AcquireReply::Acquired { fence, valid_until }, None)))
+                }
+                // The etcd lease ended right after the transaction: the key
+                // went with it.
+                Ok(false) => Ok(None),
+                // Not known to last: not ours to believe in. The caller's
+                // undo leaves the line, deleting the key.
+                Err(e) => Err(e),
+            };
+        }
+        match alive {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(e) => {
+                tracing::debug!(key, error = %e, "refreshing a place in line failed; the next look tries again");
+            }
+        }
+        let as_of = revision(&reply);
+        let Some(ahead) = still_in_line(reply, &keys.place) else {
+            return Ok(None);
+        };
+        self.stands(keys, token, Standing { as_of, ahead });
+        let held = AcquireReply::Held { ttl_left: None };
+        Ok(Some((held, Some(place.queued()))))
+    }
+
+    /// Leaves the line of `key`: deletes our place, and the lease key too when
+    /// a look we never heard back from took it; ends the place's etcd lease.
+    pub(super) async fn leave(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        place: Option<&QueuePlace>,
+    ) -> Result<ReleaseOutcome> {
+        let keys = LineKeys::new(self, key, token);
+        let txn = Txn::new()
+            .when([Compare::value(
+                keys.lease.as_str(),
+                CompareOp::Equal,
+                token.as_str(),
+            )])
+            .and_then([
+                TxnOp::get(keys.lease.as_str(), None),
+                TxnOp::delete(keys.lease.as_str(), None),
+                TxnOp::delete(holder_key(&keys.lease), None),
+                TxnOp::delete(keys.place.as_str(), None),
+            ])
+            .or_else([
+                TxnOp::get(keys.place.as_str(), None),
+                TxnOp::delete(keys.place.as_str(), None),
+            ]);
+        let reply = self.txn("leave", key, txn).await?;
+        let succeeded = reply.succeeded();
+        self.forget(&keys.lease, token);
+        let lease = place
+            .and_then(Place::parse)
+            .map(|p| p.granted.id)
+            .or_else(|| first_kv(reply.op_responses()).map(|kv| kv.lease()))
+            .filter(|id| *id != 0);
+        if let Some(id) = lease {
+            self.revoke_in_background(id);
+        }
+        Ok(if succeeded {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    /// A watch that wakes `token`'s waiter when it may be its turn (see
+    /// `turn.rs`); it polls when etcd does not confirm the watch.
+    pub(super) async fn watch_for_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
+        let storage_key = self.lease_key(key);
+        let Some(mut stream) = self
+            .open_watch(key, &storage_key, companions_end(&storage_key))
+            .await
+        else {
+            return ReleaseWatch::polling();
+        };
+        let (tx, rx) = watch::channel(0u64);
+        let prefix = line_prefix(&storage_key);
+        let turn = Arc::new(Mutex::new(Turn::new(&storage_key, &prefix, tx)));
+        let id = (storage_key, token.as_str().to_string());
+        lock(&self.turns).insert(id.clone(), Arc::clone(&turn));
+        let task = tokio::spawn(async move {
+            while let Ok(Some(reply)) = stream.message().await {
+                if reply.canceled() {
+                    break;
+                }
+                let changes = reply.events().iter().filter_map(|e| {
+                    let kv = e.kv()?;
+                    Some(Change {
+                        rev: kv.mod_revision(),
+                        key: kv.key().to_vec(),
+                        deleted: e.event_type() == EventType::Delete,
+                    })
+                });
+                lock(&turn).saw(changes);
+            }
+            // Dropping the sender makes the waiter poll.
+            lock(&turn).ended();
+        });
+        let watching = Watching {
+            task: task.abort_handle(),
+            turns: Arc::clone(&self.turns),
+            id,
+        };
+        ReleaseWatch::from_channel(rx, Some(Box::new(watching)))
+    }
+
+    /// Tells `token`'s watch, if any, where the waiter stands now.
+    fn stands(&self, keys: &LineKeys, token: &OwnerToken, standing: Standing) {
+        let id = (keys.lease.clone(), token.as_str().to_string());
+        let turn = lock(&self.turns).get(&id).cloned();
+        if let Some(turn) = turn {
+            lock(&turn).stands(standing);
+        }
+    }
+
+    /// Runs `txn`; `None` when it names an etcd lease that is gone.
+    async fn txn_on_lease(
+        &self,
+        op: &'static str,
+        key: &str,
+        txn: Txn,
+    ) -> Result<Option<TxnResponse>> {
+        self.conn
+            .call(op, key, |mut c| {
+                let txn = txn.clone();
+                async move {
+                    match c.txn(txn).await {
+                        Ok(reply) => Ok(Some(reply)),
+                        Err(e) if lease_not_found(&e) => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                }
+            })
+            .await
+    }
+}
+
+/// The first look, on the fresh etcd lease `lease`: if the lease key does not
+/// exist and nobody stands in line, take the lease; else put our place at the
+/// end and read it and the newest two places (ours, and the one ahead).
+fn join_txn(keys: &LineKeys, token: &OwnerToken, holder: Option<&HolderInfo>, lease: i64) -> Txn {
+    let on_lease = Some(PutOptions::new().with_lease(lease));
+    let newest_two = by_arrival(&keys.end, SortOrder::Descend, 2);
+    Txn::new()
+        .when([
+            Compare::create_revision(keys.lease.as_str(), CompareOp::Equal, 0),
+            nobody_in_line(&keys.prefix, &keys.end),
+        ])
+        .and_then(take(&keys.lease, token, lease, holder))
+        .or_else([
+            TxnOp::put(keys.place.as_str(), "", on_lease),
+            TxnOp::get(keys.place.as_str(), None),
+            TxnOp::get(keys.prefix.as_str(), Some(newest_two)),
+        ])
+}
+
+/// One look from `place`: if the lease key does not exist, our place is
+/// still there and no place in line was created before ours, take the lease
+/// (on the place's etcd lease) and delete the place; else read our place and
+/// the one just ahead of it.
+fn look_txn(keys: &LineKeys, token: &OwnerToken, holder: Option<&HolderInfo>, place: Place) -> Txn {
+    let mut grant = take(&keys.lease, token, place.granted.id, holder);
+    grant.push(TxnOp::delete(keys.place.as_str(), None));
+    // Revisions start at 1, and a place is a write: `rev - 1` is at least 1
+    // (0 would mean "no bound").
+    let before = (place.rev - 1).max(1);
+    let ahead = by_arrival(&keys.end, SortOrder::Descend, 1).with_max_create_revision(before);
+    Txn::new()
+        .when([
+            Compare::create_revision(keys.lease.as_str(), CompareOp::Equal, 0),
+            Compare::create_revision(keys.place.as_str(), CompareOp::Equal, place.rev),
+            // Holds for every place in the line (ours included): nobody
+            // stood in line before us.
+            Compare::create_revision(keys.prefix.as_str(), CompareOp::Greater, place.rev - 1)
+                .with_range(keys.end.clone()),
+        ])
+        .and_then(grant)
+        .or_else([
+            TxnOp::get(keys.place.as_str(), None),
+            TxnOp::get(keys.prefix.as_str(), Some(ahead)),
+        ])
+}
+
+/// From a look that did not take the lease: `None` when our place is gone,
+/// else the key of the place just ahead of ours (`None` inside when we are
+/// first).
+fn still_in_line(reply: TxnResponse, place_key: &str) -> Option<Option<Vec<u8>>> {
+    let mut reads = reads(reply).into_iter();
+    if reads.next().is_none_or(|kvs| kvs.is_empty()) {
+        return None;
+    }
+    let ahead = reads
+        .next()
+        .and_then(|kvs| kvs.into_iter().next())
+        .map(|kv| kv.key().to_vec())
+        .filter(|k| k.as_slice() != place_key.as_bytes());
+    Some(ahead)
+}
+
+/// A place that is not there right after its own transaction wrote it.
+fn vanished(place_key: &str) -> Error {
+    Error::WrongType {
+        key: place_key.escape_default().to_string(),
+        detail: "the place in line vanished within its own transaction".into(),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A waiter's watch while it lives: dropping it ends the watch task (and the
+/// etcd watch) and forgets the waiter's view.
+struct Watching {
+    task: tokio::task::AbortHandle,
+    turns: Turns,
+    id: (String, String),
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.task.abort();
+        lock(&self.turns).remove(&self.id);
+    }
+}

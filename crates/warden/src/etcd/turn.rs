@@ -1,0 +1,246 @@
+//! Whom a change in a waiting line concerns: the in-process filter behind a
+//! waiter's watch on etcd (see `line.rs`).
+//!
+//! Every waiter watches the lease key and the line, like etcd's own
+//! concurrency mutex watches the key just ahead of it — but a waiter here
+//! takes the lease *and* deletes its place in one transaction, so "the place
+//! ahead of me is gone" alone would wake the next waiter at every hand-off
+//! for nothing. The filter therefore wakes a waiter only when:
+//!
+//! - it is first in line and the lease key is deleted (released, expired); or
+//! - the place just ahead of it is deleted *without* the lease key being
+//!   created in the same revision (that waiter left or died: it may be our
+//!   turn now). When the lease key is created in the same revision, the
+//!   waiter ahead took the lease and this one is first in line now, without
+//!   a look.
+//!
+//! What a waiter stands behind comes from its last look, as of that look's
+//! revision; changes after that revision that reached the watch before the
+//! look's answer are kept and judged again against it, so none is missed.
+
+use tokio::sync::watch;
+
+/// How many changes after the last look are kept for the next one; beyond
+/// that the waiter is woken to look afresh.
+const MAX_KEPT: usize = 256;
+
+/// One change of a key in the watched range, at an etcd revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Change {
+    /// The revision of the change (the key's `mod_revision` in the event).
+    pub(super) rev: i64,
+    /// The key.
+    pub(super) key: Vec<u8>,
+    /// A deletion (else a put).
+    pub(super) deleted: bool,
+}
+
+/// Where a waiter stood at its last look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Standing {
+    /// The revision the look read at.
+    pub(super) as_of: i64,
+    /// The place just ahead of ours then; `None` when we were first.
+    pub(super) ahead: Option<Vec<u8>>,
+}
+
+/// A waiter's view of its line, shared by its watch task (which feeds it
+/// changes) and its looks (which tell it where the waiter stands).
+#[derive(Debug)]
+pub(super) struct Turn {
+    lease_key: Vec<u8>,
+    line_prefix: Vec<u8>,
+    standing: Option<Standing>,
+    /// Changes after `standing.as_of` (all of them before the first look).
+    later: Vec<Change>,
+    /// Wakes the waiter; `None` once the watch has ended.
+    tx: Option<watch::Sender<u64>>,
+}
+
+impl Turn {
+    /// The view of a waiter for the lease key `lease_key`, whose line's
+    /// places start with `line_prefix`, woken through `tx`.
+    pub(super) fn new(lease_key: &str, line_prefix: &str, tx: watch::Sender<u64>) -> Turn {
+        Turn {
+            lease_key: lease_key.as_bytes().to_vec(),
+            line_prefix: line_prefix.as_bytes().to_vec(),
+            standing: None,
+            later: Vec::new(),
+            tx: Some(tx),
+        }
+    }
+
+    /// Changes seen by the watch, in revision order; wakes the waiter when
+    /// one concerns it.
+    pub(super) fn saw(&mut self, changes: impl IntoIterator<Item = Change>) {
+        let relevant = changes.into_iter().filter(|c| {
+            c.key == self.lease_key || (c.deleted && c.key.starts_with(&self.line_prefix))
+        });
+        let start = self.later.len();
+        self.later.extend(relevant);
+        if self.later.len() > MAX_KEPT {
+            self.later.clear();
+            self.wake();
+            return;
+        }
+        if let Some(standing) = self.standing.as_mut()
+            && judge(standing, &self.lease_key, &self.later[start..])
+        {
+            self.wake();
+        }
+    }
+
+    /// Where the waiter stands after a look; wakes it at once when a change
+    /// after that look already concerns it.
+    pub(super) fn stands(&mut self, mut standing: Standing) {
+        self.later.retain(|c| c.rev > standing.as_of);
+        let wake = judge(&mut standing, &self.lease_key, &self.later);
+        self.standing = Some(standing);
+        if wake {
+            self.wake();
+        }
+    }
+
+    /// The watch has ended: the waiter falls back to polling.
+    pub(super) fn ended(&mut self) {
+        self.tx = None;
+    }
+
+    fn wake(&self) {
+        if let Some(tx) = &self.tx {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+}
+
+/// Whether `changes` (after `standing.as_of`, in revision order) concern a
+/// waiter that stands as `standing`; moves it to the front of the line when
+/// the waiter ahead took the lease.
+fn judge(standing: &mut Standing, lease_key: &[u8], changes: &[Change]) -> bool {
+    let mut wake = false;
+    for c in changes
+        .iter()
+        .filter(|c| c.deleted && c.rev > standing.as_of)
+    {
+        if c.key == lease_key {
+            wake |= standing.ahead.is_none();
+        } else if standing.ahead.as_deref() == Some(c.key.as_slice()) {
+            let took_the_lease = changes
+                .iter()
+                .any(|o| o.rev == c.rev && !o.deleted && o.key == lease_key);
+            if took_the_lease {
+                standing.ahead = None;
+            } else {
+                wake = true;
+            }
+        }
+    }
+    wake
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE: &str = "p/k";
+    const LINE: &str = "p/k\0line\0";
+
+    fn place(token: &str) -> Vec<u8> {
+        format!("{LINE}{token}").into_bytes()
+    }
+
+    fn deleted(rev: i64, key: Vec<u8>) -> Change {
+        Change {
+            rev,
+            key,
+            deleted: true,
+        }
+    }
+
+    fn put(rev: i64, key: Vec<u8>) -> Change {
+        Change {
+            rev,
+            key,
+            deleted: false,
+        }
+    }
+
+    fn turn() -> (Turn, watch::Receiver<u64>) {
+        let (tx, rx) = watch::channel(0);
+        (Turn::new(LEASE, LINE, tx), rx)
+    }
+
+    fn standing(as_of: i64, ahead: Option<&str>) -> Standing {
+        Standing {
+            as_of,
+            ahead: ahead.map(place),
+        }
+    }
+
+    #[test]
+    fn the_first_in_line_wakes_on_the_lease_keys_deletion_only() {
+        let (mut t, mut rx) = turn();
+        t.stands(standing(10, None));
+        t.saw([put(11, format!("{LEASE}\0holder").into_bytes())]);
+        t.saw([deleted(12, place("zz"))]);
+        assert!(!rx.has_changed().unwrap(), "others' places are not ours");
+        t.saw([deleted(13, LEASE.as_bytes().to_vec())]);
+        assert!(rx.has_changed().unwrap());
+        rx.mark_unchanged();
+    }
+
+    #[test]
+    fn a_waiter_behind_others_ignores_releases() {
+        let (mut t, rx) = turn();
+        t.stands(standing(10, Some("aa")));
+        t.saw([deleted(11, LEASE.as_bytes().to_vec())]);
+        assert!(!rx.has_changed().unwrap());
+    }
+
+    #[test]
+    fn the_place_ahead_taking_the_lease_moves_us_first_without_waking() {
+        let (mut t, rx) = turn();
+        t.stands(standing(10, Some("aa")));
+        t.saw([put(11, LEASE.as_bytes().to_vec()), deleted(11, place("aa"))]);
+        assert!(
+            !rx.has_changed().unwrap(),
+            "a hand-off ahead is not our turn"
+        );
+        t.saw([deleted(12, LEASE.as_bytes().to_vec())]);
+        assert!(rx.has_changed().unwrap(), "now first: the release is ours");
+    }
+
+    #[test]
+    fn the_place_ahead_leaving_or_dying_wakes() {
+        let (mut t, rx) = turn();
+        t.stands(standing(10, Some("aa")));
+        t.saw([deleted(11, place("aa"))]);
+        assert!(rx.has_changed().unwrap());
+    }
+
+    #[test]
+    fn changes_before_the_looks_answer_are_judged_against_it() {
+        let (mut t, rx) = turn();
+        // The release reached the watch before the look (at revision 10)
+        // that found us first in line was answered.
+        t.saw([deleted(11, LEASE.as_bytes().to_vec())]);
+        assert!(!rx.has_changed().unwrap(), "no look yet");
+        t.stands(standing(10, None));
+        assert!(rx.has_changed().unwrap());
+    }
+
+    #[test]
+    fn changes_the_look_already_read_are_not_judged_again() {
+        let (mut t, rx) = turn();
+        t.saw([deleted(9, LEASE.as_bytes().to_vec())]);
+        t.stands(standing(10, None));
+        assert!(!rx.has_changed().unwrap());
+    }
+
+    #[test]
+    fn too_many_kept_changes_wake_to_look_afresh() {
+        let (mut t, rx) = turn();
+        t.saw((0..=MAX_KEPT as i64).map(|r| deleted(r, place("x"))));
+        assert!(rx.has_changed().unwrap());
+    }
+}

@@ -1,0 +1,362 @@
+//! Waiting is first-in-first-out on etcd: each waiter stands in line with a
+//! key of its own (`warden/lease/KEY\0line\0TOKEN`, bound to an etcd lease of
+//! its own) whose create revision is its place, and only the first in line
+//! takes a free lease. A waiter that disappears is skipped: at once when it
+//! left the line, after its TTL when it was killed. A plain attempt does not
+//! jump a line.
+
+#![cfg(feature = "etcd")]
+#![allow(clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_client::{Client, GetOptions, PutOptions};
+use tokio::time::Instant;
+use warden::etcd::{EtcdOptions, EtcdStore};
+use warden::{Fence, TryAcquire, Warden};
+use warden_test::EtcdCluster;
+
+async fn connect(url: &str) -> Warden {
+    let options = EtcdOptions::default().timeout(Duration::from_secs(2));
+    Warden::with_backend(EtcdStore::connect(url, options).await.unwrap())
+}
+
+/// A client of our own, to look at (and plant) keys.
+async fn client(etcd: &EtcdCluster) -> Client {
+    Client::connect(etcd.endpoints(), None).await.unwrap()
+}
+
+/// The prefix of the places in the waiting line of `key`.
+fn line_of(key: &str) -> String {
+    format!("warden/lease/{key}\0line\0")
+}
+
+/// How many stand in line for `key`.
+async fn in_line(c: &mut Client, key: &str) -> i64 {
+    let only_count = GetOptions::new().with_prefix().with_count_only();
+    c.get(line_of(key), Some(only_count)).await.unwrap().count()
+}
+
+/// Waits (up to 10 s) until `n` waiters stand in line for `key`.
+async fn until_in_line(c: &mut Client, key: &str, n: i64) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = in_line(c, key).await;
+        if now == n {
+            return;
+        }
+        assert!(Instant::now() < give_up, "{now} in line, not {n}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Whether the lease key of `key` exists.
+async fn exists(c: &mut Client, key: &str) -> bool {
+    let only_count = GetOptions::new().with_count_only();
+    let reply = c.get(format!("warden/lease/{key}"), Some(only_count));
+    reply.await.unwrap().count() == 1
+}
+
+/// The number of requests etcd has started for gRPC `method`, from its
+/// `/metrics` page.
+fn started(etcd: &EtcdCluster, method: &str) -> u64 {
+    let mut stream = std::net::TcpStream::connect(etcd.member(0).addr()).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).unwrap();
+    let needle = format!("grpc_method=\"{method}\"");
+    page.lines()
+        .filter(|l| l.starts_with("grpc_server_started_total{") && l.contains(&needle))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+/// Starts `n` waiters on `lease` one after the other, each once the one
+/// before it stands in line; each records its turn and fence, holds the lease
+/// for `hold` and releases it.
+async fn queue_waiters(
+    lease: &warden::Lease,
+    c: &mut Client,
+    n: usize,
+    hold: Duration,
+) -> (
+    Vec<tokio::task::JoinHandle<()>>,
+    Arc<Mutex<Vec<(usize, Fence)>>>,
+) {
+    let turns: Arc<Mutex<Vec<(usize, Fence)>>> = Arc::default();
+    let mut waiters = Vec::new();
+    for i in 0..n {
+        let (waiter, turns) = (lease.clone(), Arc::clone(&turns));
+        waiters.push(tokio::spawn(async move {
+            let guard = waiter
+                .acquire_within(Duration::from_secs(30))
+                .await
+                .unwrap()
+                .into_guard()
+                .expect("acquired");
+            turns.lock().unwrap().push((i, guard.fence()));
+            tokio::time::sleep(hold).await;
+            guard.release().await.unwrap();
+        }));
+        until_in_line(c, lease.key(), i as i64 + 1).await;
+    }
+    (waiters, turns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
+    let etcd = EtcdCluster::single();
+    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = warden.lease("fifo").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    const WAITERS: usize = 8;
+    let (waiters, turns) = queue_waiters(&lease, &mut c, WAITERS, Duration::ZERO).await;
+    let status = warden.status("fifo").await.unwrap();
+    assert_eq!(status.waiters, Some(WAITERS as u64), "{status:?}");
+    holder.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap();
+    }
+    let turns = turns.lock().unwrap().clone();
+    let order: Vec<usize> = turns.iter().map(|(i, _)| *i).collect();
+    assert_eq!(order, (0..WAITERS).collect::<Vec<_>>(), "turns: {turns:?}");
+    assert!(
+        turns.windows(2).all(|w| w[0].1 < w[1].1),
+        "fences rise with the turns: {turns:?}"
+    );
+    assert_eq!(in_line(&mut c, "fifo").await, 0, "nobody is left in line");
+    assert!(
+        !exists(&mut c, "fifo").await,
+        "the last release deleted the key"
+    );
+}
+
+/// A hand-off wakes only the next waiter: the transactions of eight
+/// hand-offs are about two each (the release, the next waiter's look), where
+/// waking every waiter to race would cost one per waiter per hand-off
+/// (8 + 7 + … + 1 looks, plus the releases: 44).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_costs_the_release_and_one_look() {
+    let etcd = EtcdCluster::single();
+    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = warden.lease("cost").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    const WAITERS: usize = 8;
+    let (waiters, _) = queue_waiters(&lease, &mut c, WAITERS, Duration::ZERO).await;
+    let methods = [
+        "Txn",
+        "LeaseGrant",
+        "LeaseKeepAlive",
+        "LeaseRevoke",
+        "Watch",
+    ];
+    let before: Vec<u64> = methods.iter().map(|m| started(&etcd, m)).collect();
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap();
+    }
+    let spent = released.elapsed();
+    let spent_rpcs: Vec<String> = methods
+        .iter()
+        .zip(&before)
+        .map(|(m, b)| format!("{m} {}", started(&etcd, m) - b))
+        .collect();
+    let txns = started(&etcd, "Txn") - before[0];
+    // Each waiter also looks on its own once a second while it waits.
+    let periodic = WAITERS as u64 * (spent.as_secs() + 1);
+    let handoffs = WAITERS as u64;
+    println!(
+        "{handoffs} hand-offs in {spent:?}: {}",
+        spent_rpcs.join(", ")
+    );
+    assert!(
+        txns <= 2 * handoffs + 1 + periodic,
+        "{txns} transactions for {handoffs} hand-offs in {spent:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_is_skipped_at_once() {
+    let etcd = EtcdCluster::single();
+    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = warden.lease("cancel").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let first = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+    };
+    until_in_line(&mut c, "cancel", 1).await;
+    let second = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+    };
+    until_in_line(&mut c, "cancel", 2).await;
+    // Dropping the first wait leaves the line (in the background).
+    first.abort();
+    until_in_line(&mut c, "cancel", 1).await;
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let guard = second
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .expect("acquired");
+    // Long before the cancelled waiter's 30 s TTL.
+    let waited = released.elapsed();
+    assert!(waited < Duration::from_secs(2), "{waited:?}");
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_wait_ends_leaves_the_line() {
+    let etcd = EtcdCluster::single();
+    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = warden.lease("budget").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let out = lease
+        .acquire_within(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(!out.is_acquired());
+    assert_eq!(in_line(&mut c, "budget").await, 0);
+    holder.release().await.unwrap();
+    assert!(!exists(&mut c, "budget").await);
+}
+
+/// A place whose waiter vanished without a trace, as a killed process leaves
+/// it: a line key bound to an etcd lease of `ttl_secs`, which nobody renews.
+async fn plant_a_dead_place(c: &mut Client, key: &str, ttl_secs: i64) {
+    let lease = c.lease_grant(ttl_secs, None).await.unwrap().id();
+    let place = format!("{}{}", line_of(key), "ab".repeat(16));
+    let on_lease = PutOptions::new().with_lease(lease);
+    c.put(place, "", Some(on_lease)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_attempt_does_not_jump_the_line_and_a_dead_head_frees_it_after_its_ttl() {
+    let etcd = EtcdCluster::single();
+    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = warden.lease("jump").ttl(Duration::from_secs(10));
+    plant_a_dead_place(&mut c, "jump", 2).await;
+    let planted = Instant::now();
+    // The lease is free, but someone stands in line: no jumping it.
+    match lease.try_acquire().await.unwrap() {
+        TryAcquire::Held { ttl_left } => {
+            let left = ttl_left.expect("the first waiter's TTL");
+            assert!(left <= Duration::from_secs(3), "{left:?}");
+        }
+        TryAcquire::Acquired(_) => panic!("a plain attempt jumped the line"),
+    }
+    // A waiter stands behind the dead place and gets the lease once its
+    // etcd lease (2 s, plus etcd's 500 ms expiry sweep) has run out.
+    let guard = lease
+        .acquire_within(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .into_guard()
+        .expect("acquired after the dead place's TTL");
+    let waited = planted.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(6),
+        "{waited:?}"
+    );
+    assert_eq!(in_line(&mut c, "jump").await, 0);
+    guard.release().await.unwrap();
+    assert!(lease.try_acquire().await.unwrap().is_acquired());
+}
+
+/// The TTL of the waiter that is killed: etcd's shortest.
+const KILLED_TTL: Duration = Duration::from_secs(1);
+
+/// Run in a child process by [`a_killed_waiter_is_skipped_after_its_ttl`]:
+/// waits in line until killed.
+#[tokio::test]
+#[ignore = "run as a child process by a_killed_waiter_is_skipped_after_its_ttl"]
+async fn killed_waiter_child() {
+    let Ok(url) = std::env::var("WARDEN_ETCD_FIFO_CHILD_URL") else {
+        return;
+    };
+    let warden = connect(&url).await;
+    let _ = warden
+        .lease("killed")
+        .ttl(KILLED_TTL)
+        .acquire_within(Duration::from_secs(120))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_waiter_is_skipped_after_its_ttl() {
+    let etcd = EtcdCluster::single();
+    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = warden.lease("killed").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
+        .env("WARDEN_ETCD_FIFO_CHILD_URL", etcd.url())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    until_in_line(&mut c, "killed", 1).await;
+    child.kill().unwrap(); // SIGKILL: the child cannot leave the line
+    child.wait().unwrap();
+    let killed = Instant::now();
+    let second = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+    };
+    until_in_line(&mut c, "killed", 2).await;
+    holder.release().await.unwrap();
+    // The killed waiter is first in line; its place goes with its etcd lease
+    // (1 s, plus etcd's 500 ms expiry sweep), and its deletion wakes the next.
+    let guard = second
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .expect("acquired");
+    let waited = killed.elapsed();
+    assert!(waited < KILLED_TTL * 4, "the next waiter waited {waited:?}");
+    assert_eq!(in_line(&mut c, "killed").await, 0, "the dead place is gone");
+    guard.release().await.unwrap();
+}
+
+/// Elections are leases: candidates are elected in the order they began
+/// campaigning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candidates_are_elected_in_the_order_they_campaigned() {
+    let etcd = EtcdCluster::single();
+    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let election = warden.election("chair").ttl(Duration::from_secs(30));
+    let first = election.try_campaign("first").await.unwrap().unwrap();
+    let elected: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut candidates = Vec::new();
+    for i in 0..4 {
+        let (election, elected) = (election.clone(), Arc::clone(&elected));
+        candidates.push(tokio::spawn(async move {
+            let id = format!("cand-{i}");
+            let office = election
+                .campaign_within(&id, Duration::from_secs(30))
+                .await
+                .unwrap()
+                .expect("elected");
+            elected.lock().unwrap().push(id);
+            office.resign().await.unwrap();
+        }));
+        until_in_line(&mut c, "chair", i + 1).await;
+    }
+    first.resign().await.unwrap();
+    for cand in candidates {
+        cand.await.unwrap();
+    }
+    let elected = elected.lock().unwrap().clone();
+    assert_eq!(elected, ["cand-0", "cand-1", "cand-2", "cand-3"]);
+}
