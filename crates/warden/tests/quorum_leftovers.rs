@@ -1,6 +1,12 @@
 //! A quorum under concurrent acquire/release on a multi-threaded runtime must
 //! leave no lease key behind on any node: a release reaches every node that may
 //! hold its vote, including votes still in flight when the lease was won.
+//!
+//! The races this guards against (a vote held up on a connection being
+//! established and run after the release made behind it; its answer then
+//! timing out) depend on scheduling and cannot be forced against a real
+//! server; `quorum/tests.rs` sets each of them up exactly with in-process
+//! nodes. This test is the end-to-end check on real servers.
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,6 +16,9 @@ use std::time::Duration;
 use warden::Warden;
 use warden::quorum::{QuorumOptions, QuorumStore};
 use warden_test::RedisServer;
+
+/// Long enough that no key expires during the test and its wait.
+const TTL: Duration = Duration::from_secs(60);
 
 /// Every lease key (`warden:{…}`, not the fence counters) on one node.
 async fn lease_keys(node: &RedisServer) -> Vec<String> {
@@ -36,40 +45,61 @@ async fn lease_keys(node: &RedisServer) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "open defect (issue 13): failed once in ~12 runs under heavy load, cause not found; run with --run-ignored"]
 async fn concurrent_cycles_leave_no_lease_key_on_any_node() {
     let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let backend =
         QuorumStore::new(nodes.iter().map(RedisServer::url), QuorumOptions::default()).unwrap();
     let warden = Arc::new(Warden::with_backend(backend));
-    let stop_at = tokio::time::Instant::now() + Duration::from_secs(2);
+    // At least 2 s and 50 cycles per task (a loaded machine may need longer
+    // to get going), at most 30 s.
+    let started = tokio::time::Instant::now();
+    let (min_end, max_end) = (
+        started + Duration::from_secs(2),
+        started + Duration::from_secs(30),
+    );
     let mut tasks = Vec::new();
     for t in 0..16 {
         let warden = Arc::clone(&warden);
         tasks.push(tokio::spawn(async move {
             // One key per task, as in the throughput benchmark.
-            let lease = warden
-                .lease(format!("leftover-{t}"))
-                .ttl(Duration::from_secs(10));
-            let mut cycles = 0u32;
-            while tokio::time::Instant::now() < stop_at {
-                if let Some(guard) = lease.try_acquire().await.unwrap().into_guard() {
-                    guard.release().await.unwrap();
-                    cycles += 1;
+            let lease = warden.lease(format!("leftover-{t}")).ttl(TTL);
+            let (mut cycles, mut errors) = (0u32, 0u32);
+            loop {
+                let now = tokio::time::Instant::now();
+                if now >= max_end || (now >= min_end && cycles >= 50) {
+                    break;
+                }
+                // On a loaded machine a node can miss its 100 ms timeout and a
+                // majority be unavailable now and then: that is counted, not
+                // fatal — the keys such an attempt may leave are what this
+                // test looks for.
+                match lease.try_acquire().await {
+                    Ok(reply) => {
+                        if let Some(guard) = reply.into_guard() {
+                            match guard.release().await {
+                                Ok(_) => cycles += 1,
+                                Err(_) => errors += 1,
+                            }
+                        }
+                    }
+                    Err(_) => errors += 1,
                 }
             }
-            cycles
+            (cycles, errors)
         }));
     }
-    let mut cycles = 0;
+    let (mut cycles, mut errors) = (0, 0);
     for t in tasks {
-        cycles += t.await.unwrap();
+        let (c, e) = t.await.unwrap();
+        cycles += c;
+        errors += e;
     }
-    assert!(cycles > 0, "no cycle completed");
-    // Every release and undo has returned; background follow-ups are bounded
-    // by the node timeout, so give them that long (the TTL is 10 s: a key
-    // still there then is a leftover, not a follow-up in progress).
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    assert!(cycles > 0, "no cycle completed ({errors} errors)");
+    // Every release and undo has returned; the background follow-ups end
+    // within the nodes' 2 s request budget plus a few retries, so 15 s is
+    // ample even on a loaded machine, and far from the 60 s TTL: a key still
+    // there then is a leftover, not a follow-up in progress.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         let mut left = Vec::new();
         for (i, node) in nodes.iter().enumerate() {
@@ -82,7 +112,7 @@ async fn concurrent_cycles_leave_no_lease_key_on_any_node() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{cycles} cycles left lease keys behind: {left:?}"
+            "{cycles} cycles ({errors} errors) left lease keys behind: {left:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -37,11 +37,9 @@
 //! across leaders — but **the leader's id is not kept**: a quorum keeps no
 //! records, so [`Election::leader`] reports `id: None` there, and
 //! `warden elect --id` refuses to run on one. The term `leader()` reports on a
-//! quorum is the highest fence counter of the nodes that answered: never below
-//! the leader's term, but above it once a candidate's failed vote took a node
-//! the leader had lost — a number no leader held, which a later leader may
-//! get. So on a quorum compare terms only from [`Leadership::term`] (what the
-//! leader sends with its writes), not from `leader()`.
+//! quorum is the fence the nodes holding the leader's lease agree on — the
+//! leader's own [`Leadership::term`], also after a candidate's failed vote
+//! raised the counter of a node the leader does not hold.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> warden::Result<()> {
@@ -100,8 +98,8 @@ pub struct Leader {
     /// quorum of Redis masters; a custom [`LeaseStore`] without
     /// [`Warden::with_records`](crate::Warden::with_records)).
     pub id: Option<String>,
-    /// The leader's term: its lease's fence (on a quorum, the highest fence
-    /// counter of the nodes, which can be above it: see the [module
+    /// The leader's term: its lease's fence (on a quorum, as the nodes
+    /// holding the lease agree on it: see the [module
     /// docs](self#on-a-quorum-of-redis-masters)).
     pub term: Fence,
     /// How long the store keeps the leader's lease without renewal, when the

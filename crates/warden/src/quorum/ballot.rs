@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 
-use super::gather::{Call, Inbox, count_ok, target};
+use super::cleanup::VoteCleanup;
+use super::gather::{Call, Fanout, count_ok, target};
 use super::node::{Ballot, QuorumNode};
 use super::store::{Holding, Quorum};
 use crate::error::{NodeOutcome, Result};
@@ -53,29 +54,6 @@ impl Tally {
     }
 }
 
-/// Undoes an acquisition attempt on every node when dropped armed: a caller
-/// dropped in the middle of an attempt leaves no key behind.
-struct UndoOnDrop<'a, N: QuorumNode> {
-    quorum: &'a Quorum<N>,
-    key: &'a str,
-    token: &'a OwnerToken,
-    armed: bool,
-}
-
-impl<N: QuorumNode> Drop for UndoOnDrop<'_, N> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (tasks, _) = self.quorum.undo_tasks(self.key, self.token);
-            for task in tasks {
-                runtime.spawn(task);
-            }
-        }
-    }
-}
-
 impl<N: QuorumNode> Quorum<N> {
     /// Runs one acquire ballot; see the [module docs](crate::quorum).
     pub(super) async fn acquire(
@@ -87,52 +65,56 @@ impl<N: QuorumNode> Quorum<N> {
     ) -> Result<AcquireReply> {
         let d = self.deadlines(ttl);
         let holder = holder.cloned().map(Arc::new);
-        // Unless the lease is won, the votes are undone on every node; a
-        // dropped caller counts as a failed attempt.
-        let mut undo = UndoOnDrop {
-            quorum: self,
-            key,
-            token,
-            armed: true,
-        };
-        let call = Call::new("acquire", key, Some(d.node));
         let target = target(key, token);
-        let mut votes = self
-            .fan_out(call, move |node| {
-                let (t, h) = (Arc::clone(&target), holder.clone());
+        let asked = Arc::clone(&target);
+        let votes = self
+            .fan_out(Call::new("acquire", key, Some(d.node)), move |node| {
+                let (t, h) = (Arc::clone(&asked), holder.clone());
                 async move { node.vote(&t.0, &t.1, ttl, h.as_deref()).await }
             })
             .await;
+        // Unless the lease is won, the votes are undone on every node; a
+        // dropped caller counts as a failed attempt.
+        let mut cleanup = VoteCleanup {
+            quorum: self.clone(),
+            target,
+            give_up_at: self.keys_expire(ttl),
+            votes,
+            armed: true,
+            undos: None,
+        };
         let quorum = self.quorum();
+        let votes = &mut cleanup.votes;
         votes
-            .until(None, |b| Tally::of(b).decided(quorum, self.pending(b)))
+            .until(|b| Tally::of(b).decided(quorum, self.pending(b)))
             .await;
         let won = Tally::of(&votes.replies).granted >= quorum && crate::clock::now() < d.valid_at;
         if won
             && let Some(fence) = self.settle(key, token, &votes.replies, d.valid_until).await
             && crate::clock::now() < d.valid_at
         {
-            undo.armed = false;
-            return Ok(self.won(key, token, fence, d.valid_at, votes));
+            let votes = cleanup.disarm();
+            return Ok(self.won(&cleanup, fence, d.valid_at, votes));
         }
-        undo.armed = false;
-        self.refuse(key, token, ttl, votes, d.node).await
+        self.refuse(ttl, cleanup).await
     }
 
     /// Records a won lease and follows up on the votes still to come.
     fn won(
         &self,
-        key: &str,
-        token: &OwnerToken,
+        cleanup: &VoteCleanup<N>,
         fence: u64,
         valid_until: crate::clock::Moment,
-        votes: Inbox<Ballot>,
+        votes: Fanout<N, Ballot>,
     ) -> AcquireReply {
+        let (key, token) = (&cleanup.target.0, &cleanup.target.1);
         self.set_holding(key, token, Some(Holding { fence, valid_until }));
-        if votes.replies.iter().any(Option::is_none) {
+        if votes.running() > 0 {
+            // Also the votes that timed out for the decision but still run.
+            let target = cleanup.target.clone();
             tokio::spawn(
                 self.clone()
-                    .follow_late_grants((key.to_string(), token.clone()), votes),
+                    .follow_late_votes(target, votes, cleanup.give_up_at),
             );
         }
         AcquireReply::Acquired {
@@ -194,38 +176,57 @@ impl<N: QuorumNode> Quorum<N> {
     /// A lost, split, too slow or unavailable ballot: undo every vote — also on
     /// nodes that timed out or have not answered yet — and say why.
     ///
-    /// The undo requests are on every connection before this returns, behind
-    /// this attempt's votes and ahead of the caller's next attempt (which in any
-    /// case carries a fresh owner token), so an undo can only ever remove this
-    /// attempt's grant. The nodes that answered are waited for (they are quick),
-    /// so a caller that sees `Held` leaves no key behind on a responsive node.
-    async fn refuse(
-        &self,
-        key: &str,
-        token: &OwnerToken,
-        ttl: Duration,
-        votes: Inbox<Ballot>,
-        node_deadline: Instant,
-    ) -> Result<AcquireReply> {
-        let (tasks, mut undos) = self.undo_tasks(key, token);
-        super::gather::launch(tasks).await;
-        let ballots = &votes.replies;
-        let answered: Vec<usize> = (0..ballots.len())
+    /// The undo requests are queued on every connection before this waits,
+    /// behind this attempt's votes and ahead of the caller's next attempt
+    /// (which in any case carries a fresh owner token), so an undo can only
+    /// ever remove this attempt's grant. The nodes that answered are waited
+    /// for (they are quick), so a caller that sees `Held` leaves no key behind
+    /// on a responsive node; what is still out is followed up in the
+    /// background (see `cleanup.rs`).
+    async fn refuse(&self, ttl: Duration, mut cleanup: VoteCleanup<N>) -> Result<AcquireReply> {
+        let target = Arc::clone(&cleanup.target);
+        let key = &*target.0;
+        // Everything the answer needs is read before anything is awaited.
+        let ballots = &cleanup.votes.replies;
+        let ended: Vec<bool> = (0..ballots.len()).map(|i| cleanup.votes.ended(i)).collect();
+        let ok: Vec<usize> = (0..ballots.len())
             .filter(|i| matches!(ballots[*i], Some(Ok(_))))
             .collect();
-        let cleanup_deadline = Instant::now() + self.options().node_timeout;
-        undos
-            .until(Some(cleanup_deadline), |u| {
-                answered.iter().all(|i| u[*i].is_some())
+        let refused = self.refusal(key, ttl, ballots, ok.len());
+        let undone = Arc::clone(&target);
+        let deadline = Instant::now() + self.options().node_timeout;
+        let mut undos = self
+            .fan_out(Call::new("undo", key, Some(deadline)), move |node| {
+                let t = Arc::clone(&undone);
+                async move { node.undo_logged(&t.0, &t.1, "undoing a quorum vote").await }
             })
             .await;
+        undos.until(|u| ok.iter().all(|i| u[*i].is_some())).await;
+        // What is still out (or failed) is finished when `cleanup` drops.
+        cleanup.undos = Some((undos, ended));
+        refused
+    }
+
+    /// What the caller of a lost ballot is told: unavailable when fewer than
+    /// a majority answered (`answered`), else held — for the other holder's
+    /// remaining TTL when a majority holds it, for a random retry delay when
+    /// the vote split.
+    fn refusal(
+        &self,
+        key: &str,
+        ttl: Duration,
+        ballots: &[Option<Result<Ballot>>],
+        answered: usize,
+    ) -> Result<AcquireReply> {
         let votes_now = self.votes(ballots, |b| match b {
             Ballot::Granted(_) => NodeOutcome::Granted,
             Ballot::Held(ttl_left) => NodeOutcome::Held {
                 ttl_left: *ttl_left,
             },
         });
-        let tally = Tally::of(ballots);
+        if answered < self.quorum() {
+            return Err(self.unavailable("acquire", key, votes_now));
+        }
         let held: Vec<Duration> = ballots
             .iter()
             .filter_map(|b| match b {
@@ -233,101 +234,13 @@ impl<N: QuorumNode> Quorum<N> {
                 _ => None,
             })
             .collect();
-        if tally.missing > 0 {
-            let late_deadline = node_deadline + self.options().node_timeout;
-            let follow = (key.to_string(), token.clone());
-            tokio::spawn(
-                self.clone()
-                    .undo_late_votes(follow, votes, undos, late_deadline),
-            );
-        }
-        if answered.len() < self.quorum() {
-            return Err(self.unavailable("acquire", key, votes_now));
-        }
         let ttl_left = if held.len() >= self.quorum() {
-            held_ttl(self.quorum(), tally.granted, held)
+            held_ttl(self.quorum(), Tally::of(ballots).granted, held)
         } else {
             Some(self.retry_delay())
         };
         tracing::debug!(key, votes = %super::list_votes(&votes_now), "quorum acquire refused");
         Ok(AcquireReply::Held { ttl_left })
-    }
-
-    /// Tasks that delete the lease key on every node if it holds `token`,
-    /// without waking waiters, and the inbox of whether each deleted our key.
-    pub(super) fn undo_tasks(
-        &self,
-        key: &str,
-        token: &OwnerToken,
-    ) -> (Vec<super::gather::NodeTask>, Inbox<bool>) {
-        let target = target(key, token);
-        self.tasks(Call::new("undo", key, None), move |node| {
-            let t = Arc::clone(&target);
-            async move { node.undo_logged(&t.0, &t.1, "undoing a quorum vote").await }
-        })
-    }
-
-    /// Follows up on nodes whose vote had not arrived when an attempt failed.
-    /// Their undo went out at once, so it stays ahead of the caller's next
-    /// attempt; but on a connection still being (re)established it can overtake
-    /// the vote it undoes. When that happened — the undo found nothing and the
-    /// vote then granted — the grant is undone again. Only then: a second undo
-    /// after the vote found *our own* key — this attempt's token, which no later
-    /// attempt carries — so it never removes a newer grant.
-    async fn undo_late_votes(
-        self,
-        (key, token): (String, OwnerToken),
-        mut votes: Inbox<Ballot>,
-        mut undos: Inbox<bool>,
-        deadline: Instant,
-    ) {
-        let late: Vec<usize> = (0..votes.replies.len())
-            .filter(|i| votes.replies[*i].is_none())
-            .collect();
-        let settled = |v: &Inbox<Ballot>, u: &Inbox<bool>| {
-            late.iter()
-                .all(|i| v.replies[*i].is_some() && u.replies[*i].is_some())
-        };
-        while !settled(&votes, &undos) {
-            tokio::select! {
-                Some(_) = votes.next() => {}
-                Some(_) = undos.next() => {}
-                () = sleep_until(deadline) => break,
-                else => break,
-            }
-        }
-        for &i in &late {
-            let granted = matches!(votes.replies[i], Some(Ok(Ballot::Granted(_))));
-            let found_nothing = matches!(undos.replies[i], Some(Ok(false) | Err(_)));
-            if granted && found_nothing {
-                let node = &self.nodes()[i];
-                let _ = node
-                    .undo_logged(&key, &token, "undoing a late quorum vote")
-                    .await;
-            }
-        }
-    }
-
-    /// Follows up on the votes of a won attempt that had not arrived when it was
-    /// decided. Usually the release of the lease deletes them; but on a
-    /// connection still being (re)established the release can overtake the vote
-    /// and find nothing, and the vote then grants a key nobody will delete
-    /// before its TTL. A late grant that arrives once the lease is released (or
-    /// its validity over) is therefore undone — it carries this attempt's
-    /// token, so it is ours alone.
-    async fn follow_late_grants(
-        self,
-        (key, token): (String, OwnerToken),
-        mut votes: Inbox<Ballot>,
-    ) {
-        while let Some(i) = votes.next().await {
-            let granted = matches!(votes.replies[i], Some(Ok(Ballot::Granted(_))));
-            if !granted || self.holding(&key, &token).is_some() {
-                continue;
-            }
-            let node = &self.nodes()[i];
-            let _ = node.undo_logged(&key, &token, "undoing a late grant").await;
-        }
     }
 
     /// A random pause before the next attempt after a split vote.

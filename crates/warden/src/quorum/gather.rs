@@ -1,28 +1,31 @@
 //! The one fan-out every quorum operation uses: send to all nodes (or some) at
-//! once, bound each node by a deadline, collect the replies until the caller's
+//! once, bound them by one deadline, collect the replies until the caller's
 //! decision is known, and keep track of the nodes that stopped answering.
 //!
-//! A node's request goes on its connection before the fan-out returns
-//! ([`launch`]), so each node sees a handle's requests in the order they were
-//! made. Replies that arrive after the decision stay in the [`Inbox`], for the
-//! callers that follow up on them (late votes of an acquire).
+//! A [`Fanout`] holds the node requests of one operation and is polled in place
+//! by whoever waits on it — no task per node, no channel. Each request is
+//! polled once before [`Quorum::fan_out`] returns, so it is queued on its
+//! node's connection then and each node sees a handle's requests in the order
+//! they were made. Requests still running when a decision is taken go on: a
+//! follow-up takes the [`Fanout`] over, or dropping it hands the rest to one
+//! background task.
 
 use std::future::Future;
+use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
-use tokio::sync::mpsc;
-use tokio::time::{Instant, timeout_at};
+use tokio::time::{Instant, Sleep, sleep_until};
 
 use super::node::QuorumNode;
 use super::store::Quorum;
 use crate::error::{Error, NodeOutcome, NodeVote, Result};
 use crate::token::OwnerToken;
 
-/// A lease key and owner token shared by the node tasks of one operation: one
-/// allocation per operation instead of a copy of each per node.
+/// A lease key and owner token shared by the node requests of one operation:
+/// one allocation per operation instead of a copy of each per node.
 pub(super) type Target = Arc<(Box<str>, OwnerToken)>;
 
 /// The [`Target`] of an operation on `key` by `token`.
@@ -30,9 +33,8 @@ pub(super) fn target(key: &str, token: &OwnerToken) -> Target {
     Arc::new((key.into(), token.clone()))
 }
 
-/// One node's part of an operation, run to its end even when the caller has its
-/// answer already.
-pub(super) type NodeTask = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// One node's request of an operation.
+type NodeCall<T> = Pin<Box<dyn Future<Output = Result<T>> + Send>>;
 
 /// How one fan-out runs.
 #[derive(Debug, Clone, Copy)]
@@ -63,98 +65,222 @@ impl<'a> Call<'a> {
     }
 }
 
-/// The replies of one fan-out, by node; `None` while a node has not answered.
-#[derive(Debug)]
-pub(super) struct Inbox<T> {
-    pub replies: Vec<Option<Result<T>>>,
-    rx: mpsc::UnboundedReceiver<(usize, Result<T>)>,
+/// One node of a quorum, owned (a handle on the quorum and the node's index),
+/// so that a node's request can outlive the caller that made it.
+#[derive(Debug, Clone)]
+pub(super) struct NodeRef<N> {
+    quorum: Quorum<N>,
+    i: usize,
 }
 
-impl<T> Inbox<T> {
-    /// Collects replies until `decided` holds, every node has answered, or
-    /// `wait` (if any) has passed.
-    pub(super) async fn until(
-        &mut self,
-        wait: Option<Instant>,
-        mut decided: impl FnMut(&[Option<Result<T>>]) -> bool,
-    ) {
-        while !decided(&self.replies) {
-            let next = match wait {
-                Some(wait) => timeout_at(wait, self.rx.recv()).await.ok().flatten(),
-                None => self.rx.recv().await,
-            };
-            let Some((i, reply)) = next else { break };
-            self.replies[i] = Some(reply);
+impl<N: QuorumNode> Deref for NodeRef<N> {
+    type Target = N;
+
+    fn deref(&self) -> &N {
+        &self.quorum.nodes()[self.i]
+    }
+}
+
+/// The requests of one fan-out and their replies, by node; a reply is `None`
+/// while its node has not answered.
+pub(super) struct Fanout<N: QuorumNode, T: Send + 'static> {
+    quorum: Quorum<N>,
+    op: &'static str,
+    /// The lease key, for timeout errors.
+    key: Box<str>,
+    mark: bool,
+    started: Instant,
+    calls: Vec<Option<NodeCall<T>>>,
+    pub replies: Vec<Option<Result<T>>>,
+    /// The requests still running fail with a timeout then.
+    deadline: Option<Pin<Box<Sleep>>>,
+    /// Whether this is the background remainder of a dropped fan-out (which
+    /// is not handed on again: a runtime shutting down drops it at once).
+    detached: bool,
+}
+
+impl<N: QuorumNode, T: Send + 'static> std::fmt::Debug for Fanout<N, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fanout")
+            .field("op", &self.op)
+            .field("key", &self.key)
+            .field("running", &self.running())
+            .finish()
+    }
+}
+
+impl<N: QuorumNode, T: Send + 'static> Fanout<N, T> {
+    /// Moves the requests and replies out, leaving an empty fan-out.
+    pub(super) fn take(&mut self) -> Fanout<N, T> {
+        Fanout {
+            quorum: self.quorum.clone(),
+            op: self.op,
+            key: std::mem::take(&mut self.key),
+            mark: self.mark,
+            started: self.started,
+            calls: std::mem::take(&mut self.calls),
+            replies: std::mem::take(&mut self.replies),
+            deadline: self.deadline.take(),
+            detached: false,
         }
     }
 
-    /// Waits for the next reply, stores it and returns its node (`None` once
-    /// every node has answered).
-    pub(super) async fn next(&mut self) -> Option<usize> {
-        let (i, reply) = self.rx.recv().await?;
+    /// Whether node `i`'s request has ended (answered, failed, or was never
+    /// made): a request queued after this holds reaches the node behind it.
+    /// A request that merely timed out for the decision has not ended.
+    pub(super) fn ended(&self, i: usize) -> bool {
+        self.calls[i].is_none()
+    }
+
+    /// How many requests are still running.
+    pub(super) fn running(&self) -> usize {
+        self.calls.iter().filter(|c| c.is_some()).count()
+    }
+
+    /// How many requests have not answered yet (and are not overdue).
+    fn unanswered(&self) -> usize {
+        self.calls
+            .iter()
+            .zip(&self.replies)
+            .filter(|(c, r)| c.is_some() && r.is_none())
+            .count()
+    }
+
+    /// Polls every running request. Once the deadline has passed, those that
+    /// have not answered count as timed out — but they are not dropped: they
+    /// run on until their node answers or its own (longer) timeout ends them.
+    /// A request dropped while still queued on its connection might never be
+    /// sent (redis-rs skips a queued request nobody waits for), while the
+    /// requests queued behind it would be: a release could be lost that way
+    /// behind the vote it was meant to delete. A late answer replaces the
+    /// timeout (the follow-ups read it).
+    fn poll_calls(&mut self, cx: &mut Context<'_>) {
+        for i in 0..self.calls.len() {
+            let Some(call) = self.calls[i].as_mut() else {
+                continue;
+            };
+            if let Poll::Ready(reply) = call.as_mut().poll(cx) {
+                self.calls[i] = None;
+                self.land(i, reply);
+            }
+        }
+        let expired = self.unanswered() > 0
+            && self
+                .deadline
+                .as_mut()
+                .is_some_and(|d| d.as_mut().poll(cx).is_ready());
+        if expired {
+            for i in 0..self.calls.len() {
+                if self.calls[i].is_some() && self.replies[i].is_none() {
+                    let e = self.quorum.timeout(i, self.op, &self.key, self.started);
+                    self.land(i, Err(e));
+                }
+            }
+        }
+    }
+
+    /// Records node `i`'s reply.
+    fn land(&mut self, i: usize, reply: Result<T>) {
+        if self.mark {
+            self.quorum.note(i, &reply);
+        }
+        self.quorum
+            .report(i, self.op, &self.key, &reply, self.started);
         self.replies[i] = Some(reply);
-        Some(i)
+    }
+
+    /// Collects replies until `decided` holds or every node asked has
+    /// answered or timed out.
+    pub(super) async fn until(&mut self, mut decided: impl FnMut(&[Option<Result<T>>]) -> bool) {
+        std::future::poll_fn(|cx| {
+            self.poll_calls(cx);
+            if self.unanswered() == 0 || decided(&self.replies) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+
+    /// Runs every request to its end (each ends by the node's own timeout at
+    /// the latest): a request that was queued on its connection has been sent
+    /// by then, or never will be, so a request made after this returns reaches
+    /// the node behind it.
+    pub(super) async fn finish(&mut self) {
+        std::future::poll_fn(|cx| {
+            self.poll_calls(cx);
+            if self.running() == 0 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+}
+
+impl<N: QuorumNode, T: Send + 'static> Drop for Fanout<N, T> {
+    /// Requests still running are finished by one background task, so that
+    /// each is sent and its node marked by its answer.
+    fn drop(&mut self) {
+        if self.running() == 0 || self.detached {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut rest = self.take();
+        rest.detached = true;
+        runtime.spawn(async move { rest.finish().await });
     }
 }
 
 impl<N: QuorumNode> Quorum<N> {
-    /// One task per node of `call` running `op`, and the inbox their replies go
-    /// to. Nothing runs until the tasks are polled: see [`launch`].
-    pub(super) fn tasks<T, F, Fut>(&self, call: Call<'_>, op: F) -> (Vec<NodeTask>, Inbox<T>)
+    /// Starts `op` on the nodes of `call`: every request is polled once, so it
+    /// is queued on its node's connection when this returns.
+    pub(super) async fn fan_out<T, F, Fut>(&self, call: Call<'_>, op: F) -> Fanout<N, T>
     where
         T: Send + 'static,
-        F: Fn(N) -> Fut,
+        F: Fn(NodeRef<N>) -> Fut,
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
         let n = self.nodes().len();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut tasks = Vec::with_capacity(n);
-        // Only a timeout error needs the key, so it is copied once and shared.
-        let key: Arc<str> = Arc::from(call.key);
-        for (i, node) in self.nodes().iter().enumerate() {
-            if call.only.is_some_and(|only| !only.contains(&i)) {
-                continue;
-            }
-            let request = op(node.clone());
-            let (tx, me, key) = (tx.clone(), self.clone(), Arc::clone(&key));
-            let (op_name, deadline, mark) = (call.op, call.deadline, call.mark);
-            tasks.push(Box::pin(async move {
-                let started = Instant::now();
-                let reply = match deadline {
-                    None => request.await,
-                    Some(deadline) => match timeout_at(deadline, request).await {
-                        Ok(reply) => reply,
-                        Err(_) => Err(me.timeout(i, op_name, &key, started)),
-                    },
-                };
-                if mark {
-                    me.note(i, &reply);
-                }
-                me.report(i, op_name, &key, &reply, started);
-                let _ = tx.send((i, reply));
-            }) as NodeTask);
-        }
-        let replies = (0..n).map(|_| None).collect();
-        (tasks, Inbox { replies, rx })
+        let calls = (0..n)
+            .map(|i| {
+                let asked = call.only.is_none_or(|only| only.contains(&i));
+                asked.then(|| {
+                    let node = NodeRef {
+                        quorum: self.clone(),
+                        i,
+                    };
+                    Box::pin(op(node)) as NodeCall<T>
+                })
+            })
+            .collect();
+        let mut fanout = Fanout {
+            quorum: self.clone(),
+            op: call.op,
+            key: call.key.into(),
+            mark: call.mark,
+            started: Instant::now(),
+            calls,
+            replies: (0..n).map(|_| None).collect(),
+            deadline: call.deadline.map(|d| Box::pin(sleep_until(d))),
+            detached: false,
+        };
+        std::future::poll_fn(|cx| {
+            fanout.poll_calls(cx);
+            Poll::Ready(())
+        })
+        .await;
+        fanout
     }
 
-    /// Starts `op` on the nodes of `call`; the requests are on the wire when this
-    /// returns.
-    pub(super) async fn fan_out<T, F, Fut>(&self, call: Call<'_>, op: F) -> Inbox<T>
-    where
-        T: Send + 'static,
-        F: Fn(N) -> Fut,
-        Fut: Future<Output = Result<T>> + Send + 'static,
-    {
-        let (tasks, inbox) = self.tasks(call, op);
-        launch(tasks).await;
-        inbox
-    }
-
-    /// Runs `op` on the nodes of `call` and collects the replies until `decided`
-    /// says the outcome is known or every node has answered. Tasks still running
-    /// go on in the background, so a slow node never holds up a decided
-    /// operation.
+    /// Runs `op` on the nodes of `call` and collects the replies until
+    /// `decided` says the outcome is known or every node has answered.
+    /// Requests still running go on in the background, so a slow node never
+    /// holds up a decided operation.
     pub(super) async fn gather<T, F, Fut>(
         &self,
         call: Call<'_>,
@@ -163,12 +289,13 @@ impl<N: QuorumNode> Quorum<N> {
     ) -> Vec<Option<Result<T>>>
     where
         T: Send + 'static,
-        F: Fn(N) -> Fut,
+        F: Fn(NodeRef<N>) -> Fut,
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
-        let mut inbox = self.fan_out(call, op).await;
-        inbox.until(None, decided).await;
-        inbox.replies
+        let mut fanout = self.fan_out(call, op).await;
+        fanout.until(decided).await;
+        // The requests still running finish in the background (on drop).
+        fanout.replies.iter_mut().map(Option::take).collect()
     }
 
     fn timeout(&self, node: usize, op: &'static str, key: &str, started: Instant) -> Error {
@@ -263,27 +390,4 @@ pub(super) fn count_ok<T>(replies: &[Option<Result<T>>], pred: impl Fn(&T) -> bo
         .iter()
         .filter(|r| matches!(r, Some(Ok(v)) if pred(v)))
         .count()
-}
-
-/// Polls every task once in the caller's context, then spawns those still
-/// running. The first poll puts each node's request on that node's connection
-/// *now*, so requests reach every node in the order the caller made them: a
-/// release that returned early (a majority answered) is never overtaken on a
-/// slower node by the caller's next acquire, and an acquire that returned early
-/// is never overtaken by its own release.
-pub(super) async fn launch(tasks: Vec<NodeTask>) {
-    let mut tasks = tasks;
-    let mut running = Vec::with_capacity(tasks.len());
-    std::future::poll_fn(|cx| {
-        for mut task in tasks.drain(..) {
-            if task.as_mut().poll(cx).is_pending() {
-                running.push(task);
-            }
-        }
-        Poll::Ready(())
-    })
-    .await;
-    for task in running {
-        tokio::spawn(task);
-    }
 }

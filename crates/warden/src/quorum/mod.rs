@@ -102,6 +102,7 @@
 //! node-generic core, which `tests.rs` drives with in-process nodes.
 
 mod ballot;
+mod cleanup;
 mod gather;
 pub(crate) mod node;
 mod ops;

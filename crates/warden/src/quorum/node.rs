@@ -33,6 +33,15 @@ pub(crate) enum Renewal {
     NotOurs,
 }
 
+/// One node's view of a lease key: its status, and which owner token holds it
+/// (compared between nodes only; never shown).
+#[derive(Debug, Clone)]
+pub(crate) struct NodeStatus {
+    pub lease: LeaseStatus,
+    /// The token the lease key holds (`None` when free).
+    pub owner: Option<String>,
+}
+
 /// The operations of one quorum node. Each is one atomic step on the node; the
 /// quorum bounds every call by its own deadline, so an implementation needs no
 /// timeout of its own beyond its connection's.
@@ -78,8 +87,8 @@ pub(crate) trait QuorumNode: Debug + Clone + Send + Sync + 'static {
     /// Deletes `key` if it holds `token`, and wakes waiters.
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome>;
 
-    /// Reads the state of `key` on this node.
-    async fn status(&self, key: &str) -> Result<LeaseStatus>;
+    /// Reads the state of `key` on this node, with the token that holds it.
+    async fn status(&self, key: &str) -> Result<NodeStatus>;
 
     /// Starts watching `key` for releases on this node.
     async fn watch_releases(&self, key: &str) -> ReleaseWatch;

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::gather::{Call, count_ok, target};
-use super::node::{QuorumNode, Renewal};
+use super::node::{NodeStatus, QuorumNode, Renewal};
 use super::store::{Deadlines, Holding, Quorum};
 use crate::error::{NodeOutcome, Result};
 use crate::lease::{ExtendReply, LeaseStatus, ReleaseOutcome, ReleaseWatch};
@@ -111,7 +111,7 @@ impl<N: QuorumNode> Quorum<N> {
                 valid_until: valid_at,
             });
         }
-        self.extend_failed(key, token, &replies, renewals)
+        self.extend_failed(key, token, ttl, &replies, renewals)
     }
 
     /// An extend that did not win: lost (the takes are undone) or undecided.
@@ -119,6 +119,7 @@ impl<N: QuorumNode> Quorum<N> {
         &self,
         key: &str,
         token: &OwnerToken,
+        ttl: Duration,
         replies: &[Option<Result<Renewal>>],
         renewals: Renewals,
     ) -> Result<ExtendReply> {
@@ -129,12 +130,14 @@ impl<N: QuorumNode> Quorum<N> {
         let vanished = renewals.extended == 0 && renewals.taken.len() >= quorum;
         if renewals.not_ours > n - quorum || vanished {
             self.set_holding(key, token, None);
-            for i in renewals.taken {
-                let (node, key, token) = (self.nodes()[i].clone(), key.to_string(), token.clone());
+            if !renewals.taken.is_empty() {
+                let (me, target) = (self.clone(), target(key, token));
+                let give_up_at = self.keys_expire(ttl);
                 tokio::spawn(async move {
-                    let _ = node
-                        .undo_logged(&key, &token, "undoing an extend's take")
-                        .await;
+                    for i in renewals.taken {
+                        me.undo_until_answered(i, &target, give_up_at, "undoing an extend's take")
+                            .await;
+                    }
                 });
             }
             return Ok(ExtendReply::NotHeld);
@@ -150,35 +153,54 @@ impl<N: QuorumNode> Quorum<N> {
     }
 
     /// Releases on every node; once a majority has answered and one of them
-    /// released, the rest finish in the background.
+    /// released, the rest finish in the background, and a node that did not
+    /// answer is asked again (see `cleanup.rs`).
     pub(super) async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        let give_up_at = match self.holding(key, token) {
+            Some(h) => {
+                let left = h.valid_until.saturating_duration_since(crate::clock::now());
+                self.keys_expire(left)
+            }
+            None => self.keys_expire(self.options().node_timeout),
+        };
         self.set_holding(key, token, None);
         let quorum = self.quorum();
         let deadline = Instant::now() + self.options().node_timeout;
         let target = target(key, token);
+        let asked = Arc::clone(&target);
         let released = |r: &ReleaseOutcome| *r == ReleaseOutcome::Released;
-        let replies = self
-            .gather(
-                Call::new("release", key, Some(deadline)),
-                move |node| {
-                    let t = Arc::clone(&target);
-                    async move { node.release(&t.0, &t.1).await }
-                },
-                |r| count_ok(r, |_| true) >= quorum && count_ok(r, released) > 0,
-            )
+        let mut replies = self
+            .fan_out(Call::new("release", key, Some(deadline)), move |node| {
+                let t = Arc::clone(&asked);
+                async move { node.release(&t.0, &t.1).await }
+            })
             .await;
-        if count_ok(&replies, released) > 0 {
-            return Ok(ReleaseOutcome::Released);
+        replies
+            .until(|r| count_ok(r, |_| true) >= quorum && count_ok(r, released) > 0)
+            .await;
+        let answered = count_ok(&replies.replies, |_| true);
+        let outcome = if count_ok(&replies.replies, released) > 0 {
+            Ok(ReleaseOutcome::Released)
+        } else if answered >= quorum {
+            Ok(ReleaseOutcome::NotHeld)
+        } else {
+            let votes = self.votes(&replies.replies, |_| NodeOutcome::NotHeld);
+            Err(self.unavailable("release", key, votes))
+        };
+        if answered < self.nodes().len() {
+            tokio::spawn(
+                self.clone()
+                    .follow_release(target, replies.take(), give_up_at),
+            );
         }
-        if count_ok(&replies, |_| true) >= quorum {
-            return Ok(ReleaseOutcome::NotHeld);
-        }
-        let votes = self.votes(&replies, |_| NodeOutcome::NotHeld);
-        Err(self.unavailable("release", key, votes))
+        outcome
     }
 
-    /// Reads every node: held while a majority holds it, until the quorum-th
-    /// longest TTL runs out; the fence is the highest any node reports.
+    /// Reads every node. The lease is held while a majority of the nodes holds
+    /// it with the same owner token, until the quorum-th longest of their
+    /// TTLs runs out; its fence is then the one those nodes agree on (the
+    /// holder's own fence: see [`holder_fence`]). A free lease reports the
+    /// highest counter any node has.
     pub(super) async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let quorum = self.quorum();
         let deadline = Instant::now() + self.options().node_timeout;
@@ -193,43 +215,39 @@ impl<N: QuorumNode> Quorum<N> {
                 |_| false,
             )
             .await;
-        let statuses: Vec<&LeaseStatus> = replies.iter().flatten().flatten().collect();
+        let statuses: Vec<&NodeStatus> = replies.iter().flatten().flatten().collect();
         if statuses.len() < quorum {
             let votes = self.votes(&replies, |_| NodeOutcome::Granted);
             return Err(self.unavailable("status", key, votes));
         }
-        let mut ttls: Vec<Duration> = statuses
-            .iter()
-            .filter(|s| s.held)
-            .map(|s| s.ttl_left.unwrap_or(Duration::MAX))
-            .collect();
-        ttls.sort_unstable_by(|a, b| b.cmp(a));
-        let held = ttls.len() >= quorum;
-        let ttl_left = held
-            .then(|| ttls.get(quorum - 1).copied())
-            .flatten()
-            .filter(|t| *t != Duration::MAX);
         let storage_key = format!(
             "{} on {} nodes",
             self.nodes()[0].storage_key(key),
             self.nodes().len()
         );
-        let mut status =
-            LeaseStatus::free(storage_key, statuses.iter().filter_map(|s| s.fence).max());
+        let highest = statuses.iter().filter_map(|s| s.lease.fence).max();
+        let mut status = LeaseStatus::free(storage_key, highest);
         // Waiters subscribe on every node; the node that counts the most
         // missed the fewest subscriptions.
-        status.waiters = statuses.iter().filter_map(|s| s.waiters).max();
-        if held {
-            status.held = true;
-            status.ttl_left = ttl_left;
-            // The holder as recorded on a node that holds the lease for the
-            // fence it granted (a node whose counter was raised to the
-            // quorum's fence reports none).
-            status.holder = statuses
-                .iter()
-                .filter(|s| s.held)
-                .find_map(|s| s.holder.clone());
-        }
+        status.waiters = statuses.iter().filter_map(|s| s.lease.waiters).max();
+        let Some(holding) = majority_holder(&statuses, quorum) else {
+            return Ok(status);
+        };
+        let mut ttls: Vec<Duration> = holding
+            .iter()
+            .map(|s| s.lease.ttl_left.unwrap_or(Duration::MAX))
+            .collect();
+        ttls.sort_unstable_by(|a, b| b.cmp(a));
+        status.held = true;
+        status.ttl_left = ttls
+            .get(quorum - 1)
+            .copied()
+            .filter(|t| *t != Duration::MAX);
+        status.fence = holder_fence(&holding).or(highest);
+        // The holder as recorded on a node that holds the lease for the fence
+        // it granted (a node whose counter was raised to the quorum's fence
+        // reports none).
+        status.holder = holding.iter().find_map(|s| s.lease.holder.clone());
         Ok(status)
     }
 
@@ -241,7 +259,7 @@ impl<N: QuorumNode> Quorum<N> {
         let merged_tx = Arc::new(merged_tx);
         let call = Call {
             mark: false,
-            ..Call::new("watch", key, None)
+            ..Call::new("watch", key, Some(deadline))
         };
         let (shared, forward_to) = (Arc::<str>::from(key), Arc::clone(&merged_tx));
         let mut ready = self
@@ -264,9 +282,7 @@ impl<N: QuorumNode> Quorum<N> {
         // lease may already be free.
         let quorum = self.quorum();
         ready
-            .until(Some(deadline), |r| {
-                r.iter().flatten().count() >= quorum && self.pending(r) == 0
-            })
+            .until(|r| r.iter().flatten().count() >= quorum && self.pending(r) == 0)
             .await;
         if count_ok(&ready.replies, |push| *push) > 0 {
             ReleaseWatch::from_channel(merged_rx, Some(Box::new(merged_tx)))
@@ -274,6 +290,34 @@ impl<N: QuorumNode> Quorum<N> {
             ReleaseWatch::polling()
         }
     }
+}
+
+/// The nodes that hold the lease for one owner token, when a majority does
+/// (at most one token can have a majority).
+pub(super) fn majority_holder<'a>(
+    statuses: &[&'a NodeStatus],
+    quorum: usize,
+) -> Option<Vec<&'a NodeStatus>> {
+    statuses.iter().find_map(|s| {
+        let owner = s.owner.as_deref()?;
+        let same: Vec<&NodeStatus> = statuses
+            .iter()
+            .copied()
+            .filter(|o| o.lease.held && o.owner.as_deref() == Some(owner))
+            .collect();
+        (same.len() >= quorum).then_some(same)
+    })
+}
+
+/// The holder's fence as the nodes holding its token report it: the lowest
+/// of their counters. While a node holds a token its counter does not move,
+/// and the won ballot left it at the holder's fence — those that granted
+/// the fence, those raised to it — or above it only where an extend took a
+/// node whose counter was already higher. A counter raised by someone
+/// else's failed vote sits on a node that does not hold the token, and is
+/// left out.
+pub(super) fn holder_fence(holding: &[&NodeStatus]) -> Option<crate::fence::Fence> {
+    holding.iter().filter_map(|s| s.lease.fence).min()
 }
 
 /// Forwards one node's release notifications to the merged watch while anyone

@@ -23,6 +23,10 @@ use crate::redis::{RedisOptions, RedisStore};
 use crate::token::OwnerToken;
 use crate::url::redact;
 
+/// How long a request to one node may run at most (the node timeout, when
+/// longer): the connection's own budget, past the quorum's decision.
+const NODE_REQUEST_BUDGET: Duration = Duration::from_secs(2);
+
 /// Leases over N independent Redis masters (Redlock); see the [module
 /// docs](crate::quorum) for the protocol and the fencing argument.
 ///
@@ -202,9 +206,14 @@ impl QuorumStore {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        // The quorum bounds every decision by the node timeout itself; the
+        // connection's own budget is longer, so that a request the quorum
+        // stopped waiting for is still sent (redis-rs skips a queued request
+        // whose caller is gone, which could drop a release and keep the
+        // vote queued ahead of it) and ends by this budget at the latest.
         let node_options = RedisOptions::default()
             .prefix(options.prefix.clone())
-            .timeout(options.node_timeout)
+            .timeout(options.node_timeout.max(NODE_REQUEST_BUDGET))
             .connect_timeout(options.connect_timeout.unwrap_or(options.node_timeout));
         let mut nodes = Vec::new();
         let mut names: Vec<String> = Vec::new();

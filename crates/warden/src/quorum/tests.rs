@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{Semaphore, watch};
 
-use super::node::{Ballot, QuorumNode, Renewal};
+use super::node::{Ballot, NodeStatus, QuorumNode, Renewal};
 use super::options::QuorumOptions;
 use super::store::Quorum;
 use crate::error::{Error, NodeOutcome, Result};
@@ -28,6 +28,15 @@ enum Mode {
     /// Every vote and status read waits for the gate (see [`MemNode::open`]);
     /// undos do not.
     Gated,
+    /// Like `Gated`, and a vote's answer is then lost: the vote is applied
+    /// but the quorum sees it time out (a request held up on a connection
+    /// being established, run after the requests made behind it, and answered
+    /// too late).
+    GatedMute,
+    /// Deletes (undo, release) take two seconds and happen only if the caller
+    /// still waits then — as redis-rs skips a request still queued on its
+    /// connection once nobody waits for its answer.
+    SlowDelete,
 }
 
 #[derive(Debug, Default)]
@@ -140,7 +149,8 @@ impl QuorumNode for MemNode {
         _holder: Option<&HolderInfo>,
     ) -> Result<Ballot> {
         self.check()?;
-        if self.mode() == Mode::Gated {
+        let mode = self.mode();
+        if matches!(mode, Mode::Gated | Mode::GatedMute) {
             let _permit = self.gate.acquire().await.expect("the gate stays open");
         }
         let ballot = {
@@ -155,11 +165,24 @@ impl QuorumNode for MemNode {
             }
         };
         self.bump();
+        if mode == Mode::GatedMute {
+            // The answer is lost; the node's own timeout ends the request.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            return Err(Error::Timeout {
+                backend: self.name.clone(),
+                op: "acquire",
+                key: key.to_string(),
+                after: Duration::from_secs(5),
+            });
+        }
         Ok(ballot)
     }
 
     async fn undo(&self, key: &str, token: &OwnerToken) -> Result<bool> {
         self.check()?;
+        if self.mode() == Mode::SlowDelete {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
         let undone = {
             let mut state = self.state();
             let ours = state.holders.get(key).is_some_and(|t| t == token.as_str());
@@ -214,16 +237,17 @@ impl QuorumNode for MemNode {
         })
     }
 
-    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+    async fn status(&self, key: &str) -> Result<NodeStatus> {
         self.check()?;
         if self.mode() == Mode::Gated {
             let _permit = self.gate.acquire().await.expect("the gate stays open");
         }
         let state = self.state();
         let fence = state.fences.get(key).copied().map(crate::fence::Fence::new);
-        let mut status = LeaseStatus::free(key.to_string(), fence);
-        status.held = state.holders.contains_key(key);
-        Ok(status)
+        let mut lease = LeaseStatus::free(key.to_string(), fence);
+        let owner = state.holders.get(key).cloned();
+        lease.held = owner.is_some();
+        Ok(NodeStatus { lease, owner })
     }
 
     async fn watch_releases(&self, _key: &str) -> ReleaseWatch {
@@ -426,6 +450,77 @@ async fn a_grant_arriving_after_the_release_is_undone() {
     late_vote_grants_then_is_undone(&nodes[2]).await;
 }
 
+/// A quorum over `nodes` with a node timeout of one second (for tests on
+/// paused time, where it passes as soon as every task waits).
+fn quorum_with_short_timeout(nodes: &[MemNode]) -> Quorum<MemNode> {
+    let options = QuorumOptions::default().node_timeout(Duration::from_secs(1));
+    let names = nodes.iter().map(|n| n.name.clone()).collect();
+    Quorum::from_nodes(nodes.to_vec(), names, options)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_vote_run_after_the_release_whose_answer_times_out_is_undone() {
+    // Node 2's vote is held up until after the release (which finds nothing
+    // there), then runs and grants; its answer never arrives, so the quorum
+    // sees a timeout. The grant must still be undone: a timed-out vote's fate
+    // is unknown, not "not granted".
+    let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::GatedMute]);
+    let q = quorum_with_short_timeout(&nodes);
+    let t = token();
+    fence_of(&q.acquire("k", &t, TTL, None).await.unwrap());
+    assert_eq!(q.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
+    late_vote_grants_then_is_undone(&nodes[2]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_vote_run_after_a_refusal_whose_answer_times_out_is_undone() {
+    // The attempt is lost on nodes 0 and 1; node 2's undo overtakes its
+    // held-up vote, which then grants and is never answered.
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal).held_by_other("k", 2),
+        MemNode::new(1, Mode::Normal).held_by_other("k", 2),
+        MemNode::new(2, Mode::GatedMute),
+    ];
+    let q = quorum_with_short_timeout(&nodes);
+    let reply = q.acquire("k", &token(), TTL, None).await.unwrap();
+    assert!(matches!(reply, AcquireReply::Held { .. }), "{reply:?}");
+    late_vote_grants_then_is_undone(&nodes[2]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_undo_that_overtakes_a_vote_timed_out_for_the_decision_is_repeated() {
+    // The vote splits on nodes 0 and 1 and is decided when node 2's vote
+    // times out — which does not end that request: it is still queued. The
+    // undo sent then overtakes it (a full queue lets waiting requests in in
+    // the order their tasks run) and finds nothing; the vote then grants.
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal),
+        MemNode::new(1, Mode::Normal).held_by_other("k", 3),
+        MemNode::new(2, Mode::GatedMute),
+    ];
+    let q = quorum_with_short_timeout(&nodes);
+    let reply = q.acquire("k", &token(), TTL, None).await.unwrap();
+    assert!(matches!(reply, AcquireReply::Held { .. }), "{reply:?}");
+    assert_eq!(nodes[0].holder("k"), None, "our grant on node 0 is undone");
+    late_vote_grants_then_is_undone(&nodes[2]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_the_quorum_stopped_waiting_for_still_reaches_its_node() {
+    // Node 2 deletes only if its release is still awaited two seconds on,
+    // past the one-second node timeout: the quorum answers without it, and
+    // the release must still be carried through, not dropped at the deadline.
+    let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::SlowDelete]);
+    let q = quorum_with_short_timeout(&nodes);
+    let t = token();
+    fence_of(&q.acquire("k", &t, TTL, None).await.unwrap());
+    assert_eq!(nodes[2].holder("k").as_deref(), Some(t.as_str()));
+    assert_eq!(q.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
+    nodes[2]
+        .wait_for("the slow release", |n| n.holder("k").is_none())
+        .await;
+}
+
 #[tokio::test]
 async fn a_split_vote_does_not_wait_for_a_node_that_timed_out_last_time() {
     // Node 2 is frozen (its vote waits for a gate never opened) and timed out
@@ -457,6 +552,46 @@ async fn a_frozen_node_times_out_and_is_marked_unresponsive() {
     assert!(!status.held);
     assert!(q.unresponsive()[2].load(Ordering::Relaxed));
     assert!(!q.unresponsive()[0].load(Ordering::Relaxed));
+}
+
+#[tokio::test]
+async fn status_reports_the_fence_the_holding_nodes_agree_on() {
+    // Node 2's counter is at 5, raised by a vote that failed elsewhere; the
+    // key there is held by someone else. Nodes 0 and 1 grant fence 1: that is
+    // the holder's fence, and the status must say so (not 5).
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal),
+        MemNode::new(1, Mode::Normal),
+        MemNode::new(2, Mode::Normal).held_by_other("k", 5),
+    ];
+    let q = quorum(&nodes);
+    let fence = fence_of(&q.acquire("k", &token(), TTL, None).await.unwrap());
+    assert_eq!(fence, 1);
+    let status = q.status("k").await.unwrap();
+    assert!(status.held);
+    assert_eq!(status.fence.map(|f| f.get()), Some(fence));
+    // Once released, the lease is free and the highest counter is reported.
+    nodes[0].state().holders.clear();
+    nodes[1].state().holders.clear();
+    let status = q.status("k").await.unwrap();
+    assert!(!status.held, "one node held by another is no majority");
+    assert_eq!(status.fence.map(|f| f.get()), Some(5));
+}
+
+#[tokio::test]
+async fn status_is_free_when_no_token_holds_a_majority() {
+    // Every node is held, but by three different owners: nobody holds the
+    // lease.
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal).held_by_other("k", 1),
+        MemNode::new(1, Mode::Normal),
+        MemNode::new(2, Mode::Normal),
+    ];
+    nodes[1].state().holders.insert("k".into(), "b".into());
+    nodes[2].state().holders.insert("k".into(), "c".into());
+    let q = quorum(&nodes);
+    let status = q.status("k").await.unwrap();
+    assert!(!status.held);
 }
 
 #[tokio::test]

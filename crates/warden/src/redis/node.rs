@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::lease::{
     AcquireReply, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
 };
-use crate::quorum::node::{Ballot, QuorumNode, Renewal};
+use crate::quorum::node::{Ballot, NodeStatus, QuorumNode, Renewal};
 use crate::token::OwnerToken;
 
 const RAISE_FENCE_LUA: &str = include_str!("scripts/quorum_fence.lua");
@@ -123,8 +123,24 @@ impl QuorumNode for RedisStore {
         })
     }
 
-    async fn status(&self, key: &str) -> Result<LeaseStatus> {
-        LeaseStore::status(self, key).await
+    async fn status(&self, key: &str) -> Result<NodeStatus> {
+        // The owner is read right behind the status on the same connection;
+        // a change of holder in between could only misattribute this node.
+        let lease_key = self.keys().lease(key);
+        let get = lease_key.clone();
+        let owner = self.conn().call("status", &lease_key, |mut c| async move {
+            redis::cmd("GET")
+                .arg(get)
+                .query_async::<Option<String>>(&mut c)
+                .await
+        });
+        let (lease, owner) = tokio::join!(LeaseStore::status(self, key), owner);
+        let lease: LeaseStatus = lease?;
+        // A lease key that is not a string was refused by the status read.
+        Ok(NodeStatus {
+            owner: owner?.filter(|_| lease.held),
+            lease,
+        })
     }
 
     async fn watch_releases(&self, key: &str) -> ReleaseWatch {
