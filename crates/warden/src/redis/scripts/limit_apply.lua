@@ -10,8 +10,8 @@
 --          relate to the server's clock
 -- args[2]  cost (units)        args[3]  '1' to peek
 -- args[4]  nonce (sliding logs only, else any string)
--- args[5 + 5(i-1) ...]  algorithm code, capacity, period µs, interval µs,
---                       '1' when refusals are recorded
+-- args[5 + 5(i-1) ...]  algorithm code (the STEPS and WRITES key), capacity,
+--                       period µs, interval µs, '1' when refusals are recorded
 -- Returns {allowed 0/1, limit, remaining, reset µs, retry µs or -1} for one
 -- policy, and a list of them, one per policy, for several.
 
@@ -27,7 +27,7 @@ end
 
 -- One policy, the common case: no table but the answer.
 local function apply_one(key, args, now, pad, cost, peek, nonce)
-  local code, cap = tonumber(args[5]), tonumber(args[6])
+  local code, cap = args[5], tonumber(args[6])
   local available, retry, reset, reset_consumed, skew, a, b, c, d =
     STEPS[code](key, now, cost, nonce, cap, args[7], args[8])
   if not peek and (cost <= available or args[9] == '1') then
@@ -42,7 +42,7 @@ local function apply_all(keys, args, now, pad, cost, peek, nonce)
   local all = true
   for i = 1, #keys do
     local b = 4 + (i - 1) * 5
-    local code, cap = tonumber(args[b + 1]), tonumber(args[b + 2])
+    local code, cap = args[b + 1], tonumber(args[b + 2])
     local available, retry, reset, reset_consumed, skew, w1, w2, w3, w4 =
       STEPS[code](keys[i], now, cost, nonce, cap, args[b + 3], args[b + 4])
     decisions[i] = decision(cap, cost, peek, available, retry, reset, reset_consumed, skew)
@@ -61,12 +61,19 @@ local function apply_all(keys, args, now, pad, cost, peek, nonce)
 end
 
 local function apply(keys, args)
-  local now, pad = tonumber(args[1]), 60000
-  if now == nil then
+  local now, pad
+  if args[1] == '' then
     local t = redis.call('TIME')
     now, pad = t[1] * 1000000 + t[2], 0
+  else
+    now, pad = tonumber(args[1]), 60000
   end
-  local cost, peek, nonce = tonumber(args[2]), args[3] == '1', args[4]
+  -- (Lua strings are interned: comparing with '1' costs less than a parse.)
+  local cost = 1
+  if args[2] ~= '1' then
+    cost = tonumber(args[2])
+  end
+  local peek, nonce = args[3] == '1', args[4]
   if #keys == 1 then
     return apply_one(keys[1], args, now, pad, cost, peek, nonce)
   end

@@ -2,7 +2,7 @@
 -- The count and its TTL are set in the same call (the seed's INCR then
 -- EXPIRE could leave a counter without TTL), and refusals are not counted.
 -- Mirrors limit/fixed_window.rs.
-STEPS[5] = function(key, now, cost, _, cap, period_arg)
+STEPS['5'] = function(key, now, cost, _, cap, period_arg)
   local period = tonumber(period_arg)
   local s = hash_fields(key, 'start', 'count')
   local skew = 0
@@ -22,7 +22,7 @@ STEPS[5] = function(key, now, cost, _, cap, period_arg)
   return cap - math.min(count, cap), to_end, reset, to_end, skew, start, count + cost, to_end
 end
 
-WRITES[5] = function(key, pad, skew, _, _, start, count, ttl)
+WRITES['5'] = function(key, pad, skew, _, _, start, count, ttl)
   redis.call('HSET', key, 'start', int(start), 'count', int(count))
   redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
 end

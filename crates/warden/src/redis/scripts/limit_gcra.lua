@@ -7,7 +7,7 @@
 -- (see limit_apply.lua) and up to four values its WRITES twin stores, called
 -- as (key, pad_ms, skew, cost, nonce, a, b, c, d) only when the request
 -- commits. No table or closure is made on the way.
-STEPS[1] = function(key, now, cost, _, cap, _, interval)
+STEPS['1'] = function(key, now, cost, _, cap, _, interval)
   local t = tonumber(interval)
   local tat = now
   local stored = read(key, 'string', 'GET', key)
@@ -23,6 +23,6 @@ STEPS[1] = function(key, now, cost, _, cap, _, interval)
     backlog, backlog + need, 0, tat + need, backlog + need
 end
 
-WRITES[1] = function(key, pad, _, _, _, tat, ttl)
+WRITES['1'] = function(key, pad, _, _, _, tat, ttl)
   redis.call('SET', key, int(tat), 'PX', expiry(ttl, 0, pad))
 end

@@ -2,7 +2,7 @@
 -- member per unit, scored by its time in µs. Members are `time:nonce:index`
 -- (the nonce is random per request), so units taken in the same microsecond
 -- never collapse into one member. Mirrors limit/sliding_log.rs.
-STEPS[3] = function(key, now, cost, _, cap, period_arg)
+STEPS['3'] = function(key, now, cost, _, cap, period_arg)
   local period = tonumber(period_arg)
   local cutoff = now - period -- entries at or before it have left the window
   local above = '(' .. int(cutoff)
@@ -24,7 +24,7 @@ STEPS[3] = function(key, now, cost, _, cap, period_arg)
   return cap - math.min(count, cap), retry, reset, until_empty, 0, now, cutoff, k, until_empty
 end
 
-WRITES[3] = function(key, pad, _, cost, nonce, now, cutoff, excess, ttl)
+WRITES['3'] = function(key, pad, _, cost, nonce, now, cutoff, excess, ttl)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff))
   local at = int(now)
   local i = 1

@@ -45,7 +45,7 @@ local function sw_reset(c, previous, to_end, period)
   return 0
 end
 
-STEPS[4] = function(key, now, cost, _, cap, period_arg)
+STEPS['4'] = function(key, now, cost, _, cap, period_arg)
   local period = tonumber(period_arg)
   local s = hash_fields(key, 'start', 'current', 'previous')
   local skew = 0
@@ -74,7 +74,7 @@ STEPS[4] = function(key, now, cost, _, cap, period_arg)
     skew, start, current + cost, previous, to_end + period
 end
 
-WRITES[4] = function(key, pad, skew, _, _, start, current, previous, ttl)
+WRITES['4'] = function(key, pad, skew, _, _, start, current, previous, ttl)
   redis.call('HSET', key, 'start', int(start), 'current', int(current), 'previous', int(previous))
   redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
 end

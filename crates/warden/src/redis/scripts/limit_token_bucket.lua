@@ -10,7 +10,7 @@ local function tb_until_full(left, cap, last, t, now)
   return last + (cap - left) * t - now
 end
 
-STEPS[2] = function(key, now, cost, _, cap, _, interval)
+STEPS['2'] = function(key, now, cost, _, cap, _, interval)
   local t = tonumber(interval)
   local tokens, last = cap, now
   local s = hash_fields(key, 'tokens', 'last')
@@ -37,7 +37,7 @@ STEPS[2] = function(key, now, cost, _, cap, _, interval)
     left, last, full_left
 end
 
-WRITES[2] = function(key, pad, skew, _, _, left, last, ttl)
+WRITES['2'] = function(key, pad, skew, _, _, left, last, ttl)
   redis.call('HSET', key, 'tokens', int(left), 'last', int(last))
   redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
 end
