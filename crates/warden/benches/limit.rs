@@ -1,15 +1,18 @@
-//! Rate-limit throughput on a real redis-server and in process.
-//!
-//! For each algorithm, 16 tasks check random keys for 2 s; the program prints
-//! checks per second and the ratio against `PING`s per second measured the same
-//! way in the same run (a check is one round trip, so the ratio shows what the
-//! script itself costs), and the in-process store's rate. Numbers are printed,
-//! never asserted. Run with `cargo bench -p warden --bench limit`.
+//! Rate-limit checks on a real redis-server: warden's `Limiter` against the
+//! minimal script of the same algorithm (`warden-bench`'s
+//! `minimal_scripts.rs`: one policy, no validation, no reset or retry times),
+//! both from 64 tasks on random keys of 10 000 at 100/s per key, and the
+//! server's own time per call (`usec_per_call` of `FCALL` / `EVALSHA` in
+//! `INFO commandstats`, after `CONFIG RESETSTAT`); then the in-process
+//! store's rate. Numbers are printed, never asserted; medians of 3
+//! interleaved rounds. Run with `cargo bench -p warden --bench limit`.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
 #[path = "common/rate.rs"]
 mod common;
+#[path = "../../warden-bench/benches/peers/minimal_scripts.rs"]
+mod minimal_scripts;
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -18,9 +21,11 @@ use warden::Warden;
 use warden::limit::{Algorithm, Limiter, Quota};
 use warden_test::RedisServer;
 
-const TASKS: usize = 16;
+const TASKS: usize = 64;
 const RUN_FOR: Duration = Duration::from_secs(2);
-const KEYS: u32 = 1000;
+const KEYS: u32 = 10_000;
+const ROUNDS: usize = 3;
+const LIMIT: u32 = 100;
 
 /// Runs `op` from `TASKS` tasks for `RUN_FOR`; returns operations per second.
 async fn rate<F, Fut>(op: F) -> f64
@@ -31,55 +36,105 @@ where
     common::rate(TASKS, RUN_FOR, KEYS, op).await
 }
 
+/// `usec_per_call` of the first of `commands` the server counted.
+fn usec_per_call(server: &RedisServer, commands: &[&str]) -> f64 {
+    let stats = server.command("INFO commandstats").unwrap();
+    commands
+        .iter()
+        .find_map(|c| {
+            let line = stats
+                .lines()
+                .find(|l| l.starts_with(&format!("cmdstat_{c}:")))?;
+            line.split(',')
+                .find_map(|f| f.strip_prefix("usec_per_call="))?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(f64::NAN)
+}
+
+/// Checks per second and server µs per call of warden's limiter.
+async fn warden_round(server: &RedisServer, limiter: &Limiter) -> (f64, f64) {
+    server.command("CONFIG RESETSTAT").unwrap();
+    let l = limiter.clone();
+    let checks = rate(move |k| {
+        let l = l.clone();
+        async move {
+            l.check(&format!("lim:{k}")).await.unwrap();
+        }
+    })
+    .await;
+    (checks, usec_per_call(server, &["fcall", "evalsha"]))
+}
+
+/// The same for the minimal script of `alg`, sent by a plain redis-rs client.
+async fn minimal_round(server: &RedisServer, alg: Algorithm) -> (f64, f64) {
+    let client = redis::Client::open(server.url()).unwrap();
+    let conn = client.get_multiplexed_async_connection().await.unwrap();
+    let script = redis::Script::new(&minimal_scripts::script(alg));
+    let period = 1_000_000u64;
+    let interval = period / u64::from(LIMIT);
+    server.command("CONFIG RESETSTAT").unwrap();
+    let checks = rate(move |k| {
+        let (mut c, script) = (conn.clone(), script.clone());
+        async move {
+            let _: i64 = script
+                .key(format!("min:{alg}:{k}"))
+                .arg(LIMIT)
+                .arg(period)
+                .arg(interval)
+                .arg(rand::random::<u64>())
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    (checks, usec_per_call(server, &["evalsha"]))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 #[tokio::main]
 async fn main() {
     let server = RedisServer::start();
     let warden = Warden::connect(&server.url()).await.unwrap();
-    let client = redis::Client::open(server.url()).unwrap();
-    let conn = client.get_multiplexed_async_connection().await.unwrap();
-    let pings = rate(move |_| {
-        let mut c = conn.clone();
-        async move {
-            let _: String = redis::cmd("PING").query_async(&mut c).await.unwrap();
-        }
-    })
-    .await;
-    server.command("CONFIG RESETSTAT").unwrap();
-    println!("PING baseline: {pings:.0}/s with {TASKS} tasks");
+    let quota = Quota::per_second(NonZeroU32::new(LIMIT).unwrap());
     println!(
-        "| algorithm | Redis checks/s | ÷ PINGs/s | server µs per check | in-process checks/s |"
+        "{TASKS} tasks, {KEYS} keys at {LIMIT}/s each, medians of {ROUNDS} rounds of {RUN_FOR:?}"
     );
-    println!("|---|---|---|---|---|");
-    let quota = Quota::per_second(NonZeroU32::new(100).unwrap());
+    println!(
+        "| algorithm | warden checks/s | minimal checks/s | ratio | warden server µs | minimal server µs | ratio | in-process checks/s |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for alg in Algorithm::ALL {
-        let remote = warden.limiter(quota, alg);
-        let redis = rate(move |k| {
-            let l = remote.clone();
-            async move {
-                l.check(&format!("bench:{k}")).await.unwrap();
-            }
-        })
-        .await;
-        // Server-side time of the script, from Redis's own accounting.
-        let stats = server.command("INFO commandstats").unwrap();
-        server.command("CONFIG RESETSTAT").unwrap();
-        let server_us = stats
-            .lines()
-            .find(|l| l.starts_with("cmdstat_evalsha:"))
-            .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("usec_per_call=")))
-            .unwrap_or("?")
-            .to_string();
+        let limiter = warden.limiter(quota, alg);
+        limiter.check("warm").await.unwrap(); // loads the library
+        let (mut w, mut m) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+        for _ in 0..ROUNDS {
+            let (checks, us) = warden_round(&server, &limiter).await;
+            w.0.push(checks);
+            w.1.push(us);
+            let (checks, us) = minimal_round(&server, alg).await;
+            m.0.push(checks);
+            m.1.push(us);
+        }
         let local = Limiter::local(quota, alg);
         let memory = rate(move |k| {
             let l = local.clone();
             async move {
-                l.check(&format!("bench:{k}")).await.unwrap();
+                l.check(&format!("lim:{k}")).await.unwrap();
             }
         })
         .await;
+        let (wc, wu, mc, mu) = (median(w.0), median(w.1), median(m.0), median(m.1));
         println!(
-            "| {alg} | {redis:.0} | {:.2} | {server_us} | {memory:.0} |",
-            redis / pings
+            "| {alg} | {wc:.0} | {mc:.0} | {:.2}× | {wu:.2} | {mu:.2} | {:.2}× | {memory:.0} |",
+            wc / mc,
+            wu / mu
         );
     }
 }

@@ -183,6 +183,34 @@ async fn a_hand_off_costs_the_release_and_one_look() {
     );
 }
 
+/// Waiters that nothing concerns do not ask etcd: their once-a-second looks
+/// are answered by their watches, and their places are refreshed every third
+/// of their TTL; they are still served in order when the lease comes free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_waiters_do_not_ask_etcd_every_second() {
+    let etcd = EtcdCluster::single();
+    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = warden.lease("idle").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    const WAITERS: usize = 4;
+    let (waiters, turns) = queue_waiters(&lease, &mut c, WAITERS, Duration::ZERO).await;
+    // Past the looks that follow each waiter's first one.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = (started(&etcd, "Txn"), started(&etcd, "LeaseKeepAlive"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let txns = started(&etcd, "Txn") - before.0;
+    let keep_alives = started(&etcd, "LeaseKeepAlive") - before.1;
+    println!("{WAITERS} idle waiters in 3 s: {txns} Txn, {keep_alives} LeaseKeepAlive");
+    // Asking at every look would be a transaction per waiter per second (12).
+    assert!(txns <= 2, "{txns} transactions");
+    holder.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap();
+    }
+    let order: Vec<usize> = turns.lock().unwrap().iter().map(|(i, _)| *i).collect();
+    assert_eq!(order, (0..WAITERS).collect::<Vec<_>>());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_waiter_is_skipped_at_once() {
     let etcd = EtcdCluster::single();

@@ -90,21 +90,38 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     (prop::collection::vec(policy, 1..4), any::<bool>(), reqs)
 }
 
-/// The Lua scripts and the Rust functions give the same decisions, bit for
+/// The Lua functions and the Rust functions give the same decisions, bit for
 /// bit, on random sequences of random (compound) policies at injected times,
 /// including times that step back.
 #[test]
 fn lua_and_rust_agree_on_random_sequences() {
     let server = RedisServer::start();
+    lua_and_rust_agree(&server.url(), 150);
+}
+
+/// The same on a connection that may not use functions: the EVALSHA scripts
+/// (one per algorithm, and one of all for mixed compound limiters) agree too.
+#[test]
+fn lua_scripts_and_rust_agree_on_random_sequences() {
+    let server = RedisServer::start();
+    let url = server.acl_user("scripts", "pw", NO_FUNCTIONS);
+    lua_and_rust_agree(&url, 60);
+}
+
+/// ACL rules of a user who may do everything but use functions: what a
+/// server without them (Redis < 7) looks like to the limiter.
+const NO_FUNCTIONS: &str = "~* &* +@all -fcall -fcall_ro -function";
+
+fn lua_and_rust_agree(url: &str, cases: u32) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let redis = rt
-        .block_on(RedisLimits::connect(&server.url(), Default::default()))
+        .block_on(RedisLimits::connect(url, Default::default()))
         .expect("connect");
     let mut runner = TestRunner::new(Config {
-        cases: 150,
+        cases,
         failure_persistence: None,
         ..Config::default()
     });
@@ -336,11 +353,107 @@ fn compound_keys_share_a_hash_tag() {
 #[tokio::test]
 async fn script_cache_loss_is_recovered() {
     let server = RedisServer::start();
-    let w = redis_warden(&server).await;
+    let url = server.acl_user("scripts", "pw", NO_FUNCTIONS);
+    let w = Warden::connect(&url).await.expect("connect");
     let l = w.limiter(Quota::per_second(nz(5)), Algorithm::TokenBucket);
     assert!(l.check("flush").await.expect("first").allowed);
     server.command("SCRIPT FLUSH").expect("flush");
     assert!(l.check("flush").await.expect("after flush").allowed);
+    let stats = server.command("INFO commandstats").expect("stats");
+    assert!(calls(&stats, "evalsha") >= 3, "{stats}"); // 2 + the NOSCRIPT retry
+    assert_eq!(calls(&stats, "fcall"), 0, "{stats}");
+}
+
+/// The function library can be lost (`FUNCTION FLUSH`, a restart without
+/// persistence): the next check loads it again, and no state is lost with it.
+#[tokio::test]
+async fn function_library_loss_is_recovered() {
+    let mut server = RedisServer::start();
+    let w = redis_warden(&server).await;
+    let l = w.limiter(Quota::per_minute(nz(5)), Algorithm::TokenBucket);
+    assert_eq!(l.check("flush").await.expect("first").remaining, 4);
+    server.command("FUNCTION FLUSH").expect("flush");
+    assert_eq!(server.command("FUNCTION LIST").expect("list"), "*0\r\n");
+    assert_eq!(l.check("flush").await.expect("after flush").remaining, 3);
+    assert!(
+        server
+            .command("FUNCTION LIST")
+            .expect("list")
+            .contains("warden_limit_"),
+        "the library is loaded again"
+    );
+    server.restart(); // not persistent: keys and functions are gone
+    let mut answer = None;
+    for _ in 0..50 {
+        match l.check("flush").await {
+            Ok(d) => {
+                answer = Some(d);
+                break;
+            }
+            // The connection may need a moment to come back.
+            Err(e) if e.is_infrastructure() => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("after restart: {e}"),
+        }
+    }
+    assert_eq!(answer.expect("answered after restart").remaining, 4);
+    let stats = server.command("INFO commandstats").expect("stats");
+    assert_eq!(calls(&stats, "evalsha"), 0, "{stats}");
+}
+
+/// On Redis 7 a check is one `FCALL`: no `EVALSHA`, nothing loaded per call.
+#[tokio::test]
+async fn a_check_is_one_function_call() {
+    let server = RedisServer::start();
+    let w = redis_warden(&server).await;
+    for alg in Algorithm::ALL {
+        let l = w.limiter(Quota::per_second(nz(100)), alg);
+        l.check("warm").await.expect("warm");
+        server.command("CONFIG RESETSTAT").expect("reset");
+        for i in 0..10 {
+            assert!(l.check(&format!("k:{i}")).await.expect("check").allowed);
+        }
+        let stats = server.command("INFO commandstats").expect("stats");
+        assert_eq!(calls(&stats, "fcall"), 10, "{alg}: {stats}");
+        assert_eq!(calls(&stats, "evalsha"), 0, "{alg}: {stats}");
+        assert_eq!(calls(&stats, "function|load"), 0, "{alg}: {stats}");
+    }
+}
+
+/// Where functions may not be used — denied by an ACL, or a server without
+/// them (Redis < 7: `FCALL` is an unknown command) — checks run as EVALSHA
+/// scripts and keep the whole contract. Also when `FCALL` is allowed but
+/// `FUNCTION LOAD` is not, so the library cannot be loaded.
+#[tokio::test]
+async fn without_functions_the_scripts_keep_the_contract() {
+    let server = RedisServer::start();
+    for rules in [NO_FUNCTIONS, "~* &* +@all -function"] {
+        server.command("FUNCTION FLUSH").expect("flush");
+        let url = server.acl_user("scripts", "pw", rules);
+        let w = Warden::connect(&url).await.expect("connect");
+        server.command("CONFIG RESETSTAT").expect("reset");
+        bad_input_is_a_clear_error(&w).await;
+        compound_policies_commit_all_or_nothing(&w).await;
+        peek_takes_nothing(&w).await;
+        costs_take_several_units(&w).await;
+        keys_are_independent(&w).await;
+        sliding_log_records_rejections_only_when_asked(&w).await;
+        window_boundaries(&w).await;
+        let stats = server.command("INFO commandstats").expect("stats");
+        assert!(calls(&stats, "evalsha") > 20, "{rules}: {stats}");
+        // The handle tried functions once, then stayed with scripts.
+        assert!(calls(&stats, "fcall") <= 1, "{rules}: {stats}");
+        server.command("FLUSHALL").expect("flushall");
+    }
+}
+
+/// `calls=` of `command` in an `INFO commandstats` reply (0 when absent).
+fn calls(stats: &str, command: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// An unreachable server is an infrastructure error, not a refusal; a local

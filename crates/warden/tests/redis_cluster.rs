@@ -238,3 +238,34 @@ async fn an_evicting_policy_on_any_master_is_refused() {
 fn nz(n: u32) -> std::num::NonZeroU32 {
     std::num::NonZeroU32::new(n).unwrap()
 }
+
+/// The limiter's function library is loaded on every master (the first
+/// check finds it missing), and loaded again after every node lost it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_limit_functions_are_loaded_on_every_master() {
+    let cluster = RedisCluster::start(3);
+    let w = connect(&cluster).await;
+    let l = w.limiter(Quota::per_minute(limit_common::nz(3)), Algorithm::Gcra);
+    // A key on each master (node index → key).
+    let mut keys: std::collections::BTreeMap<usize, String> = Default::default();
+    for i in 0.. {
+        let key = format!("slot:{i}");
+        let storage = l.policies().expect("policies")[0].storage_key("warden:", &key);
+        keys.entry(cluster.master_of(&storage)).or_insert(key);
+        if keys.len() == 3 {
+            break;
+        }
+    }
+    for round in 0..2 {
+        for key in keys.values() {
+            let d = l.check(key).await.expect("check");
+            assert_eq!(d.remaining, 2 - round, "{key}, round {round}");
+        }
+        for &i in keys.keys() {
+            let node = cluster.node(i);
+            let list = node.command("FUNCTION LIST").expect("list");
+            assert!(list.contains("warden_limit_"), "node {i}: {list}");
+            node.command("FUNCTION FLUSH").expect("flush");
+        }
+    }
+}

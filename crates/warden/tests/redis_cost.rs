@@ -319,3 +319,62 @@ async fn the_single_node_path_sends_evalsha_and_no_wait() {
     assert_eq!(calls_of(&server, "eval"), 0);
     assert_eq!(calls_of(&server, "wait"), 0);
 }
+
+/// Client-side CPU per uncontended cycle, for callgrind: `WARDEN_CPU_N`
+/// cycles (default 1000) of `try_acquire` + release through warden, or
+/// (`WARDEN_CPU_WHO=raw`) of the two minimal scripts through redis-rs, on one
+/// thread against a real redis-server (a child process, which valgrind does
+/// not trace). Instructions per cycle are the difference of two runs' totals
+/// divided by the difference of their N (see `docs/BENCHMARKS.md`).
+#[test]
+#[ignore = "a profiling loop, run by hand under valgrind"]
+fn cpu_per_cycle_loop() {
+    let n: u64 = std::env::var("WARDEN_CPU_N").map_or(1000, |v| v.parse().unwrap());
+    let raw = std::env::var("WARDEN_CPU_WHO").is_ok_and(|w| w == "raw");
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        if raw {
+            let acquire = redis::Script::new(
+                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+                 return redis.call('INCR', KEYS[2]) end return 0",
+            );
+            let release = redis::Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                 return redis.call('DEL', KEYS[1]) end return 0",
+            );
+            let client = redis::Client::open(server.url()).unwrap();
+            let mut c = client.get_multiplexed_async_connection().await.unwrap();
+            for i in 0..n {
+                let (key, fence) = (format!("raw-{i}"), format!("raw-{i}:f"));
+                let _: i64 = acquire
+                    .key(&key)
+                    .key(&fence)
+                    .arg("t")
+                    .arg(30_000)
+                    .invoke_async(&mut c)
+                    .await
+                    .unwrap();
+                let _: i64 = release
+                    .key(&key)
+                    .arg("t")
+                    .invoke_async(&mut c)
+                    .await
+                    .unwrap();
+            }
+        } else {
+            let backend = RedisStore::connect(&server.url(), RedisOptions::default())
+                .await
+                .unwrap();
+            let warden = Warden::with_backend(backend);
+            for i in 0..n {
+                let lease = warden.lease(format!("cpu-{i}"));
+                let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+                guard.release().await.unwrap();
+            }
+        }
+    });
+}

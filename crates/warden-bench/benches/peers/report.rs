@@ -201,7 +201,7 @@ pub fn render(s: &Samples, setting: &Setting) -> String {
         let w = t.m(&format!("limit.{alg}.warden_us"));
         let min = t.m(&format!("limit.{alg}.minimal_us"));
         t.row(
-            format!("server µs per limiter EVALSHA, {alg}"),
+            format!("server µs per limiter call, {alg}"),
             format!("{w:.2} µs"),
             format!("minimal script {min:.2} µs"),
             format!("{:.2}×", w / min),
@@ -321,7 +321,8 @@ How each row is measured (`crates/warden-bench/benches/peers/`):
   allowed), through warden's `Limiter` on Redis; the minimal script of each
   algorithm (`minimal_scripts.rs`: the state layout, no type checks, one
   policy, cost 1) is driven by `redis-benchmark -c64 -P1` on the same server
-  and keys; server µs is `usec_per_call` of `EVALSHA` in `INFO commandstats`.
+  and keys; server µs is `usec_per_call` in `INFO commandstats` of warden's
+  `FCALL` (a Redis 7 function) and of the minimal script's `EVALSHA`.
 - *in-process*: 1 000 000 GCRA decisions on one thread through
   `Limiter::local` (1 000 000/s, so both allowed and refused decisions occur)
   against governor's keyed limiter with the same quota.

@@ -58,12 +58,14 @@ impl ServerStats {
             .sum()
     }
 
-    /// Server time per `EVALSHA` since the last reset, in µs.
-    pub async fn usec_per_evalsha(&self) -> f64 {
+    /// Server time per script or function call (`EVALSHA`, `FCALL`, the
+    /// one that ran most) since the last reset, in µs.
+    pub async fn usec_per_script_call(&self) -> f64 {
         self.commands()
             .await
             .iter()
-            .find(|(name, _, _)| name == "evalsha")
+            .filter(|(name, _, _)| name == "evalsha" || name == "fcall")
+            .max_by_key(|(_, calls, _)| *calls)
             .map_or(f64::NAN, |(_, _, usec)| *usec)
     }
 

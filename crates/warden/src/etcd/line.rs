@@ -3,9 +3,10 @@
 //!
 //! - **A place** is the key `{lease key}\0line\0{token}`, bound to an etcd
 //!   lease of the waiter's own with the lease's TTL (rounded up to whole
-//!   seconds); its create revision is its position. Every look refreshes that
-//!   etcd lease, so a waiter that is killed loses its place when the TTL runs
-//!   out; a waiter whose wait ends (or is cancelled) deletes it at once.
+//!   seconds); its create revision is its position. Every look that asks
+//!   etcd refreshes that etcd lease, so a waiter that is killed loses its
+//!   place when the TTL runs out; a waiter whose wait ends (or is cancelled)
+//!   deletes it at once.
 //! - **A look** is one transaction: if the lease key does not exist, our place
 //!   is still there, and every place in the line was created no earlier than
 //!   ours (etcd's range compares hold for every key in the range), it creates
@@ -22,7 +23,12 @@
 //!   first waiter died frees itself when that waiter's TTL runs out.
 //! - **Waking** is filtered in this process (see `turn.rs`): each waiter's
 //!   watch wakes it only on the lease key's deletion when it is first in
-//!   line, or on the deletion of the place just ahead of it.
+//!   line, or on the deletion of the place just ahead of it (or of its own).
+//! - **Quiet looks**: the lease layer looks about once a second on its own.
+//!   While the watch lives, nothing has concerned the waiter since its last
+//!   look and its place was refreshed within a third of its TTL, such a look
+//!   is answered here (held, same place) without asking etcd: it could only
+//!   find what the last one found.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,6 +39,7 @@ use etcd_client::{
     TxnOpResponse, TxnResponse,
 };
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::holder::{self, holder_key};
 use super::keys::{companions_end, line_prefix, permit_key, range_end};
@@ -184,10 +191,16 @@ impl EtcdStore {
         place: Option<&QueuePlace>,
     ) -> Result<Looked> {
         let keys = LineKeys::new(self, key, token);
-        if let Some(place) = place.and_then(Place::parse)
-            && let Some(looked) = self.look(key, &keys, token, ttl, holder, place).await?
-        {
-            return Ok(looked);
+        if let Some(place) = place.and_then(Place::parse) {
+            if self.is_quiet(&keys, token, place) {
+                // Nothing concerned us since the last look: it would find the
+                // lease held or someone ahead, as that one did.
+                let held = AcquireReply::Held { ttl_left: None };
+                return Ok((held, Some(place.queued())));
+            }
+            if let Some(looked) = self.look(key, &keys, token, ttl, holder, place).await? {
+                return Ok(looked);
+            }
         }
         self.stand_in_line(key, &keys, token, ttl, holder).await
     }
@@ -202,7 +215,7 @@ impl EtcdStore {
         ttl: Duration,
         holder: Option<&HolderInfo>,
     ) -> Result<Looked> {
-        let start = crate::clock::now();
+        let (start, sent) = (crate::clock::now(), Instant::now());
         let granted = self.grant("wait", key, ttl).await?;
         let txn = join_txn(keys, token, holder, granted.id);
         let reply = match self.txn("wait", key, txn).await {
@@ -236,7 +249,7 @@ impl EtcdStore {
             [first, second, ..] if first.create_revision() == rev => Some(second.key().to_vec()),
             _ => None,
         };
-        self.stands(keys, token, Standing { as_of, ahead });
+        self.stands(keys, token, Standing { as_of, ahead }, Some(sent));
         let place = Place { granted, rev };
         Ok((AcquireReply::Held { ttl_left: None }, Some(place.queued())))
     }
@@ -252,7 +265,7 @@ impl EtcdStore {
         holder: Option<&HolderInfo>,
         place: Place,
     ) -> Result<Option<Looked>> {
-        let start = crate::clock::now();
+        let (start, sent) = (crate::clock::now(), Instant::now());
         let txn = look_txn(keys, token, holder, place);
         // The keep-alive keeps the place and, when the look takes the lease,
         // makes it the holder's until at least a TTL after `start`: the
@@ -281,18 +294,19 @@ impl EtcdStore {
                 Err(e) => Err(e),
             };
         }
-        match alive {
-            Ok(true) => {}
+        let refreshed = match alive {
+            Ok(true) => Some(sent),
             Ok(false) => return Ok(None),
             Err(e) => {
                 tracing::debug!(key, error = %e, "refreshing a place in line failed; the next look tries again");
+                None
             }
-        }
+        };
         let as_of = revision(&reply);
         let Some(ahead) = still_in_line(reply, &keys.place) else {
             return Ok(None);
         };
-        self.stands(keys, token, Standing { as_of, ahead });
+        self.stands(keys, token, Standing { as_of, ahead }, refreshed);
         let held = AcquireReply::Held { ttl_left: None };
         Ok(Some((held, Some(place.queued()))))
     }
@@ -343,17 +357,17 @@ impl EtcdStore {
     /// A watch that wakes `token`'s waiter when it may be its turn (see
     /// `turn.rs`); it polls when etcd does not confirm the watch.
     pub(super) async fn watch_for_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
-        let storage_key = self.lease_key(key);
+        let keys = LineKeys::new(self, key, token);
         let Some(mut stream) = self
-            .open_watch(key, &storage_key, companions_end(&storage_key))
+            .open_watch(key, &keys.lease, companions_end(&keys.lease))
             .await
         else {
             return ReleaseWatch::polling();
         };
         let (tx, rx) = watch::channel(0u64);
-        let prefix = line_prefix(&storage_key);
-        let turn = Arc::new(Mutex::new(Turn::new(&storage_key, &prefix, tx)));
-        let id = (storage_key, token.as_str().to_string());
+        let turn = Turn::new(&keys.lease, &keys.prefix, &keys.place, tx);
+        let turn = Arc::new(Mutex::new(turn));
+        let id = (keys.lease, token.as_str().to_string());
         lock(&self.turns).insert(id.clone(), Arc::clone(&turn));
         let task = tokio::spawn(async move {
             while let Ok(Some(reply)) = stream.message().await {
@@ -381,13 +395,32 @@ impl EtcdStore {
         ReleaseWatch::from_channel(rx, Some(Box::new(watching)))
     }
 
-    /// Tells `token`'s watch, if any, where the waiter stands now.
-    fn stands(&self, keys: &LineKeys, token: &OwnerToken, standing: Standing) {
+    /// `token`'s view of its line, while its watch lives.
+    fn turn(&self, keys: &LineKeys, token: &OwnerToken) -> Option<Arc<Mutex<Turn>>> {
         let id = (keys.lease.clone(), token.as_str().to_string());
-        let turn = lock(&self.turns).get(&id).cloned();
-        if let Some(turn) = turn {
-            lock(&turn).stands(standing);
+        lock(&self.turns).get(&id).cloned()
+    }
+
+    /// Tells `token`'s watch, if any, where the waiter stands now and when
+    /// its place was last refreshed.
+    fn stands(
+        &self,
+        keys: &LineKeys,
+        token: &OwnerToken,
+        standing: Standing,
+        refreshed: Option<Instant>,
+    ) {
+        if let Some(turn) = self.turn(keys, token) {
+            lock(&turn).stands(standing, refreshed);
         }
+    }
+
+    /// Whether `token`'s watch says a look now would find what the last one
+    /// found, its place being refreshed within a third of its TTL.
+    fn is_quiet(&self, keys: &LineKeys, token: &OwnerToken, place: Place) -> bool {
+        let ttl = Duration::from_secs(u64::try_from(place.granted.ttl_secs).unwrap_or(0));
+        self.turn(keys, token)
+            .is_some_and(|turn| lock(&turn).is_quiet(ttl / 3))
     }
 
     /// Runs `txn`; `None` when it names an etcd lease that is gone.

@@ -17,8 +17,18 @@
 //! What a waiter stands behind comes from its last look, as of that look's
 //! revision; changes after that revision that reached the watch before the
 //! look's answer are kept and judged again against it, so none is missed.
+//! The deletion of the waiter's own place (its etcd lease ran out) wakes it
+//! too, so that it stands in line again.
+//!
+//! While nothing has concerned the waiter since its last look, and its place
+//! was refreshed recently, the view is *quiet*: a look then could only find
+//! the lease held or someone ahead, and is answered here without asking
+//! etcd (see `line.rs`).
+
+use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// How many changes after the last look are kept for the next one; beyond
 /// that the waiter is woken to look afresh.
@@ -50,7 +60,14 @@ pub(super) struct Standing {
 pub(super) struct Turn {
     lease_key: Vec<u8>,
     line_prefix: Vec<u8>,
+    /// The waiter's own place.
+    place_key: Vec<u8>,
     standing: Option<Standing>,
+    /// Whether a change concerned the waiter since its last look.
+    woken: bool,
+    /// When the waiter's place was last refreshed (its etcd lease granted
+    /// or kept alive), as of its last look.
+    refreshed: Option<Instant>,
     /// Changes after `standing.as_of` (all of them before the first look).
     later: Vec<Change>,
     /// Wakes the waiter; `None` once the watch has ended.
@@ -59,12 +76,21 @@ pub(super) struct Turn {
 
 impl Turn {
     /// The view of a waiter for the lease key `lease_key`, whose line's
-    /// places start with `line_prefix`, woken through `tx`.
-    pub(super) fn new(lease_key: &str, line_prefix: &str, tx: watch::Sender<u64>) -> Turn {
+    /// places start with `line_prefix` and whose own place is `place_key`,
+    /// woken through `tx`.
+    pub(super) fn new(
+        lease_key: &str,
+        line_prefix: &str,
+        place_key: &str,
+        tx: watch::Sender<u64>,
+    ) -> Turn {
         Turn {
             lease_key: lease_key.as_bytes().to_vec(),
             line_prefix: line_prefix.as_bytes().to_vec(),
+            place_key: place_key.as_bytes().to_vec(),
             standing: None,
+            woken: false,
+            refreshed: None,
             later: Vec::new(),
             tx: Some(tx),
         }
@@ -80,33 +106,54 @@ impl Turn {
         self.later.extend(relevant);
         if self.later.len() > MAX_KEPT {
             self.later.clear();
+            self.standing = None;
             self.wake();
             return;
         }
         if let Some(standing) = self.standing.as_mut()
-            && judge(standing, &self.lease_key, &self.later[start..])
+            && judge(
+                standing,
+                &self.lease_key,
+                &self.place_key,
+                &self.later[start..],
+            )
         {
             self.wake();
         }
     }
 
-    /// Where the waiter stands after a look; wakes it at once when a change
-    /// after that look already concerns it.
-    pub(super) fn stands(&mut self, mut standing: Standing) {
+    /// Where the waiter stands after a look, its place last refreshed at
+    /// `refreshed`; wakes it at once when a change after that look already
+    /// concerns it.
+    pub(super) fn stands(&mut self, mut standing: Standing, refreshed: Option<Instant>) {
+        self.woken = false;
+        self.refreshed = refreshed.or(self.refreshed);
         self.later.retain(|c| c.rev > standing.as_of);
-        let wake = judge(&mut standing, &self.lease_key, &self.later);
+        let wake = judge(&mut standing, &self.lease_key, &self.place_key, &self.later);
         self.standing = Some(standing);
         if wake {
             self.wake();
         }
     }
 
-    /// The watch has ended: the waiter falls back to polling.
+    /// Whether a look now could only find what the last one found: the watch
+    /// lives, nothing concerned the waiter since its last look, and its
+    /// place was refreshed less than `refresh_every` ago.
+    pub(super) fn is_quiet(&self, refresh_every: Duration) -> bool {
+        self.tx.is_some()
+            && self.standing.is_some()
+            && !self.woken
+            && self.refreshed.is_some_and(|r| r.elapsed() < refresh_every)
+    }
+
+    /// The watch has ended: the waiter falls back to polling (and asks etcd
+    /// at every look).
     pub(super) fn ended(&mut self) {
         self.tx = None;
     }
 
-    fn wake(&self) {
+    fn wake(&mut self) {
+        self.woken = true;
         if let Some(tx) = &self.tx {
             tx.send_modify(|n| *n = n.wrapping_add(1));
         }
@@ -116,13 +163,16 @@ impl Turn {
 /// Whether `changes` (after `standing.as_of`, in revision order) concern a
 /// waiter that stands as `standing`; moves it to the front of the line when
 /// the waiter ahead took the lease.
-fn judge(standing: &mut Standing, lease_key: &[u8], changes: &[Change]) -> bool {
+fn judge(standing: &mut Standing, lease_key: &[u8], place_key: &[u8], changes: &[Change]) -> bool {
     let mut wake = false;
     for c in changes
         .iter()
         .filter(|c| c.deleted && c.rev > standing.as_of)
     {
-        if c.key == lease_key {
+        if c.key == place_key {
+            // Our own place is gone: only a look can stand us in line again.
+            wake = true;
+        } else if c.key == lease_key {
             wake |= standing.ahead.is_none();
         } else if standing.ahead.as_deref() == Some(c.key.as_slice()) {
             let took_the_lease = changes
@@ -167,7 +217,7 @@ mod tests {
 
     fn turn() -> (Turn, watch::Receiver<u64>) {
         let (tx, rx) = watch::channel(0);
-        (Turn::new(LEASE, LINE, tx), rx)
+        (Turn::new(LEASE, LINE, &format!("{LINE}me"), tx), rx)
     }
 
     fn standing(as_of: i64, ahead: Option<&str>) -> Standing {
@@ -180,7 +230,7 @@ mod tests {
     #[test]
     fn the_first_in_line_wakes_on_the_lease_keys_deletion_only() {
         let (mut t, mut rx) = turn();
-        t.stands(standing(10, None));
+        t.stands(standing(10, None), Some(Instant::now()));
         t.saw([put(11, format!("{LEASE}\0holder").into_bytes())]);
         t.saw([deleted(12, place("zz"))]);
         assert!(!rx.has_changed().unwrap(), "others' places are not ours");
@@ -192,7 +242,7 @@ mod tests {
     #[test]
     fn a_waiter_behind_others_ignores_releases() {
         let (mut t, rx) = turn();
-        t.stands(standing(10, Some("aa")));
+        t.stands(standing(10, Some("aa")), Some(Instant::now()));
         t.saw([deleted(11, LEASE.as_bytes().to_vec())]);
         assert!(!rx.has_changed().unwrap());
     }
@@ -200,7 +250,7 @@ mod tests {
     #[test]
     fn the_place_ahead_taking_the_lease_moves_us_first_without_waking() {
         let (mut t, rx) = turn();
-        t.stands(standing(10, Some("aa")));
+        t.stands(standing(10, Some("aa")), Some(Instant::now()));
         t.saw([put(11, LEASE.as_bytes().to_vec()), deleted(11, place("aa"))]);
         assert!(
             !rx.has_changed().unwrap(),
@@ -213,7 +263,7 @@ mod tests {
     #[test]
     fn the_place_ahead_leaving_or_dying_wakes() {
         let (mut t, rx) = turn();
-        t.stands(standing(10, Some("aa")));
+        t.stands(standing(10, Some("aa")), Some(Instant::now()));
         t.saw([deleted(11, place("aa"))]);
         assert!(rx.has_changed().unwrap());
     }
@@ -225,7 +275,7 @@ mod tests {
         // that found us first in line was answered.
         t.saw([deleted(11, LEASE.as_bytes().to_vec())]);
         assert!(!rx.has_changed().unwrap(), "no look yet");
-        t.stands(standing(10, None));
+        t.stands(standing(10, None), Some(Instant::now()));
         assert!(rx.has_changed().unwrap());
     }
 
@@ -233,8 +283,37 @@ mod tests {
     fn changes_the_look_already_read_are_not_judged_again() {
         let (mut t, rx) = turn();
         t.saw([deleted(9, LEASE.as_bytes().to_vec())]);
-        t.stands(standing(10, None));
+        t.stands(standing(10, None), Some(Instant::now()));
         assert!(!rx.has_changed().unwrap());
+    }
+
+    #[test]
+    fn losing_our_own_place_wakes() {
+        let (mut t, rx) = turn();
+        t.stands(standing(10, Some("aa")), Some(Instant::now()));
+        t.saw([deleted(11, place("me"))]);
+        assert!(rx.has_changed().unwrap());
+    }
+
+    #[test]
+    fn quiet_until_something_concerns_the_waiter_or_its_place_needs_a_refresh() {
+        let (mut t, _rx) = turn();
+        let every = Duration::from_secs(10);
+        assert!(!t.is_quiet(every), "no look yet");
+        t.stands(standing(10, Some("aa")), Some(Instant::now()));
+        assert!(t.is_quiet(every));
+        t.saw([deleted(11, LEASE.as_bytes().to_vec())]);
+        assert!(t.is_quiet(every), "a release while others are ahead");
+        t.saw([deleted(12, place("aa"))]);
+        assert!(!t.is_quiet(every), "the place ahead left");
+        t.stands(standing(12, None), None);
+        assert!(
+            t.is_quiet(every),
+            "looked again; the refresh is still fresh"
+        );
+        assert!(!t.is_quiet(Duration::ZERO), "a refresh is due");
+        t.ended();
+        assert!(!t.is_quiet(every), "without a watch every look asks etcd");
     }
 
     #[test]

@@ -72,6 +72,7 @@ struct Map {
     hasher: RandomState,
     /// The number of (key, policy) states held.
     len: usize,
+    /// Writes since the last periodic sweep.
     ops: u64,
     /// No entry expires before this (a lower bound, exact after a sweep):
     /// while the store is full, sweeping earlier would find nothing to drop,
@@ -92,8 +93,16 @@ struct Entry {
     expires_at: u64,
 }
 
-/// Sweep expired keys every this many writes.
+/// Sweep expired keys after at least this many writes, and at least as many
+/// writes as states are held: a sweep visits every state, so this keeps its
+/// cost per write constant however many keys there are.
 const SWEEP_EVERY: u64 = 4096;
+
+/// A periodic sweep drops a state only once it has been expired this long
+/// (µs): a key that comes back soon after its state expired keeps its entry
+/// instead of being freed and allocated again. (When the store is full, a
+/// sweep drops every expired state at once.)
+const SWEEP_GRACE_US: u64 = 500_000;
 
 impl Default for MemoryLimits {
     fn default() -> Self {
@@ -153,7 +162,8 @@ impl MemoryLimits {
     }
 
     /// Runs `run` (one of the shared read/step/write loops) on the map, under
-    /// the lock, and sweeps expired keys every [`SWEEP_EVERY`] writes.
+    /// the lock, and now and then sweeps keys expired for a while (see
+    /// [`SWEEP_EVERY`], [`SWEEP_GRACE_US`]).
     fn locked<T>(
         &self,
         request: &LimitRequest<'_>,
@@ -167,13 +177,15 @@ impl MemoryLimits {
             map,
             max_keys: self.max_keys,
             wrote: false,
+            bucket: None,
         };
         let answer = run(&mut table, request, now)?;
         if table.wrote {
             let map = &mut *table.map;
             map.ops += 1;
-            if map.ops.is_multiple_of(SWEEP_EVERY) {
-                map.sweep(now.as_micros());
+            if map.ops >= SWEEP_EVERY.max(u64::try_from(map.len).unwrap_or(u64::MAX)) {
+                map.ops = 0;
+                map.sweep(now.as_micros().saturating_sub(SWEEP_GRACE_US));
             }
         }
         Ok(answer)
@@ -189,6 +201,9 @@ struct Table<'a> {
     max_keys: usize,
     /// Whether the request wrote anything (counts towards the next sweep).
     wrote: bool,
+    /// Where the request's key was found by a read: its write then needs no
+    /// second lookup. Forgotten when a sweep moves entries.
+    bucket: Option<usize>,
 }
 
 impl StateTable for Table<'_> {
@@ -199,6 +214,17 @@ impl StateTable for Table<'_> {
         // is used as is until a sweep drops it; this also keeps a clock that
         // steps back from forgetting what was consumed.
         let hash = self.hash_of(slot.key);
+        if self.is_own(slot.key) {
+            let bucket = self
+                .map
+                .entries
+                .find_bucket_index(hash, |k| *k.key == *slot.key);
+            self.bucket = bucket;
+            let keyed = bucket.and_then(|b| self.map.entries.get_bucket(b));
+            return Ok(keyed
+                .and_then(|k| k.state(slot.policy.tag()))
+                .map(|e| e.state.clone()));
+        }
         Ok(self.map.get(hash, slot).map(|e| e.state.clone()))
     }
 
@@ -224,6 +250,7 @@ impl StateTable for Table<'_> {
         if map.len + added(map) > self.max_keys {
             if at >= map.next_expiry {
                 map.sweep(at);
+                self.bucket = None;
             }
             if map.len + added(map) > self.max_keys {
                 return Ok(Some(map.full(at, decisions)));
@@ -239,9 +266,18 @@ impl StateTable for Table<'_> {
         let entry = Entry { state, expires_at };
         let tag = slot.policy.tag();
         let hash = self.hash_of(slot.key);
+        let bucket = self.bucket.filter(|_| self.is_own(slot.key));
         let map = &mut *self.map;
+        // The bucket the read found, if it still holds this key.
+        let known = bucket
+            .and_then(|b| map.entries.get_bucket_mut(b))
+            .filter(|k| *k.key == *slot.key);
         // A known key is found without allocating; only a new one is copied.
-        let states = match map.entries.find_mut(hash, |k| *k.key == *slot.key) {
+        let found = match known {
+            Some(keyed) => Some(keyed),
+            None => map.entries.find_mut(hash, |k| *k.key == *slot.key),
+        };
+        let states = match found {
             Some(keyed) => &mut keyed.states,
             None => {
                 let hasher = &map.hasher;
@@ -270,9 +306,15 @@ impl StateTable for Table<'_> {
 }
 
 impl Table<'_> {
+    /// Whether `key` is the request's own key: the same slice, as the shared
+    /// loop passes it (no bytes compared), or equal bytes.
+    fn is_own(&self, key: &str) -> bool {
+        std::ptr::eq(key, self.key) || key == self.key
+    }
+
     /// The hash of `key`: computed once per request for its own key.
     fn hash_of(&self, key: &str) -> u64 {
-        if key == self.key {
+        if self.is_own(key) {
             self.hash
         } else {
             self.map.hasher.hash_one(key)
@@ -280,19 +322,26 @@ impl Table<'_> {
     }
 }
 
-impl Map {
-    /// The entry of `slot`, whose key hashes to `hash`, if any.
-    fn get(&self, hash: u64, slot: SlotKey<'_>) -> Option<&Entry> {
-        let tag = slot.policy.tag();
-        self.entries
-            .find(hash, |k| *k.key == *slot.key)?
-            .states
+impl Keyed {
+    /// The entry of the policy tagged `tag`, if any.
+    fn state(&self, tag: PolicyTag) -> Option<&Entry> {
+        self.states
             .iter()
             .find_map(|(t, e)| (*t == tag).then_some(e))
     }
+}
 
-    /// Drops the keys whose state has expired (they read as fresh, so nothing
-    /// is forgotten) and notes when the next one expires.
+impl Map {
+    /// The entry of `slot`, whose key hashes to `hash`, if any.
+    fn get(&self, hash: u64, slot: SlotKey<'_>) -> Option<&Entry> {
+        self.entries
+            .find(hash, |k| *k.key == *slot.key)?
+            .state(slot.policy.tag())
+    }
+
+    /// Drops the states expired at `now` (they read as fresh, so nothing is
+    /// forgotten), and the keys left without one, and notes when the first
+    /// state kept expires.
     fn sweep(&mut self, now: u64) {
         let mut next = u64::MAX;
         self.entries.retain(|keyed| {

@@ -71,10 +71,11 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 /// The lease key's value is a plain random string, the convention
 /// of most Redis lock clients, so a lock taken by another client on the same key
 /// excludes warden and vice versa. Waiters stand in the waiting line and a
-/// release hands the lease to the first live one, publishing its token on
-/// `warden:{orders:42}:released`, which waiters subscribe to (RESP3 pub/sub):
-/// a contended lease changes hands in FIFO order without polling, waking one
-/// waiter per hand-off. The line's entries and costs are described in
+/// release hands the lease to the first live one, publishing its token, the
+/// fence and its place in line on `warden:{orders:42}:released`, which
+/// waiters subscribe to (RESP3 pub/sub): a contended lease changes hands in
+/// FIFO order without polling, waking one waiter per hand-off, which holds
+/// the lease without another round trip. The line's entries and costs are described in
 /// `docs/redis.md`.
 ///
 /// The fence counter has no TTL on purpose: if it expired, fences would start over

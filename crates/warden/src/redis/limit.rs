@@ -4,24 +4,50 @@ use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use rand::Rng;
-use redis::Script;
+use redis::{Script, Value};
 
 use super::conn::RedisConn;
+use super::function::{Args, FunctionUse, Library};
 use super::lease::RedisStore;
 use super::options::RedisOptions;
 use crate::error::{Error, Result};
 use crate::limit::store::{LimitRequest, LimitStore};
 use crate::limit::{Algorithm, Decision, Mode, Policy, Timestamp};
 
-/// A rate-limit script: the shared helpers, the given algorithm parts, then
-/// the part that applies a request to all of a limiter's policies.
+/// Every algorithm's part, after the shared helpers.
+macro_rules! algorithms {
+    () => {
+        concat!(
+            include_str!("scripts/limit_gcra.lua"),
+            include_str!("scripts/limit_token_bucket.lua"),
+            include_str!("scripts/limit_sliding_log.lua"),
+            include_str!("scripts/limit_sliding_window.lua"),
+            include_str!("scripts/limit_fixed_window.lua"),
+        )
+    };
+}
+
+/// The limiter as one Redis 7 function library with every algorithm: its
+/// helpers are defined once, at load, not on every call.
+static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    let body = concat!(
+        include_str!("scripts/limit_prelude.lua"),
+        algorithms!(),
+        include_str!("scripts/limit_apply.lua"),
+    );
+    Library::new("warden_limit", body, "apply")
+});
+
+/// The same code as an `EVALSHA` script, for servers without functions: the
+/// shared helpers, the given algorithm parts, the part that applies a request.
 macro_rules! limit_script {
-    ($($part:literal),+) => {
+    ($($part:expr),+) => {
         LazyLock::new(|| {
             Script::new(concat!(
                 include_str!("scripts/limit_prelude.lua"),
-                $(include_str!($part),)+
+                $($part,)+
                 include_str!("scripts/limit_apply.lua"),
+                "return apply(KEYS, ARGV)\n",
             ))
         })
     };
@@ -29,21 +55,19 @@ macro_rules! limit_script {
 
 /// The script of every algorithm, for limiters that combine policies of
 /// different algorithms.
-static APPLY_ANY: LazyLock<Script> = limit_script!(
-    "scripts/limit_gcra.lua",
-    "scripts/limit_token_bucket.lua",
-    "scripts/limit_sliding_log.lua",
-    "scripts/limit_sliding_window.lua",
-    "scripts/limit_fixed_window.lua"
-);
+static APPLY_ANY: LazyLock<Script> = limit_script!(algorithms!());
 // One script per algorithm, for limiters whose policies all use it (the
 // common case): a script's whole text runs on every call, so the parts of the
 // other algorithms would only cost time.
-static APPLY_GCRA: LazyLock<Script> = limit_script!("scripts/limit_gcra.lua");
-static APPLY_TOKEN_BUCKET: LazyLock<Script> = limit_script!("scripts/limit_token_bucket.lua");
-static APPLY_SLIDING_LOG: LazyLock<Script> = limit_script!("scripts/limit_sliding_log.lua");
-static APPLY_SLIDING_WINDOW: LazyLock<Script> = limit_script!("scripts/limit_sliding_window.lua");
-static APPLY_FIXED_WINDOW: LazyLock<Script> = limit_script!("scripts/limit_fixed_window.lua");
+static APPLY_GCRA: LazyLock<Script> = limit_script!(include_str!("scripts/limit_gcra.lua"));
+static APPLY_TOKEN_BUCKET: LazyLock<Script> =
+    limit_script!(include_str!("scripts/limit_token_bucket.lua"));
+static APPLY_SLIDING_LOG: LazyLock<Script> =
+    limit_script!(include_str!("scripts/limit_sliding_log.lua"));
+static APPLY_SLIDING_WINDOW: LazyLock<Script> =
+    limit_script!(include_str!("scripts/limit_sliding_window.lua"));
+static APPLY_FIXED_WINDOW: LazyLock<Script> =
+    limit_script!(include_str!("scripts/limit_fixed_window.lua"));
 
 /// The smallest script that has every algorithm of `policies`.
 fn script_for(policies: &[Policy]) -> &'static Script {
@@ -62,9 +86,16 @@ fn script_for(policies: &[Policy]) -> &'static Script {
     }
 }
 
-/// Limiter state in one Redis master: each request is one `EVALSHA` of a
-/// script that reads the server's clock (`TIME`), so clients with skewed
-/// clocks cannot change a decision.
+/// Limiter state in one Redis master: each request is one `FCALL` of a
+/// function (Redis 7; `EVALSHA` of the same Lua as a script on older servers
+/// or where an ACL denies functions) that reads the server's clock (`TIME`),
+/// so clients with skewed clocks cannot change a decision.
+///
+/// The function library (`warden_limit_<hash of its code>`) is loaded by the
+/// first call that finds it missing — after a restart without persistence,
+/// a `FUNCTION FLUSH`, on a new cluster master (`FUNCTION LOAD` goes to every
+/// master) — as scripts are reloaded on `NOSCRIPT`. Another warden version
+/// loads a library of another name beside it.
 ///
 /// Storage per policy and key (default prefix `warden:`), e.g. for GCRA at
 /// 60 per minute with a burst of 10 on key `ip:203.0.113.7`:
@@ -97,6 +128,7 @@ fn script_for(policies: &[Policy]) -> &'static Script {
 pub struct RedisLimits {
     conn: RedisConn,
     prefix: Arc<str>,
+    functions: FunctionUse,
 }
 
 impl RedisLimits {
@@ -114,6 +146,7 @@ impl RedisLimits {
         RedisLimits {
             conn,
             prefix: prefix.into(),
+            functions: FunctionUse::default(),
         }
     }
 
@@ -133,6 +166,79 @@ impl RedisLimits {
     }
 }
 
+/// Writes a request's arguments (see `limit_apply.lua`) after its keys.
+fn write_args(out: &mut impl Args, request: &LimitRequest<'_>) {
+    match request.now {
+        Some(t) => out.push(t.as_micros()),
+        None => out.push(""),
+    }
+    out.push(request.cost);
+    out.push(if request.mode == Mode::Peek { "1" } else { "0" });
+    // Only a sliding log names its entries with the nonce.
+    if request
+        .policies
+        .iter()
+        .any(|p| p.algorithm() == Algorithm::SlidingLog)
+    {
+        let nonce: u64 = rand::rng().random();
+        out.push(format!("{nonce:016x}"));
+    } else {
+        out.push("");
+    }
+    for p in request.policies {
+        out.push(p.algorithm().code());
+        out.push(p.capacity());
+        out.push(p.period_micros());
+        out.push(p.interval_micros());
+        out.push(if p.records_rejected() { "1" } else { "0" });
+    }
+}
+
+/// The decisions in a reply: one `[allowed, limit, remaining, reset, retry]`
+/// for one policy, a list of them for several; `None` if it is not that.
+fn decisions(reply: &Value, policies: usize) -> Option<Vec<Decision>> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    if policies == 1 && items.len() == 5 {
+        return Some(vec![decision(items)?]);
+    }
+    if items.len() != policies {
+        return None;
+    }
+    items
+        .iter()
+        .map(|d| match d {
+            Value::Array(parts) => decision(parts),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One decision from its five integers.
+fn decision(parts: &[Value]) -> Option<Decision> {
+    let int = |v: &Value| match v {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    };
+    let [allowed, limit, remaining, reset, retry] = parts else {
+        return None;
+    };
+    let non_negative = |v: &Value| int(v).and_then(|n| u64::try_from(n).ok());
+    let allowed = match int(allowed)? {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    Some(Decision::from_parts(
+        allowed,
+        non_negative(limit)?,
+        non_negative(remaining)?,
+        non_negative(reset)?,
+        u64::try_from(int(retry)?).ok(),
+    ))
+}
+
 #[async_trait]
 impl LimitStore for RedisLimits {
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
@@ -141,59 +247,30 @@ impl LimitStore for RedisLimits {
             .iter()
             .map(|p| p.storage_key(&self.prefix, request.key))
             .collect();
-        let first = keys.first().cloned().unwrap_or_default();
-        let mut invocation = script_for(request.policies).prepare_invoke();
-        for key in &keys {
-            invocation.key(key);
-        }
-        let nonce: u64 = rand::rng().random();
-        invocation
-            .arg(
-                request
-                    .now
-                    .map_or(String::new(), |t| t.as_micros().to_string()),
-            )
-            .arg(request.cost)
-            .arg(if request.mode == Mode::Peek { "1" } else { "0" })
-            .arg(format!("{nonce:016x}"));
-        for p in request.policies {
+        let first = keys.first().map_or("", String::as_str);
+        let mut fcall = redis::cmd("FCALL");
+        fcall.arg(LIBRARY.name()).arg(keys.len()).arg(&keys);
+        write_args(&mut fcall, request);
+        let fallback = || {
+            let mut invocation = script_for(request.policies).prepare_invoke();
+            for key in &keys {
+                invocation.key(key);
+            }
+            write_args(&mut invocation, request);
             invocation
-                .arg(p.algorithm().code())
-                .arg(p.capacity())
-                .arg(p.period_micros())
-                .arg(p.interval_micros())
-                .arg(if p.records_rejected() { "1" } else { "0" });
-        }
-        let raw: Vec<Vec<i64>> = self.conn.script("limit", &first, &invocation).await?;
-        let malformed = |detail: String| Error::Backend {
+        };
+        let reply: Value = self
+            .conn
+            .call("limit", first, |link| {
+                self.functions.call(link, &LIBRARY, &fcall, fallback)
+            })
+            .await?;
+        decisions(&reply, keys.len()).ok_or_else(|| Error::Backend {
             backend: self.conn.display().to_string(),
             op: "limit",
-            key: first.clone(),
-            cause: detail.into(),
-        };
-        if raw.len() != keys.len() {
-            return Err(malformed(format!(
-                "{} decisions for {} policies",
-                raw.len(),
-                keys.len()
-            )));
-        }
-        raw.into_iter()
-            .map(|d| match d.as_slice() {
-                &[allowed, limit, remaining, reset, retry]
-                    if allowed >= 0 && limit >= 0 && remaining >= 0 && reset >= 0 =>
-                {
-                    Ok(Decision::from_parts(
-                        allowed == 1,
-                        limit.unsigned_abs(),
-                        remaining.unsigned_abs(),
-                        reset.unsigned_abs(),
-                        u64::try_from(retry).ok(),
-                    ))
-                }
-                other => Err(malformed(format!("malformed decision {other:?}"))),
-            })
-            .collect()
+            key: first.to_string(),
+            cause: format!("malformed decisions for {} policies: {reply:?}", keys.len()).into(),
+        })
     }
 
     async fn now(&self) -> Result<Timestamp> {

@@ -43,6 +43,7 @@
 mod cluster;
 mod conn;
 mod fenced;
+mod function;
 mod holder;
 mod keys;
 mod lease;

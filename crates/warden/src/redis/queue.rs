@@ -5,6 +5,13 @@
 //! `scripts/lease_leave.lua`; the hand-off itself is in
 //! `scripts/lease_line.lua`, shared with the release).
 //!
+//! A wait's first look is its first attempt (`look_in_line` with no place):
+//! it takes a free key when nobody lives in line and otherwise stands in
+//! line at once; `ready_watch` gives it a watch before that look when
+//! the release channel is subscribed already. A hand-off publishes
+//! `<token> <fence> <entry>`: the waiter whose last look wrote `entry` takes
+//! the lease from the message (see `lease/line.rs`).
+//!
 //! Each entry carries the waiter's token, its TTL and an expiry on the
 //! server's clock that every look of the waiter pushes forward: a waiter that
 //! disappears without leaving the line (killed, cut off) is skipped once its

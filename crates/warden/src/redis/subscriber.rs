@@ -147,30 +147,7 @@ pub(super) struct Subscriber {
 impl Subscriber {
     pub(super) async fn open(conn: &RedisConn) -> Option<Subscriber> {
         let channels: Arc<Mutex<Channels>> = Arc::default();
-        let dispatch = Arc::clone(&channels);
-        let on_push = move |push: PushInfo| {
-            let mut channels = dispatch.lock().unwrap_or_else(|e| e.into_inner());
-            match push.kind {
-                PushKind::Message => {
-                    let watchers = text(push.data.first()).and_then(|c| channels.watchers.get(c));
-                    if let (Some(w), Some(message)) = (watchers, text(push.data.get(1))) {
-                        w.wake_for(message);
-                    }
-                }
-                // A release may have been missed while disconnected: wake
-                // every waiter so it tries again; until a channel is
-                // subscribed again, no watch on it is ready before a look.
-                PushKind::Disconnection => {
-                    channels.disconnections += 1;
-                    for w in channels.watchers.values_mut() {
-                        w.confirmed = false;
-                        w.wake_everyone();
-                    }
-                }
-                _ => {}
-            }
-            Ok::<(), redis::aio::SendError>(())
-        };
+        let on_push = dispatcher(Arc::clone(&channels));
         let opened = tokio::time::timeout(conn.timeout(), async {
             match conn.origin() {
                 Origin::Node(client, certs) => {
@@ -286,6 +263,36 @@ impl Subscriber {
             }
         }
         Some(rx)
+    }
+}
+
+/// The handler of the subscriber connection's pushes: fans messages out to
+/// the watchers of their channel.
+fn dispatcher(
+    channels: Arc<Mutex<Channels>>,
+) -> impl Fn(PushInfo) -> Result<(), redis::aio::SendError> + Send + Sync + Clone + 'static {
+    move |push: PushInfo| {
+        let mut channels = channels.lock().unwrap_or_else(|e| e.into_inner());
+        match push.kind {
+            PushKind::Message => {
+                let watchers = text(push.data.first()).and_then(|c| channels.watchers.get(c));
+                if let (Some(w), Some(message)) = (watchers, text(push.data.get(1))) {
+                    w.wake_for(message);
+                }
+            }
+            // A release may have been missed while disconnected: wake every
+            // waiter so it tries again; until a channel is subscribed again,
+            // no watch on it is ready before a look.
+            PushKind::Disconnection => {
+                channels.disconnections += 1;
+                for w in channels.watchers.values_mut() {
+                    w.confirmed = false;
+                    w.wake_everyone();
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 }
 

@@ -1,12 +1,19 @@
 -- Rate limiting, part 1 of 7: helpers shared by every algorithm. The parts are
--- concatenated into one script (see limit/redis.rs); each algorithm part adds
--- a function to STEPS mirroring its Rust twin in limit/<algorithm>.rs, and
--- limit_apply.lua runs them. A step returns what it found and a function that
--- writes the new state with its TTL (one call more at most: PEXPIRE). All times are integer microseconds: they stay
--- below 2^53, where Lua's doubles are exact, and are written with '%d' because
--- tostring() would print 1.7e+15 and lose the digits.
-local STEPS = {}
+-- concatenated (see redis/limit.rs) into one Redis 7 function library, loaded
+-- once (its top level, these helpers included, runs at load time only), and
+-- into one EVALSHA script per algorithm for servers without functions (there
+-- the whole text runs on every call). Each algorithm part adds to STEPS a
+-- function mirroring its Rust twin in limit/<algorithm>.rs, and to WRITES the
+-- function that stores its new state with the TTL; limit_apply.lua runs them.
+-- Nothing at the top level changes after load: a library's upvalues outlive
+-- the call. All times are integer microseconds: they stay below 2^53, where
+-- Lua's doubles are exact, and are written with '%d' because tostring() would
+-- print 1.7e+15 and lose the digits.
+local STEPS, WRITES = {}, {}
 local MAX_STORED = 9007199254740991
+-- Library functions are looked up when called, never kept in locals: while a
+-- function library loads, only its loader's `redis` table is visible (no
+-- `redis.call`, no `math`).
 
 -- floor(a / b) for non-negative integers below 2^53. The quotient of two
 -- doubles is rounded, so floor(a / b) can be one too high; fix it up.
@@ -33,9 +40,10 @@ local function corrupt(key, what)
   error({err = 'WRONGTYPE limiter key ' .. key .. ' ' .. what})
 end
 
--- A stored non-negative integer; anything else is corruption, never a guess.
+-- A stored non-negative integer of at most 16 digits; anything else (a sign,
+-- a fraction, an exponent, spaces, hex) is corruption, never a guess.
 local function field(key, v, name)
-  if type(v) ~= 'string' or not string.match(v, '^%d+$') or #v > 16 then
+  if type(v) ~= 'string' or #v > 16 or not string.find(v, '^%d+$') then
     corrupt(key, 'has a bad ' .. name .. ': ' .. tostring(v))
   end
   local n = tonumber(v)
@@ -44,10 +52,6 @@ local function field(key, v, name)
   end
   return n
 end
-
--- Minutes added to every TTL when the caller injects `now` (tests): the keys'
--- TTLs then no longer relate to the server's clock. limit_apply.lua sets it.
-local PAD_MS = 0
 
 -- Durations are counted from the instant the state reached; when the clock
 -- went back behind it (`skew`), they are longer by that much from `now`.
@@ -58,11 +62,12 @@ local function later(us, skew)
   return us + skew
 end
 
--- The PEXPIRE argument (ms) for state that reads as fresh `us` from the
--- state's instant: at least 1 ms, rounded up.
-local function expiry(us, skew)
+-- The PEXPIRE/PX argument (ms) for state that reads as fresh `us` from the
+-- state's instant: at least 1 ms, rounded up, plus `pad_ms` (a minute when the
+-- caller injects `now`, see limit_apply.lua).
+local function expiry(us, skew, pad_ms)
   local ttl = math.max(later(us, skew), 1)
-  return int(math.max(1, idiv(ttl + 999, 1000)) + PAD_MS)
+  return int(math.max(1, idiv(ttl + 999, 1000)) + pad_ms)
 end
 
 -- `redis.call(...)` reading `key`: a key of another type than `want` is the
@@ -83,10 +88,11 @@ end
 -- Hash fields as integers, or nil when the key does not exist. A hash that
 -- has none of them was not written by warden: an error, never a fresh start
 -- (EXISTS runs only then, when every field is missing).
-local function hash_fields(key, names)
-  local raw = read(key, 'hash', 'HMGET', key, unpack(names))
+local function hash_fields(key, ...)
+  local raw = read(key, 'hash', 'HMGET', key, ...)
+  local n = select('#', ...)
   local any = false
-  for i = 1, #names do
+  for i = 1, n do
     if raw[i] then
       any = true
       break
@@ -94,13 +100,12 @@ local function hash_fields(key, names)
   end
   if not any then
     if redis.call('EXISTS', key) == 1 then
-      corrupt(key, 'has none of the fields ' .. table.concat(names, ', '))
+      corrupt(key, 'has none of the fields ' .. table.concat({...}, ', '))
     end
     return nil
   end
-  local out = {}
-  for i, name in ipairs(names) do
-    out[name] = field(key, raw[i], name)
+  for i = 1, n do
+    raw[i] = field(key, raw[i], (select(i, ...)))
   end
-  return out
+  return raw
 end

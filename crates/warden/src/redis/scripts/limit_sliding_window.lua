@@ -12,8 +12,7 @@ local function sw_available(cap, period, previous, current, elapsed)
 end
 
 -- The first `elapsed` in [from, period) at which `cost` units fit, or nil.
-local function sw_first_fit(p, previous, current, cost, from)
-  local cap, period = p.cap, p.period
+local function sw_first_fit(cap, period, previous, current, cost, from)
   if current + cost > cap then
     return nil
   end
@@ -36,48 +35,46 @@ local function sw_first_fit(p, previous, current, cost, from)
   return nil
 end
 
-STEPS[4] = function(p, key, now, cost)
-  local period, cap = p.period, p.cap
-  local s = hash_fields(key, {'start', 'current', 'previous'})
+-- Time until the untouched state with `c` units in the current window.
+local function sw_reset(c, previous, to_end, period)
+  if c > 0 then
+    return to_end + period
+  elseif previous > 0 then
+    return to_end
+  end
+  return 0
+end
+
+STEPS['4'] = function(key, now, cost, _, cap, period_arg)
+  local period = tonumber(period_arg)
+  local s = hash_fields(key, 'start', 'current', 'previous')
   local skew = 0
-  if s and now < s.start then
-    skew, now = s.start - now, s.start -- a clock that went back stands still
+  if s and now < s[1] then
+    skew, now = s[1] - now, s[1] -- a clock that went back stands still
   end
   local start = align(now, period)
   local current, previous = 0, 0
-  if s and s.start == start then
-    current, previous = s.current, s.previous
-  elseif s and s.start + period == start then
-    previous = s.current
+  if s and s[1] == start then
+    current, previous = s[2], s[3]
+  elseif s and s[1] + period == start then
+    previous = s[2]
   end
   local elapsed = now - start
   local to_end = period - elapsed
   local retry
-  local e = sw_first_fit(p, previous, current, cost, elapsed)
+  local e = sw_first_fit(cap, period, previous, current, cost, elapsed)
   if e then
     retry = math.max(e, elapsed + 1) - elapsed
   else
     -- in the next window the current count becomes the previous one
-    retry = to_end + (sw_first_fit(p, current, 0, cost, 0) or period)
+    retry = to_end + (sw_first_fit(cap, period, current, 0, cost, 0) or period)
   end
-  local function reset(c)
-    if c > 0 then
-      return to_end + period
-    elseif previous > 0 then
-      return to_end
-    end
-    return 0
-  end
-  local ev = {
-    available = sw_available(cap, period, previous, current, elapsed),
-    retry = retry,
-    reset = reset(current),
-    reset_consumed = reset(current + cost),
-    skew = skew,
-  }
-  return ev, function()
-    redis.call('HSET', key, 'start', int(start), 'current', int(current + cost),
-      'previous', int(previous))
-    redis.call('PEXPIRE', key, expiry(to_end + period, skew))
-  end
+  return sw_available(cap, period, previous, current, elapsed), retry,
+    sw_reset(current, previous, to_end, period), sw_reset(current + cost, previous, to_end, period),
+    skew, start, current + cost, previous, to_end + period
+end
+
+WRITES['4'] = function(key, pad, skew, _, _, start, current, previous, ttl)
+  redis.call('HSET', key, 'start', int(start), 'current', int(current), 'previous', int(previous))
+  redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
 end

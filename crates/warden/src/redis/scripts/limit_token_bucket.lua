@@ -1,12 +1,21 @@
 -- Rate limiting, part 3 of 7: token bucket. The key is a hash {tokens, last}:
 -- whole tokens, and when the last whole token was added (µs). Mirrors
 -- limit/token_bucket.rs.
-STEPS[2] = function(p, key, now, cost)
-  local cap, t = p.cap, p.interval
+
+-- Time until a bucket last refilled at `last` is full again with `left` tokens.
+local function tb_until_full(left, cap, last, t, now)
+  if left >= cap then
+    return 0
+  end
+  return last + (cap - left) * t - now
+end
+
+STEPS['2'] = function(key, now, cost, _, cap, _, interval)
+  local t = tonumber(interval)
   local tokens, last = cap, now
-  local s = hash_fields(key, {'tokens', 'last'})
+  local s = hash_fields(key, 'tokens', 'last')
   if s then
-    tokens, last = s.tokens, s.last
+    tokens, last = s[1], s[2]
   end
   local skew = 0
   if now < last then
@@ -18,26 +27,17 @@ STEPS[2] = function(p, key, now, cost)
   else
     tokens, last = tokens + added, last + added * t
   end
-  local function until_full(left)
-    if left >= cap then
-      return 0
-    end
-    return last + (cap - left) * t - now
-  end
   local retry = 0
   if cost > tokens then
     retry = last + (cost - tokens) * t - now
   end
-  local ev = {
-    available = tokens,
-    retry = retry,
-    reset = until_full(tokens),
-    reset_consumed = until_full(math.max(tokens - cost, 0)),
-    skew = skew,
-  }
-  return ev, function()
-    local left = tokens - cost
-    redis.call('HSET', key, 'tokens', int(left), 'last', int(last))
-    redis.call('PEXPIRE', key, expiry(until_full(left), skew))
-  end
+  local left = math.max(tokens - cost, 0)
+  local full_left = tb_until_full(left, cap, last, t, now)
+  return tokens, retry, tb_until_full(tokens, cap, last, t, now), full_left, skew,
+    left, last, full_left
+end
+
+WRITES['2'] = function(key, pad, skew, _, _, left, last, ttl)
+  redis.call('HSET', key, 'tokens', int(left), 'last', int(last))
+  redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
 end
