@@ -9,6 +9,12 @@
 //! rounds (after one warm-up round) of the whole run's time and of the longest
 //! time the lease sat free between two holders. Run with
 //! `cargo bench -p warden --bench quorum`.
+//!
+//! `quorum count N` (the built bench binary, e.g. under
+//! `valgrind --tool=callgrind`) runs only N uncontended acquire + release
+//! cycles on a quorum of 3, on one thread: the client's instructions per
+//! cycle are the difference of two such runs divided by the difference of
+//! their N (the redis-servers are other processes, not counted).
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -120,8 +126,34 @@ fn quorum(urls: Vec<String>) -> Warden {
     Warden::with_backend(QuorumStore::new(urls, options).unwrap())
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("count") {
+        let n = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(count(n));
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(run());
+}
+
+/// `n` uncontended cycles on a quorum of 3 and nothing else.
+async fn count(n: usize) {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let warden = quorum(servers.iter().map(RedisServer::url).collect());
+    let lease = warden.lease("count").ttl(Duration::from_secs(10));
+    for _ in 0..n {
+        let g = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        g.release().await.unwrap();
+    }
+    println!("{n} cycles");
+}
+
+async fn run() {
     let servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     let single = Warden::with_backend(

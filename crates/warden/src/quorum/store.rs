@@ -4,7 +4,6 @@
 //! holds). The operations live in `ballot.rs` (acquire) and `ops.rs` (extend,
 //! release, status, release watch), all over the fan-out in `gather.rs`.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -62,10 +61,29 @@ struct Inner<N> {
     /// decision does not wait for such a node once the others have answered —
     /// it is still asked every time, and its first answer clears the flag.
     unresponsive: Vec<AtomicBool>,
-    /// The leases this handle holds, by (key, owner token): the fence and the
-    /// end of the validity last confirmed. Extend takes free nodes only for a
-    /// lease still valid here, so it never revives an expired one.
-    holdings: Mutex<HashMap<(String, String), Holding>>,
+    /// The leases this handle holds: the fence and the end of the validity
+    /// last confirmed. Extend takes free nodes only for a lease still valid
+    /// here, so it never revives an expired one.
+    holdings: Mutex<Holdings>,
+}
+
+/// The leases a handle holds, by (key, owner token), looked up without
+/// copying either; entries whose validity has passed are pruned whenever the
+/// map has doubled since the last pruning.
+#[derive(Debug, Default)]
+struct Holdings {
+    map: hashbrown::HashMap<(Box<str>, Box<str>), Holding, std::hash::RandomState>,
+    prune_at: usize,
+}
+
+/// A borrowed (key, owner token): hashes like the map's owned pair.
+#[derive(Hash)]
+struct HoldingId<'a>(&'a str, &'a str);
+
+impl hashbrown::Equivalent<(Box<str>, Box<str>)> for HoldingId<'_> {
+    fn equivalent(&self, (key, token): &(Box<str>, Box<str>)) -> bool {
+        self.0 == &**key && self.1 == &**token
+    }
 }
 
 /// What this handle knows about a lease it won.
@@ -113,7 +131,7 @@ impl<N: QuorumNode> Quorum<N> {
                 quorum,
                 options,
                 unresponsive,
-                holdings: Mutex::new(HashMap::new()),
+                holdings: Mutex::new(Holdings::default()),
             }),
         }
     }
@@ -163,30 +181,28 @@ impl<N: QuorumNode> Quorum<N> {
             .holdings
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        holdings
-            .get(&(key.to_string(), token.as_str().to_string()))
-            .copied()
+        holdings.map.get(&HoldingId(key, token.as_str())).copied()
     }
 
     /// Remembers (or, with `None`, forgets) a lease this handle holds; drops
-    /// entries whose validity has passed, so the map only holds live leases.
+    /// entries whose validity has passed, so the map only holds live leases
+    /// (and no more than twice as many as were live at the last pruning).
     pub(super) fn set_holding(&self, key: &str, token: &OwnerToken, holding: Option<Holding>) {
         let mut holdings = self
             .inner
             .holdings
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let now = crate::clock::now();
-        holdings.retain(|_, h| h.valid_until > now);
-        let id = (key.to_string(), token.as_str().to_string());
-        match holding {
-            Some(h) => {
-                holdings.insert(id, h);
-            }
-            None => {
-                holdings.remove(&id);
-            }
+        let Some(h) = holding else {
+            holdings.map.remove(&HoldingId(key, token.as_str()));
+            return;
+        };
+        if holdings.map.len() >= holdings.prune_at {
+            let now = crate::clock::now();
+            holdings.map.retain(|_, h| h.valid_until > now);
+            holdings.prune_at = (holdings.map.len() * 2).max(16);
         }
+        holdings.map.insert((key.into(), token.as_str().into()), h);
     }
 
     pub(super) fn describe(&self) -> String {
