@@ -38,7 +38,7 @@ async fn release_succeeds_for_a_user_without_channel_rights() {
 /// The minimal ACL rules of docs/redis.md: warden's keys and channels, and
 /// only the commands warden sends.
 const MINIMAL_ACL: &str = "resetkeys ~warden:* resetchannels &warden:* -@all \
-    +evalsha +eval +script|load +ping +time +subscribe +unsubscribe \
+    +evalsha +eval +script|load +fcall +function|load +ping +time +subscribe +unsubscribe \
     +get +set +del +incr +decr +pexpire +pexpireat +pttl +type +publish \
     +hget +hmget +hset +zadd +zcard +zcount +zrange +zrangebyscore +zrem \
     +zremrangebyrank +zremrangebyscore +zscore +lpop +lpush +rpush +lset +lpos +lrem";

@@ -5,10 +5,10 @@
 //! A [`Fanout`] holds the node requests of one operation and is polled in place
 //! by whoever waits on it — no task per node, no channel. Each request is
 //! polled once before [`Quorum::fan_out`] returns, so it is queued on its
-//! node's connection then and each node sees a handle's requests in the order
-//! they were made. Requests still running when a decision is taken go on: a
-//! follow-up takes the [`Fanout`] over, or dropping it hands the rest to one
-//! background task.
+//! node's connection then, normally in the order the requests were made (not
+//! always: see `cleanup.rs`). No request is dropped at the deadline; requests
+//! still running when a decision is taken go on: a follow-up takes the
+//! [`Fanout`] over, or dropping it hands the rest to one background task.
 
 use std::future::Future;
 use std::ops::Deref;

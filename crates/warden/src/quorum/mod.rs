@@ -36,10 +36,11 @@
 //!   not waited for on a split vote until it answers again — the attempt fails
 //!   at once and the contenders back off by a random delay. When the attempt
 //!   fails, every node — including those that timed out or had not answered
-//!   yet — is told to undo our vote before the call returns (scripts go by
-//!   `EVAL`, so each node sees requests in the order they were made: the undo
-//!   after the vote; the caller's next attempt carries a fresh owner token, so
-//!   no undo can remove its grant), and the caller gets
+//!   yet — is told to undo our vote before the call returns (the caller's
+//!   next attempt carries a fresh owner token, so no undo can remove its
+//!   grant; a vote that may have run after its undo is undone again once its
+//!   request has ended, see "No vote left behind" in `docs/quorum.md`), and
+//!   the caller gets
 //!   [`Held`](crate::lease::AcquireReply::Held) with a random retry delay as
 //!   `ttl_left` when the vote split, or the other holder's remaining TTL when a
 //!   majority holds the lease. [`Error::QuorumUnavailable`](crate::Error) is
@@ -52,7 +53,8 @@
 //!   survives one of its nodes freezing. It succeeds with a majority (extended
 //!   and taken, at least one extended) within the validity, and says `NotHeld`
 //!   once a majority no longer holds it (an expired lease is never revived).
-//! - **Release** deletes the key on every node that holds our token.
+//! - **Release** deletes the key on every node that holds our token; a node
+//!   that does not answer is asked again (a few times, never past the TTL).
 //!
 //! # Fencing tokens across holders
 //!
@@ -98,8 +100,10 @@
 //! every operation uses (all nodes at once, per-node deadline, early decision,
 //! unresponsive-node marking); `ballot.rs` is the acquire decision (tally, fence
 //! settlement, undo of late votes, the refusal); `ops.rs` holds extend, release,
-//! status and the release watch; `store.rs` the public [`QuorumStore`] over a
-//! node-generic core, which `tests.rs` drives with in-process nodes.
+//! status and the release watch; `cleanup.rs` the follow-ups that undo every
+//! vote a failed attempt or a released lease may have left; `store.rs` the
+//! public [`QuorumStore`] over a node-generic core, which `tests.rs` drives
+//! with in-process nodes.
 
 mod ballot;
 mod cleanup;

@@ -46,9 +46,13 @@ pub(crate) struct NodeStatus {
 /// quorum bounds every call by its own deadline, so an implementation needs no
 /// timeout of its own beyond its connection's.
 ///
-/// Requests of one handle must reach the node in the order they were made
-/// (the quorum relies on an undo arriving after the vote it undoes): the first
-/// poll of a returned future must put the request on the wire.
+/// The first poll of a returned future should queue the request on the
+/// node's connection, so that requests normally reach the node in the order
+/// they were made; where they do not, the quorum's follow-ups undo what a
+/// reordered vote left once its request has ended (`cleanup.rs`). So a
+/// request made after another one has ended (answered or failed) must reach
+/// the node behind it — true on one connection; a vote stuck on a connection
+/// that broke is the limit `docs/quorum.md` states.
 #[async_trait]
 pub(crate) trait QuorumNode: Debug + Clone + Send + Sync + 'static {
     /// Checks the node answers.

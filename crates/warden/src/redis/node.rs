@@ -28,8 +28,8 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
 impl RedisStore {
     /// A store for one quorum node at `url`, without connecting. Its scripts go
-    /// by `EVAL`, which keeps the node's requests in call order (an undo behind
-    /// its vote, a release ahead of the next acquire); see
+    /// by `EVAL`, so that no `NOSCRIPT` retry sends a request again later (an
+    /// extend-or-take retried after the release could take the node); see
     /// [`inline_scripts`](RedisStore::inline_scripts).
     pub(crate) fn quorum_node(url: &str, options: RedisOptions) -> Result<RedisStore> {
         Ok(RedisStore::lazy(url, options)?.inline_scripts())
