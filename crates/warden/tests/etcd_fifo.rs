@@ -8,6 +8,8 @@
 #![cfg(feature = "etcd")]
 #![allow(clippy::unwrap_used)]
 
+mod fifo_common;
+
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -53,6 +55,11 @@ async fn until_in_line(c: &mut Client, key: &str, n: i64) {
 }
 
 /// Whether the lease key of `key` exists.
+/// The places in line for `key`, for the shared waiting-line bodies.
+async fn counted(c: &Client, key: &str) -> usize {
+    usize::try_from(in_line(&mut c.clone(), key).await).unwrap()
+}
+
 async fn exists(c: &mut Client, key: &str) -> bool {
     let only_count = GetOptions::new().with_count_only();
     let reply = c.get(format!("warden/lease/{key}"), Some(only_count));
@@ -214,34 +221,10 @@ async fn idle_waiters_do_not_ask_etcd_every_second() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_waiter_is_skipped_at_once() {
     let etcd = EtcdCluster::single();
-    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let (warden, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = warden.lease("cancel").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let first = {
-        let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
-    };
-    until_in_line(&mut c, "cancel", 1).await;
-    let second = {
-        let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
-    };
-    until_in_line(&mut c, "cancel", 2).await;
-    // Dropping the first wait leaves the line (in the background).
-    first.abort();
-    until_in_line(&mut c, "cancel", 1).await;
-    let released = Instant::now();
-    holder.release().await.unwrap();
-    let guard = second
-        .await
-        .unwrap()
-        .unwrap()
-        .into_guard()
-        .expect("acquired");
-    // Long before the cancelled waiter's 30 s TTL.
-    let waited = released.elapsed();
-    assert!(waited < Duration::from_secs(2), "{waited:?}");
-    guard.release().await.unwrap();
+    fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || counted(&c, "cancel")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,37 +307,21 @@ async fn killed_waiter_child() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let etcd = EtcdCluster::single();
-    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let (warden, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = warden.lease("killed").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
         .env("WARDEN_ETCD_FIFO_CHILD_URL", etcd.url())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    until_in_line(&mut c, "killed", 1).await;
-    child.kill().unwrap(); // SIGKILL: the child cannot leave the line
-    child.wait().unwrap();
-    let killed = Instant::now();
-    let second = {
-        let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
-    };
-    until_in_line(&mut c, "killed", 2).await;
-    holder.release().await.unwrap();
-    // The killed waiter is first in line; its place goes with its etcd lease
-    // (1 s, plus etcd's 500 ms expiry sweep), and its deletion wakes the next.
-    let guard = second
-        .await
-        .unwrap()
-        .unwrap()
-        .into_guard()
-        .expect("acquired");
-    let waited = killed.elapsed();
-    assert!(waited < KILLED_TTL * 4, "the next waiter waited {waited:?}");
-    assert_eq!(in_line(&mut c, "killed").await, 0, "the dead place is gone");
-    guard.release().await.unwrap();
+    // The killed waiter stays first in line; its place goes with its etcd
+    // lease (1 s, plus etcd's 500 ms expiry sweep), and its deletion wakes the
+    // next.
+    let dead = fifo_common::DeadPlace::ExpiresWithin(KILLED_TTL * 4);
+    fifo_common::a_killed_waiter_is_skipped(&lease, holder, child, dead, || counted(&c, "killed"))
+        .await;
 }
 
 /// Elections are leases: candidates are elected in the order they began

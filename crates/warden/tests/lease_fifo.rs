@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod fifo_common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -93,34 +95,10 @@ async fn a_cancelled_waiter_leaves_the_line_at_once() {
     let warden = connect(&server.url()).await;
     let lease = warden.lease("cancel").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let first = {
-        let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
-    };
-    until_in_line(&server, "cancel", 1).await;
-    let second = {
-        let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
-    };
-    until_in_line(&server, "cancel", 2).await;
-    // Dropping the first wait leaves the line (in the background).
-    first.abort();
-    until_in_line(&server, "cancel", 1).await;
-    let released = Instant::now();
-    holder.release().await.unwrap();
-    let guard = second
-        .await
-        .unwrap()
-        .unwrap()
-        .into_guard()
-        .expect("acquired");
-    // Long before the cancelled waiter's 30 s TTL.
-    assert!(
-        released.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        released.elapsed()
-    );
-    guard.release().await.unwrap();
+    fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || {
+        std::future::ready(in_line(&server, "cancel"))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,36 +145,17 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let warden = connect(&server.url()).await;
     let lease = warden.lease("killed").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
         .env("WARDEN_FIFO_CHILD_URL", server.url())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    until_in_line(&server, "killed", 1).await;
-    child.kill().unwrap(); // SIGKILL: the child cannot leave the line
-    child.wait().unwrap();
-    let second = {
-        let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
-    };
-    until_in_line(&server, "killed", 2).await;
-    // Past the killed waiter's TTL its place is dead: the release skips it and
-    // hands the lease to the next one at once, instead of to a waiter that
-    // will never claim it (which would keep the key for another TTL).
-    tokio::time::sleep(KILLED_TTL + Duration::from_millis(200)).await;
-    let released = Instant::now();
-    holder.release().await.unwrap();
-    let guard = second
-        .await
-        .unwrap()
-        .unwrap()
-        .into_guard()
-        .expect("acquired");
-    let waited = released.elapsed();
-    assert!(waited < KILLED_TTL / 2, "the next waiter waited {waited:?}");
-    assert_eq!(in_line(&server, "killed"), 0, "the dead place is gone");
-    guard.release().await.unwrap();
+    let dead = fifo_common::DeadPlace::SkippedAfter(KILLED_TTL);
+    fifo_common::a_killed_waiter_is_skipped(&lease, holder, child, dead, || {
+        std::future::ready(in_line(&server, "killed"))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,6 +21,8 @@ use warden::lease::{
 use warden::sqlite::{SqliteOptions, SqliteStore};
 use warden::{Fence, OwnerToken, Warden};
 
+mod fifo_common;
+
 /// Longer than any test: a waiter woken within it was woken by a change.
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -100,17 +102,15 @@ fn wall_ns() -> u128 {
         .as_nanos()
 }
 
+/// The places in line for `key`, as `status` counts them.
+async fn in_line(warden: &Warden, key: &str) -> usize {
+    let waiters = warden.status(key).await.unwrap().waiters;
+    usize::try_from(waiters.expect("SQLite counts its waiting line")).unwrap()
+}
+
 /// Waits (up to 10 s) until `n` waiters stand in line for `key`.
-async fn until_in_line(warden: &Warden, key: &str, n: u64) {
-    let give_up = Instant::now() + Duration::from_secs(10);
-    loop {
-        let waiters = warden.status(key).await.unwrap().waiters;
-        if waiters == Some(n) {
-            return;
-        }
-        assert!(Instant::now() < give_up, "{waiters:?} in line, not {n}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+async fn until_in_line(warden: &Warden, key: &str, n: usize) {
+    fifo_common::until_in_line(&|| in_line(warden, key), n).await;
 }
 
 /// A child process running one of the `#[ignore]`d tests below on `path`.
@@ -312,7 +312,7 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
             turns.lock().unwrap().push((i, guard.fence()));
             guard.release().await.unwrap();
         }));
-        until_in_line(&warden, "k", u64::try_from(i).unwrap() + 1).await;
+        until_in_line(&warden, "k", i + 1).await;
     }
     holder.release().await.unwrap();
     for w in waiters {
@@ -341,34 +341,8 @@ async fn a_waiter_that_gives_up_or_is_cancelled_leaves_the_line() {
         .await
         .unwrap();
     assert!(!out.is_acquired());
-    assert_eq!(warden.status("k").await.unwrap().waiters, Some(0));
-    let first = {
-        let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
-    };
-    until_in_line(&warden, "k", 1).await;
-    let second = {
-        let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
-    };
-    until_in_line(&warden, "k", 2).await;
-    first.abort();
-    until_in_line(&warden, "k", 1).await;
-    let released = Instant::now();
-    holder.release().await.unwrap();
-    let guard = second
-        .await
-        .unwrap()
-        .unwrap()
-        .into_guard()
-        .expect("acquired");
-    // Long before the cancelled waiter's 30 s TTL.
-    assert!(
-        released.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        released.elapsed()
-    );
-    guard.release().await.unwrap();
+    assert_eq!(in_line(&warden, "k").await, 0);
+    fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || in_line(&warden, "k")).await;
 }
 
 /// The TTL of the waiter that is killed.
@@ -381,29 +355,10 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let warden = Warden::with_backend(open(&path).await);
     let lease = warden.lease("k").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let mut killed = child("waiter_child", &path, KILLED_TTL);
-    until_in_line(&warden, "k", 1).await;
-    killed.kill().unwrap(); // SIGKILL: it cannot leave the line
-    killed.wait().unwrap();
-    let second = {
-        let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
-    };
-    until_in_line(&warden, "k", 2).await;
-    // Past the killed waiter's TTL its place is dead: the release skips it.
-    tokio::time::sleep(KILLED_TTL + Duration::from_millis(200)).await;
-    let released = Instant::now();
-    holder.release().await.unwrap();
-    let guard = second
-        .await
-        .unwrap()
-        .unwrap()
-        .into_guard()
-        .expect("acquired");
-    let waited = released.elapsed();
-    assert!(waited < KILLED_TTL / 2, "the next waiter waited {waited:?}");
-    assert_eq!(warden.status("k").await.unwrap().waiters, Some(0));
-    guard.release().await.unwrap();
+    let killed = child("waiter_child", &path, KILLED_TTL);
+    let dead = fifo_common::DeadPlace::SkippedAfter(KILLED_TTL);
+    fifo_common::a_killed_waiter_is_skipped(&lease, holder, killed, dead, || in_line(&warden, "k"))
+        .await;
 }
 
 #[tokio::test]
