@@ -14,6 +14,51 @@ fn calls(server: &RedisServer) -> u64 {
     per_command(server).iter().map(|(_, n)| n).sum()
 }
 
+/// A hand-written client of two minimal scripts (acquire: `SET NX PX` and the
+/// fence `INCR`; release: compare and delete), the baseline of the counts.
+struct RawClient {
+    acquire: redis::Script,
+    release: redis::Script,
+    c: redis::aio::MultiplexedConnection,
+}
+
+impl RawClient {
+    async fn connect(url: &str) -> RawClient {
+        let client = redis::Client::open(url).unwrap();
+        RawClient {
+            acquire: redis::Script::new(
+                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+                 return redis.call('INCR', KEYS[2]) end return 0",
+            ),
+            release: redis::Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                 return redis.call('DEL', KEYS[1]) end return 0",
+            ),
+            c: client.get_multiplexed_async_connection().await.unwrap(),
+        }
+    }
+
+    /// One acquire + release of `key` (its fence counter is `key:f`).
+    async fn cycle(&mut self, key: &str) {
+        let _: i64 = self
+            .acquire
+            .key(key)
+            .key(format!("{key}:f"))
+            .arg("t")
+            .arg(30_000)
+            .invoke_async(&mut self.c)
+            .await
+            .unwrap();
+        let _: i64 = self
+            .release
+            .key(key)
+            .arg("t")
+            .invoke_async(&mut self.c)
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn an_acquire_and_release_costs_at_most_seven_commands() {
     let server = RedisServer::start();
@@ -39,47 +84,11 @@ async fn an_acquire_and_release_costs_at_most_seven_commands() {
 
     // The same cycles by a hand-written client of two minimal scripts, for
     // the record (`--no-capture` prints both).
-    let acquire = redis::Script::new(
-        "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
-         return redis.call('INCR', KEYS[2]) end return 0",
-    );
-    let release = redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-         return redis.call('DEL', KEYS[1]) end return 0",
-    );
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    let _: i64 = acquire
-        .key("raw-warm")
-        .key("raw-warm:f")
-        .arg("t")
-        .arg(30_000)
-        .invoke_async(&mut c)
-        .await
-        .unwrap();
-    let _: i64 = release
-        .key("raw-warm")
-        .arg("t")
-        .invoke_async(&mut c)
-        .await
-        .unwrap();
+    let mut raw_client = RawClient::connect(&server.url()).await;
+    raw_client.cycle("raw-warm").await;
     server.command("CONFIG RESETSTAT").unwrap();
     for i in 0..CYCLES {
-        let (key, fence) = (format!("raw-{i}"), format!("raw-{i}:f"));
-        let _: i64 = acquire
-            .key(&key)
-            .key(&fence)
-            .arg("t")
-            .arg(30_000)
-            .invoke_async(&mut c)
-            .await
-            .unwrap();
-        let _: i64 = release
-            .key(&key)
-            .arg("t")
-            .invoke_async(&mut c)
-            .await
-            .unwrap();
+        raw_client.cycle(&format!("raw-{i}")).await;
     }
     let raw = calls(&server) as f64 / CYCLES as f64;
     println!("Redis commands per acquire + release: warden {per_cycle}, raw client {raw}");
@@ -338,32 +347,9 @@ fn cpu_per_cycle_loop() {
         .unwrap();
     runtime.block_on(async {
         if raw {
-            let acquire = redis::Script::new(
-                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
-                 return redis.call('INCR', KEYS[2]) end return 0",
-            );
-            let release = redis::Script::new(
-                "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-                 return redis.call('DEL', KEYS[1]) end return 0",
-            );
-            let client = redis::Client::open(server.url()).unwrap();
-            let mut c = client.get_multiplexed_async_connection().await.unwrap();
+            let mut raw_client = RawClient::connect(&server.url()).await;
             for i in 0..n {
-                let (key, fence) = (format!("raw-{i}"), format!("raw-{i}:f"));
-                let _: i64 = acquire
-                    .key(&key)
-                    .key(&fence)
-                    .arg("t")
-                    .arg(30_000)
-                    .invoke_async(&mut c)
-                    .await
-                    .unwrap();
-                let _: i64 = release
-                    .key(&key)
-                    .arg("t")
-                    .invoke_async(&mut c)
-                    .await
-                    .unwrap();
+                raw_client.cycle(&format!("raw-{i}")).await;
             }
         } else {
             let backend = RedisStore::connect(&server.url(), RedisOptions::default())
