@@ -19,7 +19,9 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp};
+use etcd_client::{
+    EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+};
 
 use super::EtcdStore;
 use super::keys::{permit_key, permits_prefix, range_end};
@@ -39,6 +41,70 @@ impl EtcdStore {
 
     fn permit_key(&self, key: &str, token: &OwnerToken) -> String {
         permit_key(&self.permits_prefix(key), token.as_str())
+    }
+
+    /// Creates `permit` holding `token` on etcd lease `lease` and reads the
+    /// semaphore's first `permits` permit keys by create revision, in one
+    /// transaction.
+    async fn put_permit(
+        &self,
+        key: &str,
+        permit: &str,
+        token: &OwnerToken,
+        lease: i64,
+        permits: NonZeroU32,
+    ) -> Result<Vec<KeyValue>> {
+        let prefix = self.permits_prefix(key);
+        let first_n = by_creation(&prefix, SortOrder::Ascend, i64::from(permits.get()));
+        let txn = Txn::new().and_then([
+            TxnOp::put(
+                permit,
+                token.as_str(),
+                Some(PutOptions::new().with_lease(lease)),
+            ),
+            TxnOp::get(prefix.as_str(), Some(first_n)),
+        ]);
+        let reply = self
+            .conn
+            .call("acquire permit", key, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        Ok(reply
+            .op_responses()
+            .into_iter()
+            .filter_map(|r| match r {
+                TxnOpResponse::Get(mut get) => Some(get.take_kvs()),
+                _ => None,
+            })
+            .flatten()
+            .collect())
+    }
+
+    /// A permit not among the first: its etcd lease is revoked at once (its
+    /// key counts against every other attempt until it is gone), and the
+    /// holder is told when the oldest permit runs out.
+    async fn refuse_permit(&self, key: &str, id: i64, first: &[KeyValue]) -> Result<AcquireReply> {
+        if let Err(e) = self
+            .conn
+            .call("acquire permit", key, |mut c| async move {
+                c.lease_revoke(id).await
+            })
+            .await
+        {
+            tracing::debug!(lease = id, error = %e, "revoking a refused permit failed; its TTL will end it");
+        }
+        // The oldest permit's lease runs out first or with the others: by then
+        // at least one permit is free.
+        let ttl_left = match first.first() {
+            Some(oldest) => {
+                self.lease_ttl_left("acquire permit", key, oldest.lease())
+                    .await?
+            }
+            None => Some(Duration::ZERO),
+        };
+        Ok(AcquireReply::Held { ttl_left })
     }
 }
 
@@ -60,42 +126,19 @@ impl SemaphoreStore for EtcdStore {
         permits: NonZeroU32,
     ) -> Result<AcquireReply> {
         let start = crate::clock::now();
-        let prefix = self.permits_prefix(key);
         let permit = self.permit_key(key, token);
         let granted = self.grant("acquire permit", key, ttl).await?;
-        let first_n = by_creation(&prefix, SortOrder::Ascend, i64::from(permits.get()));
-        let txn = Txn::new().and_then([
-            TxnOp::put(
-                permit.as_str(),
-                token.as_str(),
-                Some(PutOptions::new().with_lease(granted.id)),
-            ),
-            TxnOp::get(prefix.as_str(), Some(first_n)),
-        ]);
-        let reply = match self
-            .conn
-            .call("acquire permit", key, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
+        let first = match self
+            .put_permit(key, &permit, token, granted.id, permits)
             .await
         {
-            Ok(reply) => reply,
+            Ok(first) => first,
             Err(e) => {
                 // Its fate is unknown; revoking the lease undoes it if it applied.
                 self.revoke_in_background(granted.id);
                 return Err(e);
             }
         };
-        let first: Vec<_> = reply
-            .op_responses()
-            .into_iter()
-            .filter_map(|r| match r {
-                etcd_client::TxnOpResponse::Get(mut get) => Some(get.take_kvs()),
-                _ => None,
-            })
-            .flatten()
-            .collect();
         if let Some(ours) = first.iter().find(|kv| kv.key() == permit.as_bytes()) {
             let fence = self.created_fence(&permit, Some(ours.clone()))?;
             self.remember(&permit, token, granted);
@@ -104,28 +147,7 @@ impl SemaphoreStore for EtcdStore {
                 valid_until: valid_until(start, ttl),
             });
         }
-        // Refused: revoke at once, since our key counts against every other
-        // attempt until it is gone.
-        let id = granted.id;
-        if let Err(e) = self
-            .conn
-            .call("acquire permit", key, |mut c| async move {
-                c.lease_revoke(id).await
-            })
-            .await
-        {
-            tracing::debug!(lease = id, error = %e, "revoking a refused permit failed; its TTL will end it");
-        }
-        // The oldest permit's lease runs out first or with the others: by then
-        // at least one permit is free.
-        let ttl_left = match first.first() {
-            Some(oldest) => {
-                self.lease_ttl_left("acquire permit", key, oldest.lease())
-                    .await?
-            }
-            None => Some(Duration::ZERO),
-        };
-        Ok(AcquireReply::Held { ttl_left })
+        self.refuse_permit(key, granted.id, &first).await
     }
 
     async fn extend_permit(
