@@ -65,14 +65,9 @@ enum Campaigned {
 /// behind is skipped once unrefreshed for its TTL).
 const LEAVE_LINE_GRACE: Duration = Duration::from_millis(200);
 
-pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
-    warden::validate_key(&args.key)?;
-    let id = match &args.id {
-        Some(id) => id.clone(),
-        None => default_id(),
-    };
-    // The command runs through `warden run`'s machinery; these are its terms.
-    let run_args = RunArgs {
+/// The command runs through `warden run`'s machinery; these are its terms.
+fn run_terms(args: &ElectArgs) -> RunArgs {
+    RunArgs {
         key: args.key.clone(),
         ttl: args.ttl,
         wait: Wait::For(Duration::ZERO),
@@ -85,7 +80,16 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
         permits: None,
         shell: None,
         argv: args.command.clone(),
+    }
+}
+
+pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
+    warden::validate_key(&args.key)?;
+    let id = match &args.id {
+        Some(id) => id.clone(),
+        None => default_id(),
     };
+    let run_args = run_terms(args);
     let grace = run::timing(&run_args)?;
     check_id(&id)?;
     let warden = store::connect(global).await?;
