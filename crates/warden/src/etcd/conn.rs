@@ -28,24 +28,7 @@ impl EtcdConn {
     /// rather than on the first lease.
     pub async fn connect(url: &EtcdUrl, options: &EtcdOptions) -> Result<Self> {
         let display = url.display();
-        let mut connect = ConnectOptions::new()
-            // No per-request timeout in the channel: `call` bounds every call
-            // with its own budget and reports it as a timeout.
-            .with_connect_timeout(options.connect_timeout)
-            // HTTP/2 pings notice a dead member (kill -9, a cut cable) while
-            // idle, so the channel fails over instead of waiting on a socket
-            // that will never answer.
-            .with_keep_alive(Duration::from_secs(1), options.timeout)
-            .with_keep_alive_while_idle(true)
-            // Calls fail fast on a member cut off from the leader rather than
-            // waiting on it ("etcdserver: no leader").
-            .with_require_leader(true);
-        if let Some((name, password)) = &options.user {
-            connect = connect.with_user(name.clone(), password.clone());
-        }
-        if let Some((name, password)) = &url.user {
-            connect = connect.with_user(name.clone(), password.clone());
-        }
+        let mut connect = client_options(url, options);
         // Connecting authenticates when a user is set: one round trip, bounded
         // by the connect and call budgets together.
         let budget = options.connect_timeout + options.timeout;
@@ -263,4 +246,25 @@ fn never_sent(e: &etcd_client::Error) -> bool {
         source = s.source();
     }
     false
+}
+
+/// The client's channel options: budgets, keep-alive pings, leader required,
+/// and the user (the URL's over [`EtcdOptions::user`]).
+fn client_options(url: &EtcdUrl, options: &EtcdOptions) -> ConnectOptions {
+    let mut connect = ConnectOptions::new()
+        // No per-request timeout in the channel: `call` bounds every call
+        // with its own budget and reports it as a timeout.
+        .with_connect_timeout(options.connect_timeout)
+        // HTTP/2 pings notice a dead member (kill -9, a cut cable) while
+        // idle, so the channel fails over instead of waiting on a socket
+        // that will never answer.
+        .with_keep_alive(Duration::from_secs(1), options.timeout)
+        .with_keep_alive_while_idle(true)
+        // Calls fail fast on a member cut off from the leader rather than
+        // waiting on it ("etcdserver: no leader").
+        .with_require_leader(true);
+    if let Some((name, password)) = url.user.as_ref().or(options.user.as_ref()) {
+        connect = connect.with_user(name.clone(), password.clone());
+    }
+    connect
 }
