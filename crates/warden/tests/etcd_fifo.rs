@@ -17,7 +17,7 @@ use std::time::Duration;
 use etcd_client::{Client, GetOptions, PutOptions};
 use tokio::time::Instant;
 use warden::etcd::{EtcdOptions, EtcdStore};
-use warden::{Fence, TryAcquire, Warden};
+use warden::{TryAcquire, Warden};
 use warden_test::EtcdCluster;
 
 async fn connect(url: &str) -> Warden {
@@ -54,12 +54,12 @@ async fn until_in_line(c: &mut Client, key: &str, n: i64) {
     }
 }
 
-/// Whether the lease key of `key` exists.
 /// The places in line for `key`, for the shared waiting-line bodies.
 async fn counted(c: &Client, key: &str) -> usize {
     usize::try_from(in_line(&mut c.clone(), key).await).unwrap()
 }
 
+/// Whether the lease key of `key` exists.
 async fn exists(c: &mut Client, key: &str) -> bool {
     let only_count = GetOptions::new().with_count_only();
     let reply = c.get(format!("warden/lease/{key}"), Some(only_count));
@@ -86,35 +86,11 @@ fn started(etcd: &EtcdCluster, method: &str) -> u64 {
 }
 
 /// Starts `n` waiters on `lease` one after the other, each once the one
-/// before it stands in line; each records its turn and fence, holds the lease
-/// for `hold` and releases it.
-async fn queue_waiters(
-    lease: &warden::Lease,
-    c: &mut Client,
-    n: usize,
-    hold: Duration,
-) -> (
-    Vec<tokio::task::JoinHandle<()>>,
-    Arc<Mutex<Vec<(usize, Fence)>>>,
-) {
-    let turns: Arc<Mutex<Vec<(usize, Fence)>>> = Arc::default();
-    let mut waiters = Vec::new();
-    for i in 0..n {
-        let (waiter, turns) = (lease.clone(), Arc::clone(&turns));
-        waiters.push(tokio::spawn(async move {
-            let guard = waiter
-                .acquire_within(Duration::from_secs(30))
-                .await
-                .unwrap()
-                .into_guard()
-                .expect("acquired");
-            turns.lock().unwrap().push((i, guard.fence()));
-            tokio::time::sleep(hold).await;
-            guard.release().await.unwrap();
-        }));
-        until_in_line(c, lease.key(), i as i64 + 1).await;
-    }
-    (waiters, turns)
+/// before it stands in line; each records its turn and fence and releases it.
+async fn queue_waiters(lease: &warden::Lease, c: &Client, n: usize) -> fifo_common::Line {
+    let count = || counted(c, lease.key());
+    let within = Duration::from_secs(30);
+    fifo_common::stand_in_line(lease, n, within, &count, |guard| async move { guard }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,20 +100,10 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let lease = warden.lease("fifo").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
-    let (waiters, turns) = queue_waiters(&lease, &mut c, WAITERS, Duration::ZERO).await;
+    let line = queue_waiters(&lease, &c, WAITERS).await;
     let status = warden.status("fifo").await.unwrap();
     assert_eq!(status.waiters, Some(WAITERS as u64), "{status:?}");
-    holder.release().await.unwrap();
-    for w in waiters {
-        w.await.unwrap();
-    }
-    let turns = turns.lock().unwrap().clone();
-    let order: Vec<usize> = turns.iter().map(|(i, _)| *i).collect();
-    assert_eq!(order, (0..WAITERS).collect::<Vec<_>>(), "turns: {turns:?}");
-    assert!(
-        turns.windows(2).all(|w| w[0].1 < w[1].1),
-        "fences rise with the turns: {turns:?}"
-    );
+    line.served_in_order(holder).await;
     assert_eq!(in_line(&mut c, "fifo").await, 0, "nobody is left in line");
     assert!(
         !exists(&mut c, "fifo").await,
@@ -152,11 +118,11 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_off_costs_the_release_and_one_look() {
     let etcd = EtcdCluster::single();
-    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let (warden, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = warden.lease("cost").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
-    let (waiters, _) = queue_waiters(&lease, &mut c, WAITERS, Duration::ZERO).await;
+    let waiters = queue_waiters(&lease, &c, WAITERS).await.waiters;
     let methods = [
         "Txn",
         "LeaseGrant",
@@ -196,11 +162,11 @@ async fn a_hand_off_costs_the_release_and_one_look() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_waiters_do_not_ask_etcd_every_second() {
     let etcd = EtcdCluster::single();
-    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let (warden, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = warden.lease("idle").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 4;
-    let (waiters, turns) = queue_waiters(&lease, &mut c, WAITERS, Duration::ZERO).await;
+    let fifo_common::Line { waiters, turns } = queue_waiters(&lease, &c, WAITERS).await;
     // Past the looks that follow each waiter's first one.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = (started(&etcd, "Txn"), started(&etcd, "LeaseKeepAlive"));
@@ -230,17 +196,18 @@ async fn a_cancelled_waiter_is_skipped_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_wait_ends_leaves_the_line() {
     let etcd = EtcdCluster::single();
-    let (warden, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let (warden, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = warden.lease("budget").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let out = lease
-        .acquire_within(Duration::from_millis(300))
-        .await
-        .unwrap();
-    assert!(!out.is_acquired());
-    assert_eq!(in_line(&mut c, "budget").await, 0);
-    holder.release().await.unwrap();
-    assert!(!exists(&mut c, "budget").await);
+    let within = Duration::from_millis(300);
+    fifo_common::a_waiter_whose_wait_ends_leaves_the_line(
+        &lease,
+        holder,
+        within,
+        || counted(&c, "budget"),
+        || async { !exists(&mut c.clone(), "budget").await },
+    )
+    .await;
 }
 
 /// A place whose waiter vanished without a trace, as a killed process leaves

@@ -7,12 +7,11 @@
 
 mod fifo_common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use warden::Warden;
 use warden::redis::{RedisOptions, RedisStore};
-use warden::{Fence, Warden};
 use warden_test::RedisServer;
 
 async fn connect(url: &str) -> Warden {
@@ -32,15 +31,7 @@ fn in_line(server: &RedisServer, key: &str) -> usize {
 
 /// Waits (up to 10 s) until `n` waiters stand in line for `key`.
 async fn until_in_line(server: &RedisServer, key: &str, n: usize) {
-    let give_up = Instant::now() + Duration::from_secs(10);
-    while in_line(server, key) != n {
-        assert!(
-            Instant::now() < give_up,
-            "{} in line, not {n}",
-            in_line(server, key)
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    fifo_common::until_in_line(&|| std::future::ready(in_line(server, key)), n).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,38 +40,21 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let warden = connect(&server.url()).await;
     let lease = warden.lease("fifo").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let turns: Arc<Mutex<Vec<(usize, Fence)>>> = Arc::default();
-    let mut waiters = Vec::new();
     const WAITERS: usize = 8;
-    for i in 0..WAITERS {
-        let (lease, turns, watcher) = (lease.clone(), Arc::clone(&turns), warden.clone());
-        waiters.push(tokio::spawn(async move {
-            let guard = lease
-                .acquire_within(Duration::from_secs(20))
-                .await
-                .unwrap()
-                .into_guard()
-                .expect("acquired");
+    let count = || std::future::ready(in_line(&server, "fifo"));
+    let within = Duration::from_secs(20);
+    let line = fifo_common::stand_in_line(&lease, WAITERS, within, &count, move |guard| {
+        let watcher = warden.clone();
+        async move {
             // The fence a hand-off message carried is the store's.
             let status = watcher.status("fifo").await.unwrap();
             assert_eq!(status.fence, Some(guard.fence()), "{status:?}");
             assert!(status.held && !guard.is_lost());
-            turns.lock().unwrap().push((i, guard.fence()));
-            guard.release().await.unwrap();
-        }));
-        until_in_line(&server, "fifo", i + 1).await;
-    }
-    holder.release().await.unwrap();
-    for w in waiters {
-        w.await.unwrap();
-    }
-    let turns = turns.lock().unwrap().clone();
-    let order: Vec<usize> = turns.iter().map(|(i, _)| *i).collect();
-    assert_eq!(order, (0..WAITERS).collect::<Vec<_>>(), "turns: {turns:?}");
-    assert!(
-        turns.windows(2).all(|w| w[0].1 < w[1].1),
-        "fences rise with the turns: {turns:?}"
-    );
+            guard
+        }
+    })
+    .await;
+    line.served_in_order(holder).await;
     assert_eq!(in_line(&server, "fifo"), 0, "nobody is left in line");
     assert_eq!(
         server.command("EXISTS warden:{fifo}").unwrap().trim(),
@@ -107,17 +81,15 @@ async fn a_waiter_whose_wait_ends_leaves_the_line() {
     let warden = connect(&server.url()).await;
     let lease = warden.lease("budget").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let out = lease
-        .acquire_within(Duration::from_millis(200))
-        .await
-        .unwrap();
-    assert!(!out.is_acquired());
-    assert_eq!(in_line(&server, "budget"), 0);
-    holder.release().await.unwrap();
-    assert_eq!(
-        server.command("EXISTS warden:{budget}").unwrap().trim(),
-        ":0"
-    );
+    let within = Duration::from_millis(200);
+    fifo_common::a_waiter_whose_wait_ends_leaves_the_line(
+        &lease,
+        holder,
+        within,
+        || std::future::ready(in_line(&server, "budget")),
+        || std::future::ready(server.command("EXISTS warden:{budget}").unwrap().trim() == ":0"),
+    )
+    .await;
 }
 
 /// The TTL of the waiter that is killed.

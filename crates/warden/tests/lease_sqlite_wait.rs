@@ -8,8 +8,8 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -19,7 +19,7 @@ use warden::lease::{
     ReleaseWatch,
 };
 use warden::sqlite::{SqliteOptions, SqliteStore};
-use warden::{Fence, OwnerToken, Warden};
+use warden::{OwnerToken, Warden};
 
 mod fifo_common;
 
@@ -301,30 +301,18 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let warden = Warden::with_backend(open(&dir.path().join("w.db")).await);
     let lease = warden.lease("k").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let turns: Arc<Mutex<Vec<(usize, Fence)>>> = Arc::default();
-    let mut waiters = Vec::new();
     const WAITERS: usize = 6;
-    for i in 0..WAITERS {
-        let (lease, turns) = (lease.clone(), Arc::clone(&turns));
-        waiters.push(tokio::spawn(async move {
-            let out = lease.acquire_within(Duration::from_secs(30)).await.unwrap();
-            let guard = out.into_guard().expect("acquired");
-            turns.lock().unwrap().push((i, guard.fence()));
-            guard.release().await.unwrap();
-        }));
-        until_in_line(&warden, "k", i + 1).await;
-    }
-    holder.release().await.unwrap();
-    for w in waiters {
-        w.await.unwrap();
-    }
-    let turns = turns.lock().unwrap().clone();
-    let order: Vec<usize> = turns.iter().map(|(i, _)| *i).collect();
-    assert_eq!(order, (0..WAITERS).collect::<Vec<_>>(), "turns: {turns:?}");
-    assert!(
-        turns.windows(2).all(|w| w[0].1 < w[1].1),
-        "fences rise: {turns:?}"
-    );
+    let count = || in_line(&warden, "k");
+    let within = Duration::from_secs(30);
+    let line = fifo_common::stand_in_line(
+        &lease,
+        WAITERS,
+        within,
+        &count,
+        |guard| async move { guard },
+    )
+    .await;
+    line.served_in_order(holder).await;
     let status = warden.status("k").await.unwrap();
     assert!(!status.held, "the last waiter's release freed it");
     assert_eq!(status.waiters, Some(0), "nobody is left in line");
@@ -336,12 +324,8 @@ async fn a_waiter_that_gives_up_or_is_cancelled_leaves_the_line() {
     let warden = Warden::with_backend(open(&dir.path().join("w.db")).await);
     let lease = warden.lease("k").ttl(Duration::from_secs(30));
     let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let out = lease
-        .acquire_within(Duration::from_millis(300))
-        .await
-        .unwrap();
-    assert!(!out.is_acquired());
-    assert_eq!(in_line(&warden, "k").await, 0);
+    let within = Duration::from_millis(300);
+    fifo_common::a_wait_that_ends_leaves_no_place(&lease, within, || in_line(&warden, "k")).await;
     fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || in_line(&warden, "k")).await;
 }
 

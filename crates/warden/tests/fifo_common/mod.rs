@@ -6,11 +6,12 @@
 
 use std::future::Future;
 use std::process::Child;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use warden::{Lease, LeaseGuard, TryAcquire};
+use warden::{Fence, Lease, LeaseGuard, TryAcquire};
 
 /// A wait of up to a minute for `lease`, in a task of its own.
 pub fn spawn_wait(lease: &Lease) -> JoinHandle<warden::Result<TryAcquire>> {
@@ -114,4 +115,98 @@ pub async fn a_killed_waiter_is_skipped<F, Fut>(
     }
     assert_eq!(count().await, 0, "the dead place is gone");
     guard.release().await.unwrap();
+}
+
+/// A wait of up to `within` for `lease`, held by `holder`, ends without the
+/// lease and leaves no place in line; once `holder` is released, `gone` says
+/// the lease key is deleted.
+pub async fn a_waiter_whose_wait_ends_leaves_the_line<F, Fut, G, GFut>(
+    lease: &Lease,
+    holder: LeaseGuard,
+    within: Duration,
+    count: F,
+    gone: G,
+) where
+    F: Fn() -> Fut,
+    Fut: Future<Output = usize>,
+    G: FnOnce() -> GFut,
+    GFut: Future<Output = bool>,
+{
+    a_wait_that_ends_leaves_no_place(lease, within, count).await;
+    holder.release().await.unwrap();
+    assert!(gone().await, "the release deleted the key");
+}
+
+/// A wait of up to `within` for `lease` (held by someone else) ends without
+/// the lease, and `count` reports no place left in line.
+pub async fn a_wait_that_ends_leaves_no_place<F, Fut>(lease: &Lease, within: Duration, count: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = usize>,
+{
+    let out = lease.acquire_within(within).await.unwrap();
+    assert!(!out.is_acquired());
+    assert_eq!(count().await, 0);
+}
+
+/// The turns the waiters of a [`Line`] got: (place in line, fence).
+pub type Turns = Arc<Mutex<Vec<(usize, Fence)>>>;
+
+/// Waiters standing in line, in the order they stood.
+pub struct Line {
+    /// The waiters' tasks, first in line first.
+    pub waiters: Vec<JoinHandle<()>>,
+    /// The turns they got, in the order they got them.
+    pub turns: Turns,
+}
+
+/// Starts `n` waiters on `lease` (each waiting up to `within`) one after the
+/// other, each once the one before it stands in line (`count`). Each one
+/// that gets the lease passes its guard through `turn` (a check of the
+/// store's own), records its place and fence, and releases it.
+pub async fn stand_in_line<F, Fut, T, TFut>(
+    lease: &Lease,
+    n: usize,
+    within: Duration,
+    count: &F,
+    turn: T,
+) -> Line
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = usize>,
+    T: Fn(LeaseGuard) -> TFut + Clone + Send + 'static,
+    TFut: Future<Output = LeaseGuard> + Send,
+{
+    let turns = Turns::default();
+    let mut waiters = Vec::new();
+    for i in 0..n {
+        let (lease, turns, turn) = (lease.clone(), Arc::clone(&turns), turn.clone());
+        waiters.push(tokio::spawn(async move {
+            let out = lease.acquire_within(within).await.unwrap();
+            let guard = turn(out.into_guard().expect("acquired")).await;
+            turns.lock().unwrap().push((i, guard.fence()));
+            guard.release().await.unwrap();
+        }));
+        until_in_line(count, i + 1).await;
+    }
+    Line { waiters, turns }
+}
+
+impl Line {
+    /// Releases `holder` and waits for every waiter: they got the lease in
+    /// the order they stood in line, with rising fences.
+    pub async fn served_in_order(self, holder: LeaseGuard) {
+        let n = self.waiters.len();
+        holder.release().await.unwrap();
+        for w in self.waiters {
+            w.await.unwrap();
+        }
+        let turns = self.turns.lock().unwrap().clone();
+        let order: Vec<usize> = turns.iter().map(|(i, _)| *i).collect();
+        assert_eq!(order, (0..n).collect::<Vec<_>>(), "turns: {turns:?}");
+        assert!(
+            turns.windows(2).all(|w| w[0].1 < w[1].1),
+            "fences rise with the turns: {turns:?}"
+        );
+    }
 }
