@@ -9,6 +9,12 @@ use warden::Warden;
 use warden::redis::{RedisOptions, RedisStore};
 use warden_test::RedisServer;
 
+/// warden on `server`, with a 2 s budget per call.
+async fn connect(server: &RedisServer) -> Warden {
+    let options = RedisOptions::default().timeout(Duration::from_secs(2));
+    Warden::with_backend(RedisStore::connect(&server.url(), options).await.unwrap())
+}
+
 /// Total calls of every command but the ones this test itself sends.
 fn calls(server: &RedisServer) -> u64 {
     per_command(server).iter().map(|(_, n)| n).sum()
@@ -62,13 +68,7 @@ impl RawClient {
 #[tokio::test]
 async fn an_acquire_and_release_costs_at_most_seven_commands() {
     let server = RedisServer::start();
-    let backend = RedisStore::connect(
-        &server.url(),
-        RedisOptions::default().timeout(Duration::from_secs(2)),
-    )
-    .await
-    .unwrap();
-    let warden = Warden::with_backend(backend);
+    let warden = connect(&server).await;
     // Warm up: connection setup and script loading are not per-cycle costs.
     let g = warden.lease("warm").try_acquire().await.unwrap();
     g.into_guard().unwrap().release().await.unwrap();
@@ -107,13 +107,7 @@ async fn an_acquire_and_release_costs_at_most_seven_commands() {
 #[tokio::test]
 async fn a_wait_that_finds_the_key_free_costs_one_command_more() {
     let server = RedisServer::start();
-    let backend = RedisStore::connect(
-        &server.url(),
-        RedisOptions::default().timeout(Duration::from_secs(2)),
-    )
-    .await
-    .unwrap();
-    let warden = Warden::with_backend(backend);
+    let warden = connect(&server).await;
     let g = warden
         .lease("warm")
         .acquire_within(Duration::from_secs(1))
@@ -161,13 +155,7 @@ async fn a_release_with_nobody_waiting_publishes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contended_hand_off_wakes_one_waiter() {
     let server = RedisServer::start();
-    let backend = RedisStore::connect(
-        &server.url(),
-        RedisOptions::default().timeout(Duration::from_secs(2)),
-    )
-    .await
-    .unwrap();
-    let warden = Warden::with_backend(backend);
+    let warden = connect(&server).await;
     const TASKS: usize = 16;
     const TURNS: usize = 40;
     // Warm up: connection, scripts, the subscriber.

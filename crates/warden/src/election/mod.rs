@@ -21,7 +21,9 @@
 //! - **Changes are pushed where the store can.** [`Election::observe`] wakes on
 //!   the lease's release notifications on Redis (a new leader's id is announced
 //!   on the same channel) and on etcd (a watch on the lease key and the
-//!   record); elsewhere it polls. A leader that crashes is noticed
+//!   record), and on SQLite by the database file's changes (inotify on
+//!   Linux; polled where that is not available); elsewhere it polls. A
+//!   leader that crashes is noticed
 //!   when its TTL runs out, on every store.
 //!
 //! # What an election does not guarantee

@@ -157,7 +157,9 @@ pub struct LeaseStatus {
     /// processes subscribed to its release channel (one per waiting process,
     /// however many tasks wait in it), in the memory store the waiting tasks,
     /// on etcd and SQLite the live places in the lease's waiting line (one
-    /// per waiting task); `None` where the store cannot tell (a quorum).
+    /// per waiting task), on a quorum the largest count of any node; `None`
+    /// where the store cannot tell (a Redis Cluster, or a server that refuses
+    /// `PUBSUB NUMSUB`).
     pub waiters: Option<u64>,
 }
 

@@ -78,19 +78,21 @@ impl Args for ScriptInvocation<'_> {
 }
 
 impl FunctionUse {
-    /// Runs `fcall` (an `FCALL` of `library`'s function), loading the library
-    /// first when the server has lost it; where functions are unavailable,
-    /// runs the script `fallback` builds instead (the same code, the same
+    /// Runs the `FCALL` of `library`'s function that `fcall` builds, loading
+    /// the library first when the server has lost it; where functions are
+    /// unavailable (then the `FCALL` is not even built), runs the script
+    /// `fallback` builds instead (the same code, the same
     /// keys and arguments). Runs whole inside one
     /// [`RedisConn::call`](super::conn::RedisConn::call), under its budget.
     pub(super) async fn call<'s>(
         &self,
         mut link: Link,
         library: &Library,
-        fcall: &Cmd,
+        fcall: impl FnOnce() -> Cmd,
         fallback: impl FnOnce() -> ScriptInvocation<'s>,
     ) -> RedisResult<Value> {
         if self.0.load(Ordering::Relaxed) {
+            let fcall = fcall();
             let answer = match fcall.query_async(&mut link).await {
                 Err(e) if is_missing(&e) => match load(&mut link, library).await {
                     Ok(()) => fcall.query_async(&mut link).await,

@@ -248,9 +248,12 @@ impl LimitStore for RedisLimits {
             .map(|p| p.storage_key(&self.prefix, request.key))
             .collect();
         let first = keys.first().map_or("", String::as_str);
-        let mut fcall = redis::cmd("FCALL");
-        fcall.arg(LIBRARY.name()).arg(keys.len()).arg(&keys);
-        write_args(&mut fcall, request);
+        let fcall = || {
+            let mut fcall = redis::cmd("FCALL");
+            fcall.arg(LIBRARY.name()).arg(keys.len()).arg(&keys);
+            write_args(&mut fcall, request);
+            fcall
+        };
         let fallback = || {
             let mut invocation = script_for(request.policies).prepare_invoke();
             for key in &keys {
@@ -262,7 +265,7 @@ impl LimitStore for RedisLimits {
         let reply: Value = self
             .conn
             .call("limit", first, |link| {
-                self.functions.call(link, &LIBRARY, &fcall, fallback)
+                self.functions.call(link, &LIBRARY, fcall, fallback)
             })
             .await?;
         decisions(&reply, keys.len()).ok_or_else(|| Error::Backend {
