@@ -40,10 +40,10 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo features (warden with no store, and with each feature alone; warnings refused)"
+echo "== cargo features (tenure with no store, and with each feature alone; warnings refused)"
 check_features() {
   local out
-  out=$(cargo check -q -p warden --no-default-features "$@" 2>&1) || { echo "$out"; return 1; }
+  out=$(cargo check -q -p tenure --no-default-features "$@" 2>&1) || { echo "$out"; return 1; }
   if [ -n "$out" ]; then echo "$out"; return 1; fi
 }
 check_features
@@ -51,25 +51,25 @@ for feature in redis sqlite quorum tls etcd metrics; do
   check_features --features "$feature"
 done
 # A URL whose store is compiled out is refused naming the feature.
-cargo test -q -p warden --no-default-features --lib features:: >/dev/null
+cargo test -q -p tenure --no-default-features --lib features:: >/dev/null
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-echo "== cargo package (the publishable crates; examples and warden-test have publish = false)"
-cargo package -p warden -p warden-http -p warden-cli --no-verify --allow-dirty --quiet
+echo "== cargo package (the publishable crates; examples and tenure-test have publish = false)"
+cargo package -p tenure -p tenure-http -p tenure-cli --no-verify --allow-dirty --quiet
 echo "== rust-version"
 ./scripts/check-rust-version.sh
 echo "== examples"
 cargo run -q -p lease-example
-echo "== README set-up command (warden run on the embedded SQLite default, fresh state dir)"
+echo "== README set-up command (tenure run on the embedded SQLite default, fresh state dir)"
 state=$(mktemp -d)
-env -u WARDEN_DB -u WARDEN_BACKEND XDG_STATE_HOME="$state" \
-  cargo run -q -p warden-cli -- run --key demo -- sh -c 'echo "holding demo, fence $WARDEN_FENCE"'
-test -f "$state/warden/warden.db"
+env -u TENURE_DB -u TENURE_BACKEND XDG_STATE_HOME="$state" \
+  cargo run -q -p tenure-cli -- run --key demo -- sh -c 'echo "holding demo, fence $TENURE_FENCE"'
+test -f "$state/tenure/tenure.db"
 rm -rf "$state"
 echo "== man pages (generated from the CLI's grammar, as a packager would)"
 man_dir=$(mktemp -d)
-cargo run -q -p warden-cli -- man --dir "$man_dir"
-test -s "$man_dir/warden.1" && test -s "$man_dir/warden-run.1"
+cargo run -q -p tenure-cli -- man --dir "$man_dir"
+test -s "$man_dir/tenure.1" && test -s "$man_dir/tenure-run.1"
 rm -rf "$man_dir"
 echo "== doctests"
 cargo test --workspace --doc

@@ -10,7 +10,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use warden::{TryAcquire, Warden};
+use tenure::{Coordinator, TryAcquire};
 
 use crate::ledger::{Change, Ledger};
 
@@ -22,7 +22,7 @@ pub const MAX_AMOUNT: u64 = 1_000_000_000_000;
 #[derive(Debug, Clone)]
 pub struct Bank {
     /// Leases (and, in the layer, rate limits).
-    pub warden: Warden,
+    pub tenure: Coordinator,
     /// The balances.
     pub ledger: Arc<Ledger>,
     /// TTL of an account's lease.
@@ -72,7 +72,7 @@ async fn errors_as_problems(res: Response) -> Response {
     let is_problem = res
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes() == warden_http::PROBLEM_JSON.as_bytes());
+        .is_some_and(|v| v.as_bytes() == tenure_http::PROBLEM_JSON.as_bytes());
     if !(status.is_client_error() || status.is_server_error()) || is_problem {
         return res;
     }
@@ -93,7 +93,7 @@ async fn errors_as_problems(res: Response) -> Response {
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response {
-    warden_http::problem(status, detail).map(Body::from)
+    tenure_http::problem(status, detail).map(Body::from)
 }
 
 fn unavailable(detail: &str) -> Response {
@@ -184,8 +184,8 @@ pub fn lease_key(id: &str) -> String {
 }
 
 /// The label of the lease a change takes: its account and route, e.g.
-/// `account 42: POST /accounts/42/deposit` — what `warden status` and
-/// `warden list` show beside this host and process while it holds the lease.
+/// `account 42: POST /accounts/42/deposit` — what `tenure status` and
+/// `tenure list` show beside this host and process while it holds the lease.
 pub fn lease_label(id: &str, action: &str) -> String {
     format!("account {id}: POST /accounts/{id}/{action}")
 }
@@ -194,7 +194,7 @@ pub fn lease_label(id: &str, action: &str) -> String {
 /// lease, labelled with the account and route, fenced by its token.
 async fn change(bank: &Bank, id: &str, delta: i64, action: &str) -> Response {
     let lease = bank
-        .warden
+        .tenure
         .lease(lease_key(id))
         .ttl(bank.lease_ttl)
         .watchdog(true)

@@ -6,9 +6,9 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use warden_http::{FailurePolicy, ForwardedHeader, TrustedProxies};
+use tenure_http::{FailurePolicy, ForwardedHeader, TrustedProxies};
 
-/// `bank`: balances under warden leases, fenced writes to PostgreSQL, rate
+/// `bank`: balances under tenure leases, fenced writes to PostgreSQL, rate
 /// limits per client IP.
 ///
 /// `Debug` never shows a password of the database or the backend (see
@@ -20,7 +20,7 @@ pub struct Config {
     #[arg(long, value_name = "ADDR")]
     pub listen: SocketAddr,
 
-    /// warden store for leases and rate limits, e.g. redis://127.0.0.1:6379.
+    /// tenure store for leases and rate limits, e.g. redis://127.0.0.1:6379.
     #[arg(long, value_name = "REDIS_URL", value_parser = parse_url)]
     pub backend: SecretUrl,
 
@@ -87,7 +87,7 @@ impl Config {
     }
 
     /// The trusted proxies, parsed.
-    pub fn trusted_proxies(&self) -> Result<TrustedProxies, warden_http::InvalidCidr> {
+    pub fn trusted_proxies(&self) -> Result<TrustedProxies, tenure_http::InvalidCidr> {
         let mut t = TrustedProxies::none();
         for cidr in &self.trusted_proxy {
             t.add(cidr)?;
@@ -354,8 +354,8 @@ mod tests {
         .unwrap();
         assert_eq!(c.forwarded_header, ForwardedHeaderArg::Forwarded);
         assert_eq!(
-            warden_http::ForwardedHeader::from(c.forwarded_header),
-            warden_http::ForwardedHeader::Forwarded
+            tenure_http::ForwardedHeader::from(c.forwarded_header),
+            tenure_http::ForwardedHeader::Forwarded
         );
     }
 

@@ -18,9 +18,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tenure::Fence;
 use tokio::sync::{Mutex, RwLock};
 use tokio_postgres::{Client, NoTls};
-use warden::Fence;
 
 use crate::config::SecretUrl;
 

@@ -1,18 +1,18 @@
-//! The seeds' bank service, built on warden.
+//! The seeds' bank service, built on tenure.
 //!
 //! - `GET /accounts/{id}` → `{"id": …, "balance": …}`;
 //! - `POST /accounts/{id}/deposit` and `POST /accounts/{id}/withdraw` with
 //!   `{"amount": N}` → the new balance; a withdrawal above the balance → `409`.
 //!
-//! Every balance change runs under a warden lease on the account and is
+//! Every balance change runs under a tenure lease on the account and is
 //! written to PostgreSQL fenced by the lease's token (see [`ledger`]), so a
 //! holder whose lease expired cannot overwrite a newer write. Requests are
 //! rate-limited per client IP (sliding log, default 60/minute) by
-//! [`warden_http::RateLimitLayer`], trusting `X-Forwarded-For` (or, with
+//! [`tenure_http::RateLimitLayer`], trusting `X-Forwarded-For` (or, with
 //! `--forwarded-header forwarded`, RFC 7239 `Forwarded`) only from
 //! `--trusted-proxy` ranges. Every error — unknown routes, wrong methods and
 //! bad bodies included — is `application/problem+json`. `GET /metrics`
-//! answers warden's metrics in Prometheus's text format (not rate-limited).
+//! answers tenure's metrics in Prometheus's text format (not rate-limited).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -39,9 +39,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use warden::Warden;
-use warden::limit::{Algorithm, Quota};
-use warden_http::{ClientIp, RateLimitLayer};
+use tenure::Coordinator;
+use tenure::limit::{Algorithm, Quota};
+use tenure_http::{ClientIp, RateLimitLayer};
 
 pub use app::Bank;
 pub use config::Config;
@@ -63,7 +63,7 @@ impl std::error::Error for StartError {}
 /// and `/metrics` beside it.
 pub async fn app(config: &Config) -> Result<Router, StartError> {
     let metrics = metrics::handle().map_err(StartError)?;
-    let warden = Warden::connect(config.backend.expose())
+    let tenure = Coordinator::connect(config.backend.expose())
         .await
         .map_err(|e| StartError(format!("--backend: {e}")))?;
     let ledger = Ledger::connect(config.database_url.expose())
@@ -73,7 +73,7 @@ pub async fn app(config: &Config) -> Result<Router, StartError> {
         .map_err(|e| StartError(format!("--limit: {e}")))?;
     // The seeds' "sliding window" is a log of timestamps (a sorted set): exact,
     // never more than the limit in any window.
-    let limiter = warden.limiter(quota, Algorithm::SlidingLog);
+    let limiter = tenure.limiter(quota, Algorithm::SlidingLog);
     let trusted = config
         .trusted_proxies()
         .map_err(|e| StartError(format!("--trusted-proxy: {e}")))?;
@@ -82,7 +82,7 @@ pub async fn app(config: &Config) -> Result<Router, StartError> {
         .on_store_failure(config.on_limiter_failure.into())
         .budget(config.limit_budget);
     let bank = Bank {
-        warden,
+        tenure,
         ledger: Arc::new(ledger),
         lease_ttl: config.lease_ttl,
         lease_wait: config.lease_wait,

@@ -1,4 +1,4 @@
-//! `GET /metrics`: warden's metrics (see `warden::telemetry`) in Prometheus's
+//! `GET /metrics`: tenure's metrics (see `tenure::telemetry`) in Prometheus's
 //! text format, rendered by a route of the service itself rather than by the
 //! exporter's own HTTP listener.
 

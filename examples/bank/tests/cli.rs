@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use warden_test::{PostgresServer, RedisServer, free_port};
+use tenure_test::{PostgresServer, RedisServer, free_port};
 
 const BANK: &str = env!("CARGO_BIN_EXE_bank");
 

@@ -11,10 +11,10 @@ use bank::ledger::{Change, Claim};
 use bank::{Config, Ledger};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
+use tenure::Coordinator;
+use tenure_test::{PostgresServer, RedisServer};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use warden::Warden;
-use warden_test::{PostgresServer, RedisServer};
 
 struct Bank {
     redis: RedisServer,
@@ -289,9 +289,9 @@ async fn a_stale_holder_s_write_is_rejected_by_the_fence() {
     let client = client_from("127.0.0.1");
     assert_eq!(deposit(&client, &bank, "acct", 100).await.0, 200);
 
-    let warden = Warden::connect(&bank.redis.url()).await.unwrap();
+    let tenure = Coordinator::connect(&bank.redis.url()).await.unwrap();
     let ledger = Ledger::connect(&bank.pg.url()).await.unwrap();
-    let lease = warden
+    let lease = tenure
         .lease(bank::app::lease_key("acct"))
         .ttl(Duration::from_millis(300));
 
@@ -397,8 +397,8 @@ async fn a_dead_database_is_a_prompt_503_and_frees_the_lease() {
         started.elapsed()
     );
     // The failed change released its lease: the account is free at once.
-    let warden = Warden::connect(&bank.redis.url()).await.unwrap();
-    let status = warden.status(&bank::app::lease_key("acct")).await.unwrap();
+    let tenure = Coordinator::connect(&bank.redis.url()).await.unwrap();
+    let status = tenure.status(&bank::app::lease_key("acct")).await.unwrap();
     assert!(!status.held);
 }
 
@@ -636,17 +636,17 @@ async fn metrics_are_scraped_in_prometheus_format_after_some_requests() {
     // Other tests of this process may add to the counts: at least ours.
     let redis = ("store", "redis");
     let count = |name, outcome| sample(&page, name, &[redis, ("outcome", outcome)]);
-    let acquired = count("warden_lease_acquisitions_total", "acquired");
+    let acquired = count("tenure_lease_acquisitions_total", "acquired");
     assert!(acquired.is_some_and(|n| n >= 3.0), "{page}");
-    assert!(count("warden_limit_decisions_total", "allowed").is_some_and(|n| n >= 3.0));
-    assert!(count("warden_limit_decisions_total", "refused").is_some_and(|n| n >= 1.0));
+    assert!(count("tenure_limit_decisions_total", "allowed").is_some_and(|n| n >= 3.0));
+    assert!(count("tenure_limit_decisions_total", "refused").is_some_and(|n| n >= 1.0));
     // Histograms are summaries: a count, and a sum of plausible seconds.
-    let holds = sample(&page, "warden_lease_hold_seconds_count", &[redis]).unwrap();
-    let held = sample(&page, "warden_lease_hold_seconds_sum", &[redis]).unwrap();
+    let holds = sample(&page, "tenure_lease_hold_seconds_count", &[redis]).unwrap();
+    let held = sample(&page, "tenure_lease_hold_seconds_sum", &[redis]).unwrap();
     assert!(holds >= 3.0 && held > 0.0 && held < holds * 60.0, "{page}");
-    let waits = sample(&page, "warden_lease_wait_seconds_count", &[redis]).unwrap();
+    let waits = sample(&page, "tenure_lease_wait_seconds_count", &[redis]).unwrap();
     assert!(waits >= 3.0, "{page}");
-    assert!(sample(&page, "warden_limit_store_seconds_count", &[redis]).unwrap() >= 4.0);
+    assert!(sample(&page, "tenure_limit_store_seconds_count", &[redis]).unwrap() >= 4.0);
 }
 
 /// While a deposit holds the account's lease (its PostgreSQL write frozen),
@@ -657,7 +657,7 @@ async fn a_change_in_progress_shows_its_account_and_route_in_the_lease_status() 
     let bank = Bank::start(|c| c.lease_wait = Duration::from_secs(30)).await;
     let client = client_from("127.0.0.1");
     assert_eq!(deposit(&client, &bank, "labelled", 5).await.0, 200);
-    let observer = Warden::connect(&bank.redis.url()).await.unwrap();
+    let observer = Coordinator::connect(&bank.redis.url()).await.unwrap();
     let key = bank::app::lease_key("labelled");
     assert!(
         observer.status(&key).await.unwrap().holder.is_none(),

@@ -14,9 +14,9 @@
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use warden::fence::FencedWrite;
-use warden::redis::RedisFencedStore;
-use warden::{Fence, Warden};
+use tenure::fence::FencedWrite;
+use tenure::redis::RedisFencedStore;
+use tenure::{Coordinator, Fence};
 
 /// The lease TTL of the scenario.
 pub const TTL: Duration = Duration::from_millis(300);
@@ -61,7 +61,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Runs the scenario against the Redis server at `url`.
 pub async fn run(url: &str, resource: Resource) -> Result<Outcome, BoxError> {
-    let warden = Warden::connect(url).await?;
+    let tenure = Coordinator::connect(url).await?;
     let store = RedisFencedStore::connect(url).await?;
     let mut plain = redis::Client::open(url)?
         .get_multiplexed_async_connection()
@@ -81,13 +81,13 @@ pub async fn run(url: &str, resource: Resource) -> Result<Outcome, BoxError> {
                         plain
                             .set(name, value)
                             .await
-                            .map_err(|e| warden::Error::Backend {
+                            .map_err(|e| tenure::Error::Backend {
                                 backend: "redis".into(),
                                 op: "plain set",
                                 key: name.into(),
                                 cause: Box::new(e),
                             })?;
-                    Ok::<_, warden::Error>(FencedWrite::Applied)
+                    Ok::<_, tenure::Error>(FencedWrite::Applied)
                 }
             }
         }
@@ -96,7 +96,7 @@ pub async fn run(url: &str, resource: Resource) -> Result<Outcome, BoxError> {
         start: Instant::now(),
         lines: Vec::new(),
     };
-    let lease = warden.lease(name).ttl(TTL);
+    let lease = tenure.lease(name).ttl(TTL);
 
     let a = lease
         .try_acquire()

@@ -10,7 +10,7 @@ async fn main() {
     let url = match std::env::var("REDIS_URL") {
         Ok(url) => url,
         Err(_) => {
-            server = warden_test::RedisServer::start();
+            server = tenure_test::RedisServer::start();
             server.url()
         }
     };

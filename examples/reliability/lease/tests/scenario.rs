@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use lease_example::{Resource, run};
-use warden_test::RedisServer;
+use tenure_test::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_rejects_the_stale_write_and_keeps_b_s_work() {

@@ -1,0 +1,158 @@
+//! Contention: 16 tasks take turns on one key. Hand-offs to a *different*
+//! task per second, Redis commands per cycle and the longest any task waited.
+//! Between turns a task sleeps 1 ms (a little work), so a releaser does not
+//! simply win its own release every time.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::peers::{Peers, TTL, token};
+use crate::samples::Samples;
+use crate::server_stats::ServerStats;
+
+pub const TASKS: usize = 16;
+/// How long a waiter may wait; far beyond any wait seen.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+/// The raw client's polling interval (a hand-written client's first choice).
+const RAW_POLL: Duration = Duration::from_millis(1);
+
+/// Who held the key last, and what the run saw.
+#[derive(Default)]
+struct Turns {
+    last: AtomicUsize,
+    handoffs: AtomicU64,
+    cycles: AtomicU64,
+    worst: Mutex<Duration>,
+}
+
+impl Turns {
+    fn new() -> Arc<Self> {
+        let t = Turns::default();
+        t.last.store(usize::MAX, Ordering::SeqCst);
+        Arc::new(t)
+    }
+
+    /// `task` got the key after asking for it `waited` ago.
+    fn granted(&self, task: usize, waited: Duration) {
+        self.cycles.fetch_add(1, Ordering::SeqCst);
+        if self.last.swap(task, Ordering::SeqCst) != task {
+            self.handoffs.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut worst = self.worst.lock().unwrap();
+        *worst = (*worst).max(waited);
+    }
+
+    async fn record(&self, peer: &str, run_for: Duration, stats: &ServerStats, out: &mut Samples) {
+        let cycles = self.cycles.load(Ordering::SeqCst).max(1) as f64;
+        let handoffs = self.handoffs.load(Ordering::SeqCst) as f64;
+        out.add(
+            format!("contended.{peer}.handoffs"),
+            handoffs / run_for.as_secs_f64(),
+        );
+        out.add(
+            format!("contended.{peer}.commands"),
+            stats.calls().await as f64 / cycles,
+        );
+        let worst = *self.worst.lock().unwrap();
+        out.add(
+            format!("contended.{peer}.worst_ms"),
+            worst.as_secs_f64() * 1e3,
+        );
+    }
+}
+
+/// Runs `turn(task, turns)` from every task until `run_for` has passed.
+async fn contend<F, Fut>(run_for: Duration, turns: &Arc<Turns>, turn: F)
+where
+    F: Fn(usize, Arc<Turns>) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let stop = Instant::now() + run_for;
+    let handles: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (turn, turns) = (turn.clone(), Arc::clone(turns));
+            tokio::spawn(async move {
+                while Instant::now() < stop {
+                    turn(task, Arc::clone(&turns)).await;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.unwrap();
+    }
+}
+
+/// Every peer's run on its own key, recorded as `contended.<peer>.<what>`.
+pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Samples) {
+    // tenure: acquire_within waits for the release notification.
+    let leases = p.leases((0..TASKS).map(|_| "contended".to_string()));
+    let turns = Turns::new();
+    stats.reset().await;
+    contend(run_for, &turns, move |task, turns| {
+        let leases = Arc::clone(&leases);
+        async move {
+            let asked = Instant::now();
+            let g = leases[task].acquire_within(MAX_WAIT).await.unwrap();
+            let g = g.into_guard().unwrap();
+            turns.granted(task, asked.elapsed());
+            g.release().await.unwrap();
+        }
+    })
+    .await;
+    turns.record("tenure", run_for, stats, out).await;
+
+    // rslock: its acquire retries after random 0-200 ms delays.
+    let rl = Arc::clone(&p.rslock);
+    let turns = Turns::new();
+    stats.reset().await;
+    contend(run_for, &turns, move |task, turns| {
+        let rl = Arc::clone(&rl);
+        async move {
+            let asked = Instant::now();
+            let lock = rl.acquire_no_guard("rslock:contended", TTL).await.unwrap();
+            turns.granted(task, asked.elapsed());
+            rl.unlock(&lock).await;
+        }
+    })
+    .await;
+    turns.record("rslock", run_for, stats, out).await;
+
+    // raw: polls every RAW_POLL.
+    let raw = p.raw.clone();
+    let turns = Turns::new();
+    stats.reset().await;
+    contend(run_for, &turns, move |task, turns| {
+        let raw = raw.clone();
+        async move {
+            let tok = token(task);
+            let asked = Instant::now();
+            while !raw.acquire("raw:contended", &tok).await {
+                tokio::time::sleep(RAW_POLL).await;
+            }
+            turns.granted(task, asked.elapsed());
+            raw.release("raw:contended", &tok).await;
+        }
+    })
+    .await;
+    turns.record("raw", run_for, stats, out).await;
+
+    if let Some(py) = &p.python {
+        stats.reset().await;
+        let secs = run_for.as_secs_f64().to_string();
+        let r = py
+            .run(&["contended", &p.url, &TASKS.to_string(), &secs])
+            .await;
+        let cycles = r["cycles"].max(1.0);
+        out.add("contended.redis-py.handoffs", r["handoffs_per_sec"]);
+        out.add(
+            "contended.redis-py.commands",
+            stats.calls().await as f64 / cycles,
+        );
+        out.add("contended.redis-py.worst_ms", r["worst_wait_ms"]);
+    }
+}

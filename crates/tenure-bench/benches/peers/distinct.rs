@@ -1,0 +1,113 @@
+//! Uncontended acquire + release: every task cycles on a key of its own.
+//! Throughput from many tasks, and what one cycle costs the server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::peers::{Peers, TTL, token};
+use crate::samples::Samples;
+use crate::server_stats::ServerStats;
+use crate::tasks::rate;
+
+/// Cycles per second of each peer with `tasks` tasks, recorded as
+/// `distinct<tasks>.<peer>`.
+pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Samples) {
+    let leases = p.leases((0..tasks).map(|t| format!("d{tasks}:{t}")));
+    let tenure = rate(tasks, run_for, move |t| {
+        let leases = Arc::clone(&leases);
+        async move {
+            let g = leases[t].try_acquire().await.unwrap().into_guard().unwrap();
+            g.release().await.unwrap();
+        }
+    })
+    .await;
+    out.add(format!("distinct{tasks}.tenure"), tenure);
+
+    let raw = p.raw.clone();
+    let raw = rate(tasks, run_for, move |t| {
+        let raw = raw.clone();
+        async move {
+            let (key, token) = (format!("raw:d{tasks}:{t}"), token(t));
+            assert!(raw.acquire(&key, &token).await);
+            raw.release(&key, &token).await;
+        }
+    })
+    .await;
+    out.add(format!("distinct{tasks}.raw"), raw);
+
+    let rl = Arc::clone(&p.rslock);
+    let rslock = rate(tasks, run_for, move |t| {
+        let rl = Arc::clone(&rl);
+        async move {
+            let key = format!("rslock:d{tasks}:{t}");
+            let lock = rl.lock(key.as_str(), TTL).await.unwrap();
+            rl.unlock(&lock).await;
+        }
+    })
+    .await;
+    out.add(format!("distinct{tasks}.rslock"), rslock);
+
+    if let Some(py) = &p.python {
+        let secs = run_for.as_secs_f64().to_string();
+        let r = py
+            .run(&["distinct", &p.url, &tasks.to_string(), &secs])
+            .await;
+        out.add(format!("distinct{tasks}.redis-py"), r["cycles_per_sec"]);
+    }
+}
+
+/// Cycles of the command-count workload.
+const CYCLES: usize = 1000;
+
+/// Redis commands per acquire + release of each peer: `CYCLES` sequential
+/// cycles on distinct keys, counted by the server; recorded as `cost.<peer>`.
+pub async fn cost(p: &Peers, stats: &ServerStats, out: &mut Samples) {
+    // Warm up: connections and loaded scripts are not per-cycle costs.
+    let warm = p.tenure.lease("cost-warm").ttl(TTL);
+    warm.try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    stats.reset().await;
+    for i in 0..CYCLES {
+        let lease = p.tenure.lease(format!("cost:{i}")).ttl(TTL);
+        let g = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        g.release().await.unwrap();
+    }
+    out.add("cost.tenure", per_cycle(stats).await);
+
+    let tok = token(0);
+    p.raw.acquire("raw:cost-warm", &tok).await;
+    p.raw.release("raw:cost-warm", &tok).await;
+    stats.reset().await;
+    for i in 0..CYCLES {
+        let key = format!("raw:cost:{i}");
+        assert!(p.raw.acquire(&key, &tok).await);
+        p.raw.release(&key, &tok).await;
+    }
+    out.add("cost.raw", per_cycle(stats).await);
+
+    let lock = p.rslock.lock("rslock:cost-warm", TTL).await.unwrap();
+    p.rslock.unlock(&lock).await;
+    stats.reset().await;
+    for i in 0..CYCLES {
+        let key = format!("rslock:cost:{i}");
+        let lock = p.rslock.lock(key.as_str(), TTL).await.unwrap();
+        p.rslock.unlock(&lock).await;
+    }
+    out.add("cost.rslock", per_cycle(stats).await);
+
+    if let Some(py) = &p.python {
+        stats.reset().await;
+        py.run(&["sequential", &p.url, &CYCLES.to_string()]).await;
+        out.add("cost.redis-py", per_cycle(stats).await);
+    }
+}
+
+async fn per_cycle(stats: &ServerStats) -> f64 {
+    stats.calls().await as f64 / CYCLES as f64
+}

@@ -1,0 +1,356 @@
+//! The table of the performance issue, from the medians, and its place in
+//! `docs/BENCHMARKS.md` (between two markers; the rest of the file is kept).
+
+use std::fmt::Write as _;
+
+use tenure::limit::Algorithm;
+
+use crate::samples::Samples;
+
+/// What the table is headed with.
+pub struct Setting {
+    pub date: String,
+    pub redis_version: String,
+    pub cores: usize,
+    pub load_before: String,
+    pub load_after: String,
+    pub rounds: usize,
+    pub run_for_secs: f64,
+    pub command: String,
+}
+
+pub const BEGIN: &str = "<!-- written by scripts/bench: begin -->";
+pub const END: &str = "<!-- written by scripts/bench: end -->";
+
+/// One row: the workload, tenure's figure, the peers' figures, the ratio, the
+/// target and whether the medians meet it.
+struct Row {
+    workload: String,
+    tenure: String,
+    peers: String,
+    ratio: String,
+    target: &'static str,
+    met: Option<bool>,
+}
+
+/// A rate: `59k`, `6.3k`, `142`.
+fn rate(x: f64) -> String {
+    if x >= 10_000.0 {
+        format!("{:.0}k", x / 1e3)
+    } else if x >= 1_000.0 {
+        format!("{:.1}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+fn num(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+struct Table<'a> {
+    s: &'a Samples,
+    rows: Vec<Row>,
+}
+
+impl Table<'_> {
+    /// The median of `name`, NaN when it was not measured.
+    fn m(&self, name: &str) -> f64 {
+        self.s.median(name).unwrap_or(f64::NAN)
+    }
+
+    /// `peer X` for each peer measured under `prefix.<peer><suffix>`.
+    fn peers(&self, prefix: &str, suffix: &str, peers: &[&str], show: fn(f64) -> String) -> String {
+        peers
+            .iter()
+            .filter_map(|p| {
+                let v = self.s.median(&format!("{prefix}.{p}{suffix}"))?;
+                Some(format!("{p} {}", show(v)))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn row(
+        &mut self,
+        workload: impl Into<String>,
+        tenure: String,
+        peers: String,
+        ratio: String,
+        target: &'static str,
+        met: Option<bool>,
+    ) {
+        self.rows.push(Row {
+            workload: workload.into(),
+            tenure,
+            peers,
+            ratio,
+            target,
+            met,
+        });
+    }
+}
+
+const LEASE_PEERS: [&str; 3] = ["raw", "rslock", "redis-py"];
+
+/// The markdown section: setting, table, and how each figure was measured.
+pub fn render(s: &Samples, setting: &Setting) -> String {
+    let mut t = Table {
+        s,
+        rows: Vec::new(),
+    };
+
+    for tasks in [16, 64] {
+        let w = t.m(&format!("distinct{tasks}.tenure"));
+        let raw = t.m(&format!("distinct{tasks}.raw"));
+        let mut peers = t.peers(&format!("distinct{tasks}"), "", &LEASE_PEERS, rate);
+        let mut ratio = format!("{:.2}× raw", w / raw);
+        let mut met = w >= raw;
+        let mut target = "≥ 1.0× raw";
+        if tasks == 64 {
+            let ceiling = t.m("ceiling.evalsha");
+            peers.push_str(&format!(
+                ", `redis-benchmark -P16` EVALSHA {}",
+                rate(ceiling)
+            ));
+            ratio.push_str(&format!(", {:.2}× ceiling", w / ceiling));
+            met &= w >= 0.5 * ceiling;
+            target = "≥ 1.0× raw, ≥ 0.5× ceiling";
+        }
+        t.row(
+            format!("distinct keys, {tasks} tasks, cycles/s"),
+            rate(w),
+            peers,
+            ratio,
+            target,
+            Some(met),
+        );
+    }
+
+    let cost = t.m("cost.tenure");
+    let peers = t.peers("cost", "", &LEASE_PEERS, num);
+    t.row(
+        "Redis commands per acquire + release",
+        num(cost),
+        peers,
+        String::new(),
+        "≤ 5",
+        Some(cost <= 5.0),
+    );
+
+    let contended = ["rslock", "raw", "redis-py"];
+    let h = t.m("contended.tenure.handoffs");
+    let (hr, hraw) = (
+        t.m("contended.rslock.handoffs"),
+        t.m("contended.raw.handoffs"),
+    );
+    let peers = t.peers("contended", ".handoffs", &contended, rate);
+    t.row(
+        "contended, 16 tasks on one key: hand-offs to a different task /s",
+        rate(h),
+        peers,
+        format!("{:.0}× rslock, {:.2}× raw", h / hr, h / hraw),
+        "≥ 20× rslock, ≥ 1.0× raw",
+        Some(h >= 20.0 * hr && h >= hraw),
+    );
+    let c = t.m("contended.tenure.commands");
+    let peers = t.peers("contended", ".commands", &contended, num);
+    t.row(
+        "contended: Redis commands per cycle",
+        num(c),
+        peers,
+        String::new(),
+        "≤ 6",
+        Some(c <= 6.0),
+    );
+    let worst = t.m("contended.tenure.worst_ms");
+    let (lo, hi) = s
+        .range("contended.tenure.worst_ms")
+        .unwrap_or((f64::NAN, f64::NAN));
+    let peers = t.peers("contended", ".worst_ms", &contended, |v| {
+        format!("{v:.0} ms")
+    });
+    t.row(
+        "contended: longest wait of any task",
+        format!("{worst:.0} ms ({lo:.0}–{hi:.0})"),
+        peers,
+        String::new(),
+        "≤ 20 ms",
+        Some(worst <= 20.0),
+    );
+
+    for alg in Algorithm::ALL {
+        let (w, min) = (
+            t.m(&format!("limit.{alg}.tenure")),
+            t.m(&format!("limit.{alg}.minimal")),
+        );
+        t.row(
+            format!("limiter check, 64 tasks, {alg}, checks/s"),
+            rate(w),
+            format!("minimal script (`redis-benchmark -c64 -P1`) {}", rate(min)),
+            format!("{:.2}×", w / min),
+            "≥ 0.95×",
+            Some(w >= 0.95 * min),
+        );
+    }
+    for alg in Algorithm::ALL {
+        let w = t.m(&format!("limit.{alg}.tenure_us"));
+        let min = t.m(&format!("limit.{alg}.minimal_us"));
+        t.row(
+            format!("server µs per limiter call, {alg}"),
+            format!("{w:.2} µs"),
+            format!("minimal script {min:.2} µs"),
+            format!("{:.2}×", w / min),
+            "≤ 1.5×",
+            Some(w <= 1.5 * min),
+        );
+    }
+
+    for keys in [1, 10_000] {
+        let (w, g) = (
+            t.m(&format!("local.tenure.{keys}")),
+            t.m(&format!("local.governor.{keys}")),
+        );
+        t.row(
+            format!("in-process limiter, ns per decision, 1 thread, {keys} key(s)"),
+            format!("{w:.0} ns"),
+            format!("governor keyed {g:.0} ns"),
+            format!("{:.1}×", w / g),
+            "≤ 2× governor",
+            Some(w <= 2.0 * g),
+        );
+    }
+
+    let one = t.m("quorum.1");
+    for n in [3, 5] {
+        let q = t.m(&format!("quorum.{n}"));
+        let left = t.m(&format!("quorum.{n}.left"));
+        let errors = t.m(&format!("quorum.{n}.errors"));
+        let per_rtt = q / one * n as f64;
+        t.row(
+            format!("quorum of {n} (one host), 16 tasks, cycles/s"),
+            rate(q),
+            format!(
+                "one node {}; lease keys left after the run: {left:.0}; \
+                 `QuorumUnavailable` errors: {errors:.0}",
+                rate(one)
+            ),
+            format!(
+                "{:.2}× one node, {per_rtt:.2}× per node round trip",
+                q / one
+            ),
+            "≥ 0.8× per node round trip; none left",
+            Some(per_rtt >= 0.8 && left == 0.0),
+        );
+    }
+
+    let flock = t.m("cli.flock");
+    let (sq, rd) = (t.m("cli.sqlite"), t.m("cli.redis"));
+    t.row(
+        "`tenure run -- true`, SQLite / Redis",
+        format!("{sq:.1} / {rd:.1} ms"),
+        format!("`flock f true` {flock:.1} ms"),
+        format!("{:.2}× / {:.2}×", sq / flock, rd / flock),
+        "≤ 1.5× flock on SQLite",
+        Some(sq <= 1.5 * flock),
+    );
+
+    let mut out = String::new();
+    let st = setting;
+    let _ = writeln!(out, "{BEGIN}");
+    let _ = writeln!(out, "## Against peers, in one run\n");
+    let _ = writeln!(
+        out,
+        "Measured on {}, Redis {}, {} cores (shared with other work; load average \
+         {} before, {} after), loopback; medians of {} interleaved rounds of {} s \
+         per workload. Written by\n\n    {}\n",
+        st.date,
+        st.redis_version,
+        st.cores,
+        st.load_before,
+        st.load_after,
+        st.rounds,
+        st.run_for_secs,
+        st.command
+    );
+    let _ = writeln!(out, "| workload | tenure | peers | ratio | target | met |");
+    let _ = writeln!(out, "|---|---:|---|---:|---|---|");
+    for r in &t.rows {
+        let met = match r.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {met} |",
+            r.workload, r.tenure, r.peers, r.ratio, r.target
+        );
+    }
+    out.push_str(HOW);
+    let _ = writeln!(out, "{END}");
+    out
+}
+
+/// How each row was measured (part of the written section).
+const HOW: &str = "
+How each row is measured (`crates/tenure-bench/benches/peers/`):
+
+- *raw* is a hand-written redis-rs client: acquire is one `EVALSHA` of
+  `SET NX PX` + `INCR` of a fence counter, release one of compare-and-delete.
+  *rslock* is the rslock crate on one node, *redis-py* redis-py's asyncio
+  `Lock` in one Python process (installed into a venv by `scripts/bench`).
+  Every Rust peer uses one multiplexed connection.
+- *distinct keys*: every task cycles acquire + release on a key of its own.
+  The ceiling is `redis-benchmark -c64 -P16` of the raw acquire script
+  (`EVALSHA` per second; a cycle is two of them, so 0.5× means a cycle costs
+  what a pipelined `EVALSHA` pair costs the server).
+- *commands*: 1000 sequential cycles on distinct keys, counted by the server
+  (`INFO commandstats` after `CONFIG RESETSTAT`; the `EVALSHA` and every
+  command inside it count).
+- *contended*: 16 tasks on one key; each task sleeps 1 ms between turns.
+  tenure waits with `acquire_within`; rslock with its `acquire` (retries after
+  random 0–200 ms delays); raw polls every 1 ms; redis-py blocks with its
+  default 0.1 s polling sleep. A cycle is one grant; the longest wait is from
+  asking to holding (median over rounds, and the rounds' range for tenure).
+- *limiter*: 64 tasks check random keys of 10 000 at 100/s per key (all
+  allowed), through tenure's `Limiter` on Redis; the minimal script of each
+  algorithm (`minimal_scripts.rs`: the state layout, no type checks, one
+  policy, cost 1) is driven by `redis-benchmark -c64 -P1` on the same server
+  and keys; server µs is `usec_per_call` in `INFO commandstats` of tenure's
+  `FCALL` (a Redis 7 function) and of the minimal script's `EVALSHA`.
+- *in-process*: 1 000 000 GCRA decisions on one thread through
+  `Limiter::local` (1 000 000/s, so both allowed and refused decisions occur)
+  against governor's keyed limiter with the same quota.
+- *quorum*: 16 tasks on keys of their own, on one node alone and on quorums
+  of 3 and 5 redis-servers on this host. A quorum sends every operation to
+  every node, so on one host it does N times the server work: *per node round
+  trip* is the ratio times N. Then every node is scanned for lease keys.
+- *`tenure run`*: 40 runs of each command per round, interleaved, the release
+  build of `tenure`, `HOME` in a fresh directory (the SQLite default file).
+";
+
+/// Replaces the written section of the file at `path` with `section`, or
+/// inserts it before the first `## ` heading when the file has none yet.
+pub fn write_into(path: &str, section: &str) -> std::io::Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let updated = match (text.find(BEGIN), text.find(END)) {
+        (Some(b), Some(e)) if b < e => {
+            let after = &text[e + END.len()..];
+            format!(
+                "{}{section}{}",
+                &text[..b],
+                after.strip_prefix('\n').unwrap_or(after)
+            )
+        }
+        _ => match text.find("\n## ") {
+            Some(at) => format!("{}\n{section}{}", &text[..=at], &text[at..]),
+            None => format!("{text}\n{section}"),
+        },
+    };
+    std::fs::write(path, updated)
+}

@@ -1,0 +1,2 @@
+//! tenure's benchmark against its peers lives in `benches/peers.rs`; run it
+//! with `scripts/bench`. This library is empty.

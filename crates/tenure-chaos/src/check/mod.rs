@@ -1,0 +1,240 @@
+//! The checker: reads a history and counts what went wrong, per fault class.
+//!
+//! - **Stale write accepted** (fenced resources): a write was applied although a
+//!   write with a higher fence had been applied (acknowledged) before this one
+//!   was sent.
+//! - **Fence regression**: in a resource's order of applied writes (each write
+//!   names the value it read, so the write it followed is known), a write
+//!   carries a lower fence than its predecessor, or an equal fence of another
+//!   lease; and two acquisitions of one key that got the same fence.
+//! - **Lost update**: an acknowledged write overwritten without being read (two
+//!   acknowledged writes of one value), or missing from the final value.
+//! - **Double grant**: two holders of one key whose belief intervals overlap:
+//!   from the acquire's reply to the release, or to when the holder learned
+//!   the loss (lost signal), or to its last local deadline if it was frozen.
+//! - **Orphan key**: a lease key still held TTL + ε after every client stopped.
+//! - **Over-admission**: a limiter admitted more than its limit while its state
+//!   was not lost.
+//!
+//! Each finding is blamed on a fault in force while it happened, or healed
+//! shortly before (within two TTLs and a second); when several are, one tenure
+//! does not claim to tolerate (a frozen client, a forgetful store, a jumped
+//! clock, a failover) is blamed first, as the likelier cause; otherwise `none`.
+//!
+//! The phases, in order: the fault spans and blame (`faults`), one fold over
+//! the events (`fold`: counts, latencies, and the input of the rest), the
+//! holders' overlaps and reused fences (`holders`), the fenced-write analysis
+//! (`writes`), the limiter admissions (`limits`); the findings go to a
+//! [`Report`] (`report`).
+
+mod faults;
+mod fold;
+mod holders;
+mod limits;
+mod report;
+mod writes;
+
+pub use report::{Counts, Report};
+
+use crate::history::{Event, Op};
+
+/// The lease TTL (ns) named by the history's config events (1 s if none);
+/// sets the report's scenario.
+fn config(events: &[Event], report: &mut Report) -> u64 {
+    let mut ttl_ns: u64 = 1_000_000_000;
+    for e in events
+        .iter()
+        .filter(|e| e.op == Op::Config && e.client == "checker")
+    {
+        if let Some(ms) = e.value {
+            ttl_ns = ms * 1_000_000;
+        }
+        if let Some(n) = &e.note {
+            report.scenario.clone_from(n);
+        }
+    }
+    ttl_ns
+}
+
+/// Checks a history (events sorted by time, see [`crate::history::read`]).
+pub fn check(events: &[Event], bad_lines: usize) -> Report {
+    let mut report = Report {
+        bad_lines: bad_lines as u64,
+        ..Report::default()
+    };
+    let ttl_ns = config(events, &mut report);
+    let faults = faults::Faults::collect(events, ttl_ns, &mut report);
+    let fold::Folded {
+        mut holders,
+        writes,
+        limits,
+    } = fold::fold(events, ttl_ns, &faults, &mut report);
+    holders.end_at_kills(events);
+    let granted = holders.granted();
+    holders.check(&faults, &mut report);
+    writes.check(&granted, &faults, ttl_ns, &mut report);
+    limits.check(&faults, &mut report);
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Kind;
+
+    fn ev(t: u64, client: &str, op: Op, kind: Kind) -> Event {
+        let mut e = Event::new(client, op, kind);
+        e.t = t * 1_000_000; // ms
+        e
+    }
+
+    fn write(t: u64, lease: &str, fence: u64, read: u64, kind: Kind) -> Vec<Event> {
+        let mut inv = ev(t, lease, Op::Write, Kind::Invoke)
+            .key("k0/redis")
+            .held(fence, lease)
+            .value(read + 1);
+        inv.read = Some(read);
+        let done = ev(t + 1, lease, Op::Write, kind)
+            .key("k0/redis")
+            .held(fence, lease);
+        vec![inv, done]
+    }
+
+    #[test]
+    fn a_write_with_an_older_fence_after_a_newer_one_is_stale() {
+        let mut h = Vec::new();
+        h.extend(write(10, "a", 1, 0, Kind::Ok));
+        h.extend(write(20, "b", 2, 1, Kind::Ok));
+        h.extend(write(30, "a", 1, 0, Kind::Ok)); // applied although fence 2 was acknowledged
+        h.sort_by_key(|e| e.t);
+        let r = check(&h, 0);
+        assert_eq!(r.total().stale_accepted, 1);
+        assert_eq!(r.violations().len(), 1);
+    }
+
+    #[test]
+    fn a_refused_stale_write_and_an_in_order_chain_are_fine() {
+        let mut h = Vec::new();
+        h.extend(write(10, "a", 1, 0, Kind::Ok));
+        h.extend(write(20, "b", 2, 1, Kind::Ok));
+        h.extend(write(30, "a", 1, 0, Kind::Fail));
+        h.sort_by_key(|e| e.t);
+        let r = check(&h, 0);
+        assert_eq!(r.total(), Counts::default());
+        assert!(r.violations().is_empty());
+        assert_eq!((r.writes_applied, r.writes_refused), (2, 1));
+    }
+
+    #[test]
+    fn an_equal_fence_of_another_lease_is_a_regression_and_reuse_is_counted() {
+        let mut h = vec![
+            ev(1, "a", Op::Acquire, Kind::Ok).key("k0").held(5, "a"),
+            ev(2, "a", Op::Release, Kind::Invoke).key("k0").held(5, "a"),
+            ev(3, "b", Op::Acquire, Kind::Ok).key("k0").held(5, "b"),
+            ev(4, "b", Op::Release, Kind::Invoke).key("k0").held(5, "b"),
+        ];
+        h.extend(write(10, "a", 5, 0, Kind::Ok));
+        h.extend(write(20, "b", 5, 1, Kind::Ok));
+        h.sort_by_key(|e| e.t);
+        let r = check(&h, 0);
+        // One reuse of the lease fence, one write following another lease's equal fence.
+        assert_eq!(r.total().fence_regressions, 2);
+    }
+
+    #[test]
+    fn overlapping_holders_are_a_double_grant_blamed_on_the_fault_in_force() {
+        let mut cfg = ev(0, "checker", Op::Config, Kind::Info);
+        cfg.value = Some(1000);
+        let mut rel_a = ev(50, "a", Op::Release, Kind::Invoke)
+            .key("k0")
+            .held(1, "a");
+        rel_a.until = Some(40_000_000);
+        let h = vec![
+            cfg,
+            ev(5, "nemesis", Op::Fault, Kind::Info).note("server-clock-jump"),
+            ev(6, "nemesis", Op::Heal, Kind::Info).note("server-clock-jump"),
+            ev(10, "a", Op::Acquire, Kind::Ok).key("k0").held(1, "a"),
+            ev(30, "b", Op::Acquire, Kind::Ok).key("k0").held(2, "b"),
+            rel_a,
+            ev(60, "b", Op::Release, Kind::Invoke)
+                .key("k0")
+                .held(2, "b"),
+        ];
+        let r = check(&h, 0);
+        assert_eq!(r.by_class["server-clock-jump"].double_grants, 1);
+        assert_eq!(r.tolerated().double_grants, 0);
+        assert!(r.violations().is_empty(), "measured, not a failure");
+    }
+
+    #[test]
+    fn a_measured_fault_is_blamed_before_a_tolerated_one_in_force() {
+        let mut rel_a = ev(50, "a", Op::Release, Kind::Invoke)
+            .key("k0")
+            .held(1, "a");
+        rel_a.until = Some(50_000_000);
+        let h = vec![
+            ev(1, "a", Op::Fault, Kind::Info).note("client-pause"),
+            ev(5, "nemesis", Op::Fault, Kind::Info).note("latency"),
+            ev(10, "a", Op::Acquire, Kind::Ok).key("k0").held(1, "a"),
+            ev(20, "a", Op::Heal, Kind::Info).note("client-pause"),
+            ev(30, "b", Op::Acquire, Kind::Ok).key("k0").held(2, "b"),
+            rel_a,
+            ev(60, "b", Op::Release, Kind::Invoke)
+                .key("k0")
+                .held(2, "b"),
+            ev(70, "nemesis", Op::Heal, Kind::Info).note("latency"),
+        ];
+        let r = check(&h, 0);
+        assert_eq!(r.by_class["client-pause"].double_grants, 1);
+        assert_eq!(r.tolerated().double_grants, 0);
+    }
+
+    #[test]
+    fn a_guard_lost_on_arrival_is_no_holder() {
+        let mut rel_b = ev(60, "b", Op::Release, Kind::Invoke)
+            .key("k0")
+            .held(2, "b");
+        rel_b.until = Some(30_000_000); // its validity was over when the reply came
+        let h = vec![
+            ev(10, "a", Op::Acquire, Kind::Ok).key("k0").held(1, "a"),
+            ev(30, "b", Op::Acquire, Kind::Ok).key("k0").held(2, "b"),
+            ev(50, "a", Op::Release, Kind::Invoke)
+                .key("k0")
+                .held(1, "a"),
+            rel_b,
+        ];
+        assert_eq!(check(&h, 0).total().double_grants, 0);
+    }
+
+    #[test]
+    fn a_lost_update_is_two_acknowledged_writes_of_one_value() {
+        let mut h = Vec::new();
+        h.extend(write(10, "a", 1, 0, Kind::Ok));
+        h.extend(write(20, "b", 2, 0, Kind::Ok)); // read 0 too: a's update is lost
+        h.sort_by_key(|e| e.t);
+        assert_eq!(check(&h, 0).total().lost_updates, 1);
+    }
+
+    #[test]
+    fn an_update_above_the_final_value_is_lost_and_the_control_resource_counts_apart() {
+        let mut h = Vec::new();
+        h.extend(write(10, "a", 1, 0, Kind::Ok));
+        h.extend(write(20, "b", 2, 1, Kind::Ok));
+        // The same chain, stale and with one value twice, on the control resource.
+        for (t, lease, fence, read) in [(30, "a", 1, 0), (40, "b", 2, 1), (50, "c", 1, 1)] {
+            for mut e in write(t, lease, fence, read, Kind::Ok) {
+                e.key = Some("k0/control".into());
+                h.push(e);
+            }
+        }
+        // b's write of 2 is not in the final value.
+        h.push(
+            ev(60, "checker", Op::Final, Kind::Ok)
+                .key("k0/redis")
+                .value(1),
+        );
+        let t = check(&h, 0).total();
+        assert_eq!((t.lost_updates, t.stale_accepted), (1, 0));
+        assert_eq!((t.control_lost_updates, t.control_stale_accepted), (1, 1));
+    }
+}

@@ -1,0 +1,448 @@
+//! The command-line grammar (clap types only; no behaviour).
+
+use std::ffi::OsString;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+use clap_complete::Shell;
+use tenure::limit::Algorithm;
+
+use crate::duration;
+
+/// Leases with fencing tokens and rate limits from the shell, on an embedded
+/// SQLite database (no setup) or on Redis.
+///
+/// Exit statuses: the command's own (128+N when it died by signal N) for `run`;
+/// 64 bad usage, 65 a `limit` cost above capacity, 69 backend unreachable,
+/// 73 a --json-file or man page that cannot be written,
+/// 75 not acquired in time / rate limited, 76 the command may not have run
+/// alone (lease lost, deleted or taken while it ran).
+#[derive(Debug, Parser)]
+#[command(name = "tenure", version, about, long_about = None, after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options accepted before or after the subcommand.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Store URL: sqlite:PATH, redis://[USER:PASSWORD@]HOST:PORT[/DB],
+    /// rediss://… for TLS, redis+cluster://HOST:PORT,HOST:PORT… for a Redis
+    /// Cluster, redis+sentinel://HOST:26379,…/MASTER for the master Sentinel
+    /// names, or etcd[s]://HOST:2379[,HOST:2379…] (repeatable; several
+    /// Redis URLs form a quorum; in
+    /// TENURE_BACKEND, separate them with commas). Default: this user's
+    /// SQLite file at $TENURE_DB, else $XDG_STATE_HOME/tenure/tenure.db, else
+    /// ~/.local/state/tenure/tenure.db.
+    // No `value_delimiter`: a comma may be part of a password, so splitting is
+    // left to `store::split_urls`, which only cuts before another URL. The
+    // environment's value is never shown in --help (it may hold a password).
+    #[arg(
+        long = "backend",
+        value_name = "URL",
+        global = true,
+        env = "TENURE_BACKEND",
+        hide_env_values = true,
+        action = ArgAction::Append,
+    )]
+    pub backends: Vec<String>,
+
+    /// PEM file of the CA that signs the rediss:// server's or the etcds://
+    /// members' certificates (default: the system's trusted roots).
+    #[arg(long, value_name = "FILE", global = true, env = "TENURE_CACERT")]
+    pub cacert: Option<PathBuf>,
+
+    /// PEM client certificate for a rediss:// server or etcds:// members
+    /// that check clients (with --tls-key).
+    #[arg(long, value_name = "FILE", global = true, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", global = true, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Print nothing but errors (and what --json asks for).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// Log to stderr: -v info, -vv debug, -vvv trace. RUST_LOG (e.g.
+    /// `tenure=debug`, `info`, `off`) is read too and wins for what it names.
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  tenure run -k nightly -c 'pg_dump shop > /backup/shop.sql'
+  tenure run -k deploy -w inf -- ./deploy.sh --prod
+  tenure run -k cron -n -q -E 0 -- ./job       # skip quietly if already running
+  tenure limit -k api:alice --rate 10/1m
+  tenure status -k nightly --json
+  TENURE_BACKEND=redis://10.0.0.5:6379 tenure run -k nightly -c ./job.sh";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  tenure run -k nightly -c 'pg_dump shop > /backup/shop.sql'
+  tenure run -k deploy --wait inf -- ./deploy.sh --prod   # wait as long as it takes
+  tenure run -k cron -n -q -E 0 -- ./job       # already running: exit 0, quietly
+  tenure run -k report -t 2m --json-file run.json -- ./report
+  tenure run -k job -c 'curl -H \"Fence: $TENURE_FENCE\" -X PUT https://…'";
+
+const LIMIT_EXAMPLES: &str = "\
+Examples:
+  tenure limit -k api:alice --rate 10/1m || exit 0   # skip when over the quota
+  tenure limit -k mail --rate 100/1h --burst 20 --json
+  tenure limit -k upload --rate 1000/1d --cost 50 --algorithm sliding-window";
+
+const ELECT_EXAMPLES: &str = "\
+Examples:
+  tenure elect -k scheduler -- ./scheduler     # on every host; one runs it at a time
+  tenure elect -k migrate --once -t 10s -- ./migrate.sh";
+
+const LEADER_EXAMPLES: &str = "\
+Examples:
+  tenure leader -k scheduler
+  tenure leader -k scheduler --json | jq -r .id";
+
+const STATUS_EXAMPLES: &str = "\
+Examples:
+  tenure status -k nightly
+  tenure status -k nightly --json | jq .holder";
+
+const LIST_EXAMPLES: &str = "\
+Examples:
+  tenure list
+  tenure list --prefix orders: --json | jq -r '.key + \" \" + .holder.label'
+  tenure list --prefix deploy --watch";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command while holding a lease; TENURE_FENCE and TENURE_KEY are set
+    /// in its environment.
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(RunArgs),
+    /// Take units from a rate limit: exit 0 when allowed, 75 when limited.
+    #[command(after_help = LIMIT_EXAMPLES)]
+    Limit(LimitArgs),
+    /// Show whether a lease is held, who holds it and for how long, its
+    /// remaining TTL, last fence and how many wait.
+    #[command(after_help = STATUS_EXAMPLES)]
+    Status(StatusArgs),
+    /// List the held leases under a key prefix, with their holders (--watch:
+    /// live TTL bars).
+    #[command(after_help = LIST_EXAMPLES)]
+    List(ListArgs),
+    /// Run a command only while this process leads an election (TENURE_FENCE
+    /// is the term); campaign again after losing leadership unless --once.
+    #[command(after_help = ELECT_EXAMPLES)]
+    Elect(crate::elect::ElectArgs),
+    /// Show who leads an election: exit 0, or 75 when nobody leads.
+    #[command(after_help = LEADER_EXAMPLES)]
+    Leader(crate::leader::LeaderArgs),
+    /// Run a command at most once per key; later and concurrent callers exit
+    /// with its recorded status (and replay its stdout with --capture).
+    Once(crate::once::OnceArgs),
+    /// Print a shell completion script on stdout (e.g. `tenure completions
+    /// bash > /etc/bash_completion.d/tenure`).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) on stdout, or write one page per command
+    /// into a directory with --dir.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write tenure.1, tenure-run.1, … into this directory (created if
+    /// missing) instead of printing tenure.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// How long `run` waits for a held lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Up to this long (zero: one try).
+    For(Duration),
+    /// Until the lease is free (`inf`).
+    Forever,
+}
+
+/// Parses `--wait`: a duration, or `inf`/`infinity` for no limit.
+pub fn parse_wait(text: &str) -> Result<Wait, String> {
+    match text.trim() {
+        "inf" | "infinity" => Ok(Wait::Forever),
+        other => duration::parse(other)
+            .map(Wait::For)
+            .map_err(|e| format!("{e}, or inf to wait until the lease is free")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lease key.
+    #[arg(short, long)]
+    pub key: String,
+
+    /// How long the store keeps the lease without renewal; tenure renews it
+    /// every third of this while the command runs.
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    pub ttl: Duration,
+
+    /// How long to wait for a held lease before giving up (exit 75); `inf`
+    /// waits until it is free (flock's default).
+    #[arg(short, long, value_name = "DURATION|inf", default_value = "10s", value_parser = parse_wait)]
+    pub wait: Wait,
+
+    /// Give up at once if the lease is held (same as --wait 0s).
+    #[arg(short, long, conflicts_with = "wait")]
+    pub no_wait: bool,
+
+    /// A label recorded with the lease beside this host's name and tenure's
+    /// process id (which `tenure status` and `tenure list` show), e.g. the
+    /// job or ticket it runs for. At most 256 bytes, no control characters.
+    #[arg(short, long, value_name = "TEXT")]
+    pub label: Option<String>,
+
+    /// How long the command's process group has between SIGTERM and SIGKILL
+    /// when the lease is (about to be) lost: SIGTERM comes this long before
+    /// the local deadline, SIGKILL at it. At most a third of --ttl (default:
+    /// 10s, or a third of --ttl if that is shorter).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub grace: Option<Duration>,
+
+    /// Exit status when the lease was not acquired (instead of 75).
+    #[arg(short = 'E', long, value_name = "N", value_parser = clap::value_parser!(u8))]
+    pub conflict_exit_code: Option<u8>,
+
+    /// When tenure ends, print a JSON report on stderr (its last line): key,
+    /// outcome, fence, exit statuses, waited/held/ran milliseconds.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the JSON report to FILE instead of stderr (created or truncated
+    /// before the lease is taken).
+    #[arg(long, value_name = "FILE")]
+    pub json_file: Option<PathBuf>,
+
+    /// Hold one of N permits of an expiring semaphore on the key instead of
+    /// the lease: up to N commands run at once (consul lock -n).
+    #[arg(long, value_name = "N")]
+    pub permits: Option<NonZeroU32>,
+
+    /// Run this shell command with `/bin/sh -c` (instead of `-- CMD ARGS…`).
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "SHELL_COMMAND",
+        conflicts_with = "argv"
+    )]
+    pub shell: Option<OsString>,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required_unless_present = "shell", value_name = "CMD")]
+    pub argv: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// The program and its arguments: `/bin/sh -c SHELL_COMMAND` for `-c` —
+    /// the POSIX shell by its path, as `system(3)` does, so neither `$SHELL`
+    /// nor a short `PATH` (cron's) changes what runs.
+    pub fn program(&self) -> Vec<OsString> {
+        match &self.shell {
+            Some(line) => vec!["/bin/sh".into(), "-c".into(), line.clone()],
+            None => self.argv.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// The rate-limit key (e.g. a user, an IP, a job name).
+    #[arg(short, long)]
+    pub key: String,
+
+    /// N units per PERIOD, e.g. 10/1m, 5/s, 1000/1d.
+    #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate)]
+    pub rate: Rate,
+
+    /// Bucket size of gcra and token-bucket (default: N).
+    #[arg(long, value_name = "B")]
+    pub burst: Option<NonZeroU32>,
+
+    /// gcra, token-bucket, sliding-log, sliding-window or fixed-window.
+    #[arg(long, value_name = "NAME", default_value = "gcra")]
+    pub algorithm: Algorithm,
+
+    /// Units this request takes.
+    #[arg(long, value_name = "C", default_value = "1")]
+    pub cost: NonZeroU32,
+
+    /// Print {"allowed","limit","remaining","retry_after_ms","reset_after_ms"}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `N/PERIOD` of `--rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub limit: NonZeroU32,
+    pub period: Duration,
+}
+
+/// Parses `N/PERIOD`: `10/1m`, `5/s` (a period without a number is one unit).
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let (n, period) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not N/PERIOD; write e.g. 10/1m"))?;
+    let limit: NonZeroU32 = n.trim().parse().map_err(|_| {
+        format!("{n:?} in {text:?} is not a whole number of units from 1 to 4294967295")
+    })?;
+    let period = period.trim();
+    let period = if period.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        duration::positive(period)?
+    } else {
+        duration::positive(&format!("1{period}"))?
+    };
+    Ok(Rate { limit, period })
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The lease key.
+    #[arg(short, long)]
+    pub key: String,
+
+    /// Print {"key","held","ttl_ms","fence","storage_key","holder","waiters"}
+    /// as JSON; holder is {"host","pid","label","held_ms"} or null.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only leases whose key starts with this (default: all).
+    #[arg(short, long, value_name = "PREFIX", default_value = "")]
+    pub prefix: String,
+
+    /// Print one JSON object per lease and line, with the fields of
+    /// `status --json`.
+    #[arg(long, conflicts_with = "watch")]
+    pub json: bool,
+
+    /// Redraw the list every second with a TTL bar per lease until Ctrl-C;
+    /// refused when stdout is not a terminal.
+    #[arg(short, long)]
+    pub watch: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn rates_read_as_units_per_period() {
+        let r = parse_rate("10/1m").expect("rate");
+        assert_eq!((r.limit.get(), r.period), (10, Duration::from_secs(60)));
+        assert_eq!(
+            parse_rate("5/s").expect("rate").period,
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            parse_rate("3/500ms").expect("rate").period,
+            Duration::from_millis(500)
+        );
+        assert!(parse_rate("10").unwrap_err().contains("N/PERIOD"));
+        assert!(parse_rate("0/1m").unwrap_err().contains("whole number"));
+        assert!(parse_rate("10/0s").unwrap_err().contains("zero"));
+        assert!(parse_rate("10/1x").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn wait_is_a_duration_or_inf() {
+        assert_eq!(parse_wait("inf"), Ok(Wait::Forever));
+        assert_eq!(parse_wait("infinity"), Ok(Wait::Forever));
+        assert_eq!(parse_wait("0s"), Ok(Wait::For(Duration::ZERO)));
+        assert_eq!(parse_wait("2m"), Ok(Wait::For(Duration::from_secs(120))));
+        assert!(parse_wait("forever").unwrap_err().contains("or inf"));
+    }
+
+    #[test]
+    fn backend_goes_before_or_after_the_subcommand() {
+        let before =
+            Cli::try_parse_from(["tenure", "--backend", "memory:", "status", "--key", "k"])
+                .expect("parses");
+        let after = Cli::try_parse_from([
+            "tenure",
+            "status",
+            "--key",
+            "k",
+            "--backend",
+            "sqlite:a.db",
+            "--backend",
+            "redis://x",
+        ])
+        .expect("parses");
+        assert_eq!(before.global.backends, ["memory:"]);
+        assert_eq!(after.global.backends, ["sqlite:a.db", "redis://x"]);
+        // A comma is not split here: it may belong to a password.
+        let comma = Cli::try_parse_from([
+            "tenure",
+            "--backend",
+            "redis://:a,b@h",
+            "status",
+            "--key",
+            "k",
+        ])
+        .expect("parses");
+        assert_eq!(comma.global.backends, ["redis://:a,b@h"]);
+    }
+
+    #[test]
+    fn run_needs_the_command_after_a_double_dash() {
+        let cli = Cli::try_parse_from(["tenure", "run", "--key", "k", "--", "echo", "--flag"])
+            .expect("parses");
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.argv, ["echo", "--flag"]);
+        assert_eq!(run.wait, Wait::For(Duration::from_secs(10)));
+        assert_eq!(run.ttl, Duration::from_secs(30));
+        assert!(Cli::try_parse_from(["tenure", "run", "--key", "k"]).is_err());
+        assert!(
+            Cli::try_parse_from(["tenure", "run", "--key", "k", "--ttl", "0s", "--", "x"]).is_err()
+        );
+        assert!(
+            Cli::try_parse_from([
+                "tenure",
+                "run",
+                "--key",
+                "k",
+                "--no-wait",
+                "--wait",
+                "1s",
+                "--",
+                "x"
+            ])
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! `tenure elect`: run a command only while this process leads an election.
+//!
+//! The candidate campaigns on the key (a lease held with the watchdog, see the
+//! library's `election` module); once elected it runs the command exactly as
+//! `tenure run` does — own process group, `TENURE_FENCE` (the term) and
+//! `TENURE_KEY` in its environment, SIGTERM then SIGKILL when leadership is
+//! (about to be) lost. After a loss it campaigns again, unless `--once`. When
+//! the command exits by itself, tenure resigns and exits with its status.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::Args;
+use nix::sys::signal::Signal;
+
+use crate::cli::{Global, RunArgs, Wait};
+use crate::exit::Failure;
+use crate::{duration, output, run, store};
+
+/// `tenure elect` options.
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// The election's key.
+    #[arg(short, long)]
+    pub key: String,
+
+    /// This candidate's id, shown by `tenure leader` (default HOSTNAME:PID).
+    /// Refused on a store that keeps no ids (a quorum).
+    #[arg(long)]
+    pub id: Option<String>,
+
+    /// TTL of the leader's lease; it is renewed every third of it, and a
+    /// crashed leader is replaced about this long after its last renewal.
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    pub ttl: Duration,
+
+    /// How long the command's process group has between SIGTERM and SIGKILL
+    /// when leadership is (about to be) lost; as for `tenure run`.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub grace: Option<Duration>,
+
+    /// Lead once: after leadership is lost, exit (76) instead of campaigning
+    /// again.
+    #[arg(long)]
+    pub once: bool,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// Signals that end a campaign (while no command runs, nobody else would
+/// handle them: once `tenure run`'s machinery has installed its handlers, their
+/// default action is gone for good).
+const STOP: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+
+/// How a campaign ended.
+enum Campaigned {
+    Won(tenure::election::Leadership),
+    Stopped(Signal),
+}
+
+/// How long a candidate stopped while campaigning waits for its place in the
+/// waiting line to be left (one round trip; best effort — a place left
+/// behind is skipped once unrefreshed for its TTL).
+const LEAVE_LINE_GRACE: Duration = Duration::from_millis(200);
+
+/// The command runs through `tenure run`'s machinery; these are its terms.
+fn run_terms(args: &ElectArgs) -> RunArgs {
+    RunArgs {
+        key: args.key.clone(),
+        ttl: args.ttl,
+        wait: Wait::For(Duration::ZERO),
+        no_wait: false,
+        label: None,
+        grace: args.grace,
+        conflict_exit_code: None,
+        json: false,
+        json_file: None,
+        permits: None,
+        shell: None,
+        argv: args.command.clone(),
+    }
+}
+
+pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
+    tenure::validate_key(&args.key)?;
+    let id = match &args.id {
+        Some(id) => id.clone(),
+        None => default_id(),
+    };
+    let run_args = run_terms(args);
+    let grace = run::timing(&run_args)?;
+    check_id(&id)?;
+    let tenure = store::connect(global).await?;
+    if args.id.is_some() && tenure.records().is_none() {
+        return Err(Failure::usage(format!(
+            "--id: {} keeps no leader ids (a quorum of Redis masters keeps no records), so \
+             `tenure leader` could not show it; drop --id (the term is still the fence), \
+             or elect on one Redis master or SQLite",
+            tenure.backend().describe()
+        )));
+    }
+    let election = tenure.election(&args.key).ttl(args.ttl);
+    let mut stops = run::signal_streams(&STOP)?;
+    loop {
+        let campaigned = tokio::select! {
+            won = election.campaign(&id) => Campaigned::Won(won?),
+            sig = run::first_signal(&mut stops) => Campaigned::Stopped(sig),
+        };
+        let leadership = match campaigned {
+            Campaigned::Won(leadership) => leadership,
+            Campaigned::Stopped(sig) => {
+                // The campaign is dropped: its place in the store's waiting
+                // line (one Redis master, etcd) is left by a background task. It
+                // gets a moment to run before the process — and its runtime
+                // — ends; otherwise the place stays fresh for up to a TTL and
+                // the leader's release would hand leadership to this process.
+                tokio::time::sleep(LEAVE_LINE_GRACE).await;
+                return Ok(128 + sig as u8);
+            }
+        };
+        if !global.quiet {
+            output::note(&format!(
+                "elected leader of {:?} as {id:?} (term {})",
+                args.key,
+                leadership.term()
+            ));
+        }
+        let held = run::hold(global, &run_args, &tenure, leadership.into_guard(), grace).await?;
+        if !held.lost || args.once {
+            return Ok(held.code);
+        }
+        if !global.quiet {
+            output::note(&format!(
+                "leadership of {:?} lost; campaigning again",
+                args.key
+            ));
+        }
+    }
+}
+
+/// The library refuses bad ids too; this says it as a usage error.
+fn check_id(id: &str) -> Result<(), Failure> {
+    if id.is_empty() {
+        return Err(Failure::usage("--id must not be empty"));
+    }
+    if id.len() > tenure::election::MAX_ID_LEN || id.chars().any(char::is_control) {
+        return Err(Failure::usage(format!(
+            "--id must be at most {} bytes without control characters",
+            tenure::election::MAX_ID_LEN
+        )));
+    }
+    Ok(())
+}
+
+/// `HOSTNAME:PID`.
+fn default_id() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    format!("{host}:{}", std::process::id())
+}

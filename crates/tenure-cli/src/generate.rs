@@ -1,0 +1,191 @@
+//! `tenure completions SHELL` and `tenure man`: generated from the clap
+//! grammar, so they cannot drift from what `tenure` accepts.
+
+use std::io::Write;
+
+use clap::CommandFactory;
+use clap_mangen::Man;
+use clap_mangen::roff::{Roff, bold, roman};
+
+use crate::cli::{Cli, CompletionsArgs, ManArgs};
+use crate::exit;
+
+/// Exit statuses, as the man pages list them (docs/cli.md has the same table).
+const EXIT_STATUSES: [(&str, &str); 11] = [
+    (
+        "the command's",
+        "run, elect, once: the command exited with it (once: or the recorded status of an \
+         earlier run)",
+    ),
+    (
+        "128+N",
+        "run, elect: the command was killed by signal N; elect: tenure got signal N \
+         while campaigning",
+    ),
+    (
+        "0",
+        "status, list; limit allowed; leader: someone leads; completions and man",
+    ),
+    (
+        "64",
+        "bad usage: unknown flag, malformed duration, a TTL too short to renew, \
+         --grace above a third of the TTL, empty key, unknown store, missing command, \
+         a label with control characters, list --watch without a terminal",
+    ),
+    (
+        "65",
+        "limit: the cost exceeds the quota's capacity (it could never be allowed); \
+         once --capture: the output is too large to record",
+    ),
+    (
+        "69",
+        "the store is unreachable or unusable (refused connection, timeout, \
+         quorum unavailable, corrupt or foreign SQLite file)",
+    ),
+    ("70", "internal failure (no signal handlers, no runtime)"),
+    (
+        "73",
+        "run --json-file, man --dir: the file or directory cannot be created",
+    ),
+    (
+        "75",
+        "run: not acquired within --wait (or the --conflict-exit-code); limit: limited; \
+         leader: nobody leads; once: another caller still runs it after --wait",
+    ),
+    (
+        "76",
+        "run: the command may not have run alone (the lease was lost, deleted or \
+         taken while it ran); elect --once: leadership was lost; once: the runner's \
+         lease was lost",
+    ),
+    (
+        "126, 127",
+        "run, elect: the command could not be executed / was not found",
+    ),
+];
+
+const ENVIRONMENT: [(&str, &str); 7] = [
+    (
+        "TENURE_BACKEND",
+        "store URL(s), comma-separated; --backend wins over it",
+    ),
+    (
+        "TENURE_DB",
+        "the default SQLite file (else $XDG_STATE_HOME/tenure/tenure.db, else \
+         ~/.local/state/tenure/tenure.db)",
+    ),
+    (
+        "TENURE_CACERT",
+        "the CA file for a rediss:// or etcds:// store, as --cacert (which wins over it)",
+    ),
+    (
+        "RUST_LOG",
+        "log directives (tenure=debug, info, off); what it names wins over -v",
+    ),
+    (
+        "TENURE_FENCE",
+        "set for the command of run, elect and once: the fencing token (elect: the \
+         term), decimal",
+    ),
+    (
+        "TENURE_KEY",
+        "set for the command of run, elect and once: the key",
+    ),
+    (
+        "SHELL",
+        "not used: -c runs /bin/sh, whatever the user's shell, so scripts behave alike",
+    ),
+];
+
+/// Prints the completion script for `args.shell` on stdout.
+pub fn completions(args: &CompletionsArgs) -> u8 {
+    let mut script = Vec::new();
+    // Into memory first: clap_complete panics when its writer fails (a closed
+    // pipe), and a panic is not an answer.
+    clap_complete::generate(args.shell, &mut Cli::command(), "tenure", &mut script);
+    emit(&script)
+}
+
+/// Prints tenure(1) on stdout, or writes a page per command into `--dir`.
+pub fn man(args: &ManArgs) -> u8 {
+    let mut root = Cli::command().disable_help_subcommand(true);
+    // Gives subcommands their display names (tenure-run) for titles and files.
+    root.build();
+    let Some(dir) = &args.dir else {
+        return match page(&root) {
+            Ok(text) => emit(&text),
+            Err(e) => software(&format!("cannot render the man page: {e}")),
+        };
+    };
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        return cant_create(&format!("cannot create {}: {e}", dir.display()));
+    }
+    let mut commands = vec![root.clone()];
+    commands.extend(root.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
+    for cmd in commands {
+        let name = Man::new(cmd.clone()).get_filename();
+        let path = dir.join(&name);
+        let written = page(&cmd).and_then(|text| std::fs::write(&path, text));
+        if let Err(e) = written {
+            return cant_create(&format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    0
+}
+
+/// One man page: clap_mangen's sections, then the exit statuses and the
+/// environment, which clap does not know about.
+fn page(cmd: &clap::Command) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    // The examples get a section of their own, set line by line: clap_mangen
+    // would fill them into a paragraph under "EXTRA".
+    let examples = cmd.get_after_help().map(|text| text.to_string());
+    Man::new(cmd.clone().after_help(None::<&str>)).render(&mut out)?;
+    let mut roff = Roff::new();
+    if let Some(text) = examples {
+        roff.control("SH", ["EXAMPLES"]).control("nf", []);
+        for line in text.lines().filter(|l| l.trim() != "Examples:") {
+            roff.text([roman(line.trim_start())]);
+        }
+        roff.control("fi", []);
+    }
+    roff.control("SH", ["EXIT STATUS"]);
+    for (status, meaning) in EXIT_STATUSES {
+        roff.control("TP", [])
+            .text([bold(status)])
+            .text([roman(meaning)]);
+    }
+    roff.control("SH", ["ENVIRONMENT"]);
+    for (name, meaning) in ENVIRONMENT {
+        roff.control("TP", [])
+            .text([bold(name)])
+            .text([roman(meaning)]);
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    roff.text([roman(
+        "flock(1); docs/cli.md in the tenure repository, the contract scripts rely on.",
+    )]);
+    roff.to_writer(&mut out)?;
+    Ok(out)
+}
+
+/// Writes `bytes` to stdout; a closed pipe is not worth a panic, but it is a
+/// failure (the script or page did not arrive).
+fn emit(bytes: &[u8]) -> u8 {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::SOFTWARE,
+        Err(e) => software(&format!("cannot write to stdout: {e}")),
+    }
+}
+
+fn cant_create(message: &str) -> u8 {
+    crate::output::note(message);
+    exit::CANT_CREATE
+}
+
+fn software(message: &str) -> u8 {
+    crate::output::note(message);
+    exit::SOFTWARE
+}

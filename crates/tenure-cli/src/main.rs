@@ -1,0 +1,137 @@
+//! The `tenure` command line: a thin layer over the tenure library.
+//!
+//! `tenure run` runs a command under a lease, `tenure limit` takes units from a
+//! rate limit, `tenure status` inspects a lease, `tenure list` the held ones; `tenure completions` and
+//! `tenure man` print what packagers install. See
+//! docs/cli.md for the contract scripts rely on (options, output, exit statuses).
+
+mod cli;
+mod duration;
+mod elect;
+mod exit;
+mod generate;
+mod leader;
+mod limit;
+mod list;
+mod once;
+mod output;
+mod run;
+mod secrets;
+mod status;
+mod store;
+mod terminal;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::exit::Failure;
+
+fn main() -> ExitCode {
+    // First of all, so that not even a usage error can print a password.
+    secrets::collect(
+        std::env::args_os()
+            .skip(1)
+            .chain(std::env::var_os("TENURE_BACKEND"))
+            .map(|v| v.to_string_lossy().into_owned()),
+    );
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let (code, text) = exit::from_clap(&e);
+            if code == 0 {
+                output::line(text.trim_end());
+            } else {
+                output::note(&text);
+            }
+            return ExitCode::from(code);
+        }
+    };
+    // Generated from the grammar alone: no store, no runtime.
+    match &cli.command {
+        Command::Completions(args) => return ExitCode::from(generate::completions(args)),
+        Command::Man(args) => return ExitCode::from(generate::man(args)),
+        _ => {}
+    }
+    init_logging(cli.global.verbose);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            output::note(&format!("cannot start the async runtime: {e}"));
+            return ExitCode::from(exit::SOFTWARE);
+        }
+    };
+    let result = runtime.block_on(dispatch(&cli));
+    // Background work (a release after a failure) gets a moment, not forever.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            output::note(&failure.to_string());
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
+    match &cli.command {
+        Command::Run(args) => run::run(&cli.global, args).await,
+        Command::Limit(args) => limit::limit(&cli.global, args).await,
+        Command::Status(args) => status::status(&cli.global, args).await,
+        Command::List(args) => list::list(&cli.global, args).await,
+        Command::Elect(args) => elect::elect(&cli.global, args).await,
+        Command::Leader(args) => leader::leader(&cli.global, args).await,
+        Command::Once(args) => once::once(&cli.global, args).await,
+        // Handled in `main` before the runtime starts.
+        Command::Completions(_) | Command::Man(_) => Ok(0),
+    }
+}
+
+/// Logs to stderr when `-v` or `RUST_LOG` asks for it.
+///
+/// `RUST_LOG` takes `target=level` and `level` directives separated by commas
+/// (`tenure=debug,info`, `off`); what it names wins, and `-v` sets the level of
+/// everything it leaves unnamed. A malformed value is reported in one line and
+/// ignored: logging is a diagnostic, not a reason to refuse the command.
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+
+    let from_v = match verbose {
+        0 => None,
+        1 => Some(LevelFilter::INFO),
+        2 => Some(LevelFilter::DEBUG),
+        _ => Some(LevelFilter::TRACE),
+    };
+    let from_env = match std::env::var("RUST_LOG") {
+        Ok(text) if !text.trim().is_empty() => match text.parse::<Targets>() {
+            Ok(targets) => Some(targets),
+            Err(e) => {
+                output::note(&format!(
+                    "ignoring RUST_LOG ({e}); write e.g. RUST_LOG=debug or RUST_LOG=tenure=trace"
+                ));
+                None
+            }
+        },
+        _ => None,
+    };
+    let targets = match (from_env, from_v) {
+        (None, None) => return,
+        (None, Some(level)) => Targets::new().with_default(level),
+        (Some(targets), Some(level)) if targets.default_level().is_none() => {
+            targets.with_default(level)
+        }
+        (Some(targets), _) => targets,
+    };
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(|| secrets::ScrubbedStderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(targets);
+    let _ = tracing_subscriber::registry().with(layer).try_init();
+}

@@ -1,0 +1,220 @@
+//! `tenure once`: run a command at most once per key; everyone else gets its
+//! recorded exit status (and, with `--capture`, its stdout).
+//!
+//! Built on the library's run-once recipe: the first caller runs the command
+//! under a lease (`TENURE_FENCE`, `TENURE_KEY` in its environment, its own
+//! process group, killed with SIGKILL if the lease is lost); its exit status —
+//! and its stdout with `--capture` — is recorded for `--retain`. Concurrent
+//! callers wait and then exit with the recorded status; later ones at once. A
+//! failed command (non-zero status) is recorded only with `--cache-failures`;
+//! otherwise the next caller runs it again. A runner killed before recording
+//! lets the next caller run the command, with a higher `TENURE_FENCE`.
+
+use std::ffi::OsString;
+use std::io::{ErrorKind, Write};
+use std::process::Stdio;
+use std::time::Duration;
+
+use clap::Args;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tenure::Fence;
+use tenure::once::OnceOutcome;
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+
+use crate::cli::{Global, Wait, parse_wait};
+use crate::exit::{self, Failure};
+use crate::{duration, output, run, store};
+
+/// `tenure once` options.
+#[derive(Debug, Args)]
+pub struct OnceArgs {
+    /// The operation's key (an idempotency key).
+    #[arg(long)]
+    pub key: String,
+
+    /// How long the recorded outcome is kept; after it, the command runs again.
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = duration::positive)]
+    pub retain: Duration,
+
+    /// TTL of the runner's lease, renewed every third of it: a killed runner
+    /// is taken over about this long after its last renewal.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    pub ttl: Duration,
+
+    /// How long to wait for another caller's run (exit 75 after it); `inf`
+    /// (the default) waits until it completes or its lease expires.
+    #[arg(long, value_name = "DURATION|inf", default_value = "inf", value_parser = parse_wait)]
+    pub wait: Wait,
+
+    /// Record the command's stdout too (at most 1 MiB), and replay it to
+    /// callers that get the recorded outcome.
+    #[arg(long)]
+    pub capture: bool,
+
+    /// Record a non-zero exit status too (by default a failed run is not
+    /// recorded and the next caller runs the command again).
+    #[arg(long)]
+    pub cache_failures: bool,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+pub async fn once(global: &Global, args: &OnceArgs) -> Result<u8, Failure> {
+    tenure::validate_key(&args.key)?;
+    if args.ttl < tenure::lease::MIN_TTL {
+        return Err(Failure::usage(format!(
+            "--ttl {} is below the minimum of {}",
+            duration::show(args.ttl),
+            duration::show(tenure::lease::MIN_TTL)
+        )));
+    }
+    let tenure = store::connect(global).await?;
+    let mut once = tenure
+        .once(&args.key)
+        .retain(args.retain)
+        .ttl(args.ttl)
+        .cache_failures(args.cache_failures);
+    if let Wait::For(max) = args.wait {
+        once = once.wait(max);
+    }
+    let outcome = match once.run_bytes(|fence| execute(args, fence)).await {
+        Ok(outcome) => outcome,
+        Err(tenure::Error::InvalidArgument {
+            what: "result",
+            reason,
+        }) => {
+            return Err(Failure::new(
+                exit::DATA,
+                format!(
+                    "the command ran, but its captured output is too large to record: {reason}"
+                ),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    report(global, args, outcome)
+}
+
+/// The exit status for a run-once outcome, replaying a recorded stdout.
+fn report(
+    global: &Global,
+    args: &OnceArgs,
+    outcome: OnceOutcome<Vec<u8>, Vec<u8>>,
+) -> Result<u8, Failure> {
+    let note = |text: String| {
+        if !global.quiet {
+            output::note(&text);
+        }
+    };
+    match outcome {
+        // Its stdout went to ours as it ran.
+        OnceOutcome::Ran { result, .. } => Ok(status_of(&result)),
+        OnceOutcome::Recorded { fence, result } => {
+            let code = status_of(&result);
+            let (Ok(bytes) | Err(bytes)) = &result;
+            if let Some(out) = bytes.get(1..).filter(|o| !o.is_empty()) {
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout.write_all(out).and_then(|()| stdout.flush());
+            }
+            note(format!(
+                "{:?} already ran (fence {fence}); replaying its recorded exit status {code}",
+                args.key
+            ));
+            Ok(code)
+        }
+        OnceOutcome::Busy { .. } => {
+            note(format!(
+                "{:?} is still being run by another process; gave up waiting",
+                args.key
+            ));
+            Ok(exit::NOT_ACQUIRED)
+        }
+        _ => Err(Failure::new(exit::SOFTWARE, "unexpected run-once outcome")),
+    }
+}
+
+/// The recorded exit status: the first byte of the result.
+fn status_of(result: &Result<Vec<u8>, Vec<u8>>) -> u8 {
+    match result {
+        Ok(b) | Err(b) => b.first().copied().unwrap_or(1),
+    }
+}
+
+/// Runs the command: `Ok` with `[status, stdout…]` when it exited 0, `Err`
+/// with the same when it failed. A spawn failure is a failure with 126/127.
+async fn execute(args: &OnceArgs, fence: Fence) -> Result<Vec<u8>, Vec<u8>> {
+    let Some((program, rest)) = args.command.split_first() else {
+        return Err(vec![exit::USAGE]);
+    };
+    let mut command = Command::new(program);
+    command
+        .args(rest)
+        .env("TENURE_FENCE", fence.to_string())
+        .env("TENURE_KEY", &args.key)
+        .process_group(0)
+        .kill_on_drop(true);
+    if args.capture {
+        command.stdout(Stdio::piped());
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let name = program.to_string_lossy();
+            output::note(&format!("cannot start {name}: {e}"));
+            let code = if e.kind() == ErrorKind::NotFound {
+                exit::NOT_FOUND
+            } else {
+                exit::CANNOT_EXECUTE
+            };
+            return Err(vec![code]);
+        }
+    };
+    // Dropped when the lease is lost (the library drops this future): the
+    // whole group goes, not only the direct child.
+    let _group = run::child_group(&child).map(GroupKill);
+    let captured = match child.stdout.take() {
+        Some(pipe) => pass_through(pipe).await,
+        None => Vec::new(),
+    };
+    let status = match child.wait().await {
+        Ok(status) => status,
+        Err(_) => return Err(vec![exit::SOFTWARE]),
+    };
+    let code = run::exit_code(status);
+    let mut record = Vec::with_capacity(captured.len() + 1);
+    record.push(code);
+    record.extend_from_slice(&captured);
+    if code == 0 { Ok(record) } else { Err(record) }
+}
+
+/// Copies the command's stdout to ours as it comes, and keeps it for the
+/// record.
+async fn pass_through(mut pipe: tokio::process::ChildStdout) -> Vec<u8> {
+    let mut captured = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return captured,
+            Ok(n) => {
+                let chunk = &buf[..n];
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout.write_all(chunk).and_then(|()| stdout.flush());
+                captured.extend_from_slice(chunk);
+            }
+        }
+    }
+}
+
+/// SIGKILL to a command's process group when dropped.
+struct GroupKill(Pid);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        // ESRCH: the group is gone already.
+        let _ = killpg(self.0, Signal::SIGKILL);
+    }
+}

@@ -1,0 +1,665 @@
+//! `tenure run`: a command under a lease.
+//!
+//! The command runs in its own process group with `TENURE_FENCE` and
+//! `TENURE_KEY` in its environment. tenure renews the lease in the background
+//! (every third of the TTL), forwards signals to the group, and releases the
+//! lease when the command exits — after killing whatever the command left
+//! running in its group, so nothing of it runs without the lease.
+//!
+//! The group is never left running past the lease's local deadline (which
+//! comes a drift margin before the store's expiry): when renewals stop being
+//! confirmed and the validity left shrinks to `--grace`, the group gets SIGTERM,
+//! and SIGKILL at the deadline. When the store says the lease is gone (renewal
+//! found the key deleted or taken), SIGTERM comes at once and SIGKILL after
+//! `--grace` or at the deadline, whichever is first. Either way tenure exits
+//! 76, as it does when the final release finds the lease gone: 76 means the
+//! command may not have run alone.
+
+use std::io::{ErrorKind, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tenure::{Coordinator, Lease, LeaseGuard, ReleaseOutcome, TryAcquire};
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::Instant;
+
+use crate::cli::{Global, RunArgs, Wait};
+use crate::exit::{self, Failure};
+use crate::{duration, output, secrets, store, terminal};
+
+/// `--grace` unless given (shortened to a third of the TTL when that is less).
+const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// Signals tenure passes on to the command's group. Besides the usual three,
+/// every signal whose default action would end tenure and orphan the command
+/// (SIGKILL cannot be caught; SIGPIPE is ignored by Rust programs).
+const FORWARDED: [Signal; 13] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGXCPU,
+    Signal::SIGXFSZ,
+    Signal::SIGPWR,
+    Signal::SIGSYS,
+];
+
+/// How long tenure waits for the killed rest of a group to disappear.
+const GROUP_EXIT_WAIT: Duration = Duration::from_secs(1);
+
+/// Checks `--ttl` and `--grace` against the lease's timing and returns the
+/// grace period to use.
+///
+/// - The validity of a lease is its TTL minus the drift margin (1% + 2 ms),
+///   counted from when the request was sent. The margin may take at most a
+///   quarter of the TTL: renewals come every third of it, and SIGTERM up to a
+///   third before the deadline, so a quarter leaves a twelfth of the TTL for a
+///   renewal's round trip before a healthy lease would be mistaken for a lost
+///   one. (A TTL whose validity is not even positive is refused by this too.)
+/// - `--grace` is at most a third of the TTL (the renewal interval): SIGTERM
+///   then comes no earlier than one missed renewal, and the group is gone at
+///   the local deadline, before the store could grant the lease again.
+pub fn timing(args: &RunArgs) -> Result<Duration, Failure> {
+    let ttl = args.ttl;
+    let renewal = ttl / 3;
+    // The library refuses a TTL below its MIN_TTL too; this says why in terms
+    // of `tenure run`, whose renewals and SIGTERM need the room.
+    if ttl < tenure::lease::MIN_TTL || tenure::lease::drift(ttl) > ttl / 4 {
+        return Err(Failure::usage(format!(
+            "--ttl {} is too short: the clock-drift margin (1% + 2 ms) would take more than \
+             a quarter of it, leaving no time to renew the lease; use at least {}",
+            duration::show(ttl),
+            duration::show(tenure::lease::MIN_TTL),
+        )));
+    }
+    match args.grace {
+        None => Ok(DEFAULT_GRACE.min(renewal)),
+        Some(grace) if grace <= renewal => Ok(grace),
+        Some(grace) => Err(Failure::usage(format!(
+            "--grace {} cannot be honoured with --ttl {}: the command must be gone before \
+             the lease could be granted again, so the grace is at most a third of the TTL ({})",
+            duration::show(grace),
+            duration::show(ttl),
+            duration::show(renewal),
+        ))),
+    }
+}
+
+pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
+    tenure::validate_key(&args.key)?;
+    let grace = timing(args)?;
+    // Opened before anything else happens: a report that cannot be written
+    // is found out before the lease is taken, not after the command ran.
+    let mut report = Report::open(args)?;
+    let tenure = store::connect(global).await?;
+    // With --permits the lease is a permit of an expiring semaphore.
+    let lease = match args.permits {
+        Some(n) => tenure.semaphore(&args.key, n)?.lease(),
+        None => tenure.lease(&args.key),
+    }
+    .ttl(args.ttl)
+    .watchdog(true)
+    // Who holds it, for `tenure status`, `tenure list` and waiting runs.
+    .record_holder(true);
+    let lease = match &args.label {
+        Some(label) => lease.label(label),
+        None => lease,
+    };
+    let started = Instant::now();
+    let outcome = take(global, args, &tenure, &lease).await?;
+    report.waited = started.elapsed();
+    let guard = match outcome {
+        TryAcquire::Acquired(guard) => guard,
+        TryAcquire::Held { ttl_left } => {
+            if !global.quiet {
+                // Who holds it, when it recorded itself: one read, best-effort.
+                let status = tenure.status(&args.key).await.ok();
+                let who = status.as_ref().and_then(output::holder_note);
+                note_held(args, ttl_left, report.waited, who);
+            }
+            let code = args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED);
+            return Ok(report.finish("not_acquired", code));
+        }
+    };
+    let acquired = Instant::now();
+    report.fence = Some(guard.fence().get());
+    tracing::info!(key = %args.key, fence = %guard.fence(), "lease acquired");
+    let held = hold(global, args, &tenure, guard, grace).await?;
+    report.ran = Some(held.ran);
+    report.command_status = held.command_status;
+    report.held = Some(acquired.elapsed());
+    Ok(report.finish(if held.lost { "lost" } else { "exited" }, held.code))
+}
+
+/// How a command run by [`hold`] ended.
+pub struct Held {
+    /// tenure's exit status.
+    pub code: u8,
+    /// Whether the lease was lost (exit 76).
+    pub lost: bool,
+    /// The command's own status, when it exited while the lease was held.
+    pub command_status: Option<u8>,
+    /// How long the command ran.
+    pub ran: Duration,
+}
+
+/// Runs the command of `args` under an acquired `guard`: supervised as the
+/// module docs say, released at the end. (`tenure elect` runs its command
+/// through this too.)
+pub async fn hold(
+    global: &Global,
+    args: &RunArgs,
+    tenure: &Coordinator,
+    guard: LeaseGuard,
+    grace: Duration,
+) -> Result<Held, Failure> {
+    if guard.remaining() <= grace {
+        // The round trip ate the validity: the command would be terminated as
+        // soon as it started.
+        let _ = guard.release().await;
+        return Err(Failure::new(
+            exit::LEASE_LOST,
+            format!(
+                "lease {:?} was acquired with too little validity left to run the command; \
+                 use a longer --ttl",
+                args.key
+            ),
+        ));
+    }
+    let started = Instant::now();
+    let ended = supervise(global, args, &guard, grace).await;
+    let ran = started.elapsed();
+    let command_status = match &ended {
+        Ok(Ended::Exited(status)) => Some(exit_code(*status)),
+        _ => None,
+    };
+    let (code, lost) = finish(global, args, tenure, guard, ended).await?;
+    Ok(Held {
+        code,
+        lost,
+        command_status,
+        ran,
+    })
+}
+
+/// One attempt with `--no-wait`; otherwise waits as `--wait` says, showing
+/// that it waits.
+async fn take(
+    global: &Global,
+    args: &RunArgs,
+    tenure: &Coordinator,
+    lease: &Lease,
+) -> Result<TryAcquire, Failure> {
+    if args.no_wait {
+        return Ok(lease.try_acquire().await?);
+    }
+    let wait = match args.wait {
+        Wait::For(d) => Some(d),
+        Wait::Forever => None,
+    };
+    let show = !global.quiet;
+    Ok(output::while_waiting(tenure, &args.key, wait, show, acquire(lease, wait)).await?)
+}
+
+/// The one-line note that another process holds the lease.
+fn note_held(args: &RunArgs, ttl_left: Option<Duration>, waited: Duration, who: Option<String>) {
+    let ttl = ttl_left.map_or(String::new(), |t| {
+        format!(" (its TTL has {} left)", duration::show(t))
+    });
+    let waited = if args.no_wait {
+        String::new()
+    } else {
+        format!(" after waiting {}", duration::show(waited))
+    };
+    let who = who.map_or_else(
+        || "another process".to_string(),
+        |w| w.replacen("held by ", "", 1),
+    );
+    output::note(&format!(
+        "lease {:?} is held by {who}{ttl}; not acquired{waited}",
+        args.key
+    ));
+}
+
+/// Acquires within `wait`, or until the lease is free when `wait` is `None`.
+///
+/// The library waits at most `MAX_TTL` (7 days) per call; longer waits are
+/// made of several calls, so `--wait 30d` and `--wait inf` mean what they say.
+async fn acquire(
+    lease: &tenure::Lease,
+    wait: Option<Duration>,
+) -> Result<TryAcquire, tenure::Error> {
+    let mut left = wait;
+    loop {
+        let chunk = left.map_or(tenure::lease::MAX_TTL, |l| l.min(tenure::lease::MAX_TTL));
+        let outcome = lease.acquire_within(chunk).await?;
+        match (&outcome, left) {
+            (TryAcquire::Held { .. }, None) => {}
+            (TryAcquire::Held { .. }, Some(l)) if l > chunk => left = Some(l - chunk),
+            _ => return Ok(outcome),
+        }
+    }
+}
+
+/// What `--json` / `--json-file` report when `run` ends.
+struct Report {
+    key: String,
+    /// Where the report goes: `None` when neither flag was given.
+    sink: Option<Sink>,
+    fence: Option<u64>,
+    waited: Duration,
+    held: Option<Duration>,
+    ran: Option<Duration>,
+    command_status: Option<u8>,
+}
+
+enum Sink {
+    Stderr,
+    File(std::path::PathBuf, std::fs::File),
+}
+
+impl Report {
+    fn open(args: &RunArgs) -> Result<Self, Failure> {
+        let sink = match (&args.json_file, args.json) {
+            (Some(path), _) => {
+                let file = std::fs::File::create(path).map_err(|e| {
+                    Failure::new(
+                        exit::CANT_CREATE,
+                        format!("cannot create --json-file {}: {e}", path.display()),
+                    )
+                })?;
+                Some(Sink::File(path.clone(), file))
+            }
+            (None, true) => Some(Sink::Stderr),
+            (None, false) => None,
+        };
+        Ok(Report {
+            key: args.key.clone(),
+            sink,
+            fence: None,
+            waited: Duration::ZERO,
+            held: None,
+            ran: None,
+            command_status: None,
+        })
+    }
+
+    /// Writes the report (if asked for) and returns `code`, tenure's status.
+    fn finish(self, outcome: &str, code: u8) -> u8 {
+        let Some(sink) = self.sink else { return code };
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let value = serde_json::json!({
+            "key": self.key,
+            "outcome": outcome,
+            "acquired": self.fence.is_some(),
+            "fence": self.fence,
+            "exit_status": code,
+            "command_status": self.command_status,
+            "waited_ms": ms(self.waited),
+            "held_ms": self.held.map(ms),
+            "ran_ms": self.ran.map(ms),
+        });
+        let text = secrets::scrub(&value.to_string());
+        match sink {
+            Sink::Stderr => {
+                let _ = writeln!(std::io::stderr().lock(), "{text}");
+            }
+            Sink::File(path, mut file) => {
+                if let Err(e) = writeln!(file, "{text}").and_then(|()| file.sync_all()) {
+                    // The command already ran: its status still decides.
+                    output::note(&format!("cannot write --json-file {}: {e}", path.display()));
+                }
+            }
+        }
+        code
+    }
+}
+
+/// How the command ended, as far as the lease is concerned.
+enum Ended {
+    /// It exited while the lease was held.
+    Exited(ExitStatus),
+    /// The lease was lost (or about to be) first; the command was terminated.
+    Lost,
+    /// The store said the lease was no longer ours (renewal found the key gone
+    /// or taken) before the local deadline; the command was terminated.
+    Gone,
+}
+
+async fn supervise(
+    global: &Global,
+    args: &RunArgs,
+    guard: &LeaseGuard,
+    grace: Duration,
+) -> Result<Ended, Failure> {
+    let mut streams = signal_streams(&FORWARDED)?;
+    let mut child = spawn(args, guard)?;
+    let group = child_group(&child);
+    // Interactive use: the command gets the terminal (and Ctrl-C) while it runs.
+    let _terminal = group.and_then(terminal::hand_over);
+    let lost = guard.lost();
+    let quiet = global.quiet;
+    loop {
+        // The local deadline as of the last confirmed renewal.
+        let now = Instant::now();
+        let deadline = now + guard.remaining();
+        let term_at = deadline.checked_sub(grace).unwrap_or(now).max(now);
+        let any_signal = first_signal(&mut streams);
+        tokio::select! {
+            biased;
+            () = lost.wait() => {
+                if !quiet {
+                    output::note(&format!(
+                        "lease {:?} lost while the command ran (the store no longer holds it \
+                         for us, or renewal was not confirmed in time); terminating the \
+                         command (SIGTERM, SIGKILL after at most {})",
+                        args.key,
+                        duration::show(grace),
+                    ));
+                }
+                let at = Instant::now();
+                terminate(&mut child, group, (at + grace).min(deadline)).await;
+                // Before the local deadline only the store can have said so.
+                return Ok(if at < deadline { Ended::Gone } else { Ended::Lost });
+            }
+            status = child.wait() => return exited(args, quiet, guard, group, status).await,
+            () = tokio::time::sleep_until(term_at) => {
+                let left = guard.remaining();
+                if left > grace {
+                    continue; // a renewal moved the deadline meanwhile
+                }
+                if !quiet {
+                    output::note(&format!(
+                        "lease {:?}: no renewal confirmed and {} of validity left; terminating \
+                         the command (SIGTERM now, SIGKILL at the lease's local deadline)",
+                        args.key,
+                        duration::show(left),
+                    ));
+                }
+                terminate(&mut child, group, Instant::now() + left).await;
+                return Ok(Ended::Lost);
+            }
+            sig = any_signal => forward(group, sig),
+        }
+    }
+}
+
+/// A stream for each of `signals` (`tenure elect` listens with these too).
+pub fn signal_streams(
+    signals: &[Signal],
+) -> Result<Vec<(Signal, tokio::signal::unix::Signal)>, Failure> {
+    signals
+        .iter()
+        .map(|&sig| {
+            let stream = signal(SignalKind::from_raw(sig as i32))
+                .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {e}")))?;
+            Ok((sig, stream))
+        })
+        .collect()
+}
+
+/// The command exited while supervised: what it left running in its group is
+/// killed, and an exit seen after the lease's validity ran out counts as lost.
+async fn exited(
+    args: &RunArgs,
+    quiet: bool,
+    guard: &LeaseGuard,
+    group: Option<Pid>,
+    status: std::io::Result<ExitStatus>,
+) -> Result<Ended, Failure> {
+    let status = status
+        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot wait for the command: {e}")))?;
+    // What it left running in its group must not outlive the lease.
+    kill_group(group).await;
+    // Seen exiting after the lease's validity ran out (tenure itself
+    // was paused past the TTL): it may not have run alone to the end.
+    if guard.is_lost() || guard.remaining().is_zero() {
+        if !quiet {
+            output::note(&format!(
+                "lease {:?} expired before the command finished; another holder may have overlapped",
+                args.key
+            ));
+        }
+        return Ok(Ended::Lost);
+    }
+    Ok(Ended::Exited(status))
+}
+
+/// Completes with the first signal received on any of `streams`.
+pub async fn first_signal(streams: &mut [(Signal, tokio::signal::unix::Signal)]) -> Signal {
+    std::future::poll_fn(|cx| {
+        for (sig, stream) in streams.iter_mut() {
+            if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
+                return std::task::Poll::Ready(*sig);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+fn spawn(args: &RunArgs, guard: &LeaseGuard) -> Result<Child, Failure> {
+    let argv = args.program();
+    let (program, rest) = argv
+        .split_first()
+        .ok_or_else(|| Failure::usage("no command given after --"))?;
+    let mut command = Command::new(program);
+    command
+        .args(rest)
+        .env("TENURE_FENCE", guard.fence().to_string())
+        .env("TENURE_KEY", &args.key)
+        // Its own process group, so that a lost lease stops the command's
+        // children too, not only the shell that started them.
+        .process_group(0)
+        .kill_on_drop(false);
+    command.spawn().map_err(|e| {
+        let name = program.to_string_lossy();
+        match e.kind() {
+            ErrorKind::NotFound => {
+                Failure::new(exit::NOT_FOUND, format!("command not found: {name}"))
+            }
+            ErrorKind::PermissionDenied => {
+                Failure::new(exit::CANNOT_EXECUTE, format!("cannot execute {name}: {e}"))
+            }
+            _ => Failure::new(exit::CANNOT_EXECUTE, format!("cannot start {name}: {e}")),
+        }
+    })
+}
+
+/// The child's process group (its pid, as it leads its own group).
+pub fn child_group(child: &Child) -> Option<Pid> {
+    child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw)
+}
+
+fn forward(group: Option<Pid>, sig: Signal) {
+    tracing::info!(signal = %sig, "forwarding to the command");
+    if let Some(group) = group {
+        // ESRCH: the group is already gone; nothing to forward to.
+        let _ = killpg(group, sig);
+        if matches!(sig, Signal::SIGTERM | Signal::SIGHUP) {
+            // A stopped command (Ctrl-Z, SIGTTIN) would never act on it.
+            let _ = killpg(group, Signal::SIGCONT);
+        }
+    }
+}
+
+/// SIGTERM to the group, then SIGKILL at `kill_at`; reaps the child and kills
+/// the rest of its group.
+async fn terminate(child: &mut Child, group: Option<Pid>, kill_at: Instant) {
+    forward(group, Signal::SIGTERM);
+    if tokio::time::timeout_at(kill_at, child.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the command outlived its grace; SIGKILL");
+        forward(group, Signal::SIGKILL);
+        let _ = child.wait().await;
+    }
+    // The leader exited; stragglers in its group get no more time.
+    kill_group(group).await;
+}
+
+/// SIGKILL to what is left of the command's group, and a short wait until no
+/// member runs any more.
+async fn kill_group(group: Option<Pid>) {
+    let Some(group) = group else { return };
+    if killpg(group, Signal::SIGKILL) == Err(Errno::ESRCH) {
+        return;
+    }
+    tracing::info!("killed what the command left running in its process group");
+    let until = Instant::now() + GROUP_EXIT_WAIT;
+    while group_runs(group) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Whether some member of `group` is still running. A killed member stays a
+/// zombie until its new parent reaps it — which may be never, under an init
+/// that does not reap (some containers) — and `killpg` counts zombies, so on
+/// Linux the members' states are read from /proc.
+fn group_runs(group: Pid) -> bool {
+    if killpg(group, None) == Err(Errno::ESRCH) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    let wanted = group.as_raw().to_string();
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // "pid (comm) STATE PPID PGRP …"; comm may hold spaces and parentheses.
+        let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+        let state = fields.next().unwrap_or("Z");
+        let pgrp = fields.nth(1).unwrap_or("");
+        pgrp == wanted && !matches!(state, "Z" | "X")
+    })
+}
+
+/// Releases the lease and turns the outcome into tenure's exit status, and
+/// whether the lease was found lost (the status is then 76).
+async fn finish(
+    global: &Global,
+    args: &RunArgs,
+    tenure: &Coordinator,
+    guard: LeaseGuard,
+    ended: Result<Ended, Failure>,
+) -> Result<(u8, bool), Failure> {
+    let ended = match ended {
+        Ok(ended) => ended,
+        Err(e) => {
+            let _ = guard.release().await;
+            return Err(e);
+        }
+    };
+    let status = match ended {
+        Ended::Lost => {
+            let _ = guard.release().await;
+            return Ok((exit::LEASE_LOST, true));
+        }
+        Ended::Gone => {
+            let _ = guard.release().await;
+            if !global.quiet {
+                output::note(&format!(
+                    "lease {:?} {} while the command ran",
+                    args.key,
+                    what_happened(tenure, &args.key).await
+                ));
+            }
+            return Ok((exit::LEASE_LOST, true));
+        }
+        Ended::Exited(status) => status,
+    };
+    release_after_exit(global, args, tenure, guard, status).await
+}
+
+/// The command exited within the lease: checks that the lease is still ours,
+/// releases it, and turns the outcome into tenure's exit status.
+async fn release_after_exit(
+    global: &Global,
+    args: &RunArgs,
+    tenure: &Coordinator,
+    guard: LeaseGuard,
+    status: ExitStatus,
+) -> Result<(u8, bool), Failure> {
+    // Ask the store whether the lease is still ours before letting it go. A
+    // renewal does that (it never revives a lost lease); it is tried twice,
+    // because the first call after a store restart can fail on the broken
+    // connection, and a release that fails would leave the question open.
+    for _ in 0..2 {
+        match guard.extend().await {
+            Ok(_) => break,
+            Err(e) => tracing::info!(error = %e, "checking the lease before release failed"),
+        }
+    }
+    // NotHeld above fired the lost signal; the release then changes nothing.
+    let found_lost = guard.is_lost();
+    let released = guard.release().await;
+    let released = if found_lost {
+        Ok(ReleaseOutcome::NotHeld)
+    } else {
+        released
+    };
+    match released {
+        Ok(ReleaseOutcome::Released) => Ok((exit_code(status), false)),
+        Ok(_) => {
+            // The store no longer had our lease: someone may have held it while
+            // the command ran. Say which, when the store can tell.
+            let what = what_happened(tenure, &args.key).await;
+            if !global.quiet {
+                output::note(&format!(
+                    "lease {:?} {what} before the command finished; it may not have run \
+                     alone (exit 76; the command itself exited with {})",
+                    args.key,
+                    exit_code(status)
+                ));
+            }
+            Ok((exit::LEASE_LOST, true))
+        }
+        Err(e) => {
+            // The command finished within the lease's validity; only the
+            // release failed, and the TTL frees the key.
+            if !global.quiet {
+                output::note(&format!("could not release lease {:?}: {e}", args.key));
+            }
+            Ok((exit_code(status), false))
+        }
+    }
+}
+
+/// What became of a lease the store no longer holds for us, as far as the
+/// store can tell now.
+async fn what_happened(tenure: &Coordinator, key: &str) -> String {
+    match tenure.status(key).await {
+        Ok(s) if s.held => "was taken by another holder".to_string(),
+        Ok(_) => "was deleted or expired in the store (key deleted, store restarted without \
+                  persistence, or evicted)"
+            .to_string(),
+        Err(e) => format!("was gone from the store (its state now is unknown: {e})"),
+    }
+}
+
+/// The command's exit status, or 128+N when it died by signal N (as shells do).
+pub fn exit_code(status: ExitStatus) -> u8 {
+    if let Some(code) = status.code() {
+        return u8::try_from(code & 0xff).unwrap_or(1);
+    }
+    status
+        .signal()
+        .and_then(|sig| u8::try_from(128 + sig).ok())
+        .unwrap_or(1)
+}

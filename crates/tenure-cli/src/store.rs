@@ -1,0 +1,275 @@
+//! Which store to use: `--backend` / `TENURE_BACKEND`, else the embedded SQLite
+//! default (one file per user).
+
+use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tenure::Coordinator;
+use tenure::quorum::{QuorumOptions, QuorumStore};
+use tenure::redis::{RedisLimits, RedisOptions, RedisStore};
+
+use crate::cli::Global;
+use crate::exit::{Failure, UNAVAILABLE};
+
+/// Time budget of one quorum node's answer, connecting included.
+const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Schemes that start a new URL in a comma-separated list. A comma followed by
+/// anything else belongs to the URL before it (a password may contain one).
+const SCHEMES: [&str; 10] = [
+    "redis://",
+    "rediss://",
+    "redis+cluster://",
+    "rediss+cluster://",
+    "redis+sentinel://",
+    "rediss+sentinel://",
+    "sqlite:",
+    "memory:",
+    "etcd://",
+    "etcds://",
+];
+
+/// Splits a `--backend` / `TENURE_BACKEND` value into URLs: only at a comma that
+/// starts another URL, never inside a password. The library's
+/// `tenure::redis::split_redis_urls` follows the same rule for Redis lists; this
+/// one also cuts before `sqlite:`, `memory:`, `etcd://` and
+/// `redis+cluster://`/`redis+sentinel://` (whose own lists of members are one URL,
+/// `etcd://h1:2379,h2:2379`) so that a mixed list is refused
+/// by name rather than read as one odd Redis URL.
+pub fn split_urls(value: &str) -> Vec<&str> {
+    let mut urls = Vec::new();
+    let mut start = 0;
+    for (i, _) in value.match_indices(',') {
+        let rest = value[i + 1..].trim_start();
+        if SCHEMES.iter().any(|scheme| starts_with_ci(rest, scheme)) {
+            urls.push(&value[start..i]);
+            start = i + 1;
+        }
+    }
+    urls.push(&value[start..]);
+    urls.into_iter()
+        .map(|u| u.trim().trim_end_matches(',').trim())
+        .filter(|u| !u.is_empty())
+        .collect()
+}
+
+/// Connects to the configured store.
+pub async fn connect(global: &Global) -> Result<Coordinator, Failure> {
+    let urls: Vec<&str> = global.backends.iter().flat_map(|v| split_urls(v)).collect();
+    // In-process state coordinates nothing between two tenure invocations: each
+    // would hold every lease and a full rate-limit budget alone.
+    if urls.iter().any(|u| starts_with_ci(u, "memory:")) {
+        return Err(Failure::usage(
+            "memory: keeps leases and limits inside one tenure process, so separate \
+             invocations would never coordinate; use sqlite:PATH or redis://",
+        ));
+    }
+    match urls.as_slice() {
+        [] => {
+            let path = default_path()?;
+            tracing::info!(path = %path.display(), "using the embedded SQLite default");
+            Ok(Coordinator::sqlite(path).await?)
+        }
+        // The library reads the URL (and redacts it in its errors).
+        [url] if tls_set(global) => connect_redis_tls(url, global).await,
+        [url] => Ok(Coordinator::connect(url).await?),
+        several => {
+            if several
+                .iter()
+                .any(|u| !(starts_with_ci(u, "redis://") || starts_with_ci(u, "rediss://")))
+            {
+                // The offending URL is not repeated: it may carry a password.
+                return Err(Failure::usage(
+                    "several backends form a quorum of Redis masters; each must be a \
+                     redis:// or rediss:// URL",
+                ));
+            }
+            // A one-shot process connects cold to every node; Redlock's usual
+            // 100 ms per node is too tight for that on a busy host.
+            let options = QuorumOptions::default().node_timeout(QUORUM_NODE_TIMEOUT);
+            let backend = QuorumStore::connect(several, options).await?;
+            Ok(Coordinator::with_backend(backend))
+        }
+    }
+}
+
+/// Whether --cacert, --tls-cert or --tls-key was given.
+fn tls_set(global: &Global) -> bool {
+    global.cacert.is_some() || global.tls_cert.is_some()
+}
+
+/// An etcd cluster over TLS with the certificates of --cacert / --tls-cert /
+/// --tls-key (etcdctl's --cacert / --cert / --key).
+async fn connect_etcd_tls(url: &str, global: &Global) -> Result<Coordinator, Failure> {
+    let mut options = tenure::etcd::EtcdOptions::default();
+    if let Some(ca) = &global.cacert {
+        options = options.ca_file(ca);
+    }
+    if let (Some(cert), Some(key)) = (&global.tls_cert, &global.tls_key) {
+        options = options.client_cert(cert, key);
+    }
+    Ok(Coordinator::connect_etcd(url, options).await?)
+}
+
+/// One Redis master with the certificates of --cacert / --tls-cert / --tls-key.
+async fn connect_redis_tls(url: &str, global: &Global) -> Result<Coordinator, Failure> {
+    if starts_with_ci(url, "etcds://") {
+        return connect_etcd_tls(url, global).await;
+    }
+    // TENURE_CACERT may be set for the whole environment: other stores
+    // ignore it rather than fail.
+    if !["rediss://", "rediss+cluster://", "rediss+sentinel://"]
+        .iter()
+        .any(|scheme| starts_with_ci(url, scheme))
+    {
+        tracing::debug!(
+            "--cacert/--tls-cert/--tls-key apply to rediss://, rediss+cluster://, \
+             rediss+sentinel:// and etcds:// only; ignored"
+        );
+        return Ok(Coordinator::connect(url).await?);
+    }
+    let mut options = RedisOptions::default();
+    if let Some(ca) = &global.cacert {
+        options = options.ca_file(ca);
+    }
+    if let (Some(cert), Some(key)) = (&global.tls_cert, &global.tls_key) {
+        options = options.client_cert(cert, key);
+    }
+    // Wired as `Coordinator::connect` wires a plain redis:// store: leases, limits,
+    // records (`once`) and semaphores (`run --permits`).
+    let backend = RedisStore::connect(url, options).await?;
+    let limits = RedisLimits::from_backend(&backend);
+    Ok(Coordinator::with_backend(backend.clone())
+        .with_limits(limits)
+        .with_records(backend.clone())
+        .with_semaphores(backend))
+}
+
+fn starts_with_ci(text: &str, prefix: &str) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+}
+
+/// `$TENURE_DB`, else `$XDG_STATE_HOME/tenure/tenure.db`, else
+/// `$HOME/.local/state/tenure/tenure.db`.
+///
+/// The default is per user: the directory is created 0700 and the file 0600,
+/// since it holds the holders' owner tokens. A `tenure` directory or file
+/// under the state home that an older version left readable by others is
+/// tightened. A database named by `$TENURE_DB` is created 0600 when missing
+/// and otherwise left as its owner set it (it may be shared on purpose).
+pub fn default_path() -> Result<PathBuf, Failure> {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let (path, ours) = if let Some(db) = non_empty("TENURE_DB") {
+        (PathBuf::from(db), false)
+    } else if let Some(state) = non_empty("XDG_STATE_HOME") {
+        (PathBuf::from(state).join("tenure").join("tenure.db"), true)
+    } else if let Some(home) = non_empty("HOME") {
+        let path = PathBuf::from(home)
+            .join(".local")
+            .join("state")
+            .join("tenure")
+            .join("tenure.db");
+        (path, true)
+    } else {
+        return Err(Failure::usage(
+            "no place for the default database: HOME is not set; set TENURE_DB or give --backend",
+        ));
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| unusable("create the directory", dir, &e))?;
+        if ours {
+            tighten(dir, 0o700)?;
+        }
+    }
+    // SQLite would create the file with the umask's mode; create it first
+    // (an empty file is an empty database). Its -wal and -shm files copy the
+    // database file's mode.
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if ours {
+                tighten(&path, 0o600)?;
+                for suffix in ["-wal", "-shm"] {
+                    let mut side = path.clone().into_os_string();
+                    side.push(suffix);
+                    let side = PathBuf::from(side);
+                    if side.exists() {
+                        tighten(&side, 0o600)?;
+                    }
+                }
+            }
+        }
+        Err(e) => return Err(unusable("create", &path, &e)),
+    }
+    Ok(path)
+}
+
+/// Removes the group and other permission bits of `path` beyond `mode`.
+fn tighten(path: &Path, mode: u32) -> Result<(), Failure> {
+    let meta = std::fs::metadata(path).map_err(|e| unusable("inspect", path, &e))?;
+    if meta.permissions().mode() & 0o777 & !mode != 0 {
+        let narrowed = meta.permissions().mode() & 0o777 & mode;
+        std::fs::set_permissions(path, Permissions::from_mode(narrowed))
+            .map_err(|e| unusable("restrict the permissions of", path, &e))?;
+    }
+    Ok(())
+}
+
+fn unusable(what: &str, path: &Path, e: &std::io::Error) -> Failure {
+    Failure::new(
+        UNAVAILABLE,
+        format!("cannot {what} the default database {}: {e}", path.display()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_urls;
+
+    #[test]
+    fn commas_split_only_before_another_url() {
+        assert_eq!(
+            split_urls("redis://a:1, redis://b:2,rediss://c:3"),
+            ["redis://a:1", "redis://b:2", "rediss://c:3"]
+        );
+        assert_eq!(
+            split_urls("redis://:p,w@ss,word@h:1"),
+            ["redis://:p,w@ss,word@h:1"]
+        );
+        assert_eq!(
+            split_urls("redis://:pw@h:1,sqlite:x.db"),
+            ["redis://:pw@h:1", "sqlite:x.db"]
+        );
+        assert!(split_urls(" , ").is_empty());
+        // An etcd URL lists its members after commas: one URL; another
+        // scheme after a comma starts a second one (and is refused).
+        assert_eq!(
+            split_urls("etcd://u:p,w@h1:2379,h2:2379"),
+            ["etcd://u:p,w@h1:2379,h2:2379"]
+        );
+        assert_eq!(
+            split_urls("redis://h:1,etcd://h2"),
+            ["redis://h:1", "etcd://h2"]
+        );
+        assert_eq!(
+            split_urls("redis+cluster://:p,w@a:1,b:2"),
+            ["redis+cluster://:p,w@a:1,b:2"]
+        );
+        assert_eq!(
+            split_urls("redis://h:1,redis+cluster://a:1,b:2"),
+            ["redis://h:1", "redis+cluster://a:1,b:2"]
+        );
+    }
+}

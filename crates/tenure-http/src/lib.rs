@@ -1,0 +1,74 @@
+//! # tenure-http — rate limits for tower and axum
+//!
+//! [`RateLimitLayer`] puts any [`RateLimiter`] — tenure's `Limiter` on Redis,
+//! SQLite or in-process memory, or your own — in front of a tower service or an
+//! axum router:
+//!
+//! - **one bucket per key** from a [`KeyExtractor`]: the peer address
+//!   ([`PeerIp`]), the client behind trusted proxies ([`ClientIp`], reading
+//!   `X-Forwarded-For` or `Forwarded` right to left, only from peers in the
+//!   configured CIDR ranges), a header such as an API key ([`HeaderKey`]), or a
+//!   closure; a request without a key is refused (`400`) or counted in a shared
+//!   bucket ([`MissingKey`]) — never let through unlimited;
+//! - **headers** on every decided response: `RateLimit-Policy: "default";q=60;w=60`
+//!   and `RateLimit: "default";r=12;t=41` (draft-ietf-httpapi-ratelimit-headers-11),
+//!   and the legacy `X-RateLimit-Limit`, `-Remaining`, `-Reset` (Unix seconds),
+//!   which can be turned off;
+//! - **refusals** are `429 Too Many Requests` with `Retry-After` (seconds) and an
+//!   `application/problem+json` body;
+//! - **failures** of the store are answered within a per-decision time budget,
+//!   by failing open or closed (`503`) as configured ([`FailurePolicy`]).
+//!
+//! See `docs/http.md` for what the middleware does not guarantee.
+//!
+//! The crate's shape: [`rate_limit`] is the middleware in tower's layout (layer,
+//! service, future, and the pure decision-to-response functions); [`key`] holds
+//! one extractor per file; [`limiter`] is the question the middleware asks
+//! ([`RateLimiter`]) and its answer (tenure's [`Decision`]); [`headers`] and
+//! [`problem`] format what goes on the wire.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::{net::SocketAddr, num::NonZeroU32, time::Duration};
+//! use axum::{Router, routing::get};
+//! use tenure::limit::{Algorithm, Quota};
+//! use tenure_http::{ClientIp, FailurePolicy, RateLimitLayer};
+//!
+//! let tenure = tenure::Coordinator::connect("redis://127.0.0.1:6379").await?;
+//! let per_minute = Quota::per_minute(NonZeroU32::new(60).ok_or("zero")?);
+//! let limiter = tenure.limiter(per_minute, Algorithm::SlidingLog);
+//! let clients = ClientIp::new("10.0.0.0/8".parse()?); // X-Forwarded-For only from these
+//! let app = Router::new().route("/", get(|| async { "hello" })).layer(
+//!     RateLimitLayer::new(limiter, clients)
+//!         .budget(Duration::from_millis(100)) // never wait longer on Redis
+//!         .on_store_failure(FailurePolicy::Closed), // 503 while it is down
+//! );
+//! let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Serve with `into_make_service_with_connect_info::<SocketAddr>()` (or insert a
+//! [`PeerAddr`] extension yourself): without a peer address, IP extractors find
+//! no key and requests get `400` (or the [`MissingKey::Bucket`] you configured).
+
+#![forbid(unsafe_code)]
+
+pub mod headers;
+pub mod key;
+pub mod limiter;
+mod problem;
+pub mod rate_limit;
+mod tenure_limiter;
+
+pub use headers::{InvalidPolicyName, PolicyName};
+pub use key::{
+    ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, KeyExtractor, PeerAddr, PeerIp, RequestHead,
+    TrustedProxies,
+};
+pub use limiter::{BoxFuture, Decision, LimiterError, QuotaPolicy, RateLimiter};
+pub use problem::{PROBLEM_JSON, problem};
+pub use rate_limit::{
+    DEFAULT_BUDGET, FailurePolicy, MissingKey, RateLimit, RateLimitBody, RateLimitLayer,
+    ResponseFuture,
+};

@@ -1,0 +1,164 @@
+//! [`RateLimitLayer`]: the middleware's configuration, a builder over the
+//! knobs of [`config`](super::config). Wrapping a service freezes them into one
+//! shared [`Settings`] and hands it to [`RateLimit`] (layer → service → future).
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower_layer::Layer;
+
+use super::config::{DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
+use super::service::RateLimit;
+use crate::headers::{HeaderStyle, PolicyName, policy_value};
+use crate::key::KeyExtractor;
+use crate::limiter::RateLimiter;
+
+/// A tower [`Layer`] that rate-limits requests through a [`RateLimiter`],
+/// one bucket per key.
+///
+/// Admitted responses carry `RateLimit-Policy`, `RateLimit` and (unless turned
+/// off) `X-RateLimit-*`; refusals are `429` with `Retry-After` and an
+/// `application/problem+json` body. A layer is only configuration: cheap to
+/// clone, shared by every service it wraps.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// use tower::{Service, ServiceBuilder, ServiceExt};
+/// use tenure_http::{FailurePolicy, PeerAddr, PeerIp, RateLimitLayer, Decision};
+/// # use tenure_http::{BoxFuture, QuotaPolicy, RateLimiter, LimiterError};
+/// # struct OnePerKey(std::sync::Mutex<std::collections::HashSet<String>>);
+/// # impl RateLimiter for OnePerKey {
+/// #     fn check(&self, key: &str, _: u32) -> BoxFuture<Result<Decision, LimiterError>> {
+/// #         let first = self.0.lock().unwrap().insert(key.to_owned());
+/// #         let w = Duration::from_secs(60);
+/// #         Box::pin(async move { Ok(if first { Decision::allowed(1, 0, w) } else { Decision::refused(1, w, w) }) })
+/// #     }
+/// #     fn policy(&self) -> Option<QuotaPolicy> { Some(QuotaPolicy { limit: 1, window: Duration::from_secs(60) }) }
+/// # }
+/// # let store = OnePerKey(Default::default());
+/// // `store` is any RateLimiter, e.g. a tenure `Limiter`: here, 1 per minute.
+/// let layer = RateLimitLayer::new(store, PeerIp)
+///     .budget(Duration::from_millis(100))
+///     .on_store_failure(FailurePolicy::Closed);
+/// let mut svc = ServiceBuilder::new().layer(layer).service_fn(|_req: http::Request<String>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
+/// });
+/// let request = || {
+///     let mut req = http::Request::new(String::new());
+///     req.extensions_mut().insert(PeerAddr("192.0.2.7:5555".parse().unwrap()));
+///     req
+/// };
+/// let ok = svc.ready().await.unwrap().call(request()).await.unwrap();
+/// assert_eq!(ok.headers()["ratelimit"], "\"default\";r=0;t=60");
+/// let refused = svc.ready().await.unwrap().call(request()).await.unwrap();
+/// assert_eq!(refused.status(), 429);
+/// assert_eq!(refused.headers()["retry-after"], "60");
+/// # }
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct RateLimitLayer {
+    store: Arc<dyn RateLimiter>,
+    key: Arc<dyn KeyExtractor>,
+    name: PolicyName,
+    legacy: bool,
+    missing: MissingKey,
+    on_failure: FailurePolicy,
+    budget: Duration,
+    cost: NonZeroU32,
+}
+
+impl std::fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("policy", &self.store.policy())
+            .field("name", &self.name)
+            .field("legacy", &self.legacy)
+            .field("missing", &self.missing)
+            .field("on_failure", &self.on_failure)
+            .field("budget", &self.budget)
+            .field("cost", &self.cost)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimitLayer {
+    /// Limits requests through `store`, one bucket per key from `key`.
+    ///
+    /// Defaults: policy name `default`, legacy headers on, keyless requests
+    /// refused with `400`, fail open, a budget of [`DEFAULT_BUDGET`], cost 1.
+    pub fn new(store: impl RateLimiter, key: impl KeyExtractor) -> Self {
+        RateLimitLayer {
+            store: Arc::new(store),
+            key: Arc::new(key),
+            name: PolicyName::default(),
+            legacy: true,
+            missing: MissingKey::default(),
+            on_failure: FailurePolicy::default(),
+            budget: DEFAULT_BUDGET,
+            cost: NonZeroU32::MIN,
+        }
+    }
+
+    /// The policy name in `RateLimit-Policy` and `RateLimit`.
+    pub fn policy_name(mut self, name: PolicyName) -> Self {
+        self.name = name;
+        self
+    }
+
+    /// Writes the legacy `X-RateLimit-*` fields too (on by default).
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.legacy = on;
+        self
+    }
+
+    /// What to do with requests that carry no key.
+    pub fn on_missing_key(mut self, missing: MissingKey) -> Self {
+        self.missing = missing;
+        self
+    }
+
+    /// What to do when the store fails or exceeds the budget.
+    pub fn on_store_failure(mut self, policy: FailurePolicy) -> Self {
+        self.on_failure = policy;
+        self
+    }
+
+    /// The longest a request waits for a decision; past it the
+    /// [`FailurePolicy`] applies and the store call is dropped.
+    pub fn budget(mut self, budget: Duration) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Units each request spends (1 by default).
+    pub fn cost(mut self, cost: NonZeroU32) -> Self {
+        self.cost = cost;
+        self
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        let policy = self.store.policy();
+        let settings = Settings {
+            store: Arc::clone(&self.store),
+            key: Arc::clone(&self.key),
+            policy,
+            style: HeaderStyle {
+                name: self.name.clone(),
+                policy: policy.map(|p| policy_value(&self.name, p)),
+                legacy: self.legacy,
+            },
+            missing: self.missing.clone(),
+            on_failure: self.on_failure,
+            budget: self.budget,
+            cost: self.cost.get(),
+        };
+        RateLimit::new(inner, Arc::new(settings))
+    }
+}

@@ -1,0 +1,405 @@
+//! The entry point: one handle per store.
+
+use std::sync::Arc;
+
+use crate::election::Election;
+use crate::error::{Error, Result};
+use crate::key::validate_key;
+use crate::lease::{Lease, LeaseStatus, LeaseStore};
+use crate::limit::store::LimitStore;
+use crate::limit::{Algorithm, Limiter, Quota};
+use crate::memory::{MemoryLimits, MemoryRecords, MemorySemaphores, MemoryStore};
+use crate::once::Once;
+#[cfg(feature = "quorum")]
+use crate::quorum::{QuorumOptions, QuorumStore};
+use crate::record::RecordStore;
+#[cfg(feature = "redis")]
+use crate::redis::{RedisLimits, RedisOptions, RedisStore};
+use crate::semaphore::{Semaphore, SemaphoreStore};
+#[cfg(feature = "sqlite")]
+use crate::sqlite::{SqliteOptions, SqliteStore};
+use crate::url::redact;
+use std::num::NonZeroU32;
+
+/// A handle on one coordination store. Cheap to clone (an `Arc` inside).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// let tenure = tenure::Coordinator::connect("memory:").await?;
+/// let status = tenure.status("orders:42").await?;
+/// assert!(!status.held);
+/// assert!(tenure::Coordinator::connect("ftp://nope").await.is_err());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    backend: Arc<dyn LeaseStore>,
+    limits: Arc<dyn LimitStore>,
+    /// Where elections and run-once operations keep their records (none for
+    /// a custom lease store unless given).
+    records: Option<Arc<dyn RecordStore>>,
+    /// Where semaphores keep their permits (none on a quorum).
+    semaphores: Option<Arc<dyn SemaphoreStore>>,
+}
+
+impl Coordinator {
+    /// Connects to the store named by `url`:
+    ///
+    /// - `memory:` — in this process only;
+    /// - `redis://host:port[/db]` or `rediss://…` — one Redis master (checked with
+    ///   `PING` and its `maxmemory-policy` before returning, see
+    ///   [`RedisOptions::allow_eviction`]), for leases and rate limits alike.
+    ///   Credentials go in the user-info part, `redis://user:password@host`
+    ///   (percent-encode `@ / ? # %` in the password); a `?password=` query
+    ///   parameter is refused. Passwords are redacted wherever a URL is shown;
+    /// - `redis+cluster://[user:password@]host:port,host:port…` (or
+    ///   `rediss+cluster://…`) — a Redis Cluster, reached through the seed nodes
+    ///   listed, for leases, fences and rate limits alike; see
+    ///   [`redis`](crate::redis#redis-cluster);
+    /// - `redis+sentinel://[user:password@]sentinel:26379,…/MASTER[/DB]` (or
+    ///   `rediss+sentinel://…`) — the master that Redis Sentinel names, found
+    ///   again after a failover; see [`redis`](crate::redis#redis-sentinel);
+    /// - several Redis URLs separated by commas — a quorum of independent masters,
+    ///   as [`connect_quorum`](Self::connect_quorum). A comma separates URLs only
+    ///   where the next URL's scheme (`redis://`, `rediss://`) follows it, so
+    ///   commas inside a password are kept (see
+    ///   [`split_redis_urls`](crate::redis::split_redis_urls));
+    /// - `sqlite:PATH` (or `sqlite://PATH`) — a SQLite file shared by the
+    ///   processes of this host, created if missing (its directory must exist);
+    /// - `etcd://[user[:password]@]host:2379[,host:2379…]` (`etcds://` for
+    ///   TLS, with the system's trusted roots) — an etcd cluster
+    ///   (feature `etcd`), checked with a read before returning, for
+    ///   leases, elections, semaphores and run-once; rate limits on it are
+    ///   refused with an error naming Redis and SQLite (see `tenure::etcd`).
+    ///   The password is never shown.
+    ///
+    /// Each store is a cargo feature (`redis`, `quorum`, `tls` for
+    /// `rediss://`, `sqlite`, `etcd`); a URL whose store this build left out
+    /// is an [`Error::Config`] naming the feature to turn on.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let scheme = url.split_once(':').map_or("", |(s, _)| s);
+        match scheme {
+            "memory" => Ok(Self::memory()),
+            #[cfg(feature = "redis")]
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
+            | "rediss+sentinel" => Self::connect_redis(url, scheme).await,
+            #[cfg(not(feature = "redis"))]
+            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
+            | "rediss+sentinel" => Err(compiled_out(url, "Redis", "redis")),
+            #[cfg(feature = "sqlite")]
+            "sqlite" => Self::sqlite(sqlite_path(url)?).await,
+            #[cfg(not(feature = "sqlite"))]
+            "sqlite" => Err(compiled_out(url, "SQLite", "sqlite")),
+            #[cfg(feature = "etcd")]
+            "etcd" | "etcds" => Self::connect_etcd(url, crate::etcd::EtcdOptions::default()).await,
+            #[cfg(not(feature = "etcd"))]
+            "etcd" | "etcds" => Err(compiled_out(url, "etcd", "etcd")),
+            _ => Err(Error::Config {
+                url: redact(url),
+                reason: "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss://, \
+                     redis+cluster://, redis+sentinel:// or etcd://"
+                    .into(),
+            }),
+        }
+    }
+
+    /// One Redis master (or a cluster, or the master Sentinel names), or a
+    /// quorum when `url` lists several `redis://` URLs.
+    #[cfg(feature = "redis")]
+    async fn connect_redis(url: &str, scheme: &str) -> Result<Self> {
+        let urls = match scheme {
+            "redis" | "rediss" => crate::redis::split_redis_urls(url),
+            _ => vec![url],
+        };
+        if !cfg!(feature = "tls") && urls.iter().any(|u| u.trim_start().starts_with("rediss")) {
+            return Err(compiled_out(url, "TLS (rediss://)", "tls"));
+        }
+        if urls.len() > 1 {
+            #[cfg(feature = "quorum")]
+            return Self::connect_quorum(urls).await;
+            #[cfg(not(feature = "quorum"))]
+            return Err(compiled_out(url, "quorum", "quorum"));
+        }
+        let backend = RedisStore::connect(url, RedisOptions::default()).await?;
+        let limits = RedisLimits::from_backend(&backend);
+        Ok(Self::with_backend(backend.clone())
+            .with_limits(limits)
+            .with_records(backend.clone())
+            .with_semaphores(backend))
+    }
+
+    /// Leases over a quorum of independent Redis masters (Redlock), with default
+    /// [`QuorumOptions`]: succeeds when a majority of the nodes answers `PING`, so
+    /// a minority may be down at start. Use 3 or 5 nodes. See
+    /// [`quorum`](crate::quorum) for the protocol and its assumptions, and
+    /// [`QuorumStore::new`] with [`with_backend`](Self::with_backend) for other
+    /// settings. Needs the cargo feature `quorum` (on by default).
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// let tenure = tenure::Coordinator::connect_quorum([
+    ///     "redis://10.0.0.1:6379",
+    ///     "redis://10.0.0.2:6379",
+    ///     "redis://10.0.0.3:6379",
+    /// ])
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "quorum")]
+    pub async fn connect_quorum<I, S>(urls: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let backend = QuorumStore::connect(urls, QuorumOptions::default()).await?;
+        Ok(Self::with_backend(backend))
+    }
+
+    /// An etcd cluster (`etcd://` or `etcds://`, see [`etcd`](crate::etcd))
+    /// with `options` (TLS certificates, time budgets, prefix): leases,
+    /// elections, semaphores and run-once records in etcd, rate limits
+    /// refused with an error naming Redis and SQLite.
+    #[cfg(feature = "etcd")]
+    pub async fn connect_etcd(url: &str, options: crate::etcd::EtcdOptions) -> Result<Self> {
+        let store = crate::etcd::EtcdStore::connect(url, options).await?;
+        let limits = crate::etcd::EtcdLimits {
+            endpoints: crate::etcd::redact(url),
+        };
+        Ok(Self::with_backend(store.clone())
+            .with_limits(limits)
+            .with_records(store.clone())
+            .with_semaphores(store))
+    }
+
+    /// A SQLite file shared by the processes of this host (see
+    /// [`SqliteStore`]), with default options, for leases and rate limits.
+    /// Needs the cargo feature `sqlite` (on by default).
+    #[cfg(feature = "sqlite")]
+    pub async fn sqlite(path: impl Into<std::path::PathBuf>) -> Result<Self> {
+        let backend = SqliteStore::open(path, SqliteOptions::default()).await?;
+        Ok(Self::with_backend(backend.clone())
+            .with_limits(backend.clone())
+            .with_records(backend.clone())
+            .with_semaphores(backend))
+    }
+
+    /// An in-process store.
+    pub fn memory() -> Self {
+        Self::with_backend(MemoryStore::new())
+            .with_records(MemoryRecords::new())
+            .with_semaphores(MemorySemaphores::new())
+    }
+
+    /// A handle on any lease backend, with rate-limit state in this process
+    /// (replace it with [`with_limits`](Self::with_limits)).
+    pub fn with_backend(backend: impl LeaseStore) -> Self {
+        Coordinator {
+            backend: Arc::new(backend),
+            limits: Arc::new(MemoryLimits::new()),
+            records: None,
+            semaphores: None,
+        }
+    }
+
+    /// This handle with election and run-once records kept in `records`
+    /// (connecting by URL sets it to the same store as the leases).
+    #[must_use]
+    pub fn with_records(mut self, records: impl RecordStore) -> Self {
+        self.records = Some(Arc::new(records));
+        self
+    }
+
+    /// This handle with semaphore permits kept in `store` (connecting by URL
+    /// sets it to the leases' store, except on a quorum).
+    #[must_use]
+    pub fn with_semaphores(mut self, store: impl SemaphoreStore) -> Self {
+        self.semaphores = Some(Arc::new(store));
+        self
+    }
+
+    /// An expiring semaphore on `key` with `permits` holders at most; see
+    /// [`semaphore`](crate::semaphore). Fails on a store without semaphores
+    /// (a quorum), naming the alternative.
+    pub fn semaphore(&self, key: impl Into<String>, permits: NonZeroU32) -> Result<Semaphore> {
+        let store = self.semaphores.clone().ok_or_else(|| {
+            Error::invalid(
+                "store",
+                format!(
+                    "{} has no semaphores (a quorum of masters would need its own majority \
+                     protocol for permit counts); use one Redis master or SQLite",
+                    self.backend.describe()
+                ),
+            )
+        })?;
+        Ok(Semaphore::new(store, key.into(), permits))
+    }
+
+    /// A run-once operation on `key`; see [`once`](crate::once).
+    pub fn once(&self, key: impl Into<String>) -> Once {
+        Once::new(Arc::clone(&self.backend), self.records.clone(), key.into())
+    }
+
+    /// A leader election on `key`; see [`election`](crate::election).
+    pub fn election(&self, key: impl Into<String>) -> Election {
+        Election::new(Arc::clone(&self.backend), self.records.clone(), key.into())
+    }
+
+    /// This handle with rate-limit state kept in `limits`.
+    #[must_use]
+    pub fn with_limits(mut self, limits: impl LimitStore) -> Self {
+        self.limits = Arc::new(limits);
+        self
+    }
+
+    /// A rate limiter on this handle's store; see [`Limiter`]. Limits live in
+    /// Redis when connected to one master (`redis://`), in the SQLite file for
+    /// `sqlite:`, and in this process otherwise (memory, quorum) unless set
+    /// with [`with_limits`](Self::with_limits).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use tenure::limit::{Algorithm, Quota};
+    ///
+    /// let tenure = tenure::Coordinator::memory();
+    /// let limiter = tenure.limiter(Quota::per_minute(NonZeroU32::new(60).unwrap()), Algorithm::Gcra);
+    /// let d = limiter.check("ip:203.0.113.7").await?;
+    /// assert!(d.allowed && d.remaining == 59);
+    /// # Ok(()) }
+    /// ```
+    pub fn limiter(&self, quota: Quota, algorithm: Algorithm) -> Limiter {
+        Limiter::on(Arc::clone(&self.limits), quota, algorithm)
+    }
+
+    /// The rate-limit store behind this handle.
+    pub fn limits(&self) -> &Arc<dyn LimitStore> {
+        &self.limits
+    }
+
+    /// Describes a lease on `key`; nothing is sent until it is acquired.
+    pub fn lease(&self, key: impl Into<String>) -> Lease {
+        Lease::new(Arc::clone(&self.backend), key.into())
+    }
+
+    /// Reads whether `key` is held, its TTL and last fence, who holds it (when
+    /// the holder [recorded it](Lease::record_holder)) and how many wait,
+    /// without changing it.
+    pub async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        validate_key(key)?;
+        self.backend.status(key).await
+    }
+
+    /// The leases held now whose key starts with `prefix` (`""` for all), in
+    /// key order, each with its status. Redis scans its key space (`SCAN`,
+    /// several round trips for many keys), SQLite and etcd read a range, the
+    /// memory store its map; a quorum and a Redis Cluster cannot list and answer
+    /// [`Error::Config`].
+    pub async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        if prefix.chars().any(char::is_control) {
+            return Err(Error::InvalidKey {
+                key: prefix.chars().take(64).collect(),
+                reason: "a prefix must not contain control characters".into(),
+            });
+        }
+        self.backend.list(prefix).await
+    }
+
+    /// The store of election and run-once records behind this handle, if any.
+    pub fn records(&self) -> Option<&Arc<dyn RecordStore>> {
+        self.records.as_ref()
+    }
+
+    /// The backend behind this handle.
+    pub fn backend(&self) -> &Arc<dyn LeaseStore> {
+        &self.backend
+    }
+}
+
+/// The error for a URL whose store this build of tenure left out.
+fn compiled_out(url: &str, store: &str, feature: &str) -> Error {
+    Error::Config {
+        url: redact(url),
+        reason: format!(
+            "this build of tenure has no {store} support; turn on its cargo feature `{feature}`"
+        ),
+    }
+}
+
+/// The path of a `sqlite:PATH` or `sqlite://PATH` URL.
+#[cfg(feature = "sqlite")]
+fn sqlite_path(url: &str) -> Result<&str> {
+    let rest = url.strip_prefix("sqlite:").unwrap_or(url);
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        return Err(Error::Config {
+            url: url.to_string(),
+            reason: "no path; expected sqlite:PATH, e.g. sqlite:/var/lib/app/tenure.db".into(),
+        });
+    }
+    Ok(path)
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The CLI asks stores whether they coordinate across processes instead of
+    /// comparing descriptions: the memory store does not, SQLite does.
+    #[tokio::test]
+    async fn only_in_process_stores_are_not_shared() {
+        let memory = Coordinator::connect("memory:").await.unwrap();
+        assert!(!memory.backend().is_shared());
+        assert!(!memory.limits().is_shared());
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("w.db").display());
+        let sqlite = Coordinator::connect(&url).await.unwrap();
+        assert!(sqlite.backend().is_shared());
+        assert!(sqlite.limits().is_shared());
+    }
+}
+
+#[cfg(test)]
+mod features {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A URL whose store this build left out is refused, before any I/O, with
+    /// an error naming the cargo feature (and never the password). Which cases
+    /// run depends on the build: `cargo test -p tenure` checks `tls` and
+    /// `etcd`; `--no-default-features` checks `redis` and `sqlite` too.
+    #[tokio::test]
+    async fn a_url_whose_store_is_compiled_out_names_its_feature() {
+        let cases = [
+            (!cfg!(feature = "redis"), "redis://u:pw-x@h:1", "`redis`"),
+            (
+                !cfg!(feature = "sqlite"),
+                "sqlite:/nonexistent/w.db",
+                "`sqlite`",
+            ),
+            (!cfg!(feature = "etcd"), "etcd://u:pw-x@h:2379", "`etcd`"),
+            (
+                cfg!(feature = "redis") && !cfg!(feature = "quorum"),
+                "redis://h:1,redis://h:2,redis://h:3",
+                "`quorum`",
+            ),
+            (
+                cfg!(feature = "redis") && !cfg!(feature = "tls"),
+                "rediss://u:pw-x@h:1",
+                "`tls`",
+            ),
+        ];
+        for (left_out, url, feature) in cases {
+            if !left_out {
+                continue;
+            }
+            let e = Coordinator::connect(url).await.unwrap_err();
+            assert!(matches!(e, Error::Config { .. }), "{url}: {e:?}");
+            let text = e.to_string();
+            assert!(text.contains(feature), "{url}: {text}");
+            assert!(!text.contains("pw-x"), "{url}: {text}");
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The holder's side of a lease.
+
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use super::monitor;
+use super::store::{ExtendReply, LeaseStore, ReleaseOutcome};
+use crate::clock::Moment;
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::telemetry;
+use crate::token::OwnerToken;
+
+/// State shared by the guard and its monitor task.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) backend: Arc<dyn LeaseStore>,
+    pub(super) key: String,
+    pub(super) token: OwnerToken,
+    pub(super) ttl: Duration,
+    /// The fence of this acquisition, for spans and events.
+    fence: Fence,
+    /// When the lease was granted (for the hold time).
+    granted_at: Instant,
+    /// Set by the first [`mark_lost`](Self::mark_lost), so a loss is reported once.
+    reported_lost: AtomicBool,
+    /// Local validity deadline on the backend's clock, moved forward by each
+    /// renewal.
+    deadline: Mutex<Moment>,
+    /// Fired when the holder may no longer be alone.
+    pub(super) lost: CancellationToken,
+    /// Fired when the guard is released or dropped: stops the monitor.
+    pub(super) stop: CancellationToken,
+}
+
+impl Shared {
+    pub(super) fn deadline(&self) -> Moment {
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn set_deadline(&self, at: Moment) {
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    }
+
+    /// Now, on the clock the deadline is on.
+    pub(super) fn now(&self) -> Moment {
+        self.backend.clock().now()
+    }
+
+    /// Whether the lease is lost: the signal fired, or the local deadline has
+    /// passed (then the signal is fired here, so nobody depends on the monitor
+    /// task having run — it may be starved by blocking code on the runtime).
+    /// A guard released on purpose is never reported lost.
+    pub(super) fn check_lost(&self) -> bool {
+        if self.lost.is_cancelled() {
+            return true;
+        }
+        if self.stop.is_cancelled() || self.now() < self.deadline() {
+            return false;
+        }
+        self.mark_lost(Loss::Deadline);
+        true
+    }
+
+    /// Completes once [`check_lost`](Self::check_lost) is true: on the signal,
+    /// or by re-reading the clock at least every [`monitor::SLICE`] (tokio's
+    /// timers stop while the host is suspended; the deadline clock does not).
+    pub(super) async fn until_lost(&self) {
+        loop {
+            if self.stop.is_cancelled() {
+                // Released on purpose: only a signal fired before counts.
+                self.lost.cancelled().await;
+                return;
+            }
+            if self.check_lost() {
+                return;
+            }
+            let left = self.deadline().saturating_duration_since(self.now());
+            tokio::select! {
+                () = self.lost.cancelled() => return,
+                () = tokio::time::sleep(left.min(monitor::SLICE)) => {}
+            }
+        }
+    }
+
+    /// Marks the lease lost, unless the guard already let go of it on purpose;
+    /// the first time, logs it at `warn` and counts it.
+    pub(super) fn mark_lost(&self, cause: Loss) {
+        if self.stop.is_cancelled() {
+            return;
+        }
+        self.lost.cancel();
+        if self.reported_lost.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let cause = cause.label();
+        tracing::warn!(
+            key = %self.key,
+            store = %self.backend.describe(),
+            fence = self.fence.get(),
+            cause,
+            "lease lost"
+        );
+        telemetry::loss(|| self.backend.describe(), cause);
+    }
+
+    /// Sends one extend, in an `extend` span, and counts it.
+    pub(super) async fn extend(&self) -> Result<ExtendReply> {
+        let span = tracing::trace_span!(
+            "extend",
+            key = %self.key,
+            store = %self.backend.describe(),
+            fence = self.fence.get(),
+            outcome = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let result = self
+            .backend
+            .extend(&self.key, &self.token, self.ttl)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &result {
+            Ok(ExtendReply::Extended { .. }) => "extended",
+            Ok(ExtendReply::NotHeld) => "not_held",
+            Err(_) => "error",
+        };
+        telemetry::finish!(trace, &span, outcome, started);
+        telemetry::renewal(|| self.backend.describe(), outcome);
+        result
+    }
+
+    /// Lets go of the lease: records the hold time and sends the release, in a
+    /// `release` span (an explicit release and a dropped guard alike).
+    async fn release(&self) -> Result<ReleaseOutcome> {
+        let held = self.granted_at.elapsed();
+        telemetry::hold(|| self.backend.describe(), held);
+        let span = tracing::debug_span!(
+            "release",
+            key = %self.key,
+            store = %self.backend.describe(),
+            fence = self.fence.get(),
+            held_ms = crate::duration::millis(held),
+            outcome = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let result = self
+            .backend
+            .release(&self.key, &self.token)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &result {
+            Ok(ReleaseOutcome::Released) => "released",
+            Ok(_) => "not_held",
+            Err(_) => "error",
+        };
+        telemetry::finish!(debug, &span, outcome, started);
+        result
+    }
+
+    /// Applies an extend reply and translates it for the caller.
+    pub(super) fn apply(&self, reply: ExtendReply) -> ExtendOutcome {
+        match reply {
+            ExtendReply::Extended { valid_until } => {
+                self.set_deadline(valid_until);
+                ExtendOutcome::Extended {
+                    valid_for: valid_until.saturating_duration_since(self.now()),
+                }
+            }
+            ExtendReply::NotHeld => {
+                self.mark_lost(Loss::NotHeld);
+                ExtendOutcome::NotHeld
+            }
+        }
+    }
+}
+
+/// Why a holder lost its lease (the `cause` of spans and metrics).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Loss {
+    /// A renewal found the key gone or taken.
+    NotHeld,
+    /// The local deadline passed without a confirmed renewal.
+    Deadline,
+}
+
+impl Loss {
+    fn label(self) -> &'static str {
+        match self {
+            Loss::NotHeld => "not_held",
+            Loss::Deadline => "deadline",
+        }
+    }
+}
+
+/// The result of [`LeaseGuard::extend`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExtendOutcome {
+    /// The TTL was reset; the holder may assume it is alone for `valid_for`.
+    Extended {
+        /// Local validity from now (TTL minus round trip and drift margin).
+        valid_for: Duration,
+    },
+    /// The lease had expired or was taken over; nothing was changed and the lost
+    /// signal has fired.
+    NotHeld,
+}
+
+/// Fires when a lease may no longer be held. Cheap to clone.
+///
+/// It fires when renewal finds the key gone or taken, or when the local deadline
+/// passes without a confirmed renewal — so the holder hears about it before the
+/// store expires the key (by the drift margin, at least). The deadline is
+/// checked by whoever asks, not only by the guard's background task: once it has
+/// passed, [`is_lost`](Self::is_lost) is true even if that task never ran.
+#[derive(Debug, Clone)]
+pub struct LostSignal {
+    lost: CancellationToken,
+    shared: Weak<Shared>,
+}
+
+impl LostSignal {
+    /// Whether the lease is known or presumed lost (the local deadline passed).
+    pub fn is_lost(&self) -> bool {
+        match self.shared.upgrade() {
+            Some(shared) => shared.check_lost(),
+            None => self.lost.is_cancelled(),
+        }
+    }
+
+    /// Completes when the lease is lost, at the latest shortly after the local
+    /// deadline (the clock is re-read at least every 100 ms, so a resume from
+    /// suspend is noticed promptly).
+    pub async fn wait(&self) {
+        match self.shared.upgrade() {
+            Some(shared) => {
+                // Stop waiting on the deadline once the guard is gone (released
+                // or dropped): then only an already fired signal completes this.
+                let stop = shared.stop.clone();
+                tokio::select! {
+                    () = shared.until_lost() => return,
+                    () = stop.cancelled() => {}
+                }
+                drop(shared);
+                self.lost.cancelled().await;
+            }
+            None => self.lost.cancelled().await,
+        }
+    }
+}
+
+/// An acquired lease. Release it with [`release`](Self::release); dropping it
+/// releases in the background (best effort, never blocking in `Drop`).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use std::time::Duration;
+/// use tenure::{ReleaseOutcome, Coordinator};
+///
+/// let tenure = Coordinator::memory();
+/// let guard = tenure
+///     .lease("invoices:7")
+///     .ttl(Duration::from_secs(5))
+///     .try_acquire()
+///     .await?
+///     .into_guard()
+///     .expect("free");
+/// // Bound your own I/O by the validity left, and stop if the lease is lost.
+/// let budget = guard.remaining();
+/// let written = guard
+///     .run(async { format!("written with fence {} within {budget:?}", guard.fence()) })
+///     .await?;
+/// println!("{written}");
+/// assert_eq!(guard.release().await?, ReleaseOutcome::Released);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping a guard releases the lease"]
+pub struct LeaseGuard {
+    shared: Arc<Shared>,
+    fence: Fence,
+    released: bool,
+}
+
+impl LeaseGuard {
+    pub(super) fn start(
+        backend: Arc<dyn LeaseStore>,
+        key: String,
+        token: OwnerToken,
+        ttl: Duration,
+        fence: Fence,
+        valid_until: Moment,
+        renew_every: Option<Duration>,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            backend,
+            key,
+            token,
+            ttl,
+            fence,
+            granted_at: Instant::now(),
+            reported_lost: AtomicBool::new(false),
+            deadline: Mutex::new(valid_until),
+            lost: CancellationToken::new(),
+            stop: CancellationToken::new(),
+        });
+        monitor::spawn(&shared, renew_every);
+        LeaseGuard {
+            shared,
+            fence,
+            released: false,
+        }
+    }
+
+    /// The fencing token of this acquisition: greater than every token handed out
+    /// before for this key. Send it with every write to the protected resource.
+    pub fn fence(&self) -> Fence {
+        self.fence
+    }
+
+    /// The lease's key.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// The TTL the lease was acquired with.
+    pub fn ttl(&self) -> Duration {
+        self.shared.ttl
+    }
+
+    /// How long the holder may still assume it is alone: the local deadline minus
+    /// now, zero once lost. Use it to bound I/O done under the lease.
+    pub fn remaining(&self) -> Duration {
+        if self.is_lost() {
+            return Duration::ZERO;
+        }
+        self.shared
+            .deadline()
+            .saturating_duration_since(self.shared.now())
+    }
+
+    /// Whether the lease is known or presumed lost: the lost signal fired, or
+    /// the local deadline has passed (checked here, on the deadline clock, so it
+    /// holds even when the guard's background task could not run).
+    pub fn is_lost(&self) -> bool {
+        self.shared.check_lost()
+    }
+
+    /// A signal that fires when the lease is lost.
+    pub fn lost(&self) -> LostSignal {
+        LostSignal {
+            lost: self.shared.lost.clone(),
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+
+    /// Runs `work` under the lease: if the lease is lost first, `work` is dropped
+    /// (cancelled at its next `.await`) and [`Error::LeaseLost`] is returned.
+    ///
+    /// The deadline is checked before every poll of `work`, and a timer races
+    /// it, so `work` is not polled again once the local deadline has passed —
+    /// even when blocking code starved the runtime past it.
+    ///
+    /// Cancellation is cooperative: a write already sent to a resource may still
+    /// land, and code that blocks inside one poll cannot be interrupted. Only a
+    /// fenced resource rejects a late write for sure.
+    pub async fn run<F: Future>(&self, work: F) -> Result<F::Output> {
+        let shared = &*self.shared;
+        let mut work = pin!(work);
+        let mut lost = pin!(shared.until_lost());
+        poll_fn(|cx| {
+            if shared.check_lost() || lost.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(Error::LeaseLost {
+                    key: shared.key.clone(),
+                }));
+            }
+            work.as_mut().poll(cx).map(Ok)
+        })
+        .await
+    }
+
+    /// Resets the TTL now. Never revives a lease that has expired: then it returns
+    /// [`ExtendOutcome::NotHeld`] and the lost signal fires.
+    pub async fn extend(&self) -> Result<ExtendOutcome> {
+        let reply = self.shared.extend().await?;
+        Ok(self.shared.apply(reply))
+    }
+
+    /// Releases the lease. [`ReleaseOutcome::NotHeld`] means it had already
+    /// expired or been taken over; someone else's key is never deleted.
+    pub async fn release(mut self) -> Result<ReleaseOutcome> {
+        self.released = true;
+        self.shared.stop.cancel();
+        self.shared.release().await
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        self.shared.stop.cancel();
+        if self.released {
+            return;
+        }
+        // Best effort: if no runtime is around, the TTL frees the key.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let shared = Arc::clone(&self.shared);
+            handle.spawn(async move {
+                if let Err(e) = shared.release().await {
+                    tracing::debug!(key = %shared.key, error = %e, "release on drop failed; the TTL will free the key");
+                }
+            });
+        }
+    }
+}

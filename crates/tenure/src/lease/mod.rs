@@ -1,0 +1,640 @@
+//! Leases: time-bounded exclusive ownership of a key.
+//!
+//! A [`Lease`] is a description (key, TTL, renewal); [`Lease::try_acquire`] and
+//! [`Lease::acquire_within`] turn it into a [`LeaseGuard`] when the key is free.
+//! The guard knows its fencing token, renews in the background when asked to, and
+//! tells its holder when it may no longer be alone — *before* the store expires the
+//! key, because its local deadline is computed from the moment the request was
+//! *sent*, minus a clock-drift margin (1% + 2 ms; hence [`MIN_TTL`]).
+//!
+//! # The local deadline
+//!
+//! - **Checked by whoever asks.** [`LeaseGuard::is_lost`],
+//!   [`LostSignal::is_lost`], [`LeaseGuard::remaining`] and [`LeaseGuard::run`]
+//!   compare the clock with the deadline themselves; they do not depend on the
+//!   guard's background task, which blocking code or a busy single-threaded
+//!   runtime can starve. `run` checks before every poll of its work and races a
+//!   timer, but cannot interrupt code that blocks inside one poll.
+//! - **On a clock that counts suspended time.** The store's clock (a Redis
+//!   server elsewhere, or the SQLite store's host clock) runs on while this host
+//!   sleeps, so deadlines are read on [`SystemClock`](crate::clock::SystemClock):
+//!   `CLOCK_BOOTTIME` on Linux, `CLOCK_MONOTONIC` on macOS (which counts sleep
+//!   there, unlike `std::time::Instant`); other Unix systems use
+//!   `CLOCK_MONOTONIC`, whose behaviour across suspend depends on the OS. The
+//!   SQLite store expires leases on the same clock. tokio's timers stop during a
+//!   suspend, so the guard's task and [`LostSignal::wait`] re-read the clock at
+//!   least every 100 ms: after a resume past the deadline, the signal fires within
+//!   about that long, and every check above says "lost" at once.
+//! - **What the tests show, and what they cannot.** A [`FakeClock`](crate::clock::FakeClock)
+//!   that jumps forward stands in for a suspend in the tests (is_lost,
+//!   remaining, run and the signal all report the loss). A real suspend and
+//!   resume of the test host cannot be run in CI; that the chosen clocks count
+//!   suspended time rests on the OS documentation (`clock_gettime(2)` on Linux,
+//!   `mach_continuous_time` behind `CLOCK_MONOTONIC` on macOS).
+//!
+//! # Waiting and failures
+//!
+//! [`Lease::acquire_within`] retries [transient](Error::is_transient) backend
+//! errors with backoff until its budget is spent; permanent ones end it at once.
+//! An attempt abandoned by its caller (dropped by a `timeout` or `select!`) or
+//! failed after its request may have been applied undoes its grant with its own
+//! owner token when the answer arrives, so no grant is left without a guard
+//! until its TTL. An attempt whose fate is unknown (timed out, connection
+//! broken) is undone repeatedly for up to a minute; a server frozen for longer
+//! than that which then applies the request leaves the grant to its TTL.
+//!
+//! # What a lease does not guarantee
+//!
+//! A lease limits concurrency; it does not guarantee exclusive execution once it
+//! has expired. A process paused longer than the TTL (GC, swap, SIGSTOP, a VM
+//! migration) can act after another holder has taken over, and no client-side
+//! check can prevent it, because the pause can fall between the check and the
+//! write. Pass [`LeaseGuard::fence`] to the protected resource and let it refuse
+//! stale tokens (see [`fence`](crate::fence)).
+
+mod attempt;
+mod guard;
+mod holder;
+mod line;
+mod monitor;
+mod release_watch;
+mod store;
+
+pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
+#[cfg(any(feature = "redis", feature = "sqlite", feature = "etcd"))]
+pub(crate) use holder::elapsed_ms;
+pub use holder::{Holder, HolderInfo, MAX_LABEL_LEN};
+pub use release_watch::{Handoff, ReleaseWatch};
+pub use store::{
+    AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
+    drift, valid_until,
+};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use crate::error::{Error, Result};
+use crate::key::validate_key;
+use crate::telemetry;
+use crate::token::OwnerToken;
+use line::Line;
+
+/// TTL of a lease unless [`Lease::ttl`] says otherwise.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// The longest TTL tenure accepts. Longer leases are almost always a unit mistake,
+/// and they would outlive any realistic process anyway.
+pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The shortest TTL tenure accepts.
+///
+/// The holder's local validity is the TTL minus the clock-drift margin (1% +
+/// 2 ms, see [`drift`]) minus the round trip of the
+/// acquire request. A TTL of 10 ms leaves 7.9 ms before the round trip; a
+/// shorter one would hand out a guard that is lost (or nearly so) the moment it
+/// exists, so it is refused with [`Error::InvalidArgument`] naming `ttl`. The
+/// round trip is only known at run time: it is subtracted from the deadline
+/// then, and a guard whose round trip ate its validity reports itself lost.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
+
+/// First retry delay when polling a contended lease.
+const MIN_BACKOFF: Duration = Duration::from_millis(5);
+
+/// Longest retry delay when polling a contended lease.
+const MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+/// First retry delay after a transient backend error while waiting.
+const MIN_ERROR_BACKOFF: Duration = Duration::from_millis(20);
+
+/// Longest retry delay after transient backend errors while waiting: a
+/// restarted server is noticed within about this long.
+const MAX_ERROR_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Longest wait for a pushed release notification before trying again anyway
+/// (a notification can be lost while the subscriber reconnects).
+const MAX_PUSH_WAIT: Duration = Duration::from_secs(1);
+
+/// The result of an acquire attempt: refusal is an outcome, not an error.
+#[derive(Debug)]
+#[must_use = "dropping the outcome releases an acquired lease"]
+pub enum TryAcquire {
+    /// The lease is ours until released, dropped or lost.
+    Acquired(LeaseGuard),
+    /// Someone else holds the lease (and kept it for the whole wait, if any).
+    Held {
+        /// The other holder's remaining TTL, when the store knows it.
+        ttl_left: Option<Duration>,
+    },
+}
+
+impl TryAcquire {
+    /// The guard, if the lease was acquired.
+    pub fn into_guard(self) -> Option<LeaseGuard> {
+        match self {
+            TryAcquire::Acquired(g) => Some(g),
+            TryAcquire::Held { .. } => None,
+        }
+    }
+
+    /// Whether the lease was acquired.
+    pub fn is_acquired(&self) -> bool {
+        matches!(self, TryAcquire::Acquired(_))
+    }
+}
+
+/// A lease description: key, TTL and renewal policy. Cheap to clone; acquiring
+/// it several times yields independent guards.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use std::time::Duration;
+/// use tenure::{TryAcquire, Coordinator};
+///
+/// let tenure = Coordinator::memory();
+/// let lease = tenure
+///     .lease("reports:daily")
+///     .ttl(Duration::from_secs(10))
+///     .watchdog(true); // renew every ttl/3 until released
+/// match lease.try_acquire().await? {
+///     TryAcquire::Acquired(guard) => {
+///         let fence = guard.fence(); // pass it to the resource you write
+///         assert!(fence.get() >= 1);
+///         guard.release().await?;
+///     }
+///     TryAcquire::Held { ttl_left } => println!("busy for {ttl_left:?}"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Lease {
+    backend: Arc<dyn LeaseStore>,
+    key: String,
+    ttl: Duration,
+    renew_every: Option<Duration>,
+    /// What to record about the holder, if anything.
+    holder: Option<Arc<HolderInfo>>,
+}
+
+impl Lease {
+    pub(crate) fn new(backend: Arc<dyn LeaseStore>, key: String) -> Self {
+        Lease {
+            backend,
+            key,
+            ttl: DEFAULT_TTL,
+            renew_every: None,
+            holder: None,
+        }
+    }
+
+    /// Records who holds the lease — this host's name, this process's id,
+    /// and `label` (e.g. the request or job it is taken for) — with every
+    /// acquisition, for anyone to read through
+    /// [`Coordinator::status`](crate::Coordinator::status) and `tenure status`. Implies
+    /// [`record_holder(true)`](Self::record_holder). A label longer than
+    /// [`MAX_LABEL_LEN`] bytes or with control characters makes acquiring fail
+    /// with [`Error::InvalidArgument`] naming `label`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use tenure::Coordinator;
+    ///
+    /// let tenure = Coordinator::memory();
+    /// let lease = tenure.lease("orders:42").label("POST /orders/42");
+    /// let guard = lease.try_acquire().await?.into_guard().expect("free");
+    /// let holder = tenure.status("orders:42").await?.holder.expect("recorded");
+    /// assert_eq!(holder.label.as_deref(), Some("POST /orders/42"));
+    /// assert_eq!(holder.pid, std::process::id());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        let info = self
+            .holder
+            .take()
+            .map_or_else(HolderInfo::this_process, |h| (*h).clone());
+        self.holder = Some(Arc::new(info.with_label(label)));
+        self
+    }
+
+    /// Turns recording the holder (host name, process id, the
+    /// [`label`](Self::label) if any, the acquisition time) on or off. Off by
+    /// default: on Redis it adds a small hash beside the lease key, written in
+    /// the acquire script, so a lease that does not ask for it costs nothing.
+    /// The semaphore's permits record nothing.
+    pub fn record_holder(mut self, on: bool) -> Self {
+        self.holder = match (on, self.holder.take()) {
+            (false, _) => None,
+            (true, Some(h)) => Some(h),
+            (true, None) => Some(Arc::new(HolderInfo::this_process())),
+        };
+        self
+    }
+
+    /// Sets the TTL: how long the store keeps the lease without renewal
+    /// (default [`DEFAULT_TTL`]).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Turns automatic renewal on (every ttl/3) or off (the default).
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.renew_every = on.then_some(Duration::ZERO);
+        self
+    }
+
+    /// Turns automatic renewal on with the given interval, which must be shorter
+    /// than the TTL minus the drift margin (the validity the holder counts on);
+    /// a longer interval would report the lease lost before its first renewal,
+    /// so acquiring fails with [`Error::InvalidArgument`].
+    pub fn renew_every(mut self, interval: Duration) -> Self {
+        self.renew_every = Some(interval);
+        self
+    }
+
+    /// The lease's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Tries once, without waiting.
+    pub async fn try_acquire(&self) -> Result<TryAcquire> {
+        let renew = self.validate()?;
+        let started = Instant::now();
+        let result = self.attempt(renew).await;
+        self.count(&result, started);
+        result
+    }
+
+    /// Tries until acquired or until `max_wait` has passed.
+    ///
+    /// Waiters subscribe to release notifications (Redis pub/sub on the Redis
+    /// backend), so a released lease changes hands in about one round trip;
+    /// without notifications they poll with jittered exponential backoff. A lease
+    /// that expires instead of being released is retried when its TTL runs out.
+    ///
+    /// On a store with a waiting line (one Redis master) waiting is FIFO: the
+    /// wait's first attempt, refused, already stands the waiter in line, with
+    /// one owner token for the whole wait ([`LeaseStore::wait_turn`]); a
+    /// release hands the lease to the first live waiter and wakes only it,
+    /// with a message that carries the fence. The waiter then holds the lease
+    /// without another round trip and counts its validity from when it sent
+    /// its last look (the hand-off ran after that look); when that look is
+    /// older than 1/16 of the validity, or the lease records its holder, it
+    /// claims the lease instead and counts from the claim. A free key with
+    /// waiters in line (its holder's TTL ran out) goes to the first of them,
+    /// not to a newcomer's wait. Waiting ends by leaving the line; a lease
+    /// handed over meanwhile is passed on. FIFO does not cover a plain
+    /// [`try_acquire`](Self::try_acquire), which does not look at the line (it
+    /// can take a key whose TTL just ran out before the waiters notice), or a
+    /// waiter that hit a transient error (it stands in line again at the
+    /// end). On etcd waiting is FIFO too, by the create revision of each
+    /// waiter's place: a release wakes the first waiter, which takes the lease
+    /// with one transaction, and a plain `try_acquire` does not jump a line
+    /// that is not empty (see `docs/etcd.md`). On other stores all woken
+    /// waiters race and one wins.
+    ///
+    /// A [transient](Error::is_transient) backend error (a restart, a frozen or
+    /// overloaded server, a failover) does not end the wait: attempts go on with
+    /// jittered backoff (20 ms doubling up to 500 ms) until `max_wait` is spent,
+    /// and only then is the last error returned (a retry still running then is
+    /// abandoned, and undone). Permanent errors (bad input or
+    /// configuration, authentication, data of the wrong type) return at once.
+    /// Every abandoned or failed attempt is undone with its own owner token, so
+    /// retrying never leaves a stray grant behind.
+    pub async fn acquire_within(&self, max_wait: Duration) -> Result<TryAcquire> {
+        let renew = self.validate()?;
+        let span = tracing::debug_span!(
+            "wait",
+            key = %self.key,
+            store = %self.backend.describe(),
+            max_wait_ms = crate::duration::millis(max_wait),
+            outcome = Empty,
+            fence = Empty,
+            attempts = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let mut attempts = 0_u32;
+        let result = self
+            .wait(renew, max_wait, &mut attempts)
+            .instrument(span.clone())
+            .await;
+        span.record("attempts", attempts);
+        if let Ok(TryAcquire::Acquired(guard)) = &result {
+            span.record("fence", guard.fence().get());
+        }
+        telemetry::finish!(debug, &span, outcome(&result), started);
+        self.count(&result, started);
+        result
+    }
+
+    /// The waiting loop of [`acquire_within`](Self::acquire_within), counting
+    /// its attempts.
+    async fn wait(
+        &self,
+        renew: Option<Duration>,
+        max_wait: Duration,
+        attempts: &mut u32,
+    ) -> Result<TryAcquire> {
+        let deadline = Instant::now() + max_wait.min(MAX_TTL);
+        // When the last wait ended with a release notification: a grant right
+        // after it is a hand-off.
+        let mut woken_at: Option<Instant> = None;
+        // Our stand in the waiting line, from the first refusal on.
+        let mut line: Option<Line> = None;
+        let mut backoff = MIN_BACKOFF;
+        let mut error_backoff = MIN_ERROR_BACKOFF;
+        // The last transient error, while the backend keeps failing.
+        let mut failing: Option<Error> = None;
+        loop {
+            *attempts += 1;
+            let attempt = match failing.take() {
+                None => self.step(&mut line, renew).await,
+                // A retry after an error ends with the budget: the error is the
+                // answer then. (An attempt cut short is undone by its own task.)
+                Some(last) => {
+                    match tokio::time::timeout_at(deadline, self.step(&mut line, renew)).await {
+                        Ok(attempt) => attempt,
+                        Err(_elapsed) => return Err(last),
+                    }
+                }
+            };
+            let outcome = match attempt {
+                Ok(outcome) => {
+                    error_backoff = MIN_ERROR_BACKOFF;
+                    outcome
+                }
+                // A restart, a failover, a frozen server: worth waiting for
+                // while the budget lasts. Everything else ends the wait now.
+                Err(e) if e.is_transient() => {
+                    let paused = self.pause_after_error(e, deadline, &mut error_backoff, &mut line);
+                    failing = Some(paused.await?);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let TryAcquire::Held { ttl_left } = outcome else {
+                if let Some(woken_at) = woken_at {
+                    telemetry::handoff(|| self.backend.describe(), woken_at.elapsed());
+                }
+                return Ok(outcome);
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                if let Some(line) = line.take() {
+                    line.leave().await;
+                }
+                return Ok(outcome);
+            }
+            woken_at = self
+                .await_turn(&mut line, ttl_left, deadline, &mut backoff)
+                .await?;
+        }
+    }
+
+    /// A transient error while waiting: gives up our stand in line (the look
+    /// may or may not have been applied, so the waiter stands in line again
+    /// with a fresh token, and a late undo of this one can never touch a
+    /// later grant; dropping the stand leaves) and pauses with backoff. The
+    /// error is returned to be kept for the next try, or as the answer once
+    /// the budget is spent.
+    async fn pause_after_error(
+        &self,
+        e: Error,
+        deadline: Instant,
+        error_backoff: &mut Duration,
+        line: &mut Option<Line>,
+    ) -> Result<Error> {
+        drop(line.take());
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(e);
+        }
+        tracing::debug!(key = %self.key, error = %e, "transient error while waiting; retrying");
+        let pause = jittered(error_backoff, MAX_ERROR_BACKOFF);
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        Ok(e)
+    }
+
+    /// After a refusal with budget left: when the stand has no watch yet,
+    /// watches (the caller then looks again at once: a hand-off or release
+    /// between the refusal and the watch would otherwise be missed); else
+    /// waits for a release, a hand-off or the holder's TTL. Returns when a
+    /// release notification woke us (a grant right after it is a hand-off).
+    async fn await_turn(
+        &self,
+        line: &mut Option<Line>,
+        ttl_left: Option<Duration>,
+        deadline: Instant,
+        backoff: &mut Duration,
+    ) -> Result<Option<Instant>> {
+        let Some(stand) = line.as_mut() else {
+            return Ok(None);
+        };
+        if stand.first_wait() {
+            tracing::debug!(
+                ttl_left_ms = ttl_left.map(crate::duration::millis),
+                "held by another holder; waiting"
+            );
+        }
+        let has_place = stand.has_place();
+        let Some(watch) = stand.watch() else {
+            stand.start_watch().await;
+            return Ok(None);
+        };
+        let mut pause = held_pause(watch, ttl_left, backoff);
+        if has_place {
+            // A place that is not refreshed within the TTL is given up.
+            pause = pause.min(self.ttl / 2);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if watch.wait(pause.min(left)).await {
+            tracing::debug!("woken by a release");
+            return Ok(Some(Instant::now()));
+        }
+        Ok(None)
+    }
+
+    /// The next attempt of a wait: a look from our stand in line, the first
+    /// one taking the stand (on a store without a line, a plain attempt).
+    async fn step(&self, line: &mut Option<Line>, renew: Option<Duration>) -> Result<TryAcquire> {
+        let stand = match line {
+            Some(stand) => stand,
+            None => line.insert(Line::new(Arc::clone(&self.backend), &self.key)?),
+        };
+        self.traced(async {
+            match stand.look(self.ttl, self.holder.clone(), renew).await? {
+                AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(
+                    self.guard(stand.token().clone(), fence, valid_until, renew),
+                )),
+                AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
+            }
+        })
+        .await
+    }
+
+    /// Checks key and TTL; returns the renewal interval, if any.
+    fn validate(&self) -> Result<Option<Duration>> {
+        validate_key(&self.key)?;
+        if let Some(holder) = &self.holder {
+            holder.validate()?;
+        }
+        if self.ttl < MIN_TTL {
+            return Err(Error::invalid(
+                "ttl",
+                format!(
+                    "{:?} is below the minimum of {MIN_TTL:?}: the clock-drift margin (1% + 2ms) would leave the holder (almost) no validity",
+                    self.ttl
+                ),
+            ));
+        }
+        if self.ttl > MAX_TTL {
+            return Err(Error::invalid(
+                "ttl",
+                format!("{:?} is above the maximum of 7 days", self.ttl),
+            ));
+        }
+        let validity = self.ttl.saturating_sub(drift(self.ttl));
+        match self.renew_every {
+            None => Ok(None),
+            Some(Duration::ZERO) => Ok(Some(self.ttl / 3)),
+            Some(every) if every >= validity => Err(Error::invalid(
+                "renewal interval",
+                format!(
+                    "{every:?} must be shorter than {validity:?} (the ttl {:?} minus the clock-drift margin), or the lease is reported lost before it is renewed",
+                    self.ttl
+                ),
+            )),
+            Some(every) => Ok(Some(every)),
+        }
+    }
+
+    /// One attempt with a fresh owner token. A new token per attempt means a
+    /// late clean-up of an earlier attempt (a quorum backend undoing a lost
+    /// vote, a delayed compare-and-delete, an abandoned attempt undone by
+    /// [`attempt`]) can never delete this attempt's grant.
+    async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
+        self.traced(self.attempt_once(renew)).await
+    }
+
+    /// Runs one attempt, `work`, in an `acquire` span that records its outcome.
+    async fn traced(
+        &self,
+        work: impl std::future::Future<Output = Result<TryAcquire>>,
+    ) -> Result<TryAcquire> {
+        let span = tracing::debug_span!(
+            "acquire",
+            key = %self.key,
+            store = %self.backend.describe(),
+            ttl_ms = crate::duration::millis(self.ttl),
+            outcome = Empty,
+            fence = Empty,
+            ttl_left_ms = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let result = work.instrument(span.clone()).await;
+        match &result {
+            Ok(TryAcquire::Acquired(guard)) => {
+                span.record("fence", guard.fence().get());
+            }
+            Ok(TryAcquire::Held {
+                ttl_left: Some(ttl_left),
+            }) => {
+                span.record("ttl_left_ms", crate::duration::millis(*ttl_left));
+            }
+            _ => {}
+        }
+        telemetry::finish!(debug, &span, outcome(&result), started);
+        result
+    }
+
+    /// Counts an acquire call that ended with `result`, `started` then.
+    fn count(&self, result: &Result<TryAcquire>, started: Instant) {
+        telemetry::acquisition(
+            || self.backend.describe(),
+            outcome(result),
+            started.elapsed(),
+        );
+    }
+
+    /// One plain attempt, without its span.
+    async fn attempt_once(&self, renew: Option<Duration>) -> Result<TryAcquire> {
+        let token = OwnerToken::generate()?;
+        let reply = attempt::acquire(
+            Arc::clone(&self.backend),
+            self.key.clone(),
+            token.clone(),
+            self.ttl,
+            self.holder.clone(),
+        )
+        .await?;
+        match reply {
+            AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(self.guard(
+                token,
+                fence,
+                valid_until,
+                renew,
+            ))),
+            AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
+        }
+    }
+
+    fn guard(
+        &self,
+        token: OwnerToken,
+        fence: crate::fence::Fence,
+        valid_until: crate::clock::Moment,
+        renew: Option<Duration>,
+    ) -> LeaseGuard {
+        LeaseGuard::start(
+            Arc::clone(&self.backend),
+            self.key.clone(),
+            token,
+            self.ttl,
+            fence,
+            valid_until,
+            renew,
+        )
+    }
+}
+
+/// The `outcome` of an acquire, in spans and metrics.
+fn outcome(result: &Result<TryAcquire>) -> &'static str {
+    match result {
+        Ok(TryAcquire::Acquired(_)) => "acquired",
+        Ok(TryAcquire::Held { .. }) => "held",
+        Err(_) => "error",
+    }
+}
+
+/// How long to wait for a release of a held lease: until its TTL runs out
+/// (1 ms later the key is surely gone), capped by [`MAX_PUSH_WAIT`] when
+/// releases are pushed, else by a jittered, doubling poll interval.
+fn held_pause(
+    watch: &ReleaseWatch,
+    ttl_left: Option<Duration>,
+    backoff: &mut Duration,
+) -> Duration {
+    let expiry = ttl_left.map(|t| t + Duration::from_millis(1));
+    if watch.is_push() {
+        expiry.unwrap_or(MAX_PUSH_WAIT).min(MAX_PUSH_WAIT)
+    } else {
+        let poll = jittered(backoff, MAX_BACKOFF);
+        expiry.map_or(poll, |e| e.min(poll))
+    }
+}
+
+/// A random pause in `[backoff / 2, backoff]`; doubles `backoff` up to `max`.
+fn jittered(backoff: &mut Duration, max: Duration) -> Duration {
+    let pause = rand::rng().random_range(*backoff / 2..=*backoff);
+    *backoff = (*backoff * 2).min(max);
+    pause
+}

@@ -1,0 +1,406 @@
+//! The [`Limiter`] handle.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use super::decision::{Decision, Mode, Timestamp};
+use super::policy::Policy;
+use super::quota::{Algorithm, Quota};
+use super::step::check_cost;
+use super::store::{LimitRequest, LimitStore};
+use crate::error::{Error, Result};
+use crate::key::validate_key;
+use crate::telemetry;
+
+/// The latest instant a caller may inject: with a policy's longest span
+/// ([`MAX_SPAN`](super::MAX_SPAN)) on top it stays below 2^53, where Lua's
+/// doubles are exact.
+const LATEST_NOW: u64 = (1 << 53) - (1 << 50) - 1;
+
+/// The most [`Limiter::wait`] adds to a wait as jitter.
+pub const MAX_JITTER: Duration = Duration::from_millis(100);
+
+/// A rate limiter on one store: one or more policies, checked together.
+/// Cheap to clone (an `Arc` inside).
+///
+/// Build it with [`Coordinator::limiter`](crate::Coordinator::limiter) (on the
+/// handle's store) or [`Limiter::local`] (in-process), add policies with
+/// [`and`](Self::and). Every check of a compound limiter is atomic: when any
+/// policy refuses, no policy consumes anything.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use std::num::NonZeroU32;
+/// use tenure::limit::{Algorithm, Quota};
+/// let nz = |n| NonZeroU32::new(n).unwrap();
+///
+/// let tenure = tenure::Coordinator::memory();
+/// let api = tenure
+///     .limiter(Quota::per_second(nz(10)), Algorithm::Gcra)
+///     .and(Quota::per_day(nz(3)), Algorithm::FixedWindow); // 10/s and 3/day
+/// for _ in 0..3 {
+///     assert!(api.check("key:abc").await?.allowed);
+/// }
+/// let d = api.check("key:abc").await?;
+/// assert!(!d.allowed);                       // the daily policy refuses…
+/// assert_eq!(d.limit, 3);
+/// assert!(api.peek("key:abc").await?.remaining == 0);
+/// assert!(api.check_n("key:abc", 11).await.is_err()); // …and 11 > 10 never fits
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Clone)]
+struct Inner {
+    store: Arc<dyn LimitStore>,
+    quotas: Vec<(Quota, Algorithm)>,
+    record_rejected: bool,
+    /// Asked instead when the store fails (unreachable, timeout, server error).
+    fallback: Option<Limiter>,
+    /// The checked policies, or why they are unusable (reported on every call:
+    /// building a limiter never fails, like `Quota`'s const constructors).
+    policies: std::result::Result<Vec<Policy>, (&'static str, String)>,
+}
+
+impl Inner {
+    fn build(
+        store: Arc<dyn LimitStore>,
+        quotas: Vec<(Quota, Algorithm)>,
+        record_rejected: bool,
+    ) -> Self {
+        let policies = Self::policies(&quotas, record_rejected);
+        Inner {
+            store,
+            quotas,
+            record_rejected,
+            fallback: None,
+            policies,
+        }
+    }
+
+    fn policies(
+        quotas: &[(Quota, Algorithm)],
+        record_rejected: bool,
+    ) -> std::result::Result<Vec<Policy>, (&'static str, String)> {
+        let mut out: Vec<Policy> = Vec::with_capacity(quotas.len());
+        for (quota, algorithm) in quotas {
+            let policy = Policy::new(*quota, *algorithm)
+                .map_err(|e| match e {
+                    Error::InvalidArgument { what, reason } => (what, reason),
+                    other => ("quota", other.to_string()),
+                })?
+                .record_rejected(record_rejected);
+            if out
+                .iter()
+                .any(|p| p.storage_key("", "") == policy.storage_key("", ""))
+            {
+                return Err((
+                    "policy",
+                    format!("{quota:?} with {algorithm} is given twice"),
+                ));
+            }
+            out.push(policy);
+        }
+        Ok(out)
+    }
+}
+
+impl Limiter {
+    /// A limiter with one policy on `store`.
+    pub fn new(store: impl LimitStore, quota: Quota, algorithm: Algorithm) -> Self {
+        Self::on(Arc::new(store), quota, algorithm)
+    }
+
+    /// A limiter with one policy on a shared store.
+    pub fn on(store: Arc<dyn LimitStore>, quota: Quota, algorithm: Algorithm) -> Self {
+        Limiter {
+            inner: Arc::new(Inner::build(store, vec![(quota, algorithm)], false)),
+        }
+    }
+
+    /// Adds a policy: requests must then pass this one too (compound limiter).
+    #[must_use]
+    pub fn and(self, quota: Quota, algorithm: Algorithm) -> Self {
+        let mut quotas = self.inner.quotas.clone();
+        quotas.push((quota, algorithm));
+        self.rebuild(quotas, self.inner.record_rejected)
+    }
+
+    /// Records refused requests in the sliding-log policies (see
+    /// [`Policy::record_rejected`]). Off by default.
+    #[must_use]
+    pub fn record_rejected(self, on: bool) -> Self {
+        let quotas = self.inner.quotas.clone();
+        self.rebuild(quotas, on)
+    }
+
+    /// Asks `other` instead whenever this limiter's store fails with an
+    /// infrastructure error (unreachable, timeout, server error) — typically a
+    /// [`Limiter::local`] with a per-instance share of the quota, so a Redis
+    /// outage neither lets everything through nor refuses everything. Bad input
+    /// and corrupted keys are still errors. Each use is logged at `warn`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use tenure::limit::{Algorithm, Limiter, Quota};
+    /// let nz = |n| NonZeroU32::new(n).unwrap();
+    ///
+    /// let tenure = tenure::Coordinator::memory(); // in production: connect("redis://…")
+    /// let limiter = tenure
+    ///     .limiter(Quota::per_second(nz(100)), Algorithm::Gcra)
+    ///     // 4 instances: each admits a quarter locally while Redis is away
+    ///     .fallback(Limiter::local(Quota::per_second(nz(25)), Algorithm::Gcra));
+    /// assert!(limiter.check("tenant:1").await?.allowed);
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn fallback(self, other: Limiter) -> Self {
+        let mut inner = Inner::clone(&self.inner);
+        inner.fallback = Some(other);
+        Limiter {
+            inner: Arc::new(inner),
+        }
+    }
+
+    fn rebuild(&self, quotas: Vec<(Quota, Algorithm)>, record_rejected: bool) -> Self {
+        let mut inner = Inner::build(Arc::clone(&self.inner.store), quotas, record_rejected);
+        inner.fallback = self.inner.fallback.clone();
+        Limiter {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The checked policies.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when a quota does not fit its algorithm (see
+    /// [`Policy::new`]) or a policy is given twice.
+    pub fn policies(&self) -> Result<&[Policy]> {
+        self.inner
+            .policies
+            .as_deref()
+            .map_err(|(what, reason)| Error::invalid(what, reason.clone()))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn LimitStore> {
+        &self.inner.store
+    }
+
+    /// Takes one unit for `key` if allowed.
+    ///
+    /// # Errors
+    /// Invalid key or policies, and store failures. A refusal is `Ok` with
+    /// `allowed == false`.
+    pub async fn check(&self, key: &str) -> Result<Decision> {
+        self.run(key, 1, Mode::Consume, None).await
+    }
+
+    /// Takes `cost` units for `key` if all are allowed (none are taken otherwise).
+    ///
+    /// # Errors
+    /// As [`check`](Self::check); also [`Error::InvalidArgument`] for a zero cost
+    /// and [`Error::CostExceedsCapacity`] for a cost no policy could ever admit.
+    pub async fn check_n(&self, key: &str, cost: u32) -> Result<Decision> {
+        self.run(key, cost, Mode::Consume, None).await
+    }
+
+    /// What [`check`](Self::check) would answer now, without taking anything;
+    /// `remaining` is what is available now.
+    ///
+    /// # Errors
+    /// As [`check`](Self::check).
+    pub async fn peek(&self, key: &str) -> Result<Decision> {
+        self.run(key, 1, Mode::Peek, None).await
+    }
+
+    /// What [`check_n`](Self::check_n) would answer now, without taking anything.
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub async fn peek_n(&self, key: &str, cost: u32) -> Result<Decision> {
+        self.run(key, cost, Mode::Peek, None).await
+    }
+
+    /// The general form: `cost` units, consume or peek, at the store's clock or
+    /// (for tests and simulations) at `now`.
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub async fn run(
+        &self,
+        key: &str,
+        cost: u32,
+        mode: Mode,
+        now: Option<Timestamp>,
+    ) -> Result<Decision> {
+        let request = self.request(key, cost, mode, now)?;
+        // Unobserved (no `debug` subscriber for its span, no metrics), an
+        // in-process store answers at once: no future, no span, no timing.
+        // Its errors are never infrastructure errors, so no fallback is due.
+        if !observed()
+            && let Some(Ok(decision)) = self.inner.store.decide_inline(&request)
+        {
+            return Ok(decision);
+        }
+        let decisions = self.apply(&request).await?;
+        Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))
+    }
+
+    /// Like [`run`](Self::run), but returns each policy's decision, in the
+    /// order the policies were added.
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub async fn run_each(
+        &self,
+        key: &str,
+        cost: u32,
+        mode: Mode,
+        now: Option<Timestamp>,
+    ) -> Result<Vec<Decision>> {
+        let request = self.request(key, cost, mode, now)?;
+        self.apply(&request).await
+    }
+
+    /// Asks the store (and the fallback, when the store fails) for a checked
+    /// request, inside the `limit` span.
+    async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        let (key, cost, mode, now) = (request.key, request.cost, request.mode, request.now);
+        let store = &self.inner.store;
+        let span = tracing::debug_span!(
+            "limit",
+            key = %key,
+            store = %store.describe(),
+            cost,
+            peek = matches!(mode, Mode::Peek),
+            outcome = Empty,
+            remaining = Empty,
+            latency_us = Empty,
+        );
+        let started = Instant::now();
+        let answer = store.apply(request).instrument(span.clone()).await;
+        telemetry::limit_store(|| store.describe(), started.elapsed());
+        let (result, fell_back) = match (answer, &self.inner.fallback) {
+            (Err(e), Some(fallback)) if e.is_infrastructure() => {
+                tracing::warn!(parent: &span, error = %e, key, "rate-limit store failed; using the fallback limiter");
+                let result = Box::pin(fallback.run_each(key, cost, mode, now))
+                    .instrument(span.clone())
+                    .await;
+                (result, true)
+            }
+            (result, _) => (result, false),
+        };
+        let combined = result.as_deref().ok().and_then(Decision::combine);
+        if let Some(d) = &combined {
+            span.record("remaining", d.remaining);
+        }
+        let outcome = match (&combined, fell_back) {
+            (_, true) => "fallback",
+            (Some(d), false) if d.allowed => "allowed",
+            (Some(_), false) => "refused",
+            (None, false) => "error",
+        };
+        telemetry::finish!(debug, &span, outcome, started);
+        telemetry::limit_decision(|| store.describe(), outcome);
+        result
+    }
+
+    /// The checked request for `key`: bad input is refused here, before any
+    /// store is asked.
+    fn request<'a>(
+        &'a self,
+        key: &'a str,
+        cost: u32,
+        mode: Mode,
+        now: Option<Timestamp>,
+    ) -> Result<LimitRequest<'a>> {
+        validate_key(key)?;
+        let policies = self.policies()?;
+        check_cost(policies, cost)?;
+        if now.is_some_and(|t| t.as_micros() > LATEST_NOW) {
+            return Err(Error::invalid(
+                "now",
+                "an injected instant beyond 2^53 − 2^50 µs (year 2219) is not exact in Lua",
+            ));
+        }
+        Ok(LimitRequest::new(key, policies, cost, mode).at(now))
+    }
+
+    /// Takes one unit for `key`, waiting up to `max_wait` for it. See
+    /// [`wait_n`](Self::wait_n).
+    ///
+    /// # Errors
+    /// As [`check`](Self::check).
+    pub async fn wait(&self, key: &str, max_wait: Duration) -> Result<Decision> {
+        self.wait_n(key, 1, max_wait).await
+    }
+
+    /// Takes `cost` units for `key`, sleeping until they are available, for at
+    /// most `max_wait`. Returns the admitting decision, or the last refusal as
+    /// soon as its `retry_after` shows the wait would exceed `max_wait` (it
+    /// does not sleep in vain).
+    ///
+    /// Each sleep is the refusal's `retry_after` plus a random jitter of up to a
+    /// quarter of it (at most [`MAX_JITTER`]), so waiters refused together do not
+    /// all come back in the same instant. Cancel-safe: dropping the future takes
+    /// nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use tenure::limit::{Algorithm, Limiter, Quota};
+    ///
+    /// tokio::time::pause(); // virtual time: the waits below take no real time
+    /// let limiter = Limiter::local(Quota::per_second(NonZeroU32::new(10).unwrap()), Algorithm::Gcra);
+    /// limiter.check_n("job", 10).await?;                        // bucket empty
+    /// let d = limiter.wait("job", Duration::from_secs(1)).await?;
+    /// assert!(d.allowed);                                       // ~100 ms later
+    /// limiter.check_n("job", 10).await?;                        // refused: no wait
+    /// let d = limiter.wait_n("job", 10, Duration::from_millis(10)).await?;
+    /// assert!(!d.allowed);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub async fn wait_n(&self, key: &str, cost: u32, max_wait: Duration) -> Result<Decision> {
+        let deadline = Instant::now() + max_wait;
+        loop {
+            let decision = self.check_n(key, cost).await?;
+            let Some(retry) = decision.retry_after.filter(|_| !decision.allowed) else {
+                return Ok(decision);
+            };
+            let now = Instant::now();
+            if now + retry > deadline {
+                return Ok(decision);
+            }
+            let wake = (now + retry + jitter(retry)).min(deadline);
+            tokio::time::sleep_until(wake).await;
+        }
+    }
+}
+
+/// Whether a check is watched: a subscriber takes the `limit` span at
+/// `debug`, or the `metrics` feature counts decisions.
+fn observed() -> bool {
+    cfg!(feature = "metrics") || tracing::enabled!(tracing::Level::DEBUG)
+}
+
+/// A random extra wait in `[0, min(retry / 4, MAX_JITTER)]`.
+fn jitter(retry: Duration) -> Duration {
+    let max = (retry / 4).min(MAX_JITTER);
+    // `max` is at most MAX_JITTER, so the conversion never saturates.
+    let micros = crate::duration::micros(max);
+    Duration::from_micros(rand::rng().random_range(0..=micros))
+}

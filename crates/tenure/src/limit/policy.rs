@@ -1,0 +1,187 @@
+//! A quota and an algorithm, checked and turned into the integers the
+//! algorithms compute with.
+
+use std::time::Duration;
+
+use super::quota::{Algorithm, Quota};
+use crate::duration::micros;
+use crate::error::{Error, Result};
+
+/// The longest span a policy may cover (window, or burst × interval):
+/// 2^50 µs, about 35 years. Together with Unix-epoch microseconds this keeps
+/// every number the Lua scripts compute below 2^53, where doubles are exact.
+pub const MAX_SPAN: Duration = Duration::from_micros(1 << 50);
+
+/// The largest limit a sliding log accepts: it stores one entry per unit.
+pub const MAX_LOG_CAPACITY: u64 = 1_000_000;
+
+/// One rate policy of a limiter: a [`Quota`] counted by an [`Algorithm`], with
+/// the derived integers every execution (Rust and Lua) uses.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use tenure::limit::{Algorithm, Policy, Quota};
+///
+/// let p = Policy::new(Quota::per_second(NonZeroU32::new(4).unwrap()), Algorithm::Gcra)?;
+/// assert_eq!(p.capacity(), 4);
+/// assert_eq!(p.interval_micros(), 250_000);
+/// // more than one unit per microsecond cannot be represented:
+/// let fine = Quota::per_second(NonZeroU32::new(2_000_000).unwrap());
+/// assert!(Policy::new(fine, Algorithm::Gcra).is_err());
+/// # Ok::<(), tenure::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Policy {
+    quota: Quota,
+    algorithm: Algorithm,
+    capacity: u64,
+    period_us: u64,
+    interval_us: u64,
+    record_rejected: bool,
+}
+
+impl Policy {
+    /// Checks `quota` for `algorithm`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the period is shorter than one microsecond
+    /// per unit (the emission interval would round to zero), when the window or
+    /// the burst span exceeds [`MAX_SPAN`], or when a sliding log would hold more
+    /// than [`MAX_LOG_CAPACITY`] entries.
+    pub fn new(quota: Quota, algorithm: Algorithm) -> Result<Self> {
+        let period_us = micros(quota.period());
+        let limit = u64::from(quota.limit().get());
+        if period_us < limit {
+            return Err(Error::invalid(
+                "rate",
+                format!(
+                    "{limit} per {:?} is finer than one unit per microsecond",
+                    quota.period()
+                ),
+            ));
+        }
+        let max_span = micros(MAX_SPAN);
+        if period_us > max_span {
+            return Err(Error::invalid(
+                "window",
+                format!(
+                    "{:?} is longer than the maximum {MAX_SPAN:?}",
+                    quota.period()
+                ),
+            ));
+        }
+        // Rounded up, so rounding never admits more than the quota.
+        let interval_us = period_us.div_ceil(limit);
+        let capacity = if algorithm.uses_burst() {
+            u64::from(quota.burst_size().get())
+        } else {
+            limit
+        };
+        if capacity.saturating_mul(interval_us) > max_span {
+            return Err(Error::invalid(
+                "burst",
+                format!(
+                    "a burst of {capacity} at {interval_us} µs per unit spans more than {MAX_SPAN:?}"
+                ),
+            ));
+        }
+        if algorithm == Algorithm::SlidingLog && capacity > MAX_LOG_CAPACITY {
+            return Err(Error::invalid(
+                "rate",
+                format!(
+                    "a sliding log stores one entry per unit; {capacity} is more than {MAX_LOG_CAPACITY}"
+                ),
+            ));
+        }
+        Ok(Policy {
+            quota,
+            algorithm,
+            capacity,
+            period_us,
+            interval_us,
+            record_rejected: false,
+        })
+    }
+
+    /// Records refused requests too (sliding log only; ignored by the others).
+    /// A client that keeps hammering then stays refused until it slows down,
+    /// instead of getting one request through per freed slot. The log keeps at
+    /// most `capacity` entries, so memory stays bounded.
+    #[must_use]
+    pub fn record_rejected(mut self, on: bool) -> Self {
+        self.record_rejected = on && self.algorithm == Algorithm::SlidingLog;
+        self
+    }
+
+    /// The quota.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// Units that can be taken at once: the burst (GCRA, token bucket) or the
+    /// per-window limit.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The period in microseconds.
+    pub fn period_micros(&self) -> u64 {
+        self.period_us
+    }
+
+    /// Microseconds per unit (the emission interval), rounded up.
+    pub fn interval_micros(&self) -> u64 {
+        self.interval_us
+    }
+
+    /// Whether refused requests are recorded (see [`record_rejected`](Self::record_rejected)).
+    pub fn records_rejected(&self) -> bool {
+        self.record_rejected
+    }
+
+    /// What tells this policy's state apart from another policy's of the same
+    /// user key: exactly the parts [`storage_key`](Self::storage_key) names.
+    pub(crate) fn tag(&self) -> PolicyTag {
+        PolicyTag {
+            algorithm: self.algorithm,
+            limit: self.quota.limit().get(),
+            period_us: self.period_us,
+            capacity: self.capacity,
+        }
+    }
+
+    /// The storage key of this policy for the user key `key`, e.g.
+    /// `tenure:{ip:203.0.113.7}:limit:gcra:60/60000000:10`.
+    ///
+    /// All policies of one user key share the hash tag `{key}`, so a compound
+    /// limiter's keys live in one Redis Cluster slot; a key starting with `}`
+    /// or `\` gets a `\` in front inside the braces, as lease keys do (`{}`
+    /// would be an empty hash tag and scatter the policies). The quota is part of the
+    /// name: changing a quota starts from a fresh state instead of misreading
+    /// the old one.
+    pub fn storage_key(&self, prefix: &str, key: &str) -> String {
+        format!(
+            "{prefix}{{{}}}:limit:{}:{}/{}:{}",
+            crate::key::hash_tag(key),
+            self.algorithm,
+            self.quota.limit(),
+            self.period_us,
+            self.capacity
+        )
+    }
+}
+
+/// The identity of a policy's state, for in-process tables that index by
+/// policy and user key instead of a formatted storage key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PolicyTag {
+    algorithm: Algorithm,
+    limit: u32,
+    period_us: u64,
+    capacity: u64,
+}

@@ -1,0 +1,402 @@
+//! The in-process limit store: a keyed map with bounded memory, behind a
+//! mutex. The map is a [`StateTable`] for the shared read/step/write loop; this
+//! file adds only what is particular to memory: the index by user key and
+//! policy (no storage key is formatted, a check of a known key allocates
+//! nothing in the map), the bound on keys (refusing new keys when full, never
+//! evicting live ones) and the sweeps of expired keys.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex};
+
+use hashbrown::HashTable;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::limit::store::{
+    LimitRequest, LimitStore, SlotKey, State, StateTable, read_step_write, read_step_write_combined,
+};
+use crate::limit::{Algorithm, Decision, Limiter, PolicyTag, Quota, Timestamp};
+
+/// The default bound on the keys a [`MemoryLimits`] keeps.
+pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// Limiter state in this process's memory, for tests, single-instance services
+/// and as a fallback when the shared store is down.
+///
+/// Memory is bounded to [`max_keys`](Self::max_keys) keys, and the bound never
+/// hands out budget: only a key whose state has expired — it reads exactly
+/// like a fresh key, so dropping it forgets nothing — is ever dropped (by
+/// periodic sweeps, and whenever the store is full). A live key is never
+/// evicted, since evicting it would give its owner its whole quota again
+/// (a flood of throwaway keys could reset a victim's login limit). When the
+/// store is full of live keys, a request that would add a key is **refused**:
+/// an ordinary decision with `allowed == false`, `remaining == 0` and
+/// `retry_after` = the time until the first held key is fresh again. Keys
+/// already held, and peeks, are never refused for room. So size the bound
+/// above the number of keys active within one period: past it, new clients
+/// wait (for up to one period) rather than old ones being forgiven.
+///
+/// Time is tokio's [`Instant`] (monotonic; `tokio::time::pause` works in tests),
+/// offset to start at the wall-clock time of creation so windows line up with
+/// the Unix epoch like on Redis.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use std::num::NonZeroU32;
+/// use tenure::limit::{Algorithm, Limiter, Quota};
+/// use tenure::memory::MemoryLimits;
+///
+/// let store = MemoryLimits::new().max_keys(10_000);
+/// let limiter = Limiter::new(store.clone(), Quota::per_second(NonZeroU32::new(5).unwrap()), Algorithm::Gcra);
+/// assert!(limiter.check("ip:192.0.2.1").await?.allowed);
+/// assert_eq!(store.len(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct MemoryLimits {
+    inner: Arc<Mutex<Map>>,
+    max_keys: usize,
+    origin: Instant,
+    origin_wall: Timestamp,
+}
+
+#[derive(Debug, Default)]
+struct Map {
+    /// Per user key, the state of each policy that has one (most keys have
+    /// one policy, a compound limiter's a few). A table of its own hashes
+    /// (SipHash, randomly keyed: the keys come from clients), so a request's
+    /// key is hashed once for its read and its write.
+    entries: HashTable<Keyed>,
+    hasher: RandomState,
+    /// The number of (key, policy) states held.
+    len: usize,
+    /// Writes since the last periodic sweep.
+    ops: u64,
+    /// No entry expires before this (a lower bound, exact after a sweep):
+    /// while the store is full, sweeping earlier would find nothing to drop,
+    /// so refusals of new keys cost no scan of the map.
+    next_expiry: u64,
+}
+
+/// One user key's states.
+#[derive(Debug)]
+struct Keyed {
+    key: Box<str>,
+    states: Vec<(PolicyTag, Entry)>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    state: State,
+    expires_at: u64,
+}
+
+/// Sweep expired keys after at least this many writes, and at least as many
+/// writes as states are held: a sweep visits every state, so this keeps its
+/// cost per write constant however many keys there are.
+const SWEEP_EVERY: u64 = 4096;
+
+/// A periodic sweep drops a state only once it has been expired this long
+/// (µs): a key that comes back soon after its state expired keeps its entry
+/// instead of being freed and allocated again. (When the store is full, a
+/// sweep drops every expired state at once.)
+const SWEEP_GRACE_US: u64 = 500_000;
+
+impl Default for MemoryLimits {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryLimits {
+    /// An empty store bounded to [`DEFAULT_MAX_KEYS`] keys.
+    pub fn new() -> Self {
+        MemoryLimits {
+            inner: Arc::default(),
+            max_keys: DEFAULT_MAX_KEYS,
+            origin: Instant::now(),
+            origin_wall: Timestamp::now_wall(),
+        }
+    }
+
+    /// Sets the bound on live keys (at least 1).
+    #[must_use]
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// The number of keys held (one per key and policy), expired ones included
+    /// until the next sweep.
+    pub fn len(&self) -> usize {
+        self.lock().len
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The store's clock now.
+    pub fn now(&self) -> Timestamp {
+        self.origin_wall.plus(self.origin.elapsed())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Map> {
+        // The map is consistent between statements: a panic elsewhere while
+        // holding the lock cannot leave half a write behind.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs a request synchronously (the store never waits on I/O).
+    ///
+    /// # Errors
+    /// See [`apply`](crate::limit::store::apply): zero cost, cost over
+    /// capacity, mismatched state.
+    pub fn apply_now(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        self.locked(request, |table, request, now| {
+            read_step_write(table, request, now)
+        })
+    }
+
+    /// Runs `run` (one of the shared read/step/write loops) on the map, under
+    /// the lock, and now and then sweeps keys expired for a while (see
+    /// [`SWEEP_EVERY`], [`SWEEP_GRACE_US`]).
+    fn locked<T>(
+        &self,
+        request: &LimitRequest<'_>,
+        run: impl FnOnce(&mut Table<'_>, &LimitRequest<'_>, Timestamp) -> Result<T>,
+    ) -> Result<T> {
+        let now = request.now.unwrap_or_else(|| self.now());
+        let map = &mut self.lock();
+        let mut table = Table {
+            hash: map.hasher.hash_one(request.key),
+            key: request.key,
+            map,
+            max_keys: self.max_keys,
+            wrote: false,
+            bucket: None,
+        };
+        let answer = run(&mut table, request, now)?;
+        if table.wrote {
+            let map = &mut *table.map;
+            map.ops += 1;
+            if map.ops >= SWEEP_EVERY.max(u64::try_from(map.len).unwrap_or(u64::MAX)) {
+                map.ops = 0;
+                map.sweep(now.as_micros().saturating_sub(SWEEP_GRACE_US));
+            }
+        }
+        Ok(answer)
+    }
+}
+
+/// The map as the shared read/step/write loop sees it, under the lock.
+struct Table<'a> {
+    map: &'a mut Map,
+    /// The request's user key (every slot's) and its hash.
+    key: &'a str,
+    hash: u64,
+    max_keys: usize,
+    /// Whether the request wrote anything (counts towards the next sweep).
+    wrote: bool,
+    /// Where the request's key was found by a read: its write then needs no
+    /// second lookup. Forgotten when a sweep moves entries.
+    bucket: Option<usize>,
+}
+
+impl StateTable for Table<'_> {
+    type Error = Error;
+
+    fn read(&mut self, slot: SlotKey<'_>) -> Result<Option<State>> {
+        // An expired state reads exactly like no state (property-tested), so it
+        // is used as is until a sweep drops it; this also keeps a clock that
+        // steps back from forgetting what was consumed.
+        let hash = self.hash_of(slot.key);
+        if self.is_own(slot.key) {
+            let bucket = self
+                .map
+                .entries
+                .find_bucket_index(hash, |k| *k.key == *slot.key);
+            self.bucket = bucket;
+            let keyed = bucket.and_then(|b| self.map.entries.get_bucket(b));
+            return Ok(keyed
+                .and_then(|k| k.state(slot.policy.tag()))
+                .map(|e| e.state.clone()));
+        }
+        Ok(self.map.get(hash, slot).map(|e| e.state.clone()))
+    }
+
+    fn admit(
+        &mut self,
+        writes: &[SlotKey<'_>],
+        now: Timestamp,
+        decisions: &[Decision],
+    ) -> Result<Option<Vec<Decision>>> {
+        if self.map.len + writes.len() <= self.max_keys {
+            return Ok(None); // room even if every write is a new key
+        }
+        let hashes: Vec<u64> = writes.iter().map(|slot| self.hash_of(slot.key)).collect();
+        let map = &mut *self.map;
+        let at = now.as_micros();
+        let added = |map: &Map| {
+            writes
+                .iter()
+                .zip(&hashes)
+                .filter(|(slot, hash)| map.get(**hash, **slot).is_none())
+                .count()
+        };
+        if map.len + added(map) > self.max_keys {
+            if at >= map.next_expiry {
+                map.sweep(at);
+                self.bucket = None;
+            }
+            if map.len + added(map) > self.max_keys {
+                return Ok(Some(map.full(at, decisions)));
+            }
+        }
+        Ok(None)
+    }
+
+    fn write(&mut self, slot: SlotKey<'_>, state: State, expires_at: Timestamp) -> Result<()> {
+        let expires_at = expires_at.as_micros();
+        let map = &mut *self.map;
+        map.next_expiry = map.next_expiry.min(expires_at);
+        let entry = Entry { state, expires_at };
+        let tag = slot.policy.tag();
+        let hash = self.hash_of(slot.key);
+        let bucket = self.bucket.filter(|_| self.is_own(slot.key));
+        let map = &mut *self.map;
+        // The bucket the read found, if it still holds this key.
+        let known = bucket
+            .and_then(|b| map.entries.get_bucket_mut(b))
+            .filter(|k| *k.key == *slot.key);
+        // A known key is found without allocating; only a new one is copied.
+        let found = match known {
+            Some(keyed) => Some(keyed),
+            None => map.entries.find_mut(hash, |k| *k.key == *slot.key),
+        };
+        let states = match found {
+            Some(keyed) => &mut keyed.states,
+            None => {
+                let hasher = &map.hasher;
+                let keyed = Keyed {
+                    key: slot.key.into(),
+                    states: Vec::with_capacity(1),
+                };
+                let rehash = |k: &Keyed| hasher.hash_one(&*k.key);
+                &mut map
+                    .entries
+                    .insert_unique(hash, keyed, rehash)
+                    .into_mut()
+                    .states
+            }
+        };
+        match states.iter_mut().find(|(t, _)| *t == tag) {
+            Some((_, held)) => *held = entry,
+            None => {
+                states.push((tag, entry));
+                map.len += 1;
+            }
+        }
+        self.wrote = true;
+        Ok(())
+    }
+}
+
+impl Table<'_> {
+    /// Whether `key` is the request's own key: the same slice, as the shared
+    /// loop passes it (no bytes compared), or equal bytes.
+    fn is_own(&self, key: &str) -> bool {
+        std::ptr::eq(key, self.key) || key == self.key
+    }
+
+    /// The hash of `key`: computed once per request for its own key.
+    fn hash_of(&self, key: &str) -> u64 {
+        if self.is_own(key) {
+            self.hash
+        } else {
+            self.map.hasher.hash_one(key)
+        }
+    }
+}
+
+impl Keyed {
+    /// The entry of the policy tagged `tag`, if any.
+    fn state(&self, tag: PolicyTag) -> Option<&Entry> {
+        self.states
+            .iter()
+            .find_map(|(t, e)| (*t == tag).then_some(e))
+    }
+}
+
+impl Map {
+    /// The entry of `slot`, whose key hashes to `hash`, if any.
+    fn get(&self, hash: u64, slot: SlotKey<'_>) -> Option<&Entry> {
+        self.entries
+            .find(hash, |k| *k.key == *slot.key)?
+            .state(slot.policy.tag())
+    }
+
+    /// Drops the states expired at `now` (they read as fresh, so nothing is
+    /// forgotten), and the keys left without one, and notes when the first
+    /// state kept expires.
+    fn sweep(&mut self, now: u64) {
+        let mut next = u64::MAX;
+        self.entries.retain(|keyed| {
+            keyed.states.retain(|(_, e)| e.expires_at > now);
+            let expiries = keyed.states.iter().map(|(_, e)| e.expires_at);
+            next = expiries.fold(next, u64::min);
+            !keyed.states.is_empty()
+        });
+        self.len = self.entries.iter().map(|k| k.states.len()).sum();
+        self.next_expiry = next;
+    }
+
+    /// The refusal of a request that needs a new key while the map is full of
+    /// live ones: no room until the first key is fresh again. Evicting a live
+    /// key instead would hand its owner a fresh quota.
+    fn full(&self, now: u64, fresh: &[Decision]) -> Vec<Decision> {
+        let wait = self.next_expiry.saturating_sub(now).max(1);
+        fresh
+            .iter()
+            .map(|d| Decision::from_parts(false, d.limit, 0, wait, Some(wait)))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl LimitStore for MemoryLimits {
+    async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        self.apply_now(request)
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(MemoryLimits::now(self))
+    }
+
+    fn decide_inline(&self, request: &LimitRequest<'_>) -> Option<Result<Decision>> {
+        Some(self.locked(request, |table, request, now| {
+            read_step_write_combined(table, request, now)
+        }))
+    }
+
+    fn describe(&self) -> String {
+        "memory:".to_string()
+    }
+
+    fn is_shared(&self) -> bool {
+        false
+    }
+}
+
+// `Limiter::local` lives with the store it creates, so the limit concept needs no
+// import from a store.
+impl Limiter {
+    /// A limiter on a fresh in-process store of its own ([`MemoryLimits`]):
+    /// keyed, bounded in memory, no I/O.
+    pub fn local(quota: Quota, algorithm: Algorithm) -> Self {
+        Self::new(MemoryLimits::new(), quota, algorithm)
+    }
+}

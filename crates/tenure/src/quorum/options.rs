@@ -1,0 +1,93 @@
+//! Settings of a quorum store. The drift margin is the lease layer's
+//! [`DriftMargin`] (one margin for every store), re-exported here.
+
+use std::time::Duration;
+
+pub use crate::lease::DriftMargin;
+use crate::redis::DEFAULT_PREFIX;
+
+/// Default time budget of one node's answer: short, so that a slow node costs an
+/// acquire little (Redlock advises a timeout much smaller than the TTL).
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Default upper bound of the random pause a client takes after a split vote.
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
+
+/// Settings of a [`QuorumStore`](super::QuorumStore).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct QuorumOptions {
+    /// Prefix of every key tenure writes on each node (default `tenure:`).
+    pub prefix: String,
+    /// Time budget of one node's answer, connecting included (default
+    /// [`DEFAULT_NODE_TIMEOUT`]). It never extends past the lease's validity.
+    pub node_timeout: Duration,
+    /// Time budget of one TCP connect (default: the node timeout).
+    pub connect_timeout: Option<Duration>,
+    /// The clock-drift margin (default 1% of the TTL + 2 ms).
+    pub drift: DriftMargin,
+    /// Upper bound of the random retry delay reported after a split vote (default
+    /// [`DEFAULT_RETRY_DELAY`]).
+    pub retry_delay: Duration,
+}
+
+impl Default for QuorumOptions {
+    fn default() -> Self {
+        QuorumOptions {
+            prefix: DEFAULT_PREFIX.to_string(),
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            connect_timeout: None,
+            drift: DriftMargin::default(),
+            retry_delay: DEFAULT_RETRY_DELAY,
+        }
+    }
+}
+
+impl QuorumOptions {
+    /// Sets the key prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the time budget of one node's answer.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// Sets the connect time budget.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the clock-drift margin.
+    pub fn drift(mut self, drift: DriftMargin) -> Self {
+        self.drift = drift;
+        self
+    }
+
+    /// Sets the upper bound of the random retry delay after a split vote.
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_drift_is_one_percent_plus_two_ms() {
+        let d = DriftMargin::default();
+        assert_eq!(d.of(Duration::from_secs(10)), Duration::from_millis(102));
+        assert_eq!(d.of(Duration::ZERO), Duration::from_millis(2));
+        let huge = DriftMargin {
+            per_mille: u32::MAX,
+            fixed: Duration::MAX,
+        };
+        assert_eq!(huge.of(Duration::MAX), Duration::MAX, "saturates");
+    }
+}

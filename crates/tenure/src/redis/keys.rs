@@ -1,0 +1,230 @@
+//! The Redis key layout: the one place that turns a user key into the names of
+//! Redis keys and channels, and the duration conversions Redis arguments use.
+//!
+//! For a lease named `orders:42` with the default prefix `tenure:`:
+//!
+//! | name | what |
+//! |---|---|
+//! | `tenure:{orders:42}` | the lease key (the holder's owner token, with TTL) |
+//! | `tenure:{orders:42}:fence` | the fence counter (no TTL) |
+//! | `tenure:{orders:42}:holder` | who holds it (a hash with the lease's TTL, only when recorded) |
+//! | `tenure:{orders:42}:queue` | the waiting line (a list, with TTL; see `scripts/lease_prelude.lua`) |
+//! | `tenure:{orders:42}:released` | the channel hand-offs and releases are published on |
+//! | `tenure:resource:balance:42` | a [`RedisFencedStore`](super::RedisFencedStore) resource |
+//!
+//! The lease names share the hash tag `{orders:42}` (see
+//! [`hash_tag`](crate::key::hash_tag)), so they live in one Redis Cluster slot.
+//! The strings are stored state: changing any of them orphans existing leases
+//! and fence counters. Rate-limit keys are named by
+//! [`Policy::storage_key`](crate::limit::Policy::storage_key), which is public.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::key::hash_tag;
+
+/// The key names of one prefix. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    prefix: Arc<str>,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: impl Into<Arc<str>>) -> Self {
+        Keys {
+            prefix: prefix.into(),
+        }
+    }
+
+    /// The prefix every name starts with.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// `<prefix>{<key>}<suffix>`: a name of the lease `key`, built in one
+    /// allocation (these are formatted several times per acquire + release,
+    /// and `format!` cost about a thousand instructions each).
+    fn named(&self, key: &str, suffix: &str) -> String {
+        let tag = hash_tag(key);
+        let mut name = String::with_capacity(self.prefix.len() + tag.len() + 2 + suffix.len());
+        name.push_str(&self.prefix);
+        name.push('{');
+        name.push_str(&tag);
+        name.push('}');
+        name.push_str(suffix);
+        name
+    }
+
+    /// The key holding the lease `key`.
+    pub(crate) fn lease(&self, key: &str) -> String {
+        self.named(key, "")
+    }
+
+    /// The fence counter of the lease `key`.
+    pub(crate) fn fence(&self, key: &str) -> String {
+        self.named(key, ":fence")
+    }
+
+    /// The lease key and the fence counter of `key`, for the scripts that take
+    /// both.
+    #[cfg_attr(not(feature = "quorum"), allow(dead_code))]
+    pub(crate) fn lease_and_fence(&self, key: &str) -> [String; 2] {
+        [self.lease(key), self.fence(key)]
+    }
+
+    /// The hash describing the holder of `key`, when it recorded itself.
+    pub(crate) fn holder(&self, key: &str) -> String {
+        self.named(key, ":holder")
+    }
+
+    /// The lease key, the fence counter and the holder hash of `key`.
+    pub(crate) fn lease_fence_holder(&self, key: &str) -> [String; 3] {
+        [self.lease(key), self.fence(key), self.holder(key)]
+    }
+
+    /// The lease key, the fence counter and the waiting line of `key`, for
+    /// the scripts that take all three.
+    pub(crate) fn lease_fence_queue(&self, key: &str) -> [String; 3] {
+        [self.lease(key), self.fence(key), self.named(key, ":queue")]
+    }
+
+    /// The channel a release of `key` is published on (waiters listen).
+    pub(crate) fn released(&self, key: &str) -> String {
+        self.named(key, ":released")
+    }
+
+    /// The hash of a fenced resource. One key, so it needs no hash tag.
+    pub(crate) fn resource(&self, resource: &str) -> String {
+        format!("{}resource:{resource}", self.prefix)
+    }
+}
+
+/// Whole milliseconds of `d` for a Redis argument (`PX`, `WAIT`), saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A millisecond count from a Redis reply (`PTTL`, a script's TTL): `None` for
+/// the negative codes (no key, no TTL).
+pub(crate) fn from_millis(ms: i64) -> Option<Duration> {
+    u64::try_from(ms).ok().map(Duration::from_millis)
+}
+
+/// The names of the recipes' keys (records, semaphores), beside the lease's.
+impl Keys {
+    /// The hash holding the fenced record next to the lease `key`.
+    pub(crate) fn record(&self, key: &str) -> String {
+        format!("{}:record", self.lease(key))
+    }
+
+    /// The sorted set holding the permits of semaphore `key`.
+    pub(crate) fn permits(&self, key: &str) -> String {
+        format!("{}:permits", self.lease(key))
+    }
+
+    /// The fence counter of semaphore `key` (apart from the lease's).
+    pub(crate) fn permits_fence(&self, key: &str) -> String {
+        format!("{}:permits:fence", self.lease(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CRC16/XMODEM of the hash tag, modulo 16384: Redis Cluster's key slot.
+    fn slot(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let hashed = bytes
+            .iter()
+            .position(|&b| b == b'{')
+            .and_then(|open| {
+                let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+                (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+            })
+            .unwrap_or(bytes);
+        let mut crc: u16 = 0;
+        for &b in hashed {
+            crc ^= u16::from(b) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc % 16384
+    }
+
+    #[test]
+    fn every_key_of_a_lease_shares_one_slot() {
+        // Known slots from the Redis Cluster specification.
+        assert_eq!(slot("123456789"), 0x31C3);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        let keys = Keys::new(crate::redis::DEFAULT_PREFIX);
+        for key in [
+            "}x",
+            "}",
+            "}}",
+            "{}",
+            "{",
+            "a}b",
+            "}{x}",
+            "\\}x",
+            "\\",
+            "{a}b",
+            "orders:42",
+        ] {
+            let lease = keys.lease(key);
+            for other in keys
+                .lease_fence_queue(key)
+                .into_iter()
+                .chain([keys.released(key), keys.holder(key)])
+            {
+                assert_eq!(slot(&lease), slot(&other), "{key:?}: {lease} vs {other}");
+            }
+        }
+        // One-to-one: escaped keys never collide with a plain key.
+        let names = ["}x", "\\}x", "\\\\}x", "x", "\\x", "\\\\x"];
+        let mut seen: Vec<String> = names.iter().map(|k| keys.lease(k)).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), names.len(), "{seen:?}");
+    }
+
+    #[test]
+    fn names_stay_byte_for_byte_what_is_stored() {
+        let keys = Keys::new("tenure:");
+        assert_eq!(keys.lease("orders:42"), "tenure:{orders:42}");
+        assert_eq!(keys.lease("}x"), "tenure:{\\}x}");
+        assert_eq!(keys.fence("orders:42"), "tenure:{orders:42}:fence");
+        assert_eq!(
+            keys.lease_and_fence("}x"),
+            [keys.lease("}x"), keys.fence("}x")]
+        );
+        assert_eq!(keys.holder("orders:42"), "tenure:{orders:42}:holder");
+        assert_eq!(
+            keys.lease_fence_holder("}x"),
+            [keys.lease("}x"), keys.fence("}x"), keys.holder("}x")]
+        );
+        assert_eq!(keys.released("orders:42"), "tenure:{orders:42}:released");
+        assert_eq!(
+            keys.lease_fence_queue("orders:42"),
+            [
+                "tenure:{orders:42}".to_string(),
+                "tenure:{orders:42}:fence".to_string(),
+                "tenure:{orders:42}:queue".to_string()
+            ]
+        );
+        assert_eq!(keys.resource("balance:42"), "tenure:resource:balance:42");
+    }
+
+    #[test]
+    fn durations_convert_saturating() {
+        assert_eq!(millis(Duration::from_micros(1500)), 1);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+        assert_eq!(from_millis(-2), None);
+        assert_eq!(from_millis(7), Some(Duration::from_millis(7)));
+    }
+}

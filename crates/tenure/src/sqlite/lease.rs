@@ -1,0 +1,400 @@
+//! The [`LeaseStore`] impl of [`SqliteStore`]: one row per key in
+//! `tenure_leases`, read, decided on and written in one transaction, with
+//! expiry on the store clock of this boot (see the `clock` module). The store
+//! itself, its options and the transaction runner are in the parent module.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::clock::HostTime;
+use super::notify::Wanted;
+use super::{Commit, Fault, SqliteStore, line, schema};
+use crate::duration::millis_i64;
+use crate::error::Result;
+use crate::fence::Fence;
+use crate::lease::{
+    AcquireReply, ExtendReply, Holder, HolderInfo, LeaseStatus, LeaseStore, QueuePlace,
+    ReleaseOutcome, ReleaseWatch, elapsed_ms, valid_until,
+};
+use crate::token::OwnerToken;
+
+/// The lease columns of one row.
+pub(super) struct Row {
+    pub(super) fence: i64,
+    pub(super) token: Option<String>,
+    boot: Option<String>,
+    expires_at_ms: Option<i64>,
+    ttl_ms: Option<i64>,
+    host: Option<String>,
+    pid: Option<i64>,
+    label: Option<String>,
+    acquired_at_ms: Option<i64>,
+}
+
+impl Row {
+    /// The remaining TTL if the lease is held at `now`, else `None`.
+    ///
+    /// A lease is held when it has an owner, was written during this boot (on
+    /// the store clock, or a legacy row on the clock it was written with), has
+    /// not reached its expiry, and its remaining time is at most its TTL — more
+    /// than that means the clock went backwards, which only a restarted clock
+    /// does.
+    pub(super) fn held_for(&self, now: &HostTime) -> Option<Duration> {
+        self.token.as_ref()?;
+        let now_ms = now.ms_for(self.boot.as_deref()?)?;
+        let left = self.expires_at_ms?.checked_sub(now_ms)?;
+        if left <= 0 || left > self.ttl_ms? {
+            return None;
+        }
+        u64::try_from(left).ok().map(Duration::from_millis)
+    }
+
+    fn held_by(&self, token: &OwnerToken, now: &HostTime) -> bool {
+        self.token.as_deref() == Some(token.as_str()) && self.held_for(now).is_some()
+    }
+
+    /// The recorded holder, with the time since the acquisition on the store
+    /// clock of this boot.
+    fn holder(&self, now: &HostTime) -> Option<Holder> {
+        let info = HolderInfo {
+            host: self.host.clone()?,
+            pid: u32::try_from(self.pid?).ok()?,
+            label: self.label.clone(),
+        };
+        let now_ms = self.boot.as_deref().and_then(|b| now.ms_for(b));
+        let held_for = self
+            .acquired_at_ms
+            .zip(now_ms)
+            .and_then(|(since, now)| elapsed_ms(since, now));
+        Some(Holder::new(info, held_for))
+    }
+
+    /// The status of this row at `now`; `storage_key` names the row.
+    fn status(&self, now: &HostTime, storage_key: String) -> Result<LeaseStatus, Fault> {
+        let fence = u64::try_from(self.fence)
+            .map_err(|_| Fault::Data(format!("fence counter is {}", self.fence)))?;
+        let mut status = LeaseStatus::free(storage_key, (fence > 0).then(|| Fence::new(fence)));
+        if let Some(left) = self.held_for(now) {
+            status.held = true;
+            status.ttl_left = Some(left);
+            status.holder = self.holder(now);
+        }
+        Ok(status)
+    }
+}
+
+/// The columns [`Row::from_sql`] reads, in its order.
+const COLUMNS: &str = "fence, token, boot_id, expires_at_ms, ttl_ms, holder_host, holder_pid, holder_label, acquired_at_ms";
+
+impl Row {
+    /// A row selected with [`COLUMNS`] from column `at` on.
+    fn from_sql(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Row> {
+        Ok(Row {
+            fence: r.get(at)?,
+            token: r.get(at + 1)?,
+            boot: r.get(at + 2)?,
+            expires_at_ms: r.get(at + 3)?,
+            ttl_ms: r.get(at + 4)?,
+            host: r.get(at + 5)?,
+            pid: r.get(at + 6)?,
+            label: r.get(at + 7)?,
+            acquired_at_ms: r.get(at + 8)?,
+        })
+    }
+}
+
+fn storage_key(key: &str) -> String {
+    format!("{}/{key}", schema::LEASES)
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    millis_i64(ttl).max(1)
+}
+
+pub(super) fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
+    conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM tenure_leases WHERE key = ?1"
+    ))?
+    .query_row([key], |r| Row::from_sql(r, 0))
+    .optional()
+}
+
+/// The fence after `last`, unless the counter is exhausted (or corrupt).
+pub(super) fn next_fence(last: i64) -> Result<i64, Fault> {
+    last.checked_add(1)
+        .filter(|f| *f > 0)
+        .ok_or_else(|| Fault::Data(format!("fence counter is {last}")))
+}
+
+/// Writes the lease of `key` for `token`: `fence`, an expiry `ttl_ms` from
+/// `now`, and `holder` (or no holder).
+pub(super) fn grant(
+    tx: &Connection,
+    key: &str,
+    fence: i64,
+    token: &str,
+    ttl_ms: i64,
+    holder: Option<&HolderInfo>,
+    now: &HostTime,
+) -> rusqlite::Result<()> {
+    tx.prepare(
+        "INSERT INTO tenure_leases (key, fence, token, boot_id, expires_at_ms, ttl_ms,
+           holder_host, holder_pid, holder_label, acquired_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT (key) DO UPDATE SET
+           fence = excluded.fence, token = excluded.token,
+           boot_id = excluded.boot_id, expires_at_ms = excluded.expires_at_ms,
+           ttl_ms = excluded.ttl_ms, holder_host = excluded.holder_host,
+           holder_pid = excluded.holder_pid, holder_label = excluded.holder_label,
+           acquired_at_ms = excluded.acquired_at_ms",
+    )?
+    .execute(params![
+        key,
+        fence,
+        token,
+        &*now.boot,
+        now.ms().saturating_add(ttl_ms),
+        ttl_ms,
+        holder.map(|h| h.host.as_str()),
+        holder.map(|h| h.pid),
+        holder.and_then(|h| h.label.as_deref()),
+        holder.map(|_| now.ms()),
+    ])?;
+    Ok(())
+}
+
+#[async_trait]
+impl LeaseStore for SqliteStore {
+    async fn try_acquire(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+    ) -> Result<AcquireReply> {
+        let sent = crate::clock::now();
+        let (owned_key, token) = (key.to_string(), token.as_str().to_string());
+        let granted_to = token.clone();
+        let holder = holder.cloned();
+        let ttl_ms = ttl_ms(ttl);
+        let fence = self
+            .transact(
+                "acquire",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| {
+                    let row = read_row(tx, &owned_key)?;
+                    if let Some(left) = row.as_ref().and_then(|r| r.held_for(now)) {
+                        return Ok(Err(left));
+                    }
+                    let fence = next_fence(row.map_or(0, |r| r.fence))?;
+                    grant(tx, &owned_key, fence, &token, ttl_ms, holder.as_ref(), now)?;
+                    Ok(Ok(fence))
+                },
+            )
+            .await?;
+        if let Ok(fence) = fence {
+            self.changed(key, Some((fence, Some(granted_to))));
+        }
+        Ok(match fence {
+            Ok(fence) => AcquireReply::Acquired {
+                // Positive by the check above.
+                fence: Fence::new(fence.unsigned_abs()),
+                valid_until: valid_until(sent, ttl),
+            },
+            Err(left) => AcquireReply::Held {
+                ttl_left: Some(left),
+            },
+        })
+    }
+
+    async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
+        let sent = crate::clock::now();
+        let (owned_key, token) = (key.to_string(), token.clone());
+        let ttl_ms = ttl_ms(ttl);
+        // Relaxed: a renewal lost in a power cut is moot, the reboot expires
+        // the lease anyway.
+        let extended = self
+            .transact_as(
+                Commit::Relaxed,
+                "extend",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| {
+                    match read_row(tx, &owned_key)? {
+                        Some(row) if row.held_by(&token, now) => {}
+                        _ => return Ok(false),
+                    }
+                    // Stamps the current boot id too: a legacy row moves to the
+                    // store clock with its new expiry.
+                    tx.execute(
+                        "UPDATE tenure_leases SET expires_at_ms = ?2, ttl_ms = ?3, boot_id = ?4
+                         WHERE key = ?1",
+                        params![
+                            owned_key,
+                            now.ms().saturating_add(ttl_ms),
+                            ttl_ms,
+                            &*now.boot
+                        ],
+                    )?;
+                    Ok(true)
+                },
+            )
+            .await?;
+        Ok(if extended {
+            ExtendReply::Extended {
+                valid_until: valid_until(sent, ttl),
+            }
+        } else {
+            ExtendReply::NotHeld
+        })
+    }
+
+    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        let (owned_key, token) = (key.to_string(), token.clone());
+        // Relaxed: a release lost in a power cut is moot (the reboot expires
+        // the lease), and a fence handed to the next waiter here reaches its
+        // holder only through the holder's own claim, a durable commit that
+        // puts this one on disk too.
+        let state = self
+            .transact_as(
+                Commit::Relaxed,
+                "release",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| match read_row(tx, &owned_key)? {
+                    Some(row) if row.held_by(&token, now) => {
+                        line::release_to_next(tx, &owned_key, &row, now).map(Some)
+                    }
+                    _ => Ok(None),
+                },
+            )
+            .await?;
+        Ok(match state {
+            Some(state) => {
+                self.changed(key, state);
+                ReleaseOutcome::Released
+            }
+            None => ReleaseOutcome::NotHeld,
+        })
+    }
+
+    async fn status(&self, key: &str) -> Result<LeaseStatus> {
+        let owned_key = key.to_string();
+        self.transact(
+            "status",
+            key,
+            TransactionBehavior::Deferred,
+            move |tx, now| {
+                let mut status = match read_row(tx, &owned_key)? {
+                    None => LeaseStatus::free(storage_key(&owned_key), None),
+                    Some(row) => row.status(now, storage_key(&owned_key))?,
+                };
+                status.waiters = Some(line::waiting(tx, &owned_key, now)?);
+                Ok(status)
+            },
+        )
+        .await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
+        let prefix = prefix.to_string();
+        self.transact("list", "", TransactionBehavior::Deferred, move |tx, now| {
+            let mut select = tx.prepare(&format!(
+                "SELECT key, {COLUMNS} FROM tenure_leases
+                     WHERE token IS NOT NULL AND substr(key, 1, length(?1)) = ?1
+                     ORDER BY key"
+            ))?;
+            let rows = select.query_map([&prefix], |r| {
+                Ok((r.get::<_, String>(0)?, Row::from_sql(r, 1)?))
+            })?;
+            let mut held = Vec::new();
+            for found in rows {
+                let (key, row) = found?;
+                let status = row.status(now, storage_key(&key))?;
+                if status.held {
+                    held.push((key, status));
+                }
+            }
+            Ok(held)
+        })
+        .await
+    }
+
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        self.watch_key(key, Wanted::Any).await
+    }
+
+    async fn wait_turn(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+        place: Option<&QueuePlace>,
+    ) -> Result<(AcquireReply, Option<QueuePlace>)> {
+        let sent = crate::clock::now();
+        let (owned_key, owned_token) = (key.to_string(), token.as_str().to_string());
+        let holder = holder.cloned();
+        let ttl_ms = ttl_ms(ttl);
+        // A place this store did not write is no place: stand in line anew.
+        let place = place.and_then(|p| p.as_str().parse::<i64>().ok());
+        let look = self
+            .transact(
+                "wait",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| {
+                    let request = line::Request {
+                        key: &owned_key,
+                        token: &owned_token,
+                        ttl_ms,
+                        holder: holder.as_ref(),
+                        place,
+                    };
+                    line::look(tx, &request, now)
+                },
+            )
+            .await?;
+        if let Some(state) = look.changed.clone() {
+            self.changed(key, state);
+        }
+        let place = look.place.map(|seq| QueuePlace::new(seq.to_string()));
+        Ok((line::reply(&look, sent, ttl), place))
+    }
+
+    async fn leave_line(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        _place: Option<&QueuePlace>,
+    ) -> Result<ReleaseOutcome> {
+        let (owned_key, owned_token) = (key.to_string(), token.as_str().to_string());
+        let passed = self
+            .transact(
+                "leave",
+                key,
+                TransactionBehavior::Immediate,
+                move |tx, now| line::leave(tx, &owned_key, &owned_token, now),
+            )
+            .await?;
+        Ok(match passed {
+            Some(state) => {
+                self.changed(key, state);
+                ReleaseOutcome::Released
+            }
+            None => ReleaseOutcome::NotHeld,
+        })
+    }
+
+    async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
+        self.watch_key(key, Wanted::Turn(token.as_str().to_string()))
+            .await
+    }
+
+    fn describe(&self) -> String {
+        self.inner.display.clone()
+    }
+}

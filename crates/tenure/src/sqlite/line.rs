@@ -1,0 +1,233 @@
+//! The waiting line of a lease in the SQLite file: table `tenure_waiters`,
+//! one row per waiter, ordered by its rowid (a new row's rowid is above every
+//! row in the table, so the order is the order of arrival). A release hands
+//! the lease to the first live waiter and wakes only it (see the `notify`
+//! module), so a contended lease changes hands in FIFO order.
+//!
+//! Each place carries the waiter's token, the TTL it asked for and an expiry
+//! on the store clock that every look of the waiter pushes forward: a waiter
+//! that disappears without leaving the line (killed) is skipped once its
+//! place has gone unrefreshed for its TTL. Dead places of a key are deleted
+//! when the line of that key is next served.
+//!
+//! The same semantics as the Redis line (`redis/queue.rs`); FIFO does not
+//! cover a lease whose TTL ran out (a newcomer's plain acquire may take the
+//! free key first) or a waiter whose look failed (it stands in line again).
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::Fault;
+use super::clock::HostTime;
+use super::lease::{Row, grant, next_fence, read_row};
+use super::notify::RowState;
+use crate::lease::{AcquireReply, HolderInfo};
+
+/// The first live waiter of a line.
+pub(super) struct Waiter {
+    seq: i64,
+    token: String,
+    ttl_ms: i64,
+}
+
+/// What one look of a waiter did.
+pub(super) struct Look {
+    pub(super) reply: Result<i64, Option<std::time::Duration>>,
+    /// The waiter's place (its rowid) while it waits.
+    pub(super) place: Option<i64>,
+    /// The lease's new state, when the look changed it.
+    pub(super) changed: Option<RowState>,
+}
+
+/// Deletes the dead places of `key`'s line and returns its first live one.
+fn first_waiter(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<Option<Waiter>> {
+    tx.prepare(
+        "DELETE FROM tenure_waiters WHERE key = ?1 AND (boot_id != ?2 OR expires_at_ms <= ?3)",
+    )?
+    .execute(params![key, &*now.boot, now.ms()])?;
+    tx.prepare("SELECT seq, token, ttl_ms FROM tenure_waiters WHERE key = ?1 ORDER BY seq LIMIT 1")?
+        .query_row([key], |r| {
+            Ok(Waiter {
+                seq: r.get(0)?,
+                token: r.get(1)?,
+                ttl_ms: r.get(2)?,
+            })
+        })
+        .optional()
+}
+
+fn remove_place(tx: &Connection, key: &str, token: &str) -> rusqlite::Result<()> {
+    tx.prepare("DELETE FROM tenure_waiters WHERE key = ?1 AND token = ?2")?
+        .execute([key, token])?;
+    Ok(())
+}
+
+/// Hands the lease of `key` (whose last fence is `last`) to `waiter`: a fresh
+/// fence, its token with its TTL, its place removed. With the fence counter
+/// exhausted nothing is handed over: the waiter meets the error when it
+/// takes the lease itself.
+fn hand_off(
+    tx: &Connection,
+    key: &str,
+    last: i64,
+    waiter: &Waiter,
+    now: &HostTime,
+) -> Result<Option<RowState>, Fault> {
+    let Ok(fence) = next_fence(last) else {
+        return Ok(None);
+    };
+    grant(tx, key, fence, &waiter.token, waiter.ttl_ms, None, now)?;
+    tx.prepare("DELETE FROM tenure_waiters WHERE seq = ?1")?
+        .execute([waiter.seq])?;
+    Ok(Some(Some((fence, Some(waiter.token.clone())))))
+}
+
+/// The lease of `key` (ours, or free), whose row is `row`, goes to the first
+/// live waiter in line, or is cleared when nobody waits. Returns the row's
+/// new state.
+pub(super) fn release_to_next(
+    tx: &Connection,
+    key: &str,
+    row: &Row,
+    now: &HostTime,
+) -> Result<RowState, Fault> {
+    if let Some(waiter) = first_waiter(tx, key, now)?
+        && let Some(state) = hand_off(tx, key, row.fence, &waiter, now)?
+    {
+        return Ok(state);
+    }
+    tx.prepare(
+        "UPDATE tenure_leases
+         SET token = NULL, boot_id = NULL, expires_at_ms = NULL, ttl_ms = NULL,
+           holder_host = NULL, holder_pid = NULL, holder_label = NULL, acquired_at_ms = NULL
+         WHERE key = ?1",
+    )?
+    .execute([key])?;
+    Ok(Some((row.fence, None)))
+}
+
+/// The waiter's request of one look.
+pub(super) struct Request<'a> {
+    pub(super) key: &'a str,
+    pub(super) token: &'a str,
+    pub(super) ttl_ms: i64,
+    pub(super) holder: Option<&'a HolderInfo>,
+    pub(super) place: Option<i64>,
+}
+
+/// One look by a waiter in line (see `LeaseStore::wait_turn`): takes the
+/// lease when it was handed to the waiter or is free with the waiter first
+/// in line; otherwise keeps (or takes) its place.
+pub(super) fn look(tx: &Connection, req: &Request<'_>, now: &HostTime) -> Result<Look, Fault> {
+    let row = read_row(tx, req.key)?;
+    let held = row.as_ref().and_then(|r| r.held_for(now));
+    let mut changed = None;
+    let mut ttl_left = held;
+    match &row {
+        // Handed over: claimed, so the holder counts its validity from now.
+        Some(r) if held.is_some() && r.token.as_deref() == Some(req.token) => {
+            grant(tx, req.key, r.fence, req.token, req.ttl_ms, req.holder, now)?;
+            remove_place(tx, req.key, req.token)?;
+            return Ok(granted(r.fence, None));
+        }
+        Some(_) if held.is_some() => {}
+        // Free (released by an older version, or its TTL ran out): the first
+        // live waiter gets it.
+        _ => {
+            let last = row.as_ref().map_or(0, |r| r.fence);
+            match first_waiter(tx, req.key, now)? {
+                Some(w) if w.token != req.token => {
+                    changed = hand_off(tx, req.key, last, &w, now)?;
+                    ttl_left = Some(std::time::Duration::from_millis(w.ttl_ms.unsigned_abs()));
+                }
+                _ => {
+                    let fence = next_fence(last)?;
+                    grant(tx, req.key, fence, req.token, req.ttl_ms, req.holder, now)?;
+                    remove_place(tx, req.key, req.token)?;
+                    return Ok(granted(fence, Some(Some((fence, Some(req.token.into()))))));
+                }
+            }
+        }
+    }
+    let place = keep_place(tx, req, now)?;
+    Ok(Look {
+        reply: Err(ttl_left),
+        place: Some(place),
+        changed,
+    })
+}
+
+fn granted(fence: i64, changed: Option<RowState>) -> Look {
+    Look {
+        reply: Ok(fence),
+        place: None,
+        changed,
+    }
+}
+
+/// Refreshes the waiter's place (`req.place`, when it is still in line) or
+/// takes one at the end. Returns the place.
+fn keep_place(tx: &Connection, req: &Request<'_>, now: &HostTime) -> rusqlite::Result<i64> {
+    let expires = now.ms().saturating_add(req.ttl_ms);
+    if let Some(seq) = req.place {
+        let kept = tx
+            .prepare(
+                "UPDATE tenure_waiters SET expires_at_ms = ?3, ttl_ms = ?4, boot_id = ?5
+                 WHERE seq = ?1 AND token = ?2",
+            )?
+            .execute(params![seq, req.token, expires, req.ttl_ms, &*now.boot])?;
+        if kept == 1 {
+            return Ok(seq);
+        }
+    }
+    tx.prepare(
+        "INSERT INTO tenure_waiters (key, token, ttl_ms, boot_id, expires_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![req.key, req.token, req.ttl_ms, &*now.boot, expires])?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Leaves the line of `key`: removes the waiter's place and, if the lease was
+/// handed to `token` meanwhile, passes it on. Returns the lease's new state
+/// when it was passed on.
+pub(super) fn leave(
+    tx: &Connection,
+    key: &str,
+    token: &str,
+    now: &HostTime,
+) -> Result<Option<RowState>, Fault> {
+    remove_place(tx, key, token)?;
+    match read_row(tx, key)? {
+        Some(row) if row.token.as_deref() == Some(token) && row.held_for(now).is_some() => {
+            release_to_next(tx, key, &row, now).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// How many live waiters stand in `key`'s line.
+pub(super) fn waiting(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<u64> {
+    let n: i64 = tx
+        .prepare(
+            "SELECT count(*) FROM tenure_waiters
+             WHERE key = ?1 AND boot_id = ?2 AND expires_at_ms > ?3",
+        )?
+        .query_row(params![key, &*now.boot, now.ms()], |r| r.get(0))?;
+    Ok(n.unsigned_abs())
+}
+
+/// A look's reply as the lease layer wants it.
+pub(super) fn reply(
+    look: &Look,
+    sent: crate::clock::Moment,
+    ttl: std::time::Duration,
+) -> AcquireReply {
+    match look.reply {
+        Ok(fence) => AcquireReply::Acquired {
+            // Positive: a granted fence is checked by `next_fence`.
+            fence: crate::fence::Fence::new(fence.unsigned_abs()),
+            valid_until: crate::lease::valid_until(sent, ttl),
+        },
+        Err(ttl_left) => AcquireReply::Held { ttl_left },
+    }
+}

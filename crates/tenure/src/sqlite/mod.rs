@@ -1,0 +1,389 @@
+//! The embedded SQLite store, the single-host default: leases and rate limits
+//! in one database file shared by every process on the host.
+//!
+//! This module holds the store itself ([`SqliteStore`]), its options, the
+//! transaction runner every operation goes through (on tokio's blocking
+//! pool) and the mapping of SQLite failures to [`Error`]s. The rest is one
+//! file per concern: `lease` (the lease store), `limit` (the limit store and
+//! the limiter's clock), `schema` (tables, pragmas, the file's identity),
+//! `clock` (the store clock and boot id), `line` (the waiting line),
+//! `notify` (waking waiters) and `file_events` (the OS's change events).
+
+mod clock;
+mod file_events;
+mod lease;
+mod limit;
+mod line;
+mod notify;
+mod record;
+mod schema;
+mod semaphore;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+
+use crate::error::{Error, Result};
+use clock::HostTime;
+
+/// How long an operation waits for another process's write lock by default.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often waiters re-read the leases they wait for by default, where the
+/// OS reports no changes of the database file (see
+/// [`SqliteOptions::poll_interval`]).
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Settings of a [`SqliteStore`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct SqliteOptions {
+    /// How long one operation waits for the write lock held by another
+    /// connection before failing with [`Error::Timeout`] (default
+    /// [`DEFAULT_BUSY_TIMEOUT`]).
+    pub busy_timeout: Duration,
+    /// How often this process re-reads the leases it waits for when the OS
+    /// does not report changes of the database file (no inotify: not Linux,
+    /// or its instances used up); default [`DEFAULT_POLL_INTERVAL`]. Where
+    /// changes are reported, waiters are woken by them and this is unused.
+    /// The first store of a file in a process sets it for that file.
+    pub poll_interval: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets the busy timeout.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Sets the poll interval used where the OS reports no file changes.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+}
+
+/// Leases in a SQLite file, shared by every process on the host that opens it:
+/// no server to run, and the same lease and fence semantics as Redis.
+///
+/// - **Atomic across processes.** Every change is one `BEGIN IMMEDIATE`
+///   transaction: read the row, decide, write. The database is in WAL mode and
+///   waits for other writers up to [`SqliteOptions::busy_timeout`].
+/// - **Durable fences.** The fence counter lives in the lease's row, which is
+///   never deleted: releasing or expiring a lease clears its owner, not its
+///   counter. Every commit that hands a fence to its holder is synchronous
+///   (`synchronous=FULL`), so after a crash or a power cut the next fence is
+///   still greater than every fence a holder was given. Releases and renewals
+///   commit with `synchronous=NORMAL` (WAL mode only): a crashed process loses
+///   none of them, a power cut may undo the last ones — which frees nothing
+///   wrongly, since the reboot expires every lease (boot id), and a fence a
+///   release hands to the next waiter reaches it only through the waiter's own
+///   synchronous claim.
+/// - **Expiry on the holders' deadline clock** ([`SystemClock`](crate::clock::SystemClock):
+///   `CLOCK_BOOTTIME` on Linux, `CLOCK_MONOTONIC` on macOS), which a wall-clock
+///   change does not move and a suspend does not stop; with the boot id stored
+///   beside it, a reboot expires every lease. See the notes on the clock choice
+///   in the `clock` module of the source.
+/// - **Blocking calls stay off the async runtime**: each operation runs on
+///   tokio's blocking pool.
+///
+/// **Waiting is FIFO and woken, not polled.** A waiter stands in line (table
+/// `tenure_waiters`); a release hands the lease to the first live waiter and
+/// wakes only it. Releases in this process wake waiters at once; other
+/// processes' commits are seen through inotify on the database's directory
+/// (Linux), after which the process re-reads the rows its waiters wait for.
+/// Without inotify it re-reads them every [`SqliteOptions::poll_interval`].
+/// [`LeaseStatus::waiters`](crate::LeaseStatus::waiters) counts the live
+/// places in line.
+///
+/// Storage: table `tenure_leases`, one row per key (`key`, `fence`, `token`,
+/// `boot_id`, `expires_at_ms`, `ttl_ms`, and the holder's `holder_host`,
+/// `holder_pid`, `holder_label`, `acquired_at_ms` when it recorded itself;
+/// a file of schema version 1 gets these columns when opened) and table
+/// `tenure_waiters` (the waiting lines). The write-ahead log (`-wal`) stays
+/// beside the file when the last connection closes. The file is marked with
+/// `PRAGMA application_id = 0x5744454E`; tenure refuses to write into SQLite files
+/// of other applications.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+/// use std::time::Duration;
+/// use tenure::sqlite::{SqliteStore, SqliteOptions};
+/// use tenure::Coordinator;
+///
+/// let dir = std::env::temp_dir().join(format!("tenure-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).expect("temp dir");
+/// let backend = SqliteStore::open(dir.join("tenure.db"), SqliteOptions::default()).await?;
+/// let tenure = Coordinator::with_backend(backend);
+/// let guard = tenure.lease("backup").ttl(Duration::from_secs(10)).try_acquire().await?
+///     .into_guard().expect("free");
+/// assert!(tenure.status("backup").await?.held);
+/// guard.release().await?;
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+/// How a transaction's commit reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Commit {
+    /// On disk before the call returns (`synchronous=FULL`): every commit
+    /// that hands a fence to its holder.
+    Durable,
+    /// Handed to the OS at once, on disk with the next durable commit or
+    /// checkpoint (`synchronous=NORMAL`, in WAL mode only, where it cannot
+    /// corrupt the file): releases and renewals. A power cut may undo them,
+    /// which frees nothing wrongly: the reboot expires every lease (boot id).
+    Relaxed,
+}
+
+/// The connection, and the commit mode it is set to.
+#[derive(Debug)]
+struct Conn {
+    db: Connection,
+    commit: Commit,
+    /// Whether the file is in WAL mode (only there is [`Commit::Relaxed`]
+    /// used).
+    wal: bool,
+}
+
+#[derive(Debug)]
+struct Inner {
+    conn: Mutex<Conn>,
+    path: PathBuf,
+    /// The canonical path: one notifier per file and process (`notify`).
+    file: PathBuf,
+    display: String,
+    /// The boot id rows are stamped with (tagged with the clock on Linux).
+    boot: Arc<str>,
+    /// The bare boot id, which rows of older versions carry.
+    bare_boot: Arc<str>,
+    busy_timeout: Duration,
+    poll_interval: Duration,
+}
+
+/// `sqlite:PATH`, as in messages.
+fn display(path: &Path) -> String {
+    format!("sqlite:{}", path.display())
+}
+
+/// Why an operation failed, before the backend adds its context.
+enum Fault {
+    Sql(rusqlite::Error),
+    /// A row tenure cannot use (negative fence, counter exhausted).
+    Data(String),
+    /// The host clock could not be read.
+    Clock(String),
+    /// An error of tenure's own (bad input, bad stored data), passed through.
+    Own(Error),
+}
+
+impl From<rusqlite::Error> for Fault {
+    fn from(e: rusqlite::Error) -> Self {
+        Fault::Sql(e)
+    }
+}
+
+impl From<Error> for Fault {
+    fn from(e: Error) -> Self {
+        Fault::Own(e)
+    }
+}
+
+/// One transaction: begin, read the host clock under the lock, run `f`, commit.
+fn attempt<T>(
+    conn: &mut Conn,
+    inner: &Inner,
+    (behavior, commit): (TransactionBehavior, Commit),
+    f: &impl Fn(&Connection, &HostTime) -> Result<T, Fault>,
+) -> Result<T, Fault> {
+    let commit = if conn.wal { commit } else { Commit::Durable };
+    if conn.commit != commit {
+        let level = match commit {
+            Commit::Durable => "FULL",
+            Commit::Relaxed => "NORMAL",
+        };
+        conn.db.pragma_update(None, "synchronous", level)?;
+        conn.commit = commit;
+    }
+    let tx = conn.db.transaction_with_behavior(behavior)?;
+    let now = HostTime::read(&inner.boot, &inner.bare_boot).map_err(Fault::Clock)?;
+    let out = f(&tx, &now)?;
+    tx.commit()?;
+    Ok(out)
+}
+
+impl SqliteStore {
+    /// Opens the database at `path`, creating the file (not its directory) and
+    /// tenure's table if needed.
+    ///
+    /// Fails with [`Error::Storage`] when the file cannot be opened or created,
+    /// is not a SQLite database, is corrupt, or belongs to another application.
+    pub async fn open(path: impl Into<PathBuf>, options: SqliteOptions) -> Result<Self> {
+        let path = path.into();
+        let display = display(&path);
+        if options.busy_timeout.is_zero() {
+            return Err(Error::invalid(
+                "busy timeout",
+                "must be greater than zero, or every contended write fails at once",
+            ));
+        }
+        if options.poll_interval.is_zero() {
+            return Err(Error::invalid(
+                "poll interval",
+                "must be greater than zero, or waiters would spin",
+            ));
+        }
+        let busy_timeout = options.busy_timeout;
+        let opened = path.clone();
+        let (conn, file) = tokio::task::spawn_blocking(move || {
+            let (db, wal) = schema::open(&opened, busy_timeout)?;
+            let conn = Conn {
+                db,
+                commit: Commit::Durable,
+                wal,
+            };
+            // The file exists now; a path that cannot be resolved still names
+            // it (only two stores of one file under different names would
+            // then not share their waiters' wake-ups).
+            let file = std::fs::canonicalize(&opened).unwrap_or(opened);
+            Ok::<_, Error>((conn, file))
+        })
+        .await
+        .map_err(|e| Error::Storage {
+            backend: display.clone(),
+            reason: format!("opening it failed: {e}"),
+        })??;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                conn: Mutex::new(conn),
+                path,
+                file,
+                display,
+                boot: clock::boot_id(),
+                bare_boot: clock::bare_boot_id(),
+                busy_timeout,
+                poll_interval: options.poll_interval,
+            }),
+        })
+    }
+
+    /// Runs `f` in a transaction on the blocking pool, with the host time read
+    /// once the transaction holds its lock; its commit is durable.
+    async fn transact<T: Send + 'static>(
+        &self,
+        op: &'static str,
+        key: &str,
+        behavior: TransactionBehavior,
+        f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
+    ) -> Result<T> {
+        self.transact_as(Commit::Durable, op, key, behavior, f)
+            .await
+    }
+
+    /// [`transact`](Self::transact) with the commit mode `commit`.
+    async fn transact_as<T: Send + 'static>(
+        &self,
+        commit: Commit,
+        op: &'static str,
+        key: &str,
+        behavior: TransactionBehavior,
+        f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
+    ) -> Result<T> {
+        let inner = Arc::clone(&self.inner);
+        let joined = tokio::task::spawn_blocking(move || {
+            // A panic in another operation cannot leave the connection inside a
+            // transaction (the Transaction rolls back on drop), so poisoning is
+            // ignored.
+            let mut conn = inner.conn.lock().unwrap_or_else(|e| e.into_inner());
+            // SQLite sometimes answers BUSY without waiting (a lock upgrade that
+            // could deadlock, WAL recovery by another process). A failed
+            // transaction changed nothing: try again, within the busy timeout.
+            let deadline = std::time::Instant::now() + inner.busy_timeout;
+            loop {
+                match attempt(&mut conn, &inner, (behavior, commit), &f) {
+                    Err(Fault::Sql(e))
+                        if schema::is_busy(&e) && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(Duration::from_millis(rand::random_range(1..=10)));
+                    }
+                    other => return other,
+                }
+            }
+        })
+        .await;
+        let fault = match joined {
+            Ok(Ok(out)) => return Ok(out),
+            Ok(Err(fault)) => fault,
+            Err(join) => Fault::Clock(format!("the blocking task failed: {join}")),
+        };
+        Err(self.error(op, key, fault))
+    }
+
+    fn error(&self, op: &'static str, key: &str, fault: Fault) -> Error {
+        let backend = self.inner.display.clone();
+        let key = key.to_string();
+        match fault {
+            Fault::Sql(e) => match e.sqlite_error_code() {
+                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Timeout {
+                    backend,
+                    op,
+                    key,
+                    after: self.inner.busy_timeout,
+                },
+                Some(
+                    ErrorCode::NotADatabase
+                    | ErrorCode::DatabaseCorrupt
+                    | ErrorCode::CannotOpen
+                    | ErrorCode::ReadOnly
+                    | ErrorCode::PermissionDenied
+                    | ErrorCode::DiskFull
+                    | ErrorCode::SystemIoFailure,
+                ) => Error::Storage {
+                    backend,
+                    reason: format!("{op} on key {key:?} failed: {}", schema::explain(&e)),
+                },
+                _ => Error::Backend {
+                    backend,
+                    op,
+                    key,
+                    cause: Box::new(e),
+                },
+            },
+            Fault::Data(detail) => Error::WrongType {
+                key: format!("{}/{key}", schema::LEASES),
+                detail,
+            },
+            Fault::Clock(cause) => Error::Backend {
+                backend,
+                op,
+                key,
+                cause: cause.into(),
+            },
+            Fault::Own(e) => e,
+        }
+    }
+
+    /// The path of the database, as given to [`open`](Self::open).
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,277 @@
+//! Opening a tenure database: checks that the file is ours, creates the tables.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+/// `PRAGMA application_id` of a tenure database ("WDEN"): tells tenure's files
+/// apart from other SQLite databases, so tenure never writes into someone
+/// else's.
+pub(crate) const APPLICATION_ID: i32 = 0x5744_454E;
+
+/// `PRAGMA user_version` of the current schema. A database with a higher
+/// version was written by a newer tenure and is refused rather than misread;
+/// one with a lower version is migrated when opened (see [`MIGRATIONS`]).
+///
+/// - 1: leases, limits, clock.
+/// - 2: the holder columns of `tenure_leases`.
+pub(crate) const SCHEMA_VERSION: i32 = 2;
+
+/// The table of leases: one row per key ever acquired. Rows are never deleted,
+/// because the row carries the key's fence counter, which must never start over.
+pub(crate) const LEASES: &str = "tenure_leases";
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS tenure_leases (
+    key           TEXT PRIMARY KEY NOT NULL,
+    fence         INTEGER NOT NULL,  -- last fence handed out; never reset
+    token         TEXT,              -- owner token; NULL when released
+    boot_id       TEXT,              -- boot during which expires_at_ms was read
+    expires_at_ms INTEGER,           -- store clock milliseconds (see clock.rs)
+    ttl_ms        INTEGER,           -- the TTL that expires_at_ms was set with
+    holder_host   TEXT,              -- who holds it, when recorded (never the token)
+    holder_pid    INTEGER,
+    holder_label  TEXT,
+    acquired_at_ms INTEGER           -- store clock milliseconds at the acquisition
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS tenure_limits (
+    key           TEXT PRIMARY KEY NOT NULL,  -- a policy's storage key
+    state         BLOB NOT NULL,              -- the algorithm's state, encoded
+    expires_at_us INTEGER NOT NULL            -- limiter clock; after it, as no state
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tenure_limits_expiry ON tenure_limits (expires_at_us);
+
+-- The waiting lines of leases (see line.rs): one row per waiter, first in
+-- line first by rowid. Added without a new schema version: versions that do
+-- not know it ignore it (their releases free the lease instead of handing it
+-- over, and the first waiter in line takes it when it next looks).
+CREATE TABLE IF NOT EXISTS tenure_waiters (
+    seq           INTEGER PRIMARY KEY,  -- rowid: the order of arrival
+    key           TEXT NOT NULL,
+    token         TEXT NOT NULL,        -- the waiter's owner token
+    ttl_ms        INTEGER NOT NULL,     -- the TTL it asked for
+    boot_id       TEXT NOT NULL,        -- boot during which expires_at_ms was read
+    expires_at_ms INTEGER NOT NULL      -- store clock ms; the place dies after it
+) STRICT;
+CREATE INDEX IF NOT EXISTS tenure_waiters_line ON tenure_waiters (key, seq);
+
+CREATE TABLE IF NOT EXISTS tenure_clock (
+    boot_id   TEXT PRIMARY KEY NOT NULL,  -- the boot this origin belongs to
+    origin_us INTEGER NOT NULL            -- wall-clock µs at store clock zero
+) STRICT;
+";
+
+/// Opens (creating if needed) the database at `path` and prepares it; tells
+/// whether it is in WAL mode. Runs on a blocking thread (it may sleep while
+/// another process holds the file).
+pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<(Connection, bool)> {
+    let backend = super::display(path);
+    let unusable = |reason: String| Error::Storage {
+        backend: backend.clone(),
+        reason,
+    };
+    if path.is_dir() {
+        return Err(unusable(
+            "the path is a directory, not a database file".into(),
+        ));
+    }
+    if let Some(parent) = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
+    {
+        return Err(unusable(format!(
+            "its directory {} does not exist",
+            parent.display()
+        )));
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| unusable(explain(&e)))?;
+    // Switching a new file to WAL upgrades a read lock to an exclusive one, and
+    // SQLite answers BUSY at once (without waiting) when two connections try
+    // that together. Preparing is idempotent: try again until the busy timeout.
+    let deadline = Instant::now() + busy_timeout;
+    loop {
+        match prepare(&mut conn, busy_timeout) {
+            Ok(wal) => return Ok((conn, wal)),
+            Err(Prepare::Sql(e)) if is_busy(&e) && Instant::now() < deadline => {
+                let pause = rand::rng().random_range(2..=20);
+                std::thread::sleep(Duration::from_millis(pause));
+            }
+            Err(Prepare::Sql(e)) => return Err(unusable(explain(&e))),
+            Err(Prepare::Foreign(reason)) => return Err(unusable(reason)),
+        }
+    }
+}
+
+/// SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock.
+pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+enum Prepare {
+    Sql(rusqlite::Error),
+    Foreign(String),
+}
+
+impl From<rusqlite::Error> for Prepare {
+    fn from(e: rusqlite::Error) -> Self {
+        Prepare::Sql(e)
+    }
+}
+
+fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<bool, Prepare> {
+    conn.busy_timeout(busy_timeout)?;
+    // The first read of the header: a file that is not a SQLite database fails
+    // here with SQLITE_NOTADB. One read transaction, so that the header and the
+    // table list come from one snapshot: another process may be creating the
+    // tables right now.
+    let snapshot = conn.transaction()?;
+    check_ownership(&snapshot)?;
+    snapshot.finish()?;
+    // WAL lets readers (status) run while a writer holds the lock, and makes a
+    // commit one append. It is a property of the file: set once, kept.
+    let mode: String =
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    let wal = mode.eq_ignore_ascii_case("wal");
+    if wal {
+        // The log stays beside the file when the last connection closes,
+        // instead of being copied into it and deleted: that close would cost
+        // two fsyncs, and recreating the log at the next open two more
+        // (the log and its directory). Its size stays bounded by SQLite's
+        // automatic checkpoints, which commits run.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    } else {
+        tracing::debug!(%mode, "SQLite refused WAL mode; using its default journal");
+    }
+    // FULL: every commit is on disk before it returns, so a fence handed out is
+    // never handed out again after a crash or a power cut.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    if is_ready(conn)? {
+        // The usual case: no write (and no fsync) just to open the file.
+        return Ok(wal);
+    }
+    // Creating the tables is serialised with other processes opening the same new
+    // file; the ownership check is repeated under the write lock.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    check_ownership(&tx)?;
+    tx.execute_batch(CREATE)?;
+    migrate(&tx)?;
+    tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(wal)
+}
+
+/// The columns later schema versions added to a table, with their types: a
+/// file of an older version gets the ones it lacks when opened (existing rows
+/// read them as NULL: no holder recorded).
+const MIGRATIONS: [(&str, &str, &str); 4] = [
+    ("tenure_leases", "holder_host", "TEXT"),
+    ("tenure_leases", "holder_pid", "INTEGER"),
+    ("tenure_leases", "holder_label", "TEXT"),
+    ("tenure_leases", "acquired_at_ms", "INTEGER"),
+];
+
+/// Adds the columns of [`MIGRATIONS`] that the file lacks (inside the
+/// caller's write transaction, so a failure leaves the file as it was).
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    for (table, column, kind) in MIGRATIONS {
+        let present: i64 = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+            [table, column],
+            |row| row.get(0),
+        )?;
+        if present == 0 {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every object of [`CREATE`], for [`is_ready`].
+const OBJECTS: [&str; 6] = [
+    "tenure_leases",
+    "tenure_limits",
+    "tenure_limits_expiry",
+    "tenure_waiters",
+    "tenure_waiters_line",
+    "tenure_clock",
+];
+
+/// Whether the file is a tenure database of this schema with all its objects.
+fn is_ready(conn: &Connection) -> rusqlite::Result<bool> {
+    let app: i32 = conn.pragma_query_value(None, "application_id", |row| row.get(0))?;
+    let version: i32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if app != APPLICATION_ID || version != SCHEMA_VERSION {
+        return Ok(false);
+    }
+    let mut found = 0;
+    for name in OBJECTS {
+        found += conn.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = ?1",
+            [name],
+            |row| row.get::<_, i64>(0),
+        )?;
+    }
+    Ok(usize::try_from(found) == Ok(OBJECTS.len()))
+}
+
+/// Refuses databases that belong to another application or a newer tenure.
+fn check_ownership(conn: &Connection) -> Result<(), Prepare> {
+    let app: i32 = conn.pragma_query_value(None, "application_id", |row| row.get(0))?;
+    let version: i32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if app == APPLICATION_ID {
+        if version > SCHEMA_VERSION {
+            return Err(Prepare::Foreign(format!(
+                "the file was written by a newer tenure (schema version {version}, this one knows {SCHEMA_VERSION})"
+            )));
+        }
+        return Ok(());
+    }
+    if app != 0 {
+        return Err(Prepare::Foreign(format!(
+            "the file belongs to another application (application_id {app:#x}); tenure will not write into it"
+        )));
+    }
+    let objects: i64 =
+        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+    if objects > 0 {
+        return Err(Prepare::Foreign(
+            "the file is a SQLite database of another application (it has tables tenure did not create); \
+             tenure will not write into it"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A SQLite error in words a user can act on.
+pub(crate) fn explain(e: &rusqlite::Error) -> String {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => {
+            "the file is not a SQLite database (or is encrypted)".into()
+        }
+        Some(ErrorCode::DatabaseCorrupt) => format!("the file is corrupt: {e}"),
+        Some(ErrorCode::CannotOpen) => format!("the file cannot be opened: {e}"),
+        Some(ErrorCode::ReadOnly) | Some(ErrorCode::PermissionDenied) => {
+            format!("the file is not writable: {e}")
+        }
+        Some(ErrorCode::DiskFull) => format!("the file cannot grow, the disk is full: {e}"),
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+            format!("the file stayed locked by another process: {e}")
+        }
+        _ => e.to_string(),
+    }
+}

@@ -1,0 +1,390 @@
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use super::*;
+use crate::Coordinator;
+use crate::fence::Fence;
+use crate::lease::{AcquireReply, ExtendReply, LeaseStore, ReleaseOutcome};
+use crate::token::OwnerToken;
+
+async fn open(path: &Path) -> SqliteStore {
+    SqliteStore::open(path, SqliteOptions::default())
+        .await
+        .unwrap()
+}
+
+fn token() -> OwnerToken {
+    OwnerToken::generate().unwrap()
+}
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn fence_of(reply: AcquireReply) -> u64 {
+    match reply {
+        AcquireReply::Acquired { fence, .. } => fence.get(),
+        AcquireReply::Held { .. } => panic!("held"),
+    }
+}
+
+#[tokio::test]
+async fn fences_survive_release_expiry_and_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let a = open(&path).await;
+    let t = token();
+    assert_eq!(
+        fence_of(a.try_acquire("k", &t, LONG, None).await.unwrap()),
+        1
+    );
+    assert_eq!(a.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
+    let short = Duration::from_millis(30);
+    assert_eq!(
+        fence_of(a.try_acquire("k", &token(), short, None).await.unwrap()),
+        2
+    );
+    tokio::time::sleep(short * 3).await;
+    drop(a);
+
+    let b = open(&path).await;
+    let status = b.status("k").await.unwrap();
+    assert!(!status.held, "{status:?}");
+    assert_eq!(status.fence, Some(Fence::new(2)));
+    assert_eq!(
+        fence_of(b.try_acquire("k", &token(), LONG, None).await.unwrap()),
+        3
+    );
+    assert_eq!(b.status("other").await.unwrap().fence, None);
+}
+
+#[tokio::test]
+async fn two_connections_exclude_each_other_like_two_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let (a, b) = (open(&path).await, open(&path).await);
+    let (ta, tb) = (token(), token());
+    assert_eq!(
+        fence_of(a.try_acquire("k", &ta, LONG, None).await.unwrap()),
+        1
+    );
+    match b.try_acquire("k", &tb, LONG, None).await.unwrap() {
+        AcquireReply::Held { ttl_left } => {
+            let left = ttl_left.unwrap();
+            assert!(left > LONG / 2 && left <= LONG, "{left:?}");
+        }
+        other => panic!("both connections hold the lease: {other:?}"),
+    }
+    assert_eq!(b.release("k", &tb).await.unwrap(), ReleaseOutcome::NotHeld);
+    assert_eq!(
+        b.extend("k", &tb, LONG).await.unwrap(),
+        ExtendReply::NotHeld
+    );
+    assert!(matches!(
+        a.extend("k", &ta, LONG).await.unwrap(),
+        ExtendReply::Extended { .. }
+    ));
+    assert_eq!(a.release("k", &ta).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(
+        fence_of(b.try_acquire("k", &tb, LONG, None).await.unwrap()),
+        2
+    );
+}
+
+/// Rewrites a held lease's row as if it had been written in another boot, or
+/// with an expiry further away than its TTL (a clock that went backwards).
+fn tamper(path: &Path, sql: &str) {
+    let conn = Connection::open(path).unwrap();
+    assert_eq!(conn.execute(sql, []).unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_lease_from_another_boot_is_expired_and_the_fence_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    let old = token();
+    assert_eq!(
+        fence_of(backend.try_acquire("k", &old, LONG, None).await.unwrap()),
+        1
+    );
+    tamper(
+        &path,
+        "UPDATE tenure_leases SET boot_id = 'an-earlier-boot'",
+    );
+    assert!(!backend.status("k").await.unwrap().held);
+    assert_eq!(
+        backend.extend("k", &old, LONG).await.unwrap(),
+        ExtendReply::NotHeld
+    );
+    assert_eq!(
+        fence_of(
+            backend
+                .try_acquire("k", &token(), LONG, None)
+                .await
+                .unwrap()
+        ),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_lease_further_away_than_its_ttl_is_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    assert_eq!(
+        fence_of(
+            backend
+                .try_acquire("k", &token(), LONG, None)
+                .await
+                .unwrap()
+        ),
+        1
+    );
+    // As after a restart of the clock on a host without a boot id: the stored
+    // expiry is far in this clock's future.
+    tamper(
+        &path,
+        "UPDATE tenure_leases SET expires_at_ms = expires_at_ms + 3600000",
+    );
+    assert!(!backend.status("k").await.unwrap().held);
+    assert_eq!(
+        fence_of(
+            backend
+                .try_acquire("k", &token(), LONG, None)
+                .await
+                .unwrap()
+        ),
+        2
+    );
+}
+
+async fn open_err(path: &Path) -> String {
+    let err = SqliteStore::open(path, SqliteOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Storage { .. }), "{err:?}");
+    err.to_string()
+}
+
+#[tokio::test]
+async fn unusable_files_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let msg = open_err(&dir.path().join("missing/w.db")).await;
+    assert!(msg.contains("does not exist"), "{msg}");
+
+    let msg = open_err(dir.path()).await;
+    assert!(msg.contains("is a directory"), "{msg}");
+
+    let text = dir.path().join("notes.txt");
+    std::fs::write(
+        &text,
+        "this is not a database, just some text\n".repeat(100),
+    )
+    .unwrap();
+    let msg = open_err(&text).await;
+    assert!(msg.contains("not a SQLite database"), "{msg}");
+    let unchanged = std::fs::read_to_string(&text).unwrap();
+    assert!(unchanged.starts_with("this is not a database"));
+
+    let foreign = dir.path().join("app.db");
+    Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+        .unwrap();
+    let msg = open_err(&foreign).await;
+    assert!(msg.contains("another application"), "{msg}");
+
+    let other_id = dir.path().join("other.db");
+    Connection::open(&other_id)
+        .unwrap()
+        .pragma_update(None, "application_id", 42)
+        .unwrap();
+    let msg = open_err(&other_id).await;
+    assert!(msg.contains("application_id 0x2a"), "{msg}");
+
+    let newer = dir.path().join("newer.db");
+    drop(open(&newer).await);
+    Connection::open(&newer)
+        .unwrap()
+        .pragma_update(None, "user_version", schema::SCHEMA_VERSION + 1)
+        .unwrap();
+    let msg = open_err(&newer).await;
+    assert!(msg.contains("newer tenure"), "{msg}");
+}
+
+#[tokio::test]
+async fn status_names_the_table_and_never_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
+    let guard = tenure
+        .lease("jobs:1")
+        .ttl(LONG)
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    let status = tenure.status("jobs:1").await.unwrap();
+    assert!(status.held);
+    assert_eq!(status.storage_key, "tenure_leases/jobs:1");
+    assert_eq!(status.fence, Some(guard.fence()));
+    assert!(!format!("{status:?}").contains("token"));
+    guard.release().await.unwrap();
+}
+
+/// Many processes may open a new file at once: whichever creates the tables,
+/// the others must see a tenure database, never "tables of another
+/// application" from a half-seen creation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_opens_all_succeed() {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("fresh-{round}.db"));
+        let opens: Vec<_> = (0..12)
+            .map(|_| {
+                let path = path.clone();
+                tokio::spawn(async move { SqliteStore::open(path, SqliteOptions::default()).await })
+            })
+            .collect();
+        for open in opens {
+            let backend = open.await.unwrap();
+            assert!(backend.is_ok(), "round {round}: {:?}", backend.err());
+        }
+    }
+}
+
+/// A row written by a version that stored `CLOCK_MONOTONIC` expiries (with the
+/// bare boot id) keeps its expiry on that clock, and an extend moves it to the
+/// store clock.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[tokio::test]
+async fn a_legacy_monotonic_row_keeps_its_expiry() {
+    use nix::time::{ClockId, clock_gettime};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    let holder = token();
+    fence_of(backend.try_acquire("k", &holder, LONG, None).await.unwrap());
+    let mono = clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap();
+    let mono_ms = mono.tv_sec() * 1000 + mono.tv_nsec() / 1_000_000;
+    let conn = Connection::open(&path).unwrap();
+    conn.execute(
+        "UPDATE tenure_leases SET boot_id = ?1, expires_at_ms = ?2",
+        rusqlite::params![&*clock::bare_boot_id(), mono_ms + 60_000],
+    )
+    .unwrap();
+    let status = backend.status("k").await.unwrap();
+    let left = status.ttl_left.expect("still held");
+    assert!(left > Duration::from_secs(50) && left <= LONG, "{left:?}");
+    assert!(matches!(
+        backend.extend("k", &holder, LONG).await.unwrap(),
+        ExtendReply::Extended { .. }
+    ));
+    let boot: String = conn
+        .query_row("SELECT boot_id FROM tenure_leases", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(boot, &*clock::boot_id());
+    assert!(backend.status("k").await.unwrap().held);
+}
+
+#[tokio::test]
+async fn sqlite_errors_keep_the_rusqlite_error_as_their_source() {
+    use std::error::Error as _;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir.path().join("w.db")).await;
+    let mapped = store.error(
+        "acquire",
+        "k",
+        Fault::Sql(rusqlite::Error::QueryReturnedNoRows),
+    );
+    assert!(
+        mapped.to_string().contains("Query returned no rows"),
+        "{mapped}"
+    );
+    let source = mapped.source().expect("a source");
+    assert!(
+        source.downcast_ref::<rusqlite::Error>().is_some(),
+        "{mapped:?}"
+    );
+}
+
+/// A file of schema version 1 (no holder columns) is migrated when opened:
+/// its leases and fences stay, the holder columns appear, and the version
+/// moves to the current one.
+#[tokio::test]
+async fn a_version_1_file_is_migrated_and_keeps_its_fences() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE tenure_leases (
+            key TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, token TEXT,
+            boot_id TEXT, expires_at_ms INTEGER, ttl_ms INTEGER
+         ) STRICT, WITHOUT ROWID;
+         CREATE TABLE tenure_limits (
+            key TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL, expires_at_us INTEGER NOT NULL
+         ) STRICT, WITHOUT ROWID;
+         CREATE INDEX tenure_limits_expiry ON tenure_limits (expires_at_us);
+         CREATE TABLE tenure_clock (boot_id TEXT PRIMARY KEY NOT NULL, origin_us INTEGER NOT NULL) STRICT;
+         INSERT INTO tenure_leases (key, fence) VALUES ('old', 41);
+         PRAGMA application_id = 1464091982;
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    drop(conn);
+    let backend = open(&path).await;
+    let version: i32 = Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, schema::SCHEMA_VERSION);
+    assert_eq!(
+        backend.status("old").await.unwrap().fence,
+        Some(Fence::new(41))
+    );
+    let me = crate::HolderInfo::this_process().with_label("migrated");
+    let holder = token();
+    let fence = fence_of(
+        backend
+            .try_acquire("old", &holder, LONG, Some(&me))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(fence, 42);
+    let status = backend.status("old").await.unwrap();
+    assert_eq!(status.holder.unwrap().label.as_deref(), Some("migrated"));
+    // Opening it again (already migrated) changes nothing.
+    drop(backend);
+    let again = open(&path).await;
+    assert!(again.status("old").await.unwrap().held);
+}
+
+/// The owner token stays in the row; neither status nor list shows it.
+#[tokio::test]
+async fn status_and_list_never_show_the_owner_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    let holder = token();
+    let me = crate::HolderInfo::this_process().with_label("job");
+    fence_of(
+        backend
+            .try_acquire("k", &holder, LONG, Some(&me))
+            .await
+            .unwrap(),
+    );
+    let stored: String = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT token FROM tenure_leases", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, holder.as_str());
+    let status = format!("{:?}", backend.status("k").await.unwrap());
+    let listed = format!("{:?}", backend.list("").await.unwrap());
+    assert!(status.contains("job") && listed.contains("job"), "{listed}");
+    assert!(!status.contains(holder.as_str()), "{status}");
+    assert!(!listed.contains(holder.as_str()), "{listed}");
+}

@@ -1,0 +1,84 @@
+//! What tenure tells about itself: `tracing` spans and events, and metrics
+//! through the `metrics` facade (cargo feature `metrics`).
+//!
+//! # Spans and events
+//!
+//! Every span carries the lease or limiter `key` and the `store` (its
+//! description: the URL without credentials, `sqlite:PATH`, `memory:`,
+//! `quorum(…)`); `outcome` and `latency_us` (microseconds) are recorded when
+//! the operation ends, and an event at the span's level says the outcome
+//! inside it. Owner tokens and passwords are never recorded.
+//!
+//! | span or event | target | level | fields |
+//! |---|---|---|---|
+//! | span `acquire`: one attempt | `tenure::lease` | debug | key, store, ttl_ms, outcome (`acquired`, `held`, `error`), fence, ttl_left_ms, latency_us |
+//! | span `wait`: `acquire_within` | `tenure::lease` | debug | key, store, max_wait_ms, outcome, fence, attempts, latency_us; events "held by another holder; waiting" and "woken by a release" inside |
+//! | span `extend`: watchdog or `extend` | `tenure::lease::guard` | trace | key, store, fence, outcome (`extended`, `not_held`, `error`), latency_us |
+//! | span `release`: release or drop | `tenure::lease::guard` | debug | key, store, fence, held_ms, outcome (`released`, `not_held`, `error`), latency_us |
+//! | event "lease lost" | `tenure::lease::guard` | warn | key, store, fence, cause (`not_held`, `deadline`) |
+//! | span `limit`: one check or peek | `tenure::limit` | debug | key, store, cost, peek, outcome (`allowed`, `refused`, `fallback`, `error`), remaining, latency_us |
+//! | event "quorum reply": one node's answer | `tenure::quorum` | trace | op, key, node, outcome (`answered`, `timed_out`, `unreachable`, `failed`), latency_us |
+//!
+//! So `info` is quiet while everything works (warnings are for lost leases,
+//! failing renewals, a fallback limiter in use, an evicting Redis), `debug`
+//! tells the story of a contended hand-off (the waiter's attempts, the wake-up
+//! by the release, the grant and its fence, the holder's release) and every
+//! limiter decision, and `trace` adds renewals and each quorum node's replies.
+//! `RUST_LOG=tenure=debug` with `tracing-subscriber`'s `EnvFilter` shows it.
+//!
+//! Without a subscriber that wants them, spans and events cost what `tracing`
+//! charges for a disabled callsite; their fields (the store's description
+//! included) are not even computed. Each operation still reads the clock once
+//! for its latency.
+//!
+//! # Metrics
+//!
+//! With the cargo feature `metrics` (off by default) tenure reports to the
+//! [`metrics`](https://docs.rs/metrics) facade; the program picks the exporter
+//! (Prometheus, OpenTelemetry, StatsD …) by installing its recorder. Without
+//! the feature every metric point compiles to nothing. Histograms are in
+//! seconds. The names are constants in [`names`]:
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `tenure_lease_acquisitions_total` | counter | store, outcome (`acquired`, `held`, `error`) | acquire calls by final outcome; a call that waited counts once |
+//! | `tenure_lease_wait_seconds` | histogram | store, outcome | how long an acquire call took to answer (the wait, for `acquire_within`) |
+//! | `tenure_lease_hold_seconds` | histogram | store | from the grant until the guard let go (release or drop) |
+//! | `tenure_lease_renewals_total` | counter | store, outcome (`extended`, `not_held`, `error`) | renewals, by the watchdog or `extend` |
+//! | `tenure_lease_losses_total` | counter | store, cause (`not_held`, `deadline`) | leases their holder lost |
+//! | `tenure_lease_handoff_seconds` | histogram | store | from a release notification reaching a waiter to its grant |
+//! | `tenure_limit_decisions_total` | counter | store, outcome (`allowed`, `refused`, `fallback`, `error`) | rate-limit checks and peeks |
+//! | `tenure_limit_store_seconds` | histogram | store | one rate-limit store call |
+//! | `tenure_quorum_node_replies_total` | counter | node, op, outcome (`answered`, `timed_out`, `unreachable`, `failed`) | each quorum node's replies |
+//!
+//! `store` is the kind of store (`redis`, `rediss`, `sqlite`, `memory`,
+//! `quorum`, `etcd`), never a key: label values stay few. A `fallback`
+//! decision of a limiter is also counted under its fallback's store with that
+//! limiter's own outcome. Hand-off latency starts when the notification
+//! arrives, so it does not include the notification's own trip; waiters that
+//! poll (no notifications) and grants after an expiry are not counted.
+
+#[cfg(feature = "metrics")]
+mod meter;
+#[cfg(not(feature = "metrics"))]
+#[path = "quiet.rs"]
+mod meter;
+pub mod names;
+
+#[cfg(feature = "quorum")]
+pub(crate) use meter::quorum_reply;
+pub(crate) use meter::{acquisition, handoff, hold, limit_decision, limit_store, loss, renewal};
+
+/// Records `outcome` and the latency since `started` (a `tokio::time::Instant`)
+/// on `span`, then says the outcome in an event inside it at `level` — from
+/// the caller's module, so the event's target is the caller's.
+macro_rules! finish {
+    ($level:ident, $span:expr, $outcome:expr, $started:expr) => {{
+        let span: &tracing::Span = $span;
+        let outcome: &'static str = $outcome;
+        span.record("outcome", outcome);
+        span.record("latency_us", $crate::duration::micros($started.elapsed()));
+        tracing::$level!(parent: span, "{outcome}");
+    }};
+}
+pub(crate) use finish;

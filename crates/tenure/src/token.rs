@@ -1,0 +1,57 @@
+//! Owner tokens: who holds a lease.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// A random 128-bit owner token, stored as the lease key's value.
+///
+/// It is drawn from the operating system's RNG and written as 32 lowercase hex
+/// digits, so other clients that follow the common convention (a unique string as
+/// the value of the lock key) interoperate with tenure on the same key. It is never
+/// printed: its `Debug` shows only a prefix.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OwnerToken(String);
+
+impl OwnerToken {
+    /// Draws a fresh token from the OS RNG.
+    pub fn generate() -> Result<Self> {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).map_err(|e| Error::Rng { cause: e.into() })?;
+        Ok(OwnerToken(hex::encode(bytes)))
+    }
+
+    /// Whether `s` has the form of a token (32 lowercase hex digits).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn looks_like(s: &str) -> bool {
+        s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    }
+
+    /// The token as stored.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OwnerToken({}…)", &self.0[..6])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_unique_128_bit_hex() {
+        let a = OwnerToken::generate().expect("rng");
+        let b = OwnerToken::generate().expect("rng");
+        assert_ne!(a, b);
+        assert_eq!(a.as_str().len(), 32);
+        assert!(a.as_str().chars().all(|c| c.is_ascii_hexdigit()));
+        assert!(!format!("{a:?}").contains(a.as_str()));
+        assert!(OwnerToken::looks_like(a.as_str()));
+        assert!(!OwnerToken::looks_like("1") && !OwnerToken::looks_like("record"));
+    }
+}

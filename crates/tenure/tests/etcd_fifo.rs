@@ -1,0 +1,324 @@
+//! Waiting is first-in-first-out on etcd: each waiter stands in line with a
+//! key of its own (`tenure/lease/KEY\0line\0TOKEN`, bound to an etcd lease of
+//! its own) whose create revision is its place, and only the first in line
+//! takes a free lease. A waiter that disappears is skipped: at once when it
+//! left the line, after its TTL when it was killed. A plain attempt does not
+//! jump a line.
+
+#![cfg(feature = "etcd")]
+#![allow(clippy::unwrap_used)]
+
+mod fifo_common;
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_client::{Client, GetOptions, PutOptions};
+use tenure::etcd::{EtcdOptions, EtcdStore};
+use tenure::{Coordinator, TryAcquire};
+use tenure_test::EtcdCluster;
+use tokio::time::Instant;
+
+async fn connect(url: &str) -> Coordinator {
+    let options = EtcdOptions::default().timeout(Duration::from_secs(2));
+    Coordinator::with_backend(EtcdStore::connect(url, options).await.unwrap())
+}
+
+/// A client of our own, to look at (and plant) keys.
+async fn client(etcd: &EtcdCluster) -> Client {
+    Client::connect(etcd.endpoints(), None).await.unwrap()
+}
+
+/// The prefix of the places in the waiting line of `key`.
+fn line_of(key: &str) -> String {
+    format!("tenure/lease/{key}\0line\0")
+}
+
+/// How many stand in line for `key`.
+async fn in_line(c: &mut Client, key: &str) -> i64 {
+    let only_count = GetOptions::new().with_prefix().with_count_only();
+    c.get(line_of(key), Some(only_count)).await.unwrap().count()
+}
+
+/// Waits (up to 10 s) until `n` waiters stand in line for `key`.
+async fn until_in_line(c: &mut Client, key: &str, n: i64) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = in_line(c, key).await;
+        if now == n {
+            return;
+        }
+        assert!(Instant::now() < give_up, "{now} in line, not {n}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The places in line for `key`, for the shared waiting-line bodies.
+async fn counted(c: &Client, key: &str) -> usize {
+    usize::try_from(in_line(&mut c.clone(), key).await).unwrap()
+}
+
+/// Whether the lease key of `key` exists.
+async fn exists(c: &mut Client, key: &str) -> bool {
+    let only_count = GetOptions::new().with_count_only();
+    let reply = c.get(format!("tenure/lease/{key}"), Some(only_count));
+    reply.await.unwrap().count() == 1
+}
+
+/// The number of requests etcd has started for gRPC `method`, from its
+/// `/metrics` page.
+fn started(etcd: &EtcdCluster, method: &str) -> u64 {
+    let mut stream = std::net::TcpStream::connect(etcd.member(0).addr()).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).unwrap();
+    let needle = format!("grpc_method=\"{method}\"");
+    page.lines()
+        .filter(|l| l.starts_with("grpc_server_started_total{") && l.contains(&needle))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+/// Starts `n` waiters on `lease` one after the other, each once the one
+/// before it stands in line; each records its turn and fence and releases it.
+async fn queue_waiters(lease: &tenure::Lease, c: &Client, n: usize) -> fifo_common::Line {
+    let count = || counted(c, lease.key());
+    let within = Duration::from_secs(30);
+    fifo_common::stand_in_line(lease, n, within, &count, |guard| async move { guard }).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
+    let etcd = EtcdCluster::single();
+    let (tenure, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = tenure.lease("fifo").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    const WAITERS: usize = 8;
+    let line = queue_waiters(&lease, &c, WAITERS).await;
+    let status = tenure.status("fifo").await.unwrap();
+    assert_eq!(status.waiters, Some(WAITERS as u64), "{status:?}");
+    line.served_in_order(holder).await;
+    assert_eq!(in_line(&mut c, "fifo").await, 0, "nobody is left in line");
+    assert!(
+        !exists(&mut c, "fifo").await,
+        "the last release deleted the key"
+    );
+}
+
+/// A hand-off wakes only the next waiter: the transactions of eight
+/// hand-offs are about two each (the release, the next waiter's look), where
+/// waking every waiter to race would cost one per waiter per hand-off
+/// (8 + 7 + … + 1 looks, plus the releases: 44).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_costs_the_release_and_one_look() {
+    let etcd = EtcdCluster::single();
+    let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = tenure.lease("cost").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    const WAITERS: usize = 8;
+    let waiters = queue_waiters(&lease, &c, WAITERS).await.waiters;
+    let methods = [
+        "Txn",
+        "LeaseGrant",
+        "LeaseKeepAlive",
+        "LeaseRevoke",
+        "Watch",
+    ];
+    let before: Vec<u64> = methods.iter().map(|m| started(&etcd, m)).collect();
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap();
+    }
+    let spent = released.elapsed();
+    let spent_rpcs: Vec<String> = methods
+        .iter()
+        .zip(&before)
+        .map(|(m, b)| format!("{m} {}", started(&etcd, m) - b))
+        .collect();
+    let txns = started(&etcd, "Txn") - before[0];
+    // Each waiter also looks on its own once a second while it waits.
+    let periodic = WAITERS as u64 * (spent.as_secs() + 1);
+    let handoffs = WAITERS as u64;
+    println!(
+        "{handoffs} hand-offs in {spent:?}: {}",
+        spent_rpcs.join(", ")
+    );
+    assert!(
+        txns <= 2 * handoffs + 1 + periodic,
+        "{txns} transactions for {handoffs} hand-offs in {spent:?}"
+    );
+}
+
+/// Waiters that nothing concerns do not ask etcd: their once-a-second looks
+/// are answered by their watches, and their places are refreshed every third
+/// of their TTL; they are still served in order when the lease comes free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_waiters_do_not_ask_etcd_every_second() {
+    let etcd = EtcdCluster::single();
+    let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = tenure.lease("idle").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    const WAITERS: usize = 4;
+    let fifo_common::Line { waiters, turns } = queue_waiters(&lease, &c, WAITERS).await;
+    // Past the looks that follow each waiter's first one.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = (started(&etcd, "Txn"), started(&etcd, "LeaseKeepAlive"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let txns = started(&etcd, "Txn") - before.0;
+    let keep_alives = started(&etcd, "LeaseKeepAlive") - before.1;
+    println!("{WAITERS} idle waiters in 3 s: {txns} Txn, {keep_alives} LeaseKeepAlive");
+    // Asking at every look would be a transaction per waiter per second (12).
+    assert!(txns <= 2, "{txns} transactions");
+    holder.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap();
+    }
+    let order: Vec<usize> = turns.lock().unwrap().iter().map(|(i, _)| *i).collect();
+    assert_eq!(order, (0..WAITERS).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_is_skipped_at_once() {
+    let etcd = EtcdCluster::single();
+    let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = tenure.lease("cancel").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || counted(&c, "cancel")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_wait_ends_leaves_the_line() {
+    let etcd = EtcdCluster::single();
+    let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = tenure.lease("budget").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let within = Duration::from_millis(300);
+    fifo_common::a_waiter_whose_wait_ends_leaves_the_line(
+        &lease,
+        holder,
+        within,
+        || counted(&c, "budget"),
+        || async { !exists(&mut c.clone(), "budget").await },
+    )
+    .await;
+}
+
+/// A place whose waiter vanished without a trace, as a killed process leaves
+/// it: a line key bound to an etcd lease of `ttl_secs`, which nobody renews.
+async fn plant_a_dead_place(c: &mut Client, key: &str, ttl_secs: i64) {
+    let lease = c.lease_grant(ttl_secs, None).await.unwrap().id();
+    let place = format!("{}{}", line_of(key), "ab".repeat(16));
+    let on_lease = PutOptions::new().with_lease(lease);
+    c.put(place, "", Some(on_lease)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_attempt_does_not_jump_the_line_and_a_dead_head_frees_it_after_its_ttl() {
+    let etcd = EtcdCluster::single();
+    let (tenure, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = tenure.lease("jump").ttl(Duration::from_secs(10));
+    plant_a_dead_place(&mut c, "jump", 2).await;
+    let planted = Instant::now();
+    // The lease is free, but someone stands in line: no jumping it.
+    match lease.try_acquire().await.unwrap() {
+        TryAcquire::Held { ttl_left } => {
+            let left = ttl_left.expect("the first waiter's TTL");
+            assert!(left <= Duration::from_secs(3), "{left:?}");
+        }
+        TryAcquire::Acquired(_) => panic!("a plain attempt jumped the line"),
+    }
+    // A waiter stands behind the dead place and gets the lease once its
+    // etcd lease (2 s, plus etcd's 500 ms expiry sweep) has run out.
+    let guard = lease
+        .acquire_within(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .into_guard()
+        .expect("acquired after the dead place's TTL");
+    let waited = planted.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(6),
+        "{waited:?}"
+    );
+    assert_eq!(in_line(&mut c, "jump").await, 0);
+    guard.release().await.unwrap();
+    assert!(lease.try_acquire().await.unwrap().is_acquired());
+}
+
+/// The TTL of the waiter that is killed: etcd's shortest.
+const KILLED_TTL: Duration = Duration::from_secs(1);
+
+/// Run in a child process by [`a_killed_waiter_is_skipped_after_its_ttl`]:
+/// waits in line until killed.
+#[tokio::test]
+#[ignore = "run as a child process by a_killed_waiter_is_skipped_after_its_ttl"]
+async fn killed_waiter_child() {
+    let Ok(url) = std::env::var("TENURE_ETCD_FIFO_CHILD_URL") else {
+        return;
+    };
+    let tenure = connect(&url).await;
+    let _ = tenure
+        .lease("killed")
+        .ttl(KILLED_TTL)
+        .acquire_within(Duration::from_secs(120))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_waiter_is_skipped_after_its_ttl() {
+    let etcd = EtcdCluster::single();
+    let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = tenure.lease("killed").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
+        .env("TENURE_ETCD_FIFO_CHILD_URL", etcd.url())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The killed waiter stays first in line; its place goes with its etcd
+    // lease (1 s, plus etcd's 500 ms expiry sweep), and its deletion wakes the
+    // next.
+    let dead = fifo_common::DeadPlace::ExpiresWithin(KILLED_TTL * 4);
+    fifo_common::a_killed_waiter_is_skipped(&lease, holder, child, dead, || counted(&c, "killed"))
+        .await;
+}
+
+/// Elections are leases: candidates are elected in the order they began
+/// campaigning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candidates_are_elected_in_the_order_they_campaigned() {
+    let etcd = EtcdCluster::single();
+    let (tenure, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let election = tenure.election("chair").ttl(Duration::from_secs(30));
+    let first = election.try_campaign("first").await.unwrap().unwrap();
+    let elected: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut candidates = Vec::new();
+    for i in 0..4 {
+        let (election, elected) = (election.clone(), Arc::clone(&elected));
+        candidates.push(tokio::spawn(async move {
+            let id = format!("cand-{i}");
+            let office = election
+                .campaign_within(&id, Duration::from_secs(30))
+                .await
+                .unwrap()
+                .expect("elected");
+            elected.lock().unwrap().push(id);
+            office.resign().await.unwrap();
+        }));
+        until_in_line(&mut c, "chair", i + 1).await;
+    }
+    first.resign().await.unwrap();
+    for cand in candidates {
+        cand.await.unwrap();
+    }
+    let elected = elected.lock().unwrap().clone();
+    assert_eq!(elected, ["cand-0", "cand-1", "cand-2", "cand-3"]);
+}

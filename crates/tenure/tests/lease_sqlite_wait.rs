@@ -1,0 +1,365 @@
+//! Waiting on the SQLite store without polling: a release wakes waiters at
+//! once, in this process (the per-file notifier) and in others (inotify on
+//! the database's directory), although the poll interval is set to an hour;
+//! and waiting is first-in-first-out (table `tenure_waiters`).
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use tenure::lease::{
+    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
+    ReleaseWatch,
+};
+use tenure::sqlite::{SqliteOptions, SqliteStore};
+use tenure::{Coordinator, OwnerToken};
+use tokio::time::Instant;
+
+mod fifo_common;
+
+/// Longer than any test: a waiter woken within it was woken by a change.
+const HOUR: Duration = Duration::from_secs(3600);
+
+async fn open(path: &Path) -> SqliteStore {
+    let options = SqliteOptions::default().poll_interval(HOUR);
+    SqliteStore::open(path, options).await.unwrap()
+}
+
+/// A store that counts the acquire attempts and looks made through it (and
+/// passes everything on to the real SQLite store).
+#[derive(Debug)]
+struct Counting {
+    inner: SqliteStore,
+    attempts: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl LeaseStore for Counting {
+    async fn try_acquire(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+    ) -> tenure::Result<AcquireReply> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        self.inner.try_acquire(key, token, ttl, holder).await
+    }
+    async fn extend(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> tenure::Result<ExtendReply> {
+        self.inner.extend(key, token, ttl).await
+    }
+    async fn release(&self, key: &str, token: &OwnerToken) -> tenure::Result<ReleaseOutcome> {
+        self.inner.release(key, token).await
+    }
+    async fn status(&self, key: &str) -> tenure::Result<LeaseStatus> {
+        self.inner.status(key).await
+    }
+    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
+        self.inner.watch_releases(key).await
+    }
+    async fn wait_turn(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+        place: Option<&QueuePlace>,
+    ) -> tenure::Result<(AcquireReply, Option<QueuePlace>)> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        self.inner.wait_turn(key, token, ttl, holder, place).await
+    }
+    async fn leave_line(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        place: Option<&QueuePlace>,
+    ) -> tenure::Result<ReleaseOutcome> {
+        self.inner.leave_line(key, token, place).await
+    }
+    async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
+        self.inner.watch_turn(key, token).await
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+fn wall_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// The places in line for `key`, as `status` counts them.
+async fn in_line(tenure: &Coordinator, key: &str) -> usize {
+    let waiters = tenure.status(key).await.unwrap().waiters;
+    usize::try_from(waiters.expect("SQLite counts its waiting line")).unwrap()
+}
+
+/// Waits (up to 10 s) until `n` waiters stand in line for `key`.
+async fn until_in_line(tenure: &Coordinator, key: &str, n: usize) {
+    fifo_common::until_in_line(&|| in_line(tenure, key), n).await;
+}
+
+/// A child process running one of the `#[ignore]`d tests below on `path`.
+fn child(test: &str, path: &Path, ttl: Duration) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            test,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TENURE_SQLITE_CHILD_DB", path)
+        .env("TENURE_SQLITE_CHILD_TTL_MS", ttl.as_millis().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The next line of the child's stdout that starts with `tag`, split.
+fn expect_line(out: &mut impl BufRead, tag: &str) -> Vec<String> {
+    let (mut line, mut seen) = (String::new(), String::new());
+    loop {
+        line.clear();
+        let n = out.read_line(&mut line).unwrap();
+        assert!(n > 0, "the child ended before {tag:?}; it wrote: {seen}");
+        seen.push_str(&line);
+        // libtest may print "test NAME ... " before the child's own output.
+        if let Some(at) = line.find(tag) {
+            return line[at + tag.len()..]
+                .split_whitespace()
+                .map(String::from)
+                .collect();
+        }
+    }
+}
+
+fn child_env() -> Option<(PathBuf, Duration)> {
+    let path = std::env::var_os("TENURE_SQLITE_CHILD_DB")?;
+    let ttl: u64 = std::env::var("TENURE_SQLITE_CHILD_TTL_MS")
+        .ok()?
+        .parse()
+        .ok()?;
+    Some((path.into(), Duration::from_millis(ttl)))
+}
+
+/// Child: holds the lease until its stdin closes, then releases it.
+#[tokio::test]
+#[ignore = "run as a child process by the tests below"]
+async fn holder_child() {
+    let Some((path, ttl)) = child_env() else {
+        return;
+    };
+    let tenure = Coordinator::with_backend(open(&path).await);
+    let guard = tenure.lease("k").ttl(ttl).try_acquire().await.unwrap();
+    let guard = guard.into_guard().expect("the lease is free");
+    println!("held");
+    let mut rest = String::new();
+    let _ = std::io::stdin().read_line(&mut rest);
+    println!("releasing {}", wall_ns());
+    guard.release().await.unwrap();
+}
+
+/// Child: waits for the lease (counting its attempts), reports when it got
+/// it, and releases it.
+#[tokio::test]
+#[ignore = "run as a child process by the tests below"]
+async fn waiter_child() {
+    let Some((path, ttl)) = child_env() else {
+        return;
+    };
+    let attempts = Arc::new(AtomicU32::new(0));
+    let store = Counting {
+        inner: open(&path).await,
+        attempts: Arc::clone(&attempts),
+    };
+    let tenure = Coordinator::with_backend(store);
+    let out = tenure
+        .lease("k")
+        .ttl(ttl)
+        .acquire_within(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let acquired = wall_ns();
+    let guard = out.into_guard().expect("acquired within 60 s");
+    println!("acquired {acquired} {}", attempts.load(Ordering::SeqCst));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_in_another_process_wakes_a_watcher_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let store = open(&path).await;
+    let mut holder = child("holder_child", &path, Duration::from_secs(60));
+    let mut out = BufReader::new(holder.stdout.take().unwrap());
+    expect_line(&mut out, "held");
+    let mut watch = store.watch_releases("k").await;
+    assert!(watch.is_push(), "releases are pushed, not polled");
+    drop(holder.stdin.take()); // the child releases now
+    let woken = tokio::time::timeout(Duration::from_secs(20), watch.wait(HOUR)).await;
+    assert_eq!(
+        woken,
+        Ok(true),
+        "the other process's release woke the watch"
+    );
+    assert!(!store.status("k").await.unwrap().held);
+    assert!(holder.wait().unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_in_another_process_gets_the_lease_without_polling() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let tenure = Coordinator::with_backend(open(&path).await);
+    let guard = tenure
+        .lease("k")
+        .ttl(Duration::from_secs(60))
+        .try_acquire()
+        .await;
+    let guard = guard.unwrap().into_guard().unwrap();
+    let mut waiter = child("waiter_child", &path, Duration::from_secs(60));
+    until_in_line(&tenure, "k", 1).await;
+    // Held for a while: a polling waiter would look a dozen times meanwhile.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let released = wall_ns();
+    guard.release().await.unwrap();
+    let mut out = BufReader::new(waiter.stdout.take().unwrap());
+    let got = expect_line(&mut out, "acquired");
+    assert!(waiter.wait().unwrap().success());
+    let (acquired, attempts): (u128, u32) = (got[0].parse().unwrap(), got[1].parse().unwrap());
+    let latency = Duration::from_nanos(u64::try_from(acquired.saturating_sub(released)).unwrap());
+    // The waiter looks on its first refusal, when it stands in line, about
+    // once a second while it waits (the lease layer's cap on a pushed wait)
+    // and when woken: polling (every 5 ms doubling to 250 ms) would take
+    // about 18 looks in those 3 s.
+    assert!(attempts <= 8, "{attempts} attempts: the waiter polled");
+    assert!(
+        latency < Duration::from_millis(500),
+        "woken {latency:?} after the release"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_in_this_process_wakes_a_waiter_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    // Two handles on one file, as two libraries of one program would have.
+    let (a, b) = (open(&path).await, open(&path).await);
+    let attempts = Arc::new(AtomicU32::new(0));
+    let holder = Coordinator::with_backend(a);
+    let waiter = Coordinator::with_backend(Counting {
+        inner: b,
+        attempts: Arc::clone(&attempts),
+    });
+    let guard = holder
+        .lease("k")
+        .ttl(Duration::from_secs(60))
+        .try_acquire()
+        .await;
+    let guard = guard.unwrap().into_guard().unwrap();
+    let wait = tokio::spawn(async move {
+        let out = waiter
+            .lease("k")
+            .acquire_within(Duration::from_secs(60))
+            .await;
+        (out.unwrap().into_guard().expect("acquired"), Instant::now())
+    });
+    until_in_line(&holder, "k", 1).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    let (got, at) = wait.await.unwrap();
+    let latency = at.saturating_duration_since(released);
+    let attempts = attempts.load(Ordering::SeqCst);
+    assert!(attempts <= 8, "{attempts} attempts: the waiter polled");
+    assert!(
+        latency < Duration::from_millis(500),
+        "woken {latency:?} after the release"
+    );
+    got.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
+    let lease = tenure.lease("k").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    const WAITERS: usize = 6;
+    let count = || in_line(&tenure, "k");
+    let within = Duration::from_secs(30);
+    let line = fifo_common::stand_in_line(
+        &lease,
+        WAITERS,
+        within,
+        &count,
+        |guard| async move { guard },
+    )
+    .await;
+    line.served_in_order(holder).await;
+    let status = tenure.status("k").await.unwrap();
+    assert!(!status.held, "the last waiter's release freed it");
+    assert_eq!(status.waiters, Some(0), "nobody is left in line");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_gives_up_or_is_cancelled_leaves_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
+    let lease = tenure.lease("k").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let within = Duration::from_millis(300);
+    fifo_common::a_wait_that_ends_leaves_no_place(&lease, within, || in_line(&tenure, "k")).await;
+    fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || in_line(&tenure, "k")).await;
+}
+
+/// The TTL of the waiter that is killed.
+const KILLED_TTL: Duration = Duration::from_millis(800);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_waiter_is_skipped_after_its_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let tenure = Coordinator::with_backend(open(&path).await);
+    let lease = tenure.lease("k").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let killed = child("waiter_child", &path, KILLED_TTL);
+    let dead = fifo_common::DeadPlace::SkippedAfter(KILLED_TTL);
+    fifo_common::a_killed_waiter_is_skipped(&lease, holder, killed, dead, || in_line(&tenure, "k"))
+        .await;
+}
+
+#[tokio::test]
+async fn the_waiting_line_table_is_added_to_an_existing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    drop(open(&path).await);
+    let db = rusqlite::Connection::open(&path).unwrap();
+    db.execute_batch("DROP TABLE tenure_waiters").unwrap();
+    drop(db);
+    let store = open(&path).await;
+    let t = OwnerToken::generate().unwrap();
+    let reply = store.try_acquire("k", &t, HOUR, None).await.unwrap();
+    assert!(matches!(reply, AcquireReply::Acquired { .. }), "{reply:?}");
+    assert_eq!(store.status("k").await.unwrap().waiters, Some(0));
+    assert_eq!(
+        store.release("k", &t).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+}

@@ -1,0 +1,354 @@
+//! What an uncontended acquire + release costs Redis, counted by the server
+//! itself (`INFO commandstats`: the `EVALSHA` and every command run inside it).
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use tenure::Coordinator;
+use tenure::redis::{RedisOptions, RedisStore};
+use tenure_test::RedisServer;
+
+/// tenure on `server`, with a 2 s budget per call.
+async fn connect(server: &RedisServer) -> Coordinator {
+    let options = RedisOptions::default().timeout(Duration::from_secs(2));
+    Coordinator::with_backend(RedisStore::connect(&server.url(), options).await.unwrap())
+}
+
+/// Total calls of every command but the ones this test itself sends.
+fn calls(server: &RedisServer) -> u64 {
+    per_command(server).iter().map(|(_, n)| n).sum()
+}
+
+/// A hand-written client of two minimal scripts (acquire: `SET NX PX` and the
+/// fence `INCR`; release: compare and delete), the baseline of the counts.
+struct RawClient {
+    acquire: redis::Script,
+    release: redis::Script,
+    c: redis::aio::MultiplexedConnection,
+}
+
+impl RawClient {
+    async fn connect(url: &str) -> RawClient {
+        let client = redis::Client::open(url).unwrap();
+        RawClient {
+            acquire: redis::Script::new(
+                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+                 return redis.call('INCR', KEYS[2]) end return 0",
+            ),
+            release: redis::Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                 return redis.call('DEL', KEYS[1]) end return 0",
+            ),
+            c: client.get_multiplexed_async_connection().await.unwrap(),
+        }
+    }
+
+    /// One acquire + release of `key` (its fence counter is `key:f`).
+    async fn cycle(&mut self, key: &str) {
+        let _: i64 = self
+            .acquire
+            .key(key)
+            .key(format!("{key}:f"))
+            .arg("t")
+            .arg(30_000)
+            .invoke_async(&mut self.c)
+            .await
+            .unwrap();
+        let _: i64 = self
+            .release
+            .key(key)
+            .arg("t")
+            .invoke_async(&mut self.c)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn an_acquire_and_release_costs_at_most_seven_commands() {
+    let server = RedisServer::start();
+    let tenure = connect(&server).await;
+    // Warm up: connection setup and script loading are not per-cycle costs.
+    let g = tenure.lease("warm").try_acquire().await.unwrap();
+    g.into_guard().unwrap().release().await.unwrap();
+    server.command("CONFIG RESETSTAT").unwrap();
+
+    const CYCLES: u64 = 1000;
+    for i in 0..CYCLES {
+        let lease = tenure.lease(format!("cost-{i}"));
+        let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        guard.release().await.unwrap();
+    }
+    let per_cycle = calls(&server) as f64 / CYCLES as f64;
+
+    // The same cycles by a hand-written client of two minimal scripts, for
+    // the record (`--no-capture` prints both).
+    let mut raw_client = RawClient::connect(&server.url()).await;
+    raw_client.cycle("raw-warm").await;
+    server.command("CONFIG RESETSTAT").unwrap();
+    for i in 0..CYCLES {
+        raw_client.cycle(&format!("raw-{i}")).await;
+    }
+    let raw = calls(&server) as f64 / CYCLES as f64;
+    println!("Redis commands per acquire + release: tenure {per_cycle}, raw client {raw}");
+    // acquire: EVALSHA, SET NX PX, INCR; release: EVALSHA, GET, LPOP (nobody
+    // in line), DEL. Nothing is published when nobody waits.
+    assert!(
+        per_cycle <= 7.0,
+        "{per_cycle} Redis commands per acquire + release"
+    );
+}
+
+/// A wait that finds the key free takes it with its first script, which also
+/// checks the waiting line (a free key with waiters in line goes to them):
+/// `EVALSHA`, `SET NX GET`, `LPOP`, `INCR` — one command more than a
+/// `try_acquire`, for the line. Counted on distinct keys, with the release.
+#[tokio::test]
+async fn a_wait_that_finds_the_key_free_costs_one_command_more() {
+    let server = RedisServer::start();
+    let tenure = connect(&server).await;
+    let g = tenure
+        .lease("warm")
+        .acquire_within(Duration::from_secs(1))
+        .await;
+    g.unwrap().into_guard().unwrap().release().await.unwrap();
+    server.command("CONFIG RESETSTAT").unwrap();
+
+    const CYCLES: u64 = 200;
+    for i in 0..CYCLES {
+        let lease = tenure.lease(format!("wait-{i}"));
+        let guard = lease.acquire_within(Duration::from_secs(1)).await.unwrap();
+        guard.into_guard().unwrap().release().await.unwrap();
+    }
+    let per_cycle = calls(&server) as f64 / CYCLES as f64;
+    println!("Redis commands per acquire_within (free key) + release: {per_cycle}");
+    assert!(
+        per_cycle <= 8.0,
+        "{per_cycle} Redis commands per acquire_within + release"
+    );
+}
+
+#[tokio::test]
+async fn a_release_with_nobody_waiting_publishes_nothing() {
+    let server = RedisServer::start();
+    let backend = RedisStore::connect(&server.url(), RedisOptions::default())
+        .await
+        .unwrap();
+    let tenure = Coordinator::with_backend(backend);
+    for i in 0..20 {
+        let guard = tenure
+            .lease(format!("quiet-{i}"))
+            .try_acquire()
+            .await
+            .unwrap();
+        guard.into_guard().unwrap().release().await.unwrap();
+    }
+    assert_eq!(calls_of(&server, "publish"), 0);
+}
+
+/// Tasks taking turns on one key, as the peers bench does (16 tasks, 1 ms of
+/// "work" between turns): every hand-off wakes one waiter, which takes the
+/// lease from the hand-off message; the releaser stands in line again with
+/// its first script. Counted over whole cycles, every command of every task
+/// (the waiting line's upkeep too), and printed by command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contended_hand_off_wakes_one_waiter() {
+    let server = RedisServer::start();
+    let tenure = connect(&server).await;
+    const TASKS: usize = 16;
+    const TURNS: usize = 40;
+    // Warm up: connection, scripts, the subscriber.
+    let lease = tenure.lease("turns").ttl(Duration::from_secs(10));
+    let g = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let waiter = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    g.release().await.unwrap();
+    waiter
+        .await
+        .unwrap()
+        .unwrap()
+        .into_guard()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    server.command("CONFIG RESETSTAT").unwrap();
+
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let lease = lease.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..TURNS {
+                let guard = lease
+                    .acquire_within(Duration::from_secs(20))
+                    .await
+                    .unwrap()
+                    .into_guard()
+                    .expect("acquired");
+                guard.release().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let cycles = (TASKS * TURNS) as f64;
+    let per_cycle = calls(&server) as f64 / cycles;
+    let scripts = (calls_of(&server, "evalsha") as f64) / cycles;
+    let by_command: Vec<String> = per_command(&server)
+        .into_iter()
+        .map(|(name, n)| format!("{name} {:.2}", n as f64 / cycles))
+        .collect();
+    println!(
+        "contended, {TASKS} tasks: {per_cycle:.1} Redis commands and {scripts:.2} scripts per cycle ({})",
+        by_command.join(", ")
+    );
+    // A hand-off is the release (EVALSHA GET LPOP TIME SET INCR PUBLISH);
+    // the woken waiter takes the lease from the message, without a script.
+    // The releaser comes back and stands in line with its first script
+    // (EVALSHA, SET NX GET, TIME RPUSH PEXPIRE PTTL). A claim script per hand-off
+    // (4 more) or a second script to stand in line (5-6 more) fails this.
+    assert!(
+        per_cycle <= 14.0,
+        "{per_cycle} commands per contended cycle"
+    );
+    assert!(scripts <= 2.2, "{scripts} scripts per contended cycle");
+    assert!(
+        calls_of(&server, "publish") as f64 <= cycles,
+        "at most one notification per cycle"
+    );
+}
+
+/// Calls per command (`cmdstat_<name>`), leaving out the ones this test sends.
+fn per_command(server: &RedisServer) -> Vec<(String, u64)> {
+    let stats = server.command("INFO commandstats").unwrap();
+    stats
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| !l.starts_with("info:") && !l.starts_with("config"))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let calls = rest
+                .split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_string(), calls))
+        })
+        .collect()
+}
+
+/// The type checks left the fast path but still run when SET or INCR fails:
+/// a fence counter of another type, or a negative one, is a clear error, and
+/// neither leaves a lease key behind nor changes the counter.
+#[tokio::test]
+async fn a_fence_counter_that_is_not_a_fence_is_still_a_clear_error() {
+    let server = RedisServer::start();
+    let backend = RedisStore::connect(&server.url(), RedisOptions::default())
+        .await
+        .unwrap();
+    let tenure = Coordinator::with_backend(backend);
+    server.command("RPUSH tenure:{listed}:fence 1").unwrap();
+    let err = tenure.lease("listed").try_acquire().await.unwrap_err();
+    assert!(matches!(err, tenure::Error::WrongType { .. }), "{err}");
+    assert_eq!(
+        server.command("EXISTS tenure:{listed}").unwrap().trim(),
+        ":0"
+    );
+
+    server.command("SET tenure:{negative}:fence -1").unwrap();
+    let err = tenure.lease("negative").try_acquire().await.unwrap_err();
+    assert!(matches!(err, tenure::Error::WrongType { .. }), "{err}");
+    assert_eq!(
+        server.command("EXISTS tenure:{negative}").unwrap().trim(),
+        ":0"
+    );
+    let counter = server.command("GET tenure:{negative}:fence").unwrap();
+    assert_eq!(
+        counter.trim_end(),
+        "$2\r\n-1",
+        "the counter is left as it was"
+    );
+}
+
+/// Calls of one command (`cmdstat_<name>`), 0 when it was never called.
+fn calls_of(server: &RedisServer, name: &str) -> u64 {
+    let stats = server.command("INFO commandstats").unwrap();
+    let prefix = format!("cmdstat_{name}:calls=");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The single-node path sends its scripts by `EVALSHA` (not their text by
+/// `EVAL`, which only quorum nodes and replica acknowledgements need) and no
+/// `WAIT` when no replica acknowledgement is asked for.
+#[tokio::test]
+async fn the_single_node_path_sends_evalsha_and_no_wait() {
+    let server = RedisServer::start();
+    let backend = RedisStore::connect(&server.url(), RedisOptions::default())
+        .await
+        .unwrap();
+    let tenure = Coordinator::with_backend(backend);
+    // Warm up all three scripts: a first EVALSHA answered NOSCRIPT is a call too.
+    let g = tenure.lease("warm").try_acquire().await.unwrap();
+    let g = g.into_guard().unwrap();
+    g.extend().await.unwrap();
+    g.release().await.unwrap();
+    server.command("CONFIG RESETSTAT").unwrap();
+
+    for i in 0..50 {
+        let lease = tenure.lease(format!("sha-{i}"));
+        let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        guard.extend().await.unwrap();
+        guard.release().await.unwrap();
+    }
+    assert_eq!(calls_of(&server, "evalsha"), 150);
+    assert_eq!(calls_of(&server, "eval"), 0);
+    assert_eq!(calls_of(&server, "wait"), 0);
+}
+
+/// Client-side CPU per uncontended cycle, for callgrind: `TENURE_CPU_N`
+/// cycles (default 1000) of `try_acquire` + release through tenure, or
+/// (`TENURE_CPU_WHO=raw`) of the two minimal scripts through redis-rs, on one
+/// thread against a real redis-server (a child process, which valgrind does
+/// not trace). Instructions per cycle are the difference of two runs' totals
+/// divided by the difference of their N (see `docs/BENCHMARKS.md`).
+#[test]
+#[ignore = "a profiling loop, run by hand under valgrind"]
+fn cpu_per_cycle_loop() {
+    let n: u64 = std::env::var("TENURE_CPU_N").map_or(1000, |v| v.parse().unwrap());
+    let raw = std::env::var("TENURE_CPU_WHO").is_ok_and(|w| w == "raw");
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        if raw {
+            let mut raw_client = RawClient::connect(&server.url()).await;
+            for i in 0..n {
+                raw_client.cycle(&format!("raw-{i}")).await;
+            }
+        } else {
+            let backend = RedisStore::connect(&server.url(), RedisOptions::default())
+                .await
+                .unwrap();
+            let tenure = Coordinator::with_backend(backend);
+            for i in 0..n {
+                let lease = tenure.lease(format!("cpu-{i}"));
+                let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+                guard.release().await.unwrap();
+            }
+        }
+    });
+}
