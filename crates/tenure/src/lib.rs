@@ -1,77 +1,91 @@
 //! # tenure — leases that tell the truth, fencing tokens, and friends
 //!
-//! tenure coordinates processes through a shared store (Redis, or in-process
-//! memory for tests and single-process programs). Its central type is the
-//! [`Lease`]: a time-bounded lock whose [`LeaseGuard`] carries a [`Fence`] token,
-//! renews itself when asked to, and tells its holder when it may no longer be
-//! alone — before the store expires the key.
+//! Distributed coordination for Rust services, behind one API from a single
+//! host to a cluster:
 //!
-//! A lease limits concurrency; it does **not** guarantee exclusive execution once
-//! it has expired. A holder that pauses past its TTL can still write after someone
-//! else took over. Only the protected resource can refuse such a write, by
-//! checking the fencing token — which is what the example below does.
+//! - [leases](lease) (distributed locks) that never lie to their holder: the
+//!   [`LeaseGuard`] is told it may have lost the lease *before* the store lets
+//!   anyone else in;
+//! - [fencing tokens](fence), strictly increasing per key, that the protected
+//!   resource checks, so a holder that woke up too late is refused;
+//! - [leader election](election), [expiring semaphores](semaphore),
+//!   [run-once](once) (idempotency keys) and [rate limiters](limit), with a
+//!   tower/axum middleware in [`tenure-http`](https://docs.rs/tenure-http);
+//! - stores: an embedded [SQLite](crate::sqlite) file (the default of the
+//!   command line, no server), [Redis](crate::redis) (one master, Sentinel,
+//!   Cluster, or a [quorum](crate::quorum) of masters) and [etcd](crate::etcd)
+//!   (feature `etcd`), plus an in-process [`memory`] store.
+//!
+//! A lease limits concurrency; it does **not** guarantee exclusive execution
+//! once it has expired. A holder that pauses past its TTL can still write after
+//! someone else took over; only the resource can refuse that write, by checking
+//! the fence — which is what the example below shows, with no server.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
-//! use std::collections::HashMap;
 //! use std::time::Duration;
-//! use tenure::{Fence, Coordinator};
+//! use tenure::{Coordinator, Fence};
 //!
-//! // A resource that remembers the highest fence it accepted.
-//! let mut resource: HashMap<&str, (Fence, u64)> = HashMap::new();
-//! let mut fenced_write = |fence: Fence, balance: u64| match resource.get("acct:1") {
-//!     Some((last, _)) if *last >= fence => false, // stale holder: refused
-//!     _ => { resource.insert("acct:1", (fence, balance)); true }
-//! };
+//! // The protected resource remembers the highest fence it accepted.
+//! let mut last = Fence::new(0);
+//! let mut fenced_write = |fence: Fence| fence >= last && { last = fence; true };
 //!
-//! let tenure = Coordinator::memory(); // or Coordinator::connect("redis://127.0.0.1:6379").await?
-//! let lease = tenure.lease("acct:1").ttl(Duration::from_secs(10));
+//! let tenure = Coordinator::memory(); // or Coordinator::sqlite(path), ::connect(url)
+//! let lease = tenure.lease("account:7").ttl(Duration::from_millis(100));
+//! // A takes the lease, then stalls past its TTL.
 //! let a = lease.try_acquire().await?.into_guard().expect("free");
-//! let stale = a.fence();
-//! a.release().await?;
-//!
-//! let b = lease.try_acquire().await?.into_guard().expect("free again");
-//! assert!(b.fence() > stale);               // fences strictly increase
-//! assert!(fenced_write(b.fence(), 150));    // the current holder writes
-//! assert!(!fenced_write(stale, 100));       // a late write with an old fence is refused
+//! tokio::time::sleep(Duration::from_millis(300)).await;
+//! assert!(a.is_lost());
+//! // B takes it over with a greater fence and writes.
+//! let b = lease.try_acquire().await?.into_guard().expect("A's lease expired");
+//! assert!(b.fence() > a.fence());
+//! assert!(fenced_write(b.fence()));
+//! // A wakes up and writes anyway: refused.
+//! assert!(!fenced_write(a.fence()));
 //! b.release().await?;
 //! # Ok(()) }
 //! ```
 //!
-//! ## Modules
-//! - [`lease`]: acquire, wait, renew, release; the lost-lease signal; the
-//!   [`LeaseStore`](lease::LeaseStore) trait every store implements.
-//! - [`fence`]: fencing tokens and what a fenced resource answers.
-//! - Recipes on the lease core: [`election`] (leader election; the term is the
-//!   fence), [`semaphore`] (up to N holders, each permit a lease), [`once`]
-//!   (run an operation once per key, its result recorded); [`record`] is the
-//!   fenced [`RecordStore`](record::RecordStore) trait where elections and
-//!   run-once keep ids and results.
-//! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding window,
-//!   fixed window), compound policies, waiting; the
-//!   [`LimitStore`](limit::store::LimitStore) trait.
-//! - [`clock`]: the clock of local lease deadlines (counts suspended time) and
-//!   a fake clock for tests.
-//! - The stores, one folder each: [`memory`] (in-process), [`redis`] (one
-//!   master; also the fenced resource and Redis rate limits), [`sqlite`] (the
-//!   embedded single-host default), [`quorum`] (leases over N independent Redis
-//!   masters with fences that stay monotonic across holders).
-//! - [`telemetry`]: the `tracing` spans and the metric names.
+//! ## Know this first
 //!
-//! ## Cargo features
+//! - Unix; the tests run on Linux (macOS is handled by the code, untested).
+//!   Lease deadlines use `CLOCK_BOOTTIME` on Linux and `CLOCK_MONOTONIC`
+//!   elsewhere ([`clock`]). MSRV: Rust 1.88.
+//! - The tests run Redis 7.0; on 6.x (≥ 6.0.6) scripts stand in for the
+//!   Redis 7 functions and options, untested; Valkey is not tested. Run
+//!   Redis with `maxmemory-policy noeviction`.
+//! - Renewal is off by default for a plain lease ([`Lease::watchdog`]);
+//!   elections and run-once renew on their own.
+//! - Fence counters are kept forever, one per key ever leased (none on etcd):
+//!   use a bounded set of keys.
 //!
-//! The memory store, the APIs and the `tracing` spans are always compiled;
-//! each other store is a feature (default: `redis`, `sqlite`, `quorum`).
+//! ## Where to go next
+//!
+//! - [`Coordinator`]: the handle; [`Coordinator::connect`] turns a URL into
+//!   stores (`memory:`, `sqlite:PATH`, `redis://…`, `redis+cluster://…`,
+//!   `redis+sentinel://…`, several `redis://` URLs for a quorum, `etcd://…`).
+//! - [`lease`]: acquire, wait (first come, first served on Redis, SQLite and
+//!   etcd), renew, release, the lost signal; [`fence`]: the resource side.
+//! - Recipes on leases: [`election`] (the term is the fence), [`semaphore`]
+//!   (up to N holders), [`once`] (a result recorded once per key); [`record`]
+//!   is where elections and run-once keep ids and results.
+//! - [`limit`]: rate limiters (GCRA, token bucket, sliding log, sliding
+//!   window, fixed window), compound policies, waiting.
+//! - [`clock`]: the clock of lease deadlines and a fake clock for tests.
+//! - [`telemetry`]: `tracing` spans and events, metrics, and how to export them.
+//!
+//! ## Stores and cargo features
 //!
 //! | feature | default | what it compiles in |
 //! |---|---|---|
 //! | `redis` | yes | Redis: one master (`redis://`), a cluster (`redis+cluster://`), Sentinel (`redis+sentinel://`); leases, rate limits, records, semaphores, `RedisFencedStore` |
-//! | `quorum` | yes | leases over several Redis masters (Redlock): `Coordinator::connect_quorum`, comma-separated `redis://` URLs; turns on `redis` |
+//! | `quorum` | yes | leases over several Redis masters: `Coordinator::connect_quorum`, comma-separated `redis://` URLs; turns on `redis` |
 //! | `sqlite` | yes | the embedded single-host store `sqlite:PATH`, SQLite's C code compiled in (no system library) |
 //! | `tls` | no | `rediss://` with rustls (ring); turns on `redis` |
-//! | `etcd` | no | the etcd store `etcd://`, `etcds://` (brings tonic and prost; building needs `protoc`) |
+//! | `etcd` | no | the etcd store `etcd://`, `etcds://` (brings tonic and prost) |
 //! | `metrics` | no | metrics through the `metrics` facade (see [`telemetry`]); without it no metric code is compiled |
 //!
+//! The memory store, the APIs and the `tracing` spans are always compiled.
 //! [`Coordinator::connect`] with a URL whose store is compiled out returns
 //! [`Error::Config`] naming the feature.
 
@@ -110,8 +124,9 @@ pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire}
 pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
 pub use crate::token::OwnerToken;
 
-/// The README's `rust` examples (the recipes), compiled and run as doctests;
-/// its fragments are marked `rust,ignore`.
+/// The README's `rust` examples, compiled and run as doctests (those that
+/// need a server are `no_run`). `README.md` is a link to the repository's, so
+/// it is inside the package too.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
