@@ -130,3 +130,17 @@ pub use crate::token::OwnerToken;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The examples of the long docs in `docs/` (outside the package, so only
+/// under `cfg(doctest)`), compiled and, where they need no server, run.
+#[cfg(doctest)]
+mod docs_doctests {
+    #[doc = include_str!("../../../docs/recipes.md")]
+    struct Recipes;
+    #[doc = include_str!("../../../docs/limiters.md")]
+    struct Limiters;
+    #[doc = include_str!("../../../docs/quorum.md")]
+    struct Quorum;
+    #[doc = include_str!("../../../docs/redis.md")]
+    struct Redis;
+}

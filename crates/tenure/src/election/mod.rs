@@ -18,12 +18,17 @@
 //!   successor's id. [`Election::leader`] reads the record and the lease and
 //!   reports an id only when both name the same term. Between a new leader's
 //!   win and its id's write (one round trip) the id reads as `None`.
-//! - **Changes are pushed where the store can.** [`Election::observe`] wakes on
-//!   the lease's release notifications on Redis (a new leader's id is announced
-//!   on the same channel) and on etcd (a watch on the lease key and the
-//!   record), and on SQLite by the database file's changes (inotify on
-//!   Linux; polled where that is not available); elsewhere it polls. A
-//!   leader that crashes is noticed
+//! - **Candidates are served in arrival order where leases are.** A campaign
+//!   waits as [`Lease::acquire_within`] does: first come, first served on
+//!   Redis (one master, Sentinel, Cluster), SQLite and etcd; in memory and on
+//!   a quorum, woken candidates race.
+//! - **Changes are pushed.** [`Election::observe`] wakes on every release of
+//!   the leader's lease: Redis pub/sub, an etcd watch (on the lease key and
+//!   the record), the SQLite file's changes (inotify on Linux, one read every
+//!   100 ms per process elsewhere), at once in memory, each node's release on
+//!   a quorum. A new leader is announced on Redis (its id, on the same
+//!   channel), etcd and SQLite; in memory and on a quorum it is seen at the
+//!   next re-read ([`Election::poll_every`]). A leader that crashes is noticed
 //!   when its TTL runs out, on every store.
 //!
 //! # What an election does not guarantee
@@ -72,8 +77,9 @@ use crate::record::{PutOutcome, PutRule, Record, RecordStore};
 /// The longest candidate id accepted, in bytes.
 pub const MAX_ID_LEN: usize = 256;
 
-/// How often [`Observer::changed`] re-reads the election when nothing is
-/// pushed (SQLite, a quorum, or while nobody leads), unless set with
+/// How often [`Observer::changed`] re-reads the election when no
+/// notification tells it of a change (a new leader in memory or on a quorum,
+/// a leader whose id is not written yet), unless set with
 /// [`Election::poll_every`].
 pub const DEFAULT_POLL: Duration = Duration::from_millis(250);
 
@@ -153,8 +159,10 @@ impl Election {
     }
 
     /// Campaigns as `id` until elected or until `max_wait` has passed (`None`
-    /// then). Candidates wake on the leader's release (pushed on Redis) and
-    /// retry when its TTL runs out; who wins among them is not ordered.
+    /// then). Candidates wait as [`Lease::acquire_within`] does: in arrival
+    /// order on Redis (one master, Sentinel, Cluster), SQLite and etcd, woken
+    /// by the leader's release; in memory and on a quorum woken candidates
+    /// race. A leader that crashed is replaced when its TTL runs out.
     pub async fn campaign_within(
         &self,
         id: &str,
@@ -347,8 +355,8 @@ impl Observer {
     ///
     /// Two leaders with the same term and id are the same leadership; a
     /// change of `ttl_left` alone is not a change. A new leader is reported
-    /// once its id is readable. On Redis and etcd the wait ends on
-    /// a release or a new leader's announcement; otherwise, and for a leader
+    /// once its id is readable. The wait ends on a release (pushed on every
+    /// store) and, on Redis, etcd and SQLite, on a new leader; otherwise, and for a leader
     /// that crashed, the election is re-read every
     /// [`poll_every`](Election::poll_every) (at the latest when the
     /// leader's TTL runs out).

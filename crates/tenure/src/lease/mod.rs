@@ -279,7 +279,8 @@ impl Lease {
     /// without notifications they poll with jittered exponential backoff. A lease
     /// that expires instead of being released is retried when its TTL runs out.
     ///
-    /// On a store with a waiting line (one Redis master) waiting is FIFO: the
+    /// On a store with a waiting line (Redis: one master, Sentinel, Cluster)
+    /// waiting is FIFO: the
     /// wait's first attempt, refused, already stands the waiter in line, with
     /// one owner token for the whole wait ([`LeaseStore::wait_turn`]); a
     /// release hands the lease to the first live waiter and wakes only it,
@@ -297,8 +298,11 @@ impl Lease {
     /// end). On etcd waiting is FIFO too, by the create revision of each
     /// waiter's place: a release wakes the first waiter, which takes the lease
     /// with one transaction, and a plain `try_acquire` does not jump a line
-    /// that is not empty (see `docs/etcd.md`). On other stores all woken
-    /// waiters race and one wins.
+    /// that is not empty (see `docs/etcd.md`). On SQLite waiting is FIFO as
+    /// well (a line in the database; a release hands the lease to the first
+    /// live waiter in its transaction), and as on Redis a plain `try_acquire`
+    /// may take a lease whose TTL just ran out. In memory and on a quorum all
+    /// woken waiters race and one wins.
     ///
     /// A [transient](Error::is_transient) backend error (a restart, a frozen or
     /// overloaded server, a failover) does not end the wait: attempts go on with

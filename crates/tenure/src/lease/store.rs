@@ -145,7 +145,9 @@ pub struct LeaseStatus {
     pub held: bool,
     /// The holder's remaining TTL (`None` when free or when the key has no TTL).
     pub ttl_left: Option<Duration>,
-    /// The last fence handed out for this key (`None` if never acquired).
+    /// The last fence handed out for this key: `None` if it was never
+    /// acquired, and on etcd whenever the key is free (the fence there is the
+    /// create revision of a key that exists only while held).
     pub fence: Option<Fence>,
     /// Where the backend stores the lease (e.g. the Redis key).
     pub storage_key: String,

@@ -5,7 +5,8 @@
 //! operation under it, passing the lease's fence. When it completes, its result
 //! is recorded next to the lease for the retention period with a
 //! write-if-absent, and the lease is released. Concurrent callers wait (woken
-//! by the release on Redis, polling elsewhere) and receive the recorded
+//! by the runner's release, which every store pushes: Redis pub/sub, an etcd
+//! watch, the SQLite file's changes, a channel in memory) and receive the recorded
 //! result; later callers within the retention period receive it at once. If
 //! the runner dies or loses its lease before recording, the next caller takes
 //! the lease over — with a higher fence — and runs the operation again.
@@ -81,7 +82,8 @@ pub const DEFAULT_MAX_RESULT: usize = 1024 * 1024;
 pub const MAX_RESULT: usize = 64 * 1024 * 1024;
 
 /// Longest pause between two looks at a running operation when releases are
-/// not pushed (SQLite, memory without a release).
+/// not pushed (a Redis user without channel rights, a watch that could not be
+/// set up).
 const MAX_POLL: Duration = Duration::from_millis(250);
 
 /// Longest wait for a pushed release before looking again anyway.

@@ -1,20 +1,21 @@
 //! Expiring semaphores: up to N holders of one key at once, each permit a lease.
 //!
 //! A permit is acquired, renewed and released like a lease — one atomic script
-//! (Redis) or transaction (SQLite) each — so it has a TTL, the watchdog, the
+//! (Redis) or transaction (SQLite, etcd) each — so it has a TTL, the watchdog, the
 //! lost signal and a fence: [`Semaphore::lease`] returns an ordinary
 //! [`Lease`] whose guards are permits. Fences are strictly increasing per
 //! semaphore (one counter for all its permits). A crashed holder's permit
 //! expires with its TTL. The number of permits is given with each acquisition:
 //! changing it applies to new acquisitions, which are admitted only while
 //! fewer than the new N permits are held, so once the old holders are gone
-//! never more than the new N hold. Waiters are woken by releases on Redis and
-//! etcd and poll elsewhere.
+//! never more than the new N hold. Waiters are woken by releases on Redis,
+//! etcd and in memory, and poll on SQLite; woken waiters race (permits have no
+//! waiting line).
 //!
 //! On a quorum of Redis masters semaphores are refused with
-//! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the alternative (one Redis master or
-//! SQLite): a permit count split across independent masters would need its
-//! own majority protocol.
+//! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming an
+//! alternative store: a permit count split across independent masters would
+//! need its own majority protocol.
 //!
 //! # What a semaphore does not guarantee
 //!

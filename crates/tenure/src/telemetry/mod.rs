@@ -24,7 +24,18 @@
 //! tells the story of a contended hand-off (the waiter's attempts, the wake-up
 //! by the release, the grant and its fence, the holder's release) and every
 //! limiter decision, and `trace` adds renewals and each quorum node's replies.
-//! `RUST_LOG=tenure=debug` with `tracing-subscriber`'s `EnvFilter` shows it.
+//! `RUST_LOG=tenure=debug` with `tracing-subscriber`'s `EnvFilter` shows it
+//! (`tenure -vv` on the command line). A waiter and the holder in one
+//! process, on Redis:
+//!
+//! ```text
+//! DEBUG wait{key=orders store=redis://127.0.0.1:6379 max_wait_ms=20000}:acquire{… ttl_left_ms=9999 outcome="held" latency_us=207}: held
+//! DEBUG wait{key=orders store=redis://127.0.0.1:6379 max_wait_ms=20000}: held by another holder; waiting ttl_left_ms=9999
+//! DEBUG wait{key=orders …}: woken by a release
+//! DEBUG release{key=orders store=redis://127.0.0.1:6379 fence=1 held_ms=321 outcome="released" latency_us=651}: released
+//! DEBUG wait{key=orders …}:acquire{… fence=2 outcome="acquired" latency_us=305}: acquired
+//! DEBUG wait{key=orders … attempts=3 fence=2 outcome="acquired" latency_us=321883}: acquired
+//! ```
 //!
 //! Without a subscriber that wants them, spans and events cost what `tracing`
 //! charges for a disabled callsite; their fields (the store's description
@@ -57,6 +68,20 @@
 //! limiter's own outcome. Hand-off latency starts when the notification
 //! arrives, so it does not include the notification's own trip; waiters that
 //! poll (no notifications) and grants after an expiry are not counted.
+//!
+//! To export to Prometheus, add `metrics-exporter-prometheus` and serve its
+//! handle (this is what the bank example does at `GET /metrics`; a test
+//! scrapes it over loopback):
+//!
+//! ```ignore
+//! // Cargo.toml: tenure = { version = "0.1", features = ["metrics"] }
+//! //             metrics-exporter-prometheus = { version = "0.18", default-features = false }
+//! let handle = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+//! let app = axum::Router::new().route("/metrics", axum::routing::get(move || {
+//!     let handle = handle.clone();
+//!     async move { handle.run_upkeep(); handle.render() }
+//! }));
+//! ```
 
 #[cfg(feature = "metrics")]
 mod meter;
