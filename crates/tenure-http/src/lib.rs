@@ -19,7 +19,12 @@
 //! - **failures** of the store are answered within a per-decision time budget,
 //!   by failing open or closed (`503`) as configured ([`FailurePolicy`]).
 //!
-//! See `docs/http.md` for what the middleware does not guarantee.
+//! What it does not guarantee: it is no flood shield (a refused request still
+//! costs a parse and a store round trip); per IP is not per person; the
+//! trusted ranges must be exactly your proxies; fail open is unlimited while
+//! the store is down; the [budget](RateLimitLayer::budget) bounds latency, not
+//! accounting; requests are counted before the handler runs and never
+//! refunded; `Retry-After` is advice.
 //!
 //! The crate's shape: [`rate_limit`] is the middleware in tower's layout (layer,
 //! service, future, and the pure decision-to-response functions); [`key`] holds
@@ -53,6 +58,11 @@
 //! no key and requests get `400` (or the [`MissingKey::Bucket`] you configured).
 
 #![forbid(unsafe_code)]
+
+/// The README's example (the crate's page on crates.io), compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub mod headers;
 pub mod key;
