@@ -13,8 +13,8 @@
 //!   tower/axum middleware in [`tenure-http`](https://docs.rs/tenure-http);
 //! - stores: an embedded [SQLite](crate::sqlite) file (the default of the
 //!   command line, no server), [Redis](crate::redis) (one master, Sentinel,
-//!   Cluster, or a [quorum](crate::quorum) of masters) and [etcd](crate::etcd)
-//!   (feature `etcd`), plus an in-process [`memory`] store.
+//!   Cluster, or a [`quorum`] of masters) and etcd (feature
+//!   `etcd`, module `tenure::etcd`), plus an in-process [`memory`] store.
 //!
 //! A lease limits concurrency; it does **not** guarantee exclusive execution
 //! once it has expired. A holder that pauses past its TTL can still write after
