@@ -3,16 +3,20 @@
 //! it — the same behaviour on every store.
 //!
 //! A store keeps lease keys with an owner token and a TTL, and a fence counter per
-//! key. The implementations live in one folder each:
+//! key (etcd uses the key's create revision instead). The implementations live
+//! in one folder each:
 //!
 //! - [`MemoryStore`](crate::memory::MemoryStore): in-process, for unit tests and
 //!   single-process programs.
-//! - [`RedisStore`](crate::redis::RedisStore): one Redis master, one round trip per
-//!   operation; optionally waiting for replica acknowledgements.
+//! - [`RedisStore`](crate::redis::RedisStore): one Redis master, a Redis Cluster
+//!   or the master Sentinel names, one round trip per operation; optionally
+//!   waiting for replica acknowledgements.
 //! - [`QuorumStore`](crate::quorum::QuorumStore): N independent Redis masters
 //!   (Redlock) with fencing tokens that stay monotonic across holders.
 //! - [`SqliteStore`](crate::sqlite::SqliteStore): a SQLite file shared by the
 //!   processes of one host; the embedded default of the `tenure` command line.
+//! - `EtcdStore` (feature `etcd`, in `tenure::etcd`): an etcd cluster; grants
+//!   committed by a majority.
 //!
 //! Every store counts a lease valid for its TTL minus one clock-drift margin,
 //! [`DriftMargin`] (default 1% + 2 ms; [`drift`] and [`valid_until`] use it).
