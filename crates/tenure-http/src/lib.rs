@@ -53,6 +53,8 @@
 //! no key and requests get `400` (or the [`MissingKey::Bucket`] you configured).
 
 #![forbid(unsafe_code)]
+// docs.rs builds with `--cfg docsrs` on nightly: each item shows the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod headers;
 pub mod key;
