@@ -54,8 +54,13 @@ done
 cargo test -q -p tenure --no-default-features --lib features:: >/dev/null
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-echo "== cargo package (the publishable crates; examples and tenure-test have publish = false)"
-cargo package -p tenure -p tenure-http -p tenure-cli --no-verify --allow-dirty --quiet
+echo "== cargo publish --dry-run (the publishable crates, each built from its packaged sources)"
+# Examples, tenure-test, tenure-chaos and tenure-bench have publish = false.
+# Verification builds every crate from its .crate file against the others
+# (a local registry cargo makes for the run), as crates.io would.
+cargo publish --dry-run --allow-dirty --quiet -p tenure -p tenure-http -p tenure-cli
+echo "== dependency audit (sources and licences, offline)"
+./scripts/audit-deps
 echo "== rust-version"
 ./scripts/check-rust-version.sh
 echo "== examples"

@@ -58,6 +58,8 @@
 //! no key and requests get `400` (or the [`MissingKey::Bucket`] you configured).
 
 #![forbid(unsafe_code)]
+// docs.rs builds with `--cfg docsrs` on nightly: each item shows the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// The README's example (the crate's page on crates.io), compiled as a doctest.
 #[cfg(doctest)]

@@ -90,6 +90,8 @@
 //! [`Error::Config`] naming the feature.
 
 #![forbid(unsafe_code)]
+// docs.rs builds with `--cfg docsrs` on nightly: each item shows the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod clock;
 mod coordinator;

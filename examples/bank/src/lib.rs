@@ -1,4 +1,4 @@
-//! The seeds' bank service, built on tenure.
+//! A small bank service, built on tenure.
 //!
 //! - `GET /accounts/{id}` → `{"id": …, "balance": …}`;
 //! - `POST /accounts/{id}/deposit` and `POST /accounts/{id}/withdraw` with
@@ -71,7 +71,7 @@ pub async fn app(config: &Config) -> Result<Router, StartError> {
         .map_err(|e| StartError(format!("--database-url: {e}")))?;
     let quota = Quota::new(config.limit.count.get(), config.limit.period)
         .map_err(|e| StartError(format!("--limit: {e}")))?;
-    // The seeds' "sliding window" is a log of timestamps (a sorted set): exact,
+    // The usual Redis "sliding window" is a log of timestamps (a sorted set): exact,
     // never more than the limit in any window.
     let limiter = tenure.limiter(quota, Algorithm::SlidingLog);
     let trusted = config

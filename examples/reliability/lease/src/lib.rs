@@ -1,4 +1,4 @@
-//! The seeds' scenario: a lease holder pauses past its TTL and writes late.
+//! The stale-holder scenario: a lease holder pauses past its TTL and writes late.
 //!
 //! ```text
 //! t=0      A acquires "account:1" with a short TTL, checks it still holds it
