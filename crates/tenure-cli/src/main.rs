@@ -15,6 +15,8 @@ mod limit;
 mod list;
 mod once;
 mod output;
+#[cfg(test)]
+mod reference;
 mod run;
 mod secrets;
 mod status;
