@@ -48,18 +48,31 @@ pub struct Global {
     )]
     pub backends: Vec<String>,
 
-    /// PEM file of the CA that signs the rediss:// server's or the etcds://
-    /// members' certificates (default: the system's trusted roots).
+    /// PEM file of the CA that signs the server's certificates of a
+    /// rediss://, rediss+cluster://, rediss+sentinel:// or etcds:// store
+    /// (default: the system's trusted roots); ignored for other stores.
     #[arg(long, value_name = "FILE", global = true, env = "TENURE_CACERT")]
     pub cacert: Option<PathBuf>,
 
     /// PEM client certificate for a rediss:// server or etcds:// members
     /// that check clients (with --tls-key).
-    #[arg(long, value_name = "FILE", global = true, requires = "tls_key")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        global = true,
+        env = "TENURE_TLS_CERT",
+        requires = "tls_key"
+    )]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key of --tls-cert.
-    #[arg(long, value_name = "FILE", global = true, requires = "tls_cert")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        global = true,
+        env = "TENURE_TLS_KEY",
+        requires = "tls_cert"
+    )]
     pub tls_key: Option<PathBuf>,
 
     /// Print nothing but errors (and what --json asks for).

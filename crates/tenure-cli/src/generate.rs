@@ -10,7 +10,7 @@ use clap_mangen::roff::{Roff, bold, roman};
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::exit;
 
-pub const ENVIRONMENT: [(&str, &str); 7] = [
+pub const ENVIRONMENT: [(&str, &str); 9] = [
     (
         "TENURE_BACKEND",
         "store URL(s), comma-separated; --backend wins over it",
@@ -22,7 +22,16 @@ pub const ENVIRONMENT: [(&str, &str); 7] = [
     ),
     (
         "TENURE_CACERT",
-        "the CA file for a rediss:// or etcds:// store, as --cacert (which wins over it)",
+        "the CA file of a TLS store (rediss://, rediss+cluster://, rediss+sentinel://, \
+         etcds://), as --cacert (which wins over it)",
+    ),
+    (
+        "TENURE_TLS_CERT",
+        "the client certificate for a TLS store, as --tls-cert (which wins over it)",
+    ),
+    (
+        "TENURE_TLS_KEY",
+        "the client certificate's private key, as --tls-key (which wins over it)",
     ),
     (
         "RUST_LOG",
@@ -112,7 +121,7 @@ fn page(cmd: &clap::Command) -> std::io::Result<Vec<u8>> {
     }
     roff.control("SH", ["SEE ALSO"]);
     roff.text([roman(
-        "flock(1); docs/cli.md in the tenure repository, the contract scripts rely on.",
+        "flock(1); https://crates.io/crates/tenure-cli, the contract scripts rely on.",
     )]);
     roff.to_writer(&mut out)?;
     Ok(out)
