@@ -11,16 +11,11 @@ use tenure::limit::Algorithm;
 
 use crate::duration;
 
-/// Leases with fencing tokens and rate limits from the shell, on an embedded
-/// SQLite database (no setup) or on Redis.
-///
-/// Exit statuses: the command's own (128+N when it died by signal N) for `run`;
-/// 64 bad usage, 65 a `limit` cost above capacity, 69 backend unreachable,
-/// 73 a --json-file or man page that cannot be written,
-/// 75 not acquired in time / rate limited, 76 the command may not have run
-/// alone (lease lost, deleted or taken while it ran).
+/// The whole command line: global options and one subcommand. (The about
+/// text is the crate's description; `--help` ends with examples and the exit
+/// statuses.)
 #[derive(Debug, Parser)]
-#[command(name = "tenure", version, about, long_about = None, after_help = EXAMPLES)]
+#[command(name = "tenure", version, about, long_about = None, after_help = root_after_help())]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -53,18 +48,31 @@ pub struct Global {
     )]
     pub backends: Vec<String>,
 
-    /// PEM file of the CA that signs the rediss:// server's or the etcds://
-    /// members' certificates (default: the system's trusted roots).
+    /// PEM file of the CA that signs the server's certificates of a
+    /// rediss://, rediss+cluster://, rediss+sentinel:// or etcds:// store
+    /// (default: the system's trusted roots); ignored for other stores.
     #[arg(long, value_name = "FILE", global = true, env = "TENURE_CACERT")]
     pub cacert: Option<PathBuf>,
 
     /// PEM client certificate for a rediss:// server or etcds:// members
     /// that check clients (with --tls-key).
-    #[arg(long, value_name = "FILE", global = true, requires = "tls_key")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        global = true,
+        env = "TENURE_TLS_CERT",
+        requires = "tls_key"
+    )]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key of --tls-cert.
-    #[arg(long, value_name = "FILE", global = true, requires = "tls_cert")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        global = true,
+        env = "TENURE_TLS_KEY",
+        requires = "tls_cert"
+    )]
     pub tls_key: Option<PathBuf>,
 
     /// Print nothing but errors (and what --json asks for).
@@ -85,6 +93,11 @@ Examples:
   tenure limit -k api:alice --rate 10/1m
   tenure status -k nightly --json
   TENURE_BACKEND=redis://10.0.0.5:6379 tenure run -k nightly -c ./job.sh";
+
+/// The top-level `--help` epilogue: examples, then the exit-status table.
+fn root_after_help() -> String {
+    format!("{EXAMPLES}\n\n{}", crate::exit::help_text())
+}
 
 const RUN_EXAMPLES: &str = "\
 Examples:
@@ -114,6 +127,23 @@ const STATUS_EXAMPLES: &str = "\
 Examples:
   tenure status -k nightly
   tenure status -k nightly --json | jq .holder";
+
+const ONCE_EXAMPLES: &str = "\
+Examples:
+  tenure once --key migrate-v42 -- ./migrate.sh      # on every host; runs once
+  tenure once --key report:2026-12-01 --capture --retain 7d -- ./report
+  tenure once --key seed --cache-failures --wait 1m -- ./seed.sh";
+
+const COMPLETIONS_EXAMPLES: &str = "\
+Examples:
+  tenure completions bash > ~/.local/share/bash-completion/completions/tenure
+  tenure completions zsh > \"${fpath[1]}/_tenure\"
+  tenure completions fish > ~/.config/fish/completions/tenure.fish";
+
+const MAN_EXAMPLES: &str = "\
+Examples:
+  tenure man | man -l -
+  tenure man --dir /usr/local/share/man/man1";
 
 const LIST_EXAMPLES: &str = "\
 Examples:
@@ -147,12 +177,15 @@ pub enum Command {
     Leader(crate::leader::LeaderArgs),
     /// Run a command at most once per key; later and concurrent callers exit
     /// with its recorded status (and replay its stdout with --capture).
+    #[command(after_help = ONCE_EXAMPLES)]
     Once(crate::once::OnceArgs),
     /// Print a shell completion script on stdout (e.g. `tenure completions
     /// bash > /etc/bash_completion.d/tenure`).
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout, or write one page per command
     /// into a directory with --dir.
+    #[command(after_help = MAN_EXAMPLES)]
     Man(ManArgs),
 }
 

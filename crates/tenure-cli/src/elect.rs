@@ -97,7 +97,7 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
         return Err(Failure::usage(format!(
             "--id: {} keeps no leader ids (a quorum of Redis masters keeps no records), so \
              `tenure leader` could not show it; drop --id (the term is still the fence), \
-             or elect on one Redis master or SQLite",
+             or elect on one Redis master, SQLite or etcd",
             tenure.backend().describe()
         )));
     }

@@ -1,12 +1,16 @@
-//! Exit statuses (the `sysexits.h` values scripts know) and the one-line failure
-//! that goes with them.
+//! Exit statuses (the `sysexits.h` values scripts know), what each means, and
+//! the one-line failure that goes with them.
+//!
+//! [`TABLE`] is the one list of statuses and meanings: `tenure --help`, the man
+//! pages and the table in docs/cli.md are all rendered from it.
 
 use std::fmt;
 
 /// Bad usage: unknown flag, malformed duration, zero TTL, empty key, unknown
 /// backend scheme.
 pub const USAGE: u8 = 64;
-/// A `limit` cost above the quota's capacity: it could never be allowed.
+/// A `limit` cost above the quota's capacity (it could never be allowed), or a
+/// `once --capture` output too large to record.
 pub const DATA: u8 = 65;
 /// The backend is unreachable or unusable.
 pub const UNAVAILABLE: u8 = 69;
@@ -24,6 +28,150 @@ pub const LEASE_LOST: u8 = 76;
 pub const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found.
 pub const NOT_FOUND: u8 = 127;
+
+/// Which exit statuses a row of [`TABLE`] describes.
+#[derive(Debug, Clone, Copy)]
+pub enum Status {
+    /// The command's own status, passed through.
+    Command,
+    /// 128+N: a signal N ended the command (or tenure).
+    Signal,
+    /// These fixed statuses.
+    Codes(&'static [u8]),
+}
+
+impl Status {
+    /// How the status column shows it: `the command's`, `128+N`, `126, 127`.
+    pub fn label(self) -> String {
+        match self {
+            Status::Command => "the command's".to_string(),
+            Status::Signal => "128+N".to_string(),
+            Status::Codes(codes) => codes
+                .iter()
+                .map(u8::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+}
+
+/// One row of the exit-status table.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    /// The status or statuses.
+    pub status: Status,
+    /// What it means, per subcommand; `code spans` in Markdown backticks.
+    pub meaning: &'static str,
+}
+
+impl Row {
+    /// The meaning as plain text (backticks dropped), for `--help` and man.
+    pub fn plain(&self) -> String {
+        self.meaning.replace('`', "")
+    }
+}
+
+/// Every exit status tenure can return, with its meaning.
+pub const TABLE: [Row; 12] = [
+    Row {
+        status: Status::Command,
+        meaning: "`run`, `elect`, `once`: the command exited with it (`once`: or the recorded \
+                  status of an earlier run)",
+    },
+    Row {
+        status: Status::Signal,
+        meaning: "`run`, `elect`: the command was killed by signal N; `elect`: tenure got \
+                  signal N while campaigning",
+    },
+    Row {
+        status: Status::Codes(&[0]),
+        meaning: "`status`, `list`; `limit`: allowed; `leader`: someone leads; \
+                  `completions`, `man`, `--help`, `--version`",
+    },
+    Row {
+        status: Status::Codes(&[USAGE]),
+        meaning: "bad usage: unknown flag, malformed duration, zero TTL, a TTL too short to \
+                  renew, `--grace` above a third of the TTL, empty key, unknown backend \
+                  scheme, `memory:`, missing command; `run --permits 0`; `elect --id` empty, \
+                  too long, with control characters, or on a quorum; `once` or \
+                  `run --permits` on a quorum; `limit` on a quorum or etcd; a `--label` too \
+                  long or with control characters; `list --watch` without a terminal; \
+                  `list` on a quorum or a Redis Cluster",
+    },
+    Row {
+        status: Status::Codes(&[DATA]),
+        meaning: "`limit`: the cost exceeds the quota's capacity (it could never be \
+                  allowed); `once --capture`: the output is too large to record",
+    },
+    Row {
+        status: Status::Codes(&[UNAVAILABLE]),
+        meaning: "the backend is unreachable or unusable (refused connection, timeout, \
+                  quorum unavailable, unopenable, corrupt or foreign SQLite file, a Redis \
+                  key holding data of another type)",
+    },
+    Row {
+        status: Status::Codes(&[SOFTWARE]),
+        meaning: "internal failure (no signal handlers, no runtime, stdout closed while \
+                  `completions` or `man` wrote)",
+    },
+    Row {
+        status: Status::Codes(&[CANT_CREATE]),
+        meaning: "`run --json-file`, `man --dir`: the file or directory cannot be created",
+    },
+    Row {
+        status: Status::Codes(&[NOT_ACQUIRED]),
+        meaning: "`run`: not acquired within `--wait` (or the `--conflict-exit-code`); \
+                  `limit`: limited; `leader`: nobody leads; `once`: another caller still \
+                  runs it after `--wait`",
+    },
+    Row {
+        status: Status::Codes(&[LEASE_LOST]),
+        meaning: "`run`: the command may not have run alone (the lease was lost, deleted or \
+                  taken while it ran, or was left with too little validity to start it); \
+                  `elect --once`: leadership was lost; `once`: the runner's lease was lost",
+    },
+    Row {
+        status: Status::Codes(&[CANNOT_EXECUTE]),
+        meaning: "`run`, `elect`, `once`: the command was found but could not be executed",
+    },
+    Row {
+        status: Status::Codes(&[NOT_FOUND]),
+        meaning: "`run`, `elect`, `once`: the command was not found",
+    },
+];
+
+/// The exit-status table as `--help` shows it: a heading, then one entry per
+/// row, its meaning wrapped under a hanging indent.
+pub fn help_text() -> String {
+    const WIDTH: usize = 80;
+    let column = TABLE
+        .iter()
+        .map(|r| r.status.label().len())
+        .max()
+        .unwrap_or(0)
+        + 4;
+    let mut out = String::from("Exit statuses:\n");
+    for row in &TABLE {
+        let mut line = format!("  {:<w$}", row.status.label(), w = column - 2);
+        let mut width = line.len();
+        for word in row.plain().split_whitespace() {
+            if width > column && width + 1 + word.len() > WIDTH {
+                out.push_str(line.trim_end());
+                out.push('\n');
+                line = " ".repeat(column);
+                width = column;
+            } else if width > column {
+                line.push(' ');
+                width += 1;
+            }
+            line.push_str(word);
+            width += word.chars().count();
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.trim_end().to_string()
+}
 
 /// A failure to report on one line of stderr, with its exit status.
 #[derive(Debug)]

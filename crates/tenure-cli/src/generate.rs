@@ -10,61 +10,7 @@ use clap_mangen::roff::{Roff, bold, roman};
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::exit;
 
-/// Exit statuses, as the man pages list them (docs/cli.md has the same table).
-const EXIT_STATUSES: [(&str, &str); 11] = [
-    (
-        "the command's",
-        "run, elect, once: the command exited with it (once: or the recorded status of an \
-         earlier run)",
-    ),
-    (
-        "128+N",
-        "run, elect: the command was killed by signal N; elect: tenure got signal N \
-         while campaigning",
-    ),
-    (
-        "0",
-        "status, list; limit allowed; leader: someone leads; completions and man",
-    ),
-    (
-        "64",
-        "bad usage: unknown flag, malformed duration, a TTL too short to renew, \
-         --grace above a third of the TTL, empty key, unknown store, missing command, \
-         a label with control characters, list --watch without a terminal",
-    ),
-    (
-        "65",
-        "limit: the cost exceeds the quota's capacity (it could never be allowed); \
-         once --capture: the output is too large to record",
-    ),
-    (
-        "69",
-        "the store is unreachable or unusable (refused connection, timeout, \
-         quorum unavailable, corrupt or foreign SQLite file)",
-    ),
-    ("70", "internal failure (no signal handlers, no runtime)"),
-    (
-        "73",
-        "run --json-file, man --dir: the file or directory cannot be created",
-    ),
-    (
-        "75",
-        "run: not acquired within --wait (or the --conflict-exit-code); limit: limited; \
-         leader: nobody leads; once: another caller still runs it after --wait",
-    ),
-    (
-        "76",
-        "run: the command may not have run alone (the lease was lost, deleted or \
-         taken while it ran); elect --once: leadership was lost; once: the runner's \
-         lease was lost",
-    ),
-    (
-        "126, 127",
-        "run, elect: the command could not be executed / was not found",
-    ),
-];
-
-const ENVIRONMENT: [(&str, &str); 7] = [
+pub const ENVIRONMENT: [(&str, &str); 9] = [
     (
         "TENURE_BACKEND",
         "store URL(s), comma-separated; --backend wins over it",
@@ -76,7 +22,16 @@ const ENVIRONMENT: [(&str, &str); 7] = [
     ),
     (
         "TENURE_CACERT",
-        "the CA file for a rediss:// or etcds:// store, as --cacert (which wins over it)",
+        "the CA file of a TLS store (rediss://, rediss+cluster://, rediss+sentinel://, \
+         etcds://), as --cacert (which wins over it)",
+    ),
+    (
+        "TENURE_TLS_CERT",
+        "the client certificate for a TLS store, as --tls-cert (which wins over it)",
+    ),
+    (
+        "TENURE_TLS_KEY",
+        "the client certificate's private key, as --tls-key (which wins over it)",
     ),
     (
         "RUST_LOG",
@@ -144,16 +99,19 @@ fn page(cmd: &clap::Command) -> std::io::Result<Vec<u8>> {
     let mut roff = Roff::new();
     if let Some(text) = examples {
         roff.control("SH", ["EXAMPLES"]).control("nf", []);
-        for line in text.lines().filter(|l| l.trim() != "Examples:") {
+        // The examples end at the first blank line (the top-level help goes
+        // on with the exit statuses, which get their own section below).
+        let lines = text.lines().skip_while(|l| l.trim() == "Examples:");
+        for line in lines.take_while(|l| !l.trim().is_empty()) {
             roff.text([roman(line.trim_start())]);
         }
         roff.control("fi", []);
     }
     roff.control("SH", ["EXIT STATUS"]);
-    for (status, meaning) in EXIT_STATUSES {
+    for row in &exit::TABLE {
         roff.control("TP", [])
-            .text([bold(status)])
-            .text([roman(meaning)]);
+            .text([bold(row.status.label())])
+            .text([roman(row.plain())]);
     }
     roff.control("SH", ["ENVIRONMENT"]);
     for (name, meaning) in ENVIRONMENT {
@@ -163,7 +121,7 @@ fn page(cmd: &clap::Command) -> std::io::Result<Vec<u8>> {
     }
     roff.control("SH", ["SEE ALSO"]);
     roff.text([roman(
-        "flock(1); docs/cli.md in the tenure repository, the contract scripts rely on.",
+        "flock(1); https://crates.io/crates/tenure-cli, the contract scripts rely on.",
     )]);
     roff.to_writer(&mut out)?;
     Ok(out)

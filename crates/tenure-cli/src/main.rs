@@ -1,9 +1,13 @@
 //! The `tenure` command line: a thin layer over the tenure library.
 //!
-//! `tenure run` runs a command under a lease, `tenure limit` takes units from a
-//! rate limit, `tenure status` inspects a lease, `tenure list` the held ones; `tenure completions` and
-//! `tenure man` print what packagers install. See
-//! docs/cli.md for the contract scripts rely on (options, output, exit statuses).
+//! `tenure run` runs a command under a lease, `tenure elect` runs one only
+//! while this process leads an election and `tenure leader` shows who leads,
+//! `tenure once` runs a command at most once per key, `tenure limit` takes
+//! units from a rate limit, `tenure status` inspects a lease and `tenure list`
+//! the held ones; `tenure completions` and `tenure man` print what packagers
+//! install. The store is the embedded SQLite file by default, or Redis (one
+//! master, Cluster, Sentinel, a quorum of masters) or etcd. See docs/cli.md for
+//! the contract scripts rely on (options, output, exit statuses).
 
 mod cli;
 mod duration;
@@ -15,6 +19,8 @@ mod limit;
 mod list;
 mod once;
 mod output;
+#[cfg(test)]
+mod reference;
 mod run;
 mod secrets;
 mod status;

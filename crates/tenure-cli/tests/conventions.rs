@@ -288,6 +288,9 @@ fn help_shows_examples() {
         (vec!["status", "--help"], "--json"),
         (vec!["elect", "--help"], "tenure elect -k"),
         (vec!["leader", "--help"], "tenure leader -k"),
+        (vec!["once", "--help"], "tenure once"),
+        (vec!["completions", "--help"], "tenure completions bash"),
+        (vec!["man", "--help"], "tenure man --dir"),
     ] {
         let out = output(s.tenure().args(&args));
         assert_eq!(out.status.code(), Some(0), "{args:?}");
@@ -297,6 +300,72 @@ fn help_shows_examples() {
             text.contains(mentions),
             "{args:?} should mention {mentions:?}: {text}"
         );
+    }
+}
+
+/// The statuses `tenure --help` lists, in order (`the command's`, `128+N`,
+/// `0`, …): the first column of its "Exit statuses:" section.
+fn statuses_in_help(help: &str) -> Vec<String> {
+    let section = help
+        .split("Exit statuses:\n")
+        .nth(1)
+        .expect("an Exit statuses section");
+    section
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter(|l| !l.starts_with(' '))
+        .map(|l| l.split("  ").next().unwrap_or("").trim().to_string())
+        .collect()
+}
+
+/// The statuses docs/cli.md's exit-status table lists, in order.
+fn statuses_in_docs() -> Vec<String> {
+    let doc = include_str!("../../../docs/cli.md");
+    let section = doc.split("## Exit statuses\n").nth(1).expect("the section");
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| status |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('|').nth(1).unwrap_or("").trim().to_string())
+        .collect()
+}
+
+#[test]
+fn help_man_and_docs_list_the_same_exit_statuses() {
+    let s = Sandbox::new();
+    let out = output(s.tenure().arg("--help"));
+    assert_eq!(out.status.code(), Some(0));
+    let help = statuses_in_help(&stdout(&out));
+    let docs = statuses_in_docs();
+    for expected in [
+        "the command's",
+        "128+N",
+        "0",
+        "64",
+        "65",
+        "69",
+        "70",
+        "73",
+        "75",
+        "76",
+        "126",
+        "127",
+    ] {
+        assert!(
+            help.iter().any(|h| h == expected),
+            "--help lacks {expected}: {help:?}"
+        );
+    }
+    assert_eq!(help, docs, "--help and docs/cli.md disagree");
+    // The man page's section comes from the same table (roff escapes the
+    // apostrophe of "the command's", so that row is looked up by its start).
+    let man = stdout(&output(s.tenure().arg("man")));
+    let exit_section = man.split("EXIT STATUS").nth(1).expect("EXIT STATUS");
+    for status in &help {
+        let head = status.split('\'').next().unwrap_or(status);
+        assert!(exit_section.contains(head), "man lacks {status}");
     }
 }
 

@@ -190,6 +190,30 @@ fn etcds_with_cacert_runs_and_a_wrong_ca_exits_69() {
     );
     let out = output(s.tenure().args(tls).args(["status", "--key", "tls"]));
     assert!(out.status.success(), "{}", stderr(&out));
+    // The same three files from the environment.
+    let out = output(
+        s.tenure()
+            .env("TENURE_CACERT", &ca)
+            .env("TENURE_TLS_CERT", &cert)
+            .env("TENURE_TLS_KEY", &key)
+            .args(["--backend", &etcd.tls_url(), "status", "--key", "tls"]),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // A certificate without its key is a usage error, from either source.
+    assert_one_line_error(
+        &s,
+        &["--tls-cert", &cert, "status", "--key", "tls"],
+        64,
+        "--tls-key",
+    );
+    let out = output(s.tenure().env("TENURE_TLS_CERT", &cert).args([
+        "--backend",
+        &etcd.tls_url(),
+        "status",
+        "--key",
+        "tls",
+    ]));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
 
     let other = certs.path("other-ca.pem").display().to_string();
     let start = std::time::Instant::now();

@@ -198,7 +198,7 @@ fn sqlite_status_and_list_show_who_holds_it() {
 
     // A run waiting on a terminal names the holder in its live line, and in
     // its note when it gives up.
-    let tenure = env!("CARGO_BIN_EXE_tenure");
+    let tenure = common::binary().display().to_string();
     let screen = on_a_terminal(
         &s,
         &format!("{tenure} --backend {backend} run --key jobs:b --wait 1500ms -- true"),

@@ -372,7 +372,7 @@ fn lowering_five_to_two_under_load(backend: &str) {
                     .env("HOME", sandbox.dir.path())
                     .env_remove("TENURE_BACKEND")
                     .env_remove("TENURE_DB")
-                    .env("TENURE", env!("CARGO_BIN_EXE_tenure"))
+                    .env("TENURE", common::binary())
                     .env("BACKEND", backend)
                     .env("STAYS", sandbox.path(&format!("stays.{i}")))
                     .stdin(Stdio::null())

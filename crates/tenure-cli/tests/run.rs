@@ -306,7 +306,7 @@ fn on_a_terminal_the_command_can_read_from_it() {
     let sandbox = Sandbox::new();
     let inner = format!(
         "{} run --key tty -- sh -c 'read line; echo \"got $line\"'",
-        env!("CARGO_BIN_EXE_tenure")
+        common::binary().display()
     );
     let mut script = std::process::Command::new("script")
         .args(["-qec", &inner, "/dev/null"])

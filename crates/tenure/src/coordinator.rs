@@ -226,7 +226,7 @@ impl Coordinator {
                 "store",
                 format!(
                     "{} has no semaphores (a quorum of masters would need its own majority \
-                     protocol for permit counts); use one Redis master or SQLite",
+                     protocol for permit counts); use one Redis master, SQLite or etcd",
                     self.backend.describe()
                 ),
             )

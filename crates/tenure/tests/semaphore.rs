@@ -150,7 +150,7 @@ async fn a_quorum_is_refused_naming_the_alternative() {
     let fx = recipes_common::quorum().await;
     let e = fx.tenure.semaphore("sem:q", n(2)).unwrap_err();
     assert!(
-        matches!(&e, Error::InvalidArgument { what: "store", reason } if reason.contains("one Redis master or SQLite")),
+        matches!(&e, Error::InvalidArgument { what: "store", reason } if reason.contains("one Redis master, SQLite or etcd")),
         "{e}"
     );
 }

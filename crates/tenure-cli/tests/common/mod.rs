@@ -40,7 +40,7 @@ impl Sandbox {
 
     /// `tenure` with a clean environment: HOME in the sandbox, no TENURE_*.
     pub fn tenure(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tenure"));
+        let mut cmd = Command::new(binary());
         cmd.env("HOME", self.dir.path())
             .env_remove("TENURE_BACKEND")
             .env_remove("TENURE_DB")
@@ -49,6 +49,16 @@ impl Sandbox {
             .stdin(Stdio::null());
         cmd
     }
+}
+
+/// The `tenure` binary under test: cargo's, or `TENURE_TEST_BIN` when set (a
+/// target directory shared by several checkouts holds one `tenure` for all of
+/// them; this names the build to test).
+pub fn binary() -> PathBuf {
+    std::env::var_os("TENURE_TEST_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_tenure")),
+        PathBuf::from,
+    )
 }
 
 /// Runs to completion, capturing output.
