@@ -9,6 +9,11 @@
 //! failed command (non-zero status) is recorded only with `--cache-failures`;
 //! otherwise the next caller runs it again. A runner killed before recording
 //! lets the next caller run the command, with a higher `TENURE_FENCE`.
+//!
+//! While the command runs, the signals `tenure run` forwards are forwarded to
+//! its group; after SIGINT, SIGTERM, SIGHUP or SIGQUIT the group is killed if
+//! it has not exited within the grace, and only then is the lease released:
+//! the command never runs on without it.
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write};
@@ -22,6 +27,7 @@ use tenure::Fence;
 use tenure::once::OnceOutcome;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
+use tokio::time::Instant;
 
 use crate::cli::{Global, Wait, parse_wait};
 use crate::exit::{self, Failure};
@@ -77,21 +83,19 @@ pub async fn once(global: &Global, args: &OnceArgs) -> Result<u8, Failure> {
         .once(&args.key)
         .retain(args.retain)
         .ttl(args.ttl)
-        .cache_failures(args.cache_failures);
+        .cache_failures(args.cache_failures)
+        // The record is a tag byte, the status byte, then the stdout.
+        .max_result(CAPTURE_LIMIT + 2);
     if let Wait::For(max) = args.wait {
         once = once.wait(max);
     }
     let outcome = match once.run_bytes(|fence| execute(args, fence)).await {
         Ok(outcome) => outcome,
-        Err(tenure::Error::InvalidArgument {
-            what: "result",
-            reason,
-        }) => {
+        Err(tenure::Error::InvalidArgument { what: "result", .. }) => {
             return Err(Failure::new(
                 exit::DATA,
-                format!(
-                    "the command ran, but its captured output is too large to record: {reason}"
-                ),
+                "the command ran, but its stdout is too large to record (more than the 1 MiB \
+                 --capture keeps); nothing was recorded, so the next caller runs it again",
             ));
         }
         Err(e) => return Err(e.into()),
@@ -144,11 +148,34 @@ fn status_of(result: &Result<Vec<u8>, Vec<u8>>) -> u8 {
     }
 }
 
+/// The most stdout `--capture` records.
+const CAPTURE_LIMIT: usize = 1024 * 1024;
+
+/// Signals that ask tenure to stop: forwarded like the others, and the group
+/// is killed if it has not exited within the grace.
+const STOPPING: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
 /// Runs the command: `Ok` with `[status, stdout…]` when it exited 0, `Err`
 /// with the same when it failed. A spawn failure is a failure with 126/127.
+///
+/// While it runs, the signals `tenure run` forwards are forwarded to its
+/// group; after SIGINT, SIGTERM, SIGHUP or SIGQUIT the group has the grace
+/// (a third of the TTL, at most 10 s) to exit before it is killed, so the
+/// lease is released only once nothing of the command runs.
 async fn execute(args: &OnceArgs, fence: Fence) -> Result<Vec<u8>, Vec<u8>> {
     let Some((program, rest)) = args.command.split_first() else {
         return Err(vec![exit::USAGE]);
+    };
+    // Listening before the command starts: no signal finds tenure's default
+    // action while the command runs.
+    let Ok(mut signals) = run::signal_streams(&run::FORWARDED) else {
+        output::note("cannot handle signals; the command was not started");
+        return Err(vec![exit::SOFTWARE]);
     };
     let mut command = Command::new(program);
     command
@@ -173,16 +200,25 @@ async fn execute(args: &OnceArgs, fence: Fence) -> Result<Vec<u8>, Vec<u8>> {
             return Err(vec![code]);
         }
     };
+    let group = run::child_group(&child);
     // Dropped when the lease is lost (the library drops this future): the
     // whole group goes, not only the direct child.
-    let _group = run::child_group(&child).map(GroupKill);
-    let captured = match child.stdout.take() {
-        Some(pipe) => pass_through(pipe).await,
+    let _group = group.map(GroupKill);
+    let reader = child
+        .stdout
+        .take()
+        .map(|pipe| tokio::spawn(pass_through(pipe)));
+    let grace = run::DEFAULT_GRACE.min(args.ttl / 3);
+    let status = supervise(&mut child, group, &mut signals, grace).await;
+    // What the command left running must not outlive its run (nor hold the
+    // captured pipe open).
+    run::kill_group(group).await;
+    let captured = match reader {
+        Some(reader) => reader.await.unwrap_or_default(),
         None => Vec::new(),
     };
-    let status = match child.wait().await {
-        Ok(status) => status,
-        Err(_) => return Err(vec![exit::SOFTWARE]),
+    let Some(status) = status else {
+        return Err(vec![exit::SOFTWARE]);
     };
     let code = run::exit_code(status);
     let mut record = Vec::with_capacity(captured.len() + 1);
@@ -191,8 +227,42 @@ async fn execute(args: &OnceArgs, fence: Fence) -> Result<Vec<u8>, Vec<u8>> {
     if code == 0 { Ok(record) } else { Err(record) }
 }
 
-/// Copies the command's stdout to ours as it comes, and keeps it for the
-/// record.
+/// Waits for the command, forwarding signals to its group; kills the group
+/// `grace` after the first stopping signal. `None` if it cannot be waited for.
+async fn supervise(
+    child: &mut tokio::process::Child,
+    group: Option<Pid>,
+    signals: &mut [(Signal, tokio::signal::unix::Signal)],
+    grace: Duration,
+) -> Option<std::process::ExitStatus> {
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let deadline = async {
+            match kill_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            status = child.wait() => return status.ok(),
+            sig = run::first_signal(signals) => {
+                run::forward(group, sig);
+                if STOPPING.contains(&sig) && kill_at.is_none() {
+                    kill_at = Some(Instant::now() + grace);
+                }
+            }
+            () = deadline => {
+                tracing::warn!("the command outlived its grace after a signal; SIGKILL");
+                run::forward(group, Signal::SIGKILL);
+                kill_at = None;
+            }
+        }
+    }
+}
+
+/// Copies the command's stdout to ours as it comes, and keeps up to one byte
+/// more than [`CAPTURE_LIMIT`] of it for the record (one more, so that a
+/// larger output is refused rather than recorded cut short).
 async fn pass_through(mut pipe: tokio::process::ChildStdout) -> Vec<u8> {
     let mut captured = Vec::new();
     let mut buf = [0u8; 8192];
@@ -203,7 +273,8 @@ async fn pass_through(mut pipe: tokio::process::ChildStdout) -> Vec<u8> {
                 let chunk = &buf[..n];
                 let mut stdout = std::io::stdout().lock();
                 let _ = stdout.write_all(chunk).and_then(|()| stdout.flush());
-                captured.extend_from_slice(chunk);
+                let room = (CAPTURE_LIMIT + 1).saturating_sub(captured.len());
+                captured.extend_from_slice(&chunk[..n.min(room)]);
             }
         }
     }

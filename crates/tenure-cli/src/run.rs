@@ -33,12 +33,12 @@ use crate::exit::{self, Failure};
 use crate::{duration, output, secrets, store, terminal};
 
 /// `--grace` unless given (shortened to a third of the TTL when that is less).
-const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
 /// Signals tenure passes on to the command's group. Besides the usual three,
 /// every signal whose default action would end tenure and orphan the command
 /// (SIGKILL cannot be caught; SIGPIPE is ignored by Rust programs).
-const FORWARDED: [Signal; 13] = [
+pub const FORWARDED: [Signal; 13] = [
     Signal::SIGINT,
     Signal::SIGTERM,
     Signal::SIGHUP,
@@ -484,7 +484,7 @@ pub fn child_group(child: &Child) -> Option<Pid> {
         .map(Pid::from_raw)
 }
 
-fn forward(group: Option<Pid>, sig: Signal) {
+pub fn forward(group: Option<Pid>, sig: Signal) {
     tracing::info!(signal = %sig, "forwarding to the command");
     if let Some(group) = group {
         // ESRCH: the group is already gone; nothing to forward to.
@@ -514,7 +514,7 @@ async fn terminate(child: &mut Child, group: Option<Pid>, kill_at: Instant) {
 
 /// SIGKILL to what is left of the command's group, and a short wait until no
 /// member runs any more.
-async fn kill_group(group: Option<Pid>) {
+pub async fn kill_group(group: Option<Pid>) {
     let Some(group) = group else { return };
     if killpg(group, Signal::SIGKILL) == Err(Errno::ESRCH) {
         return;

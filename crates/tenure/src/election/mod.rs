@@ -336,6 +336,8 @@ impl Leadership {
 
     /// Resigns: releases the lease so another candidate is elected at once.
     /// [`ReleaseOutcome::NotHeld`] means leadership had been lost already.
+    /// Cancel-safe like [`LeaseGuard::release`]: a resign its caller stops
+    /// waiting for still finishes in the background.
     pub async fn resign(self) -> Result<ReleaseOutcome> {
         self.guard.release().await
     }

@@ -399,10 +399,27 @@ impl LeaseGuard {
 
     /// Releases the lease. [`ReleaseOutcome::NotHeld`] means it had already
     /// expired or been taken over; someone else's key is never deleted.
+    ///
+    /// Cancel-safe: the release runs in a task of its own, so a caller that
+    /// stops waiting (a `timeout`, a `select!`, a dropped task) does not cut it
+    /// short — it finishes in the background, as a dropped guard's does, and
+    /// the key is free for others as soon as the store has it.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         self.released = true;
         self.shared.stop.cancel();
-        self.shared.release().await
+        let shared = Arc::clone(&self.shared);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return shared.release().await;
+        };
+        let task = runtime.spawn(async move { shared.release().await });
+        task.await.unwrap_or_else(|e| {
+            Err(Error::Backend {
+                backend: self.shared.backend.describe(),
+                op: "release",
+                key: self.shared.key.clone(),
+                cause: format!("the release task ended without an answer: {e}").into(),
+            })
+        })
     }
 }
 
