@@ -1,8 +1,8 @@
 //! Fixed window: one counter per window aligned to the clock's origin (the Unix
 //! epoch on Redis), reset when the window changes.
 //!
-//! The seed's `INCR` then `EXPIRE` (two commands: a crash between them leaves a
-//! counter that never expires) becomes one script that checks, counts and sets
+//! The usual `INCR` then `EXPIRE` (two commands: a crash between them leaves a
+//! counter that never expires) is here one script that checks, counts and sets
 //! the TTL together, and refused requests are not counted.
 //!
 //! Choose it for quotas that users read as calendar periods ("1000 per day,

@@ -1,13 +1,14 @@
 //! Sliding log: one timestamp per admitted unit; a request is admitted when the
 //! units logged in the last `period` plus its cost stay within `limit`.
 //!
-//! The seed's sorted-set limiter had three bugs, fixed here: members were the
-//! millisecond timestamp, so requests within one millisecond collapsed into one
-//! member and were under-counted (members are now `timestamp:nonce:index`, unique
-//! per request and unit); refused requests were added too, so a client over the
-//! limit stayed blocked forever while it kept retrying (they are recorded only
-//! when [asked for](super::Policy::record_rejected), and then the log is capped
-//! at `limit` entries); and the four commands ran in a pipeline, not atomically.
+//! The usual sorted-set recipe has three bugs this one avoids: members that are
+//! the millisecond timestamp collapse requests within one millisecond into one
+//! member and under-count them (members here are `timestamp:nonce:index`, unique
+//! per request and unit); adding refused requests too keeps a client over the
+//! limit blocked forever while it retries (they are recorded only when
+//! [asked for](super::Policy::record_rejected), and then the log is capped at
+//! `limit` entries); and four commands in a pipeline are not atomic (here they
+//! are one step).
 //!
 //! Choose it when the limit must hold exactly in **every** window of length
 //! `period` (a test checks every window of a long random run). It costs one

@@ -1,6 +1,6 @@
 -- Rate limiting, part 6 of 7: fixed window. The key is a hash {start, count}.
--- The count and its TTL are set in the same call (the seed's INCR then
--- EXPIRE could leave a counter without TTL), and refusals are not counted.
+-- The count and its TTL are set in the same call (the usual INCR then
+-- EXPIRE can leave a counter without TTL), and refusals are not counted.
 -- Mirrors limit/fixed_window.rs.
 STEPS['5'] = function(key, now, cost, _, cap, period_arg)
   local period = tonumber(period_arg)
