@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
+
 use super::EtcdStore;
 use super::api::etcdserverpb::compare::CompareResult;
 use super::api::etcdserverpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest};
@@ -14,7 +16,6 @@ use super::lease::first_kv;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::record::{PutOutcome, PutRule, Record, RecordStore};
-use async_trait::async_trait;
 
 impl EtcdStore {
     /// The etcd key of the record next to lease `key`.

@@ -18,6 +18,8 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use async_trait::async_trait;
+
 use super::EtcdStore;
 use super::api::etcdserverpb::range_request::{SortOrder, SortTarget};
 use super::api::etcdserverpb::{PutRequest, RangeRequest, RequestOp, TxnRequest};
@@ -31,7 +33,6 @@ use crate::lease::{
 };
 use crate::semaphore::SemaphoreStore;
 use crate::token::OwnerToken;
-use async_trait::async_trait;
 
 impl EtcdStore {
     /// The prefix of the permit keys of semaphore `key`.
