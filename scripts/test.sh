@@ -16,8 +16,9 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb 
   missing+=(postgresql)
 fi
 # etcd for the etcd-store tests (Debian's etcd-server ships the `etcd` binary), and
-# protoc plus the well-known .proto files (libprotobuf-dev), which the etcd-client
-# crate's build script needs to compile etcd's API.
+# protoc plus the well-known .proto files (libprotobuf-dev) for the drift check of
+# the generated etcd client code (scripts/etcd-proto --check) only: building
+# tenure and the CLI never needs them, as the no-protoc build below proves.
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 test -f /usr/include/google/protobuf/descriptor.proto || missing+=(libprotobuf-dev)
@@ -52,6 +53,44 @@ for feature in redis sqlite quorum tls etcd metrics; do
 done
 # A URL whose store is compiled out is refused naming the feature.
 cargo test -q -p tenure --no-default-features --lib features:: >/dev/null
+echo "== the CLI builds without protoc (etcd's client code is generated ahead of time)"
+# No build script in the CLI's tree compiles .proto files: no code generator
+# among its build dependencies, transitive ones included.
+generators=$(cargo tree -q -p tenure-cli -e normal,build --prefix none |
+  grep -E '^(prost-build|tonic-build|tonic-prost-build) ' || true)
+if [ -n "$generators" ]; then
+  echo "protobuf code generators in the CLI's build: $generators" >&2
+  exit 1
+fi
+# And it builds with no protoc reachable, in a target directory of its own (no
+# artefact of a build that had protoc counts). `cargo check` runs every build
+# script, which is where protoc would be needed, without the cost of code
+# generation and linking. A directory of PATH that holds protoc (/usr/bin, with
+# the linker) is replaced by links to everything else in it.
+shadow=$(mktemp -d)
+no_protoc_path=
+IFS=: read -ra path_dirs <<<"$PATH"
+for dir in "${path_dirs[@]}"; do
+  [ -n "$dir" ] || continue
+  if [ -e "$dir/protoc" ]; then
+    copy="$shadow/$(printf '%s' "$dir" | tr / _)"
+    mkdir -p "$copy"
+    find "$dir" -maxdepth 1 -mindepth 1 ! -name 'protoc' ! -name 'protoc-*' \
+      -exec ln -s {} "$copy/" \;
+    dir=$copy
+  fi
+  no_protoc_path+="$dir:"
+done
+no_protoc_path=${no_protoc_path%:}
+if env PATH="$no_protoc_path" sh -c 'command -v protoc' >/dev/null; then
+  echo "protoc is still reachable" >&2
+  exit 1
+fi
+env PROTOC=/nonexistent PATH="$no_protoc_path" CARGO_TARGET_DIR=target/no-protoc \
+  cargo check -q -p tenure-cli --locked
+rm -rf "$shadow"
+echo "== generated etcd client code (scripts/etcd-proto --check)"
+./scripts/etcd-proto --check
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== cargo publish --dry-run (the publishable crates, each built from its packaged sources)"

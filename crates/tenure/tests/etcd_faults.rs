@@ -253,12 +253,7 @@ async fn bad_urls_are_config_errors_that_never_show_the_password() {
 async fn user_and_password_in_the_url_authenticate_and_the_password_is_never_shown() {
     let etcd = EtcdCluster::single();
     let addr = etcd.member(0).addr();
-    let mut admin = etcd_client::Client::connect([format!("http://{addr}")], None)
-        .await
-        .unwrap();
-    admin.user_add("root", "s3cr%t", None).await.unwrap();
-    admin.user_grant_role("root", "root").await.unwrap();
-    admin.auth_enable().await.unwrap();
+    enable_auth(&addr, "root", "s3cr%t");
 
     let good = format!("etcd://root:s3cr%25t@{addr}");
     let tenure = Coordinator::connect(&good).await.unwrap();
@@ -283,4 +278,118 @@ async fn user_and_password_in_the_url_authenticate_and_the_password_is_never_sho
     let anonymous = format!("etcd://{addr}");
     let err = Coordinator::connect(&anonymous).await.unwrap_err();
     assert!(!err.is_transient(), "{err}");
+}
+
+/// A token etcd no longer knows (simple tokens end unused after
+/// `--auth-token-ttl`, and all of them when authentication is turned off) is
+/// refused with "invalid auth token": the store authenticates again and the
+/// call goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_etcd_no_longer_knows_is_renewed() {
+    let etcd = EtcdCluster::single();
+    let addr = etcd.member(0).addr();
+    enable_auth(&addr, "root", "pw");
+    let tenure = Coordinator::connect(&format!("etcd://root:pw@{addr}"))
+        .await
+        .unwrap();
+    assert!(!tenure.status("renewed").await.unwrap().held);
+    restart_auth(&addr, "root", "pw");
+    let guard = tenure
+        .lease("renewed")
+        .try_acquire()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
+/// Sends one HTTP/1.0 request to an etcd member, with an authentication
+/// token if given; its answer, headers and body.
+fn http(addr: &str, request: &str, token: Option<&str>, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: {t}\r\n"));
+    write!(
+        stream,
+        "{request} HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n{auth}\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// Sends a JSON request to etcd's gateway and checks that it succeeded; the
+/// answer's body.
+fn gateway(addr: &str, path: &str, token: Option<&str>, body: &str) -> serde_json::Value {
+    let answer = http(addr, &format!("POST {path}"), token, body);
+    assert!(answer.starts_with("HTTP/1.0 200"), "{path}: {answer}");
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str(body).unwrap()
+}
+
+/// Adds user `name` with the root role and turns authentication on, through
+/// etcd's JSON gateway (`/v3/auth/…`).
+fn enable_auth(addr: &str, name: &str, password: &str) {
+    let user = serde_json::json!({ "name": name, "password": password }).to_string();
+    let grant = serde_json::json!({ "user": name, "role": "root" }).to_string();
+    gateway(addr, "/v3/auth/user/add", None, &user);
+    gateway(addr, "/v3/auth/user/grant", None, &grant);
+    gateway(addr, "/v3/auth/enable", None, "{}");
+}
+
+/// Turns authentication off and on again as user `name`: etcd forgets every
+/// token it gave.
+fn restart_auth(addr: &str, name: &str, password: &str) {
+    let user = serde_json::json!({ "name": name, "password": password }).to_string();
+    let answer = gateway(addr, "/v3/auth/authenticate", None, &user);
+    let token = answer["token"].as_str().unwrap();
+    gateway(addr, "/v3/auth/disable", Some(token), "{}");
+    gateway(addr, "/v3/auth/enable", None, "{}");
+}
+
+/// How many gRPC calls of `method` etcd member `member` has finished, by any
+/// code, from its `/metrics` page: a call cut by a closed connection counts.
+fn handled(cluster: &EtcdCluster, member: usize, method: &str) -> u64 {
+    let page = http(&cluster.member(member).addr(), "GET /metrics", None, "");
+    let needle = format!("grpc_method=\"{method}\"");
+    page.lines()
+        .filter(|l| l.starts_with("grpc_server_handled_total{") && l.contains(&needle))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+/// etcd refuses HTTP/2 pings more often than `--grpc-keepalive-min-time`
+/// (5 s by default) and any ping on a connection without calls, and closes
+/// such a connection (GOAWAY `too_many_pings`), cutting the calls on it. A
+/// waiter whose watch stays open while the lease is held for longer than
+/// several ping intervals keeps its watch (etcd finished no `Watch` call)
+/// and is served when the lease comes free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_wait_provokes_no_goaway_from_etcds_ping_policy() {
+    let etcd = EtcdCluster::single();
+    let tenure = connect(&etcd.url(), Duration::from_secs(2)).await;
+    let lease = tenure.lease("pings").ttl(Duration::from_secs(30));
+    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let waiter = {
+        let lease = lease.clone();
+        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+    };
+    // Three strikes close the connection: with pings every second that is
+    // about 3 s; give a 5 s policy's worth of pings twice over.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let cut = handled(&etcd, 0, "Watch");
+    holder.release().await.unwrap();
+    let granted = waiter
+        .await
+        .unwrap()
+        .expect("the waiter is served, not failed");
+    assert!(granted.is_acquired(), "{granted:?}");
+    assert_eq!(cut, 0, "etcd ended the waiter's watch (GOAWAY)");
+    let log = etcd.member(0).log();
+    assert!(!log.contains("too many pings"), "{log}");
 }

@@ -8,13 +8,14 @@
 #![cfg(feature = "etcd")]
 #![allow(clippy::unwrap_used)]
 
+mod etcd_admin;
 mod fifo_common;
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{Client, GetOptions, PutOptions};
+use etcd_admin::Admin;
 use tenure::etcd::{EtcdOptions, EtcdStore};
 use tenure::{Coordinator, TryAcquire};
 use tenure_test::EtcdCluster;
@@ -26,8 +27,8 @@ async fn connect(url: &str) -> Coordinator {
 }
 
 /// A client of our own, to look at (and plant) keys.
-async fn client(etcd: &EtcdCluster) -> Client {
-    Client::connect(etcd.endpoints(), None).await.unwrap()
+async fn client(etcd: &EtcdCluster) -> Admin {
+    Admin::connect(&etcd.member(0).addr()).await
 }
 
 /// The prefix of the places in the waiting line of `key`.
@@ -36,13 +37,12 @@ fn line_of(key: &str) -> String {
 }
 
 /// How many stand in line for `key`.
-async fn in_line(c: &mut Client, key: &str) -> i64 {
-    let only_count = GetOptions::new().with_prefix().with_count_only();
-    c.get(line_of(key), Some(only_count)).await.unwrap().count()
+async fn in_line(c: &mut Admin, key: &str) -> i64 {
+    c.count_prefix(&line_of(key)).await
 }
 
 /// Waits (up to 10 s) until `n` waiters stand in line for `key`.
-async fn until_in_line(c: &mut Client, key: &str, n: i64) {
+async fn until_in_line(c: &mut Admin, key: &str, n: i64) {
     let give_up = Instant::now() + Duration::from_secs(10);
     loop {
         let now = in_line(c, key).await;
@@ -55,15 +55,13 @@ async fn until_in_line(c: &mut Client, key: &str, n: i64) {
 }
 
 /// The places in line for `key`, for the shared waiting-line bodies.
-async fn counted(c: &Client, key: &str) -> usize {
+async fn counted(c: &Admin, key: &str) -> usize {
     usize::try_from(in_line(&mut c.clone(), key).await).unwrap()
 }
 
 /// Whether the lease key of `key` exists.
-async fn exists(c: &mut Client, key: &str) -> bool {
-    let only_count = GetOptions::new().with_count_only();
-    let reply = c.get(format!("tenure/lease/{key}"), Some(only_count));
-    reply.await.unwrap().count() == 1
+async fn exists(c: &mut Admin, key: &str) -> bool {
+    c.exists(&format!("tenure/lease/{key}")).await
 }
 
 /// The number of requests etcd has started for gRPC `method`, from its
@@ -87,7 +85,7 @@ fn started(etcd: &EtcdCluster, method: &str) -> u64 {
 
 /// Starts `n` waiters on `lease` one after the other, each once the one
 /// before it stands in line; each records its turn and fence and releases it.
-async fn queue_waiters(lease: &tenure::Lease, c: &Client, n: usize) -> fifo_common::Line {
+async fn queue_waiters(lease: &tenure::Lease, c: &Admin, n: usize) -> fifo_common::Line {
     let count = || counted(c, lease.key());
     let within = Duration::from_secs(30);
     fifo_common::stand_in_line(lease, n, within, &count, |guard| async move { guard }).await
@@ -212,11 +210,10 @@ async fn a_waiter_whose_wait_ends_leaves_the_line() {
 
 /// A place whose waiter vanished without a trace, as a killed process leaves
 /// it: a line key bound to an etcd lease of `ttl_secs`, which nobody renews.
-async fn plant_a_dead_place(c: &mut Client, key: &str, ttl_secs: i64) {
-    let lease = c.lease_grant(ttl_secs, None).await.unwrap().id();
+async fn plant_a_dead_place(c: &mut Admin, key: &str, ttl_secs: i64) {
+    let lease = c.lease_grant(ttl_secs).await;
     let place = format!("{}{}", line_of(key), "ab".repeat(16));
-    let on_lease = PutOptions::new().with_lease(lease);
-    c.put(place, "", Some(on_lease)).await.unwrap();
+    c.put(&place, "", lease).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,8 +4,11 @@
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+use tonic::{Code, Status};
 
+use super::api::etcdserverpb::RangeRequest;
+use super::client::{Client, Connect};
 use super::options::{EtcdOptions, EtcdUrl};
 use crate::error::{Error, Result};
 
@@ -28,13 +31,8 @@ impl EtcdConn {
     /// rather than on the first lease.
     pub async fn connect(url: &EtcdUrl, options: &EtcdOptions) -> Result<Self> {
         let display = url.display();
-        let mut connect = client_options(url, options);
-        // Connecting authenticates when a user is set: one round trip, bounded
-        // by the connect and call budgets together.
-        let budget = options.connect_timeout + options.timeout;
-        let scheme = if url.tls {
-            connect = connect.with_tls(tls_options(&display, options)?);
-            "https"
+        let tls = if url.tls {
+            Some(tls_config(&display, options)?)
         } else {
             if options.ca_file.is_some() || options.client_cert.is_some() {
                 return Err(Error::Config {
@@ -44,40 +42,42 @@ impl EtcdConn {
                     .into(),
                 });
             }
-            "http"
+            None
         };
-        let endpoints: Vec<String> = url
-            .endpoints
-            .iter()
-            .map(|e| format!("{scheme}://{e}"))
-            .collect();
-        let client =
-            match tokio::time::timeout(budget, Client::connect(endpoints, Some(connect))).await {
-                Ok(Ok(client)) => client,
-                Ok(Err(e)) => return Err(map_error(&display, "connect", "", e)),
-                Err(_) => {
-                    return Err(Error::Timeout {
-                        backend: display,
-                        op: "connect",
-                        key: String::new(),
-                        after: budget,
-                    });
-                }
-            };
+        let client = Client::new(Connect {
+            endpoints: &url.endpoints,
+            tls,
+            connect_timeout: options.connect_timeout,
+            keep_alive_timeout: options.timeout,
+            user: url.user.clone().or_else(|| options.user.clone()),
+        })
+        .map_err(|reason| Error::Config {
+            url: display.clone(),
+            reason,
+        })?;
         let conn = EtcdConn {
             client,
             display,
             timeout: options.timeout,
         };
+        // Authenticating a user is one round trip, bounded by the connect and
+        // call budgets together.
+        let budget = options.connect_timeout + options.timeout;
+        let authenticated = EtcdConn {
+            timeout: budget,
+            ..conn.clone()
+        };
+        authenticated
+            .call("connect", "", |c| async move { c.authenticate().await })
+            .await?;
         // A linearizable read of one key under our prefix: answers only when
         // the cluster has a leader and a majority, and when the user may read.
-        let probe = options.prefix.clone();
-        conn.call("connect", "", |mut c| {
+        let probe = RangeRequest::new(options.prefix.as_str())
+            .with_keys_only()
+            .with_limit(1);
+        conn.call("connect", "", |c| {
             let probe = probe.clone();
-            async move {
-                let only_keys = GetOptions::new().with_keys_only().with_limit(1);
-                c.get(probe, Some(only_keys)).await
-            }
+            async move { c.range(probe).await }
         })
         .await?;
         Ok(conn)
@@ -92,7 +92,7 @@ impl EtcdConn {
     pub async fn call<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T>
     where
         F: Fn(Client) -> Fut,
-        Fut: Future<Output = Result<T, etcd_client::Error>>,
+        Fut: Future<Output = Result<T, Status>>,
     {
         // The channel balances over every endpoint, a dead one included: a
         // call whose connection was refused never left this process, so it is
@@ -123,15 +123,15 @@ impl EtcdConn {
 /// The TLS settings of an `etcds://` connection: the CA file's roots or the
 /// system's, and the client certificate if one is given. An unreadable file
 /// is an [`Error::Config`] naming it.
-fn tls_options(display: &str, options: &EtcdOptions) -> Result<TlsOptions> {
+fn tls_config(display: &str, options: &EtcdOptions) -> Result<ClientTlsConfig> {
     let read = |path: &std::path::Path, what: &str| {
         std::fs::read(path).map_err(|e| Error::Config {
             url: display.to_string(),
             reason: format!("cannot read the {what} {}: {e}", path.display()),
         })
     };
-    let mut tls = TlsOptions::new();
-    tls = match &options.ca_file {
+    let tls = ClientTlsConfig::new();
+    let mut tls = match &options.ca_file {
         Some(ca) => tls.ca_certificate(Certificate::from_pem(read(ca, "CA file")?)),
         None => tls.with_native_roots(),
     };
@@ -143,34 +143,21 @@ fn tls_options(display: &str, options: &EtcdOptions) -> Result<TlsOptions> {
     Ok(tls)
 }
 
-/// etcd's errors as tenure's: transport failures and the gRPC codes
-/// `Unavailable` (no leader, leader changed, member stopping) and
-/// `DeadlineExceeded` (a proposal that timed out on the server) are
-/// [`Error::Unreachable`], so transient; the rest (bad credentials, permission
-/// denied, bad request) is a non-transient [`Error::Backend`]. The etcd error
-/// stays reachable as the cause's `source()`.
-pub(crate) fn map_error(
-    backend: &str,
-    op: &'static str,
-    key: &str,
-    e: etcd_client::Error,
-) -> Error {
-    use tonic::Code;
-    let (message, transient) = match &e {
-        etcd_client::Error::TransportError(t) => (chain(t), true),
-        etcd_client::Error::IoError(io) => (io.to_string(), true),
-        etcd_client::Error::GRpcStatus(status) => {
-            let message = if status.message().is_empty() {
-                format!("{:?}", status.code())
-            } else {
-                status.message().to_string()
-            };
-            let transient = matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded);
-            (message, transient)
-        }
-        other => (other.to_string(), false),
-    };
-    let cause = Box::new(EtcdCause { message, source: e });
+/// etcd's errors as tenure's. Transient ([`Error::Unreachable`]): the gRPC
+/// codes `Unavailable` (no leader, leader changed, member stopping, a refused
+/// connection) and `DeadlineExceeded` (a proposal that timed out on the
+/// server), and every failure of the connection itself — a reset, a closed
+/// connection, an HTTP/2 `GOAWAY` from a member that stops or sheds clients —
+/// which tonic reports with the transport error as the status's source, while
+/// a status that etcd answered has none. The rest (bad credentials,
+/// permission denied, bad request) is a non-transient [`Error::Backend`]. The
+/// gRPC status stays reachable as the cause's `source()`.
+pub(crate) fn map_error(backend: &str, op: &'static str, key: &str, e: Status) -> Error {
+    let transient = is_transient(&e);
+    let cause = Box::new(EtcdCause {
+        message: describe(&e),
+        source: e,
+    });
     if transient {
         Error::Unreachable {
             backend: backend.to_string(),
@@ -188,12 +175,38 @@ pub(crate) fn map_error(
     }
 }
 
-/// An etcd client error with a readable message: tonic's transport errors say
-/// only "transport error", and a status prints its metadata.
+/// Whether a failed call may succeed when tried again (see [`map_error`]).
+fn is_transient(status: &Status) -> bool {
+    let by_code = matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded);
+    by_code || std::error::Error::source(status).is_some()
+}
+
+/// A status's message (its code when etcd gave none) and, for a failure of
+/// the connection, its causes: tonic's own message often says only
+/// "transport error".
+fn describe(status: &Status) -> String {
+    let mut text = if status.message().is_empty() {
+        format!("{:?}", status.code())
+    } else {
+        status.message().to_string()
+    };
+    let mut source = std::error::Error::source(status);
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// An etcd call's failure with a readable message.
 #[derive(Debug)]
 struct EtcdCause {
     message: String,
-    source: etcd_client::Error,
+    source: Status,
 }
 
 impl std::fmt::Display for EtcdCause {
@@ -208,32 +221,16 @@ impl std::error::Error for EtcdCause {
     }
 }
 
-/// An error and its sources on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 /// Whether `e` is a failure to connect: the request never reached etcd, so
 /// sending it again cannot apply it twice.
-fn never_sent(e: &etcd_client::Error) -> bool {
-    // etcd-client's error exposes no `source()`: start below it.
-    let mut source: Option<&(dyn std::error::Error + 'static)> = match e {
-        etcd_client::Error::TransportError(t) => Some(t),
-        etcd_client::Error::GRpcStatus(status) => {
-            if status.message().contains("tcp connect error") {
-                return true;
-            }
-            std::error::Error::source(status)
-        }
-        _ => None,
-    };
+fn never_sent(e: &Status) -> bool {
+    if e.code() != Code::Unavailable {
+        return false;
+    }
+    if e.message().contains("tcp connect error") {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         if s.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
@@ -248,23 +245,40 @@ fn never_sent(e: &etcd_client::Error) -> bool {
     false
 }
 
-/// The client's channel options: budgets, keep-alive pings, leader required,
-/// and the user (the URL's over [`EtcdOptions::user`]).
-fn client_options(url: &EtcdUrl, options: &EtcdOptions) -> ConnectOptions {
-    let mut connect = ConnectOptions::new()
-        // No per-request timeout in the channel: `call` bounds every call
-        // with its own budget and reports it as a timeout.
-        .with_connect_timeout(options.connect_timeout)
-        // HTTP/2 pings notice a dead member (kill -9, a cut cable) while
-        // idle, so the channel fails over instead of waiting on a socket
-        // that will never answer.
-        .with_keep_alive(Duration::from_secs(1), options.timeout)
-        .with_keep_alive_while_idle(true)
-        // Calls fail fast on a member cut off from the leader rather than
-        // waiting on it ("etcdserver: no leader").
-        .with_require_leader(true);
-    if let Some((name, password)) = url.user.as_ref().or(options.user.as_ref()) {
-        connect = connect.with_user(name.clone(), password.clone());
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failure of the connection as tonic reports it: an `Unknown` status
+    /// (no code of etcd's) with the transport error as its source.
+    fn broken(kind: std::io::ErrorKind, text: &str) -> Status {
+        Status::from_error(Box::new(std::io::Error::new(kind, text.to_string())))
     }
-    connect
+
+    #[test]
+    fn connection_failures_and_unavailable_are_transient_etcds_refusals_are_not() {
+        let goaway = broken(
+            std::io::ErrorKind::Other,
+            "connection error received: GOAWAY too_many_pings",
+        );
+        assert_eq!(goaway.code(), Code::Unknown);
+        let reset = broken(std::io::ErrorKind::ConnectionReset, "connection reset");
+        let no_leader = Status::unavailable("etcdserver: no leader");
+        let timed_out = Status::deadline_exceeded("etcdserver: request timed out");
+        for status in [goaway, reset, no_leader, timed_out] {
+            let text = describe(&status);
+            let err = map_error("etcd://h:2379", "acquire", "k", status);
+            assert!(err.is_transient(), "{err}");
+            assert!(err.to_string().contains(&text), "{err} lacks {text}");
+        }
+        let refused = [
+            Status::invalid_argument("etcdserver: authentication failed"),
+            Status::permission_denied("etcdserver: permission denied"),
+            Status::unknown("etcd answered with no known code"),
+        ];
+        for status in refused {
+            let err = map_error("etcd://h:2379", "acquire", "k", status);
+            assert!(!err.is_transient(), "{err}");
+        }
+    }
 }

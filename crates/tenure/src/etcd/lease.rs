@@ -5,12 +5,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{
-    Compare, CompareOp, Event, EventType, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse,
-    TxnResponse, WatchOptions, WatchStream,
-};
 use tokio::sync::watch;
+use tonic::{Status, Streaming};
 
+use super::api::etcdserverpb::compare::CompareResult;
+use super::api::etcdserverpb::{
+    Compare, RangeRequest, RequestOp, ResponseOp, TxnRequest, TxnResponse, WatchCreateRequest,
+    WatchResponse,
+};
+use super::api::mvccpb::event::EventType;
+use super::api::mvccpb::{Event, KeyValue};
 use super::conn::EtcdConn;
 use super::holder::{self, holder_key, is_holder_key};
 use super::keys::{
@@ -99,15 +103,11 @@ impl EtcdStore {
         let secs = etcd_ttl_secs(ttl);
         let grant = self
             .conn
-            .call(
-                op,
-                key,
-                |mut c| async move { c.lease_grant(secs, None).await },
-            )
+            .call(op, key, |c| async move { c.lease_grant(secs).await })
             .await?;
         Ok(Granted {
-            id: grant.id(),
-            ttl_secs: grant.ttl(),
+            id: grant.id,
+            ttl_secs: grant.ttl,
         })
     }
 
@@ -139,11 +139,7 @@ impl EtcdStore {
         let conn = self.conn.clone();
         tokio::spawn(async move {
             if let Err(e) = conn
-                .call(
-                    "revoke",
-                    "",
-                    |mut c| async move { c.lease_revoke(id).await },
-                )
+                .call("revoke", "", |c| async move { c.lease_revoke(id).await })
                 .await
             {
                 tracing::debug!(lease = id, error = %e, "revoking an etcd lease failed; its TTL will end it");
@@ -157,15 +153,15 @@ impl EtcdStore {
         op: &'static str,
         storage_key: &str,
     ) -> Result<Option<KeyValue>> {
-        let k = storage_key.to_string();
-        let mut reply = self
+        let read = RangeRequest::new(storage_key);
+        let reply = self
             .conn
-            .call(op, storage_key, |mut c| {
-                let k = k.clone();
-                async move { c.get(k, None).await }
+            .call(op, storage_key, |c| {
+                let read = read.clone();
+                async move { c.range(read).await }
             })
             .await?;
-        Ok(reply.take_kvs().into_iter().next())
+        Ok(reply.kvs.into_iter().next())
     }
 
     /// The remaining TTL of lease `id` (an upper bound, see [`ttl_left`]).
@@ -187,11 +183,9 @@ impl EtcdStore {
     async fn time_to_live(&self, op: &'static str, key: &str, id: i64) -> Result<(i64, i64)> {
         let reply = self
             .conn
-            .call(op, key, |mut c| async move {
-                c.lease_time_to_live(id, None).await
-            })
+            .call(op, key, |c| async move { c.lease_time_to_live(id).await })
             .await?;
-        Ok((reply.ttl(), reply.granted_ttl()))
+        Ok((reply.ttl, reply.granted_ttl))
     }
 
     /// Our lease on `storage_key`: remembered, or read from the key when it
@@ -206,8 +200,8 @@ impl EtcdStore {
             return Ok(Some(g));
         }
         match self.get(op, storage_key).await? {
-            Some(kv) if kv.value() == token.as_str().as_bytes() && kv.lease() != 0 => {
-                let id = kv.lease();
+            Some(kv) if kv.value == token.as_str().as_bytes() && kv.lease != 0 => {
+                let id = kv.lease;
                 let (_, ttl_secs) = self.time_to_live(op, storage_key, id).await?;
                 Ok(Some(Granted { id, ttl_secs }))
             }
@@ -236,16 +230,13 @@ impl EtcdStore {
         // revived: etcd refuses keep-alives of a lease it has ended.
         let id = granted.id;
         let keep_alive = self.keep_alive("extend", key, id);
-        let check = Txn::new().when([
-            Compare::value(storage_key, CompareOp::Equal, token.as_str()),
-            Compare::lease(storage_key, CompareOp::Equal, id),
+        let check = TxnRequest::new().when([
+            Compare::value(storage_key, CompareResult::Equal, token.as_str()),
+            Compare::lease(storage_key, CompareResult::Equal, id),
         ]);
-        let still_ours = self.conn.call("extend", key, |mut c| {
-            let check = check.clone();
-            async move { c.txn(check).await }
-        });
+        let still_ours = self.txn("extend", key, check);
         let (alive, ours) = tokio::join!(keep_alive, still_ours);
-        if !alive? || !ours?.succeeded() {
+        if !alive? || !ours?.succeeded {
             self.forget(storage_key, token);
             self.revoke_in_background(id);
             return Ok(ExtendReply::NotHeld);
@@ -262,20 +253,24 @@ impl EtcdStore {
     /// revived).
     pub(super) async fn keep_alive(&self, op: &'static str, key: &str, id: i64) -> Result<bool> {
         self.conn
-            .call(op, key, |mut c| async move {
+            .call(op, key, |c| async move {
                 match c.lease_keep_alive(id).await {
-                    Ok(_) => Ok(true),
                     Err(e) if lease_not_found(&e) => Ok(false),
-                    Err(e) => Err(e),
+                    other => other,
                 }
             })
             .await
     }
 
     /// Runs one transaction.
-    pub(super) async fn txn(&self, op: &'static str, key: &str, txn: Txn) -> Result<TxnResponse> {
+    pub(super) async fn txn(
+        &self,
+        op: &'static str,
+        key: &str,
+        txn: TxnRequest,
+    ) -> Result<TxnResponse> {
         self.conn
-            .call(op, key, |mut c| {
+            .call(op, key, |c| {
                 let txn = txn.clone();
                 async move { c.txn(txn).await }
             })
@@ -294,35 +289,30 @@ impl EtcdStore {
         let remembered = self.recall(storage_key, token);
         // Delete the key only if it holds our token; read it first within the
         // same transaction to learn its lease when we do not remember it.
-        let txn = Txn::new()
+        let txn = TxnRequest::new()
             .when([Compare::value(
                 storage_key,
-                CompareOp::Equal,
+                CompareResult::Equal,
                 token.as_str(),
             )])
             .and_then([
-                TxnOp::get(storage_key, None),
-                TxnOp::delete(storage_key, None),
-                TxnOp::delete(holder_key(storage_key), None),
+                RequestOp::get(RangeRequest::new(storage_key)),
+                RequestOp::delete(storage_key),
+                RequestOp::delete(holder_key(storage_key)),
             ]);
-        let reply = self
-            .conn
-            .call("release", key, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let reply = self.txn("release", key, txn).await?;
         self.forget(storage_key, token);
+        let succeeded = reply.succeeded;
         let lease = remembered
             .map(|g| g.id)
-            .or_else(|| first_kv(reply.op_responses()).map(|kv| kv.lease()))
+            .or_else(|| first_kv(reply.responses).map(|kv| kv.lease))
             .filter(|id| *id != 0);
         if let Some(id) = lease {
             // Revoking only ends our own lease (the key is gone already): no
             // need to wait for it.
             self.revoke_in_background(id);
         }
-        Ok(if reply.succeeded() {
+        Ok(if succeeded {
             ReleaseOutcome::Released
         } else {
             ReleaseOutcome::NotHeld
@@ -336,8 +326,8 @@ impl EtcdStore {
             detail,
         };
         let kv = kv.ok_or_else(|| wrong("the key vanished within its own transaction".into()))?;
-        let fence = u64::try_from(kv.create_revision())
-            .map_err(|_| wrong(format!("create revision {}", kv.create_revision())))?;
+        let fence = u64::try_from(kv.create_revision)
+            .map_err(|_| wrong(format!("create revision {}", kv.create_revision)))?;
         Ok(Fence::new(fence))
     }
 }
@@ -350,14 +340,14 @@ impl EtcdStore {
         kv: KeyValue,
         record: Option<KeyValue>,
     ) -> Result<LeaseStatus> {
-        let fence = u64::try_from(kv.create_revision()).ok().map(Fence::new);
+        let fence = u64::try_from(kv.create_revision).ok().map(Fence::new);
         let mut status = LeaseStatus::free(self.lease_key(key), fence);
         status.held = true;
-        status.ttl_left = self.lease_ttl_left("status", key, kv.lease()).await?;
+        status.ttl_left = self.lease_ttl_left("status", key, kv.lease).await?;
         // A record on another etcd lease belongs to an earlier holder.
         status.holder = record
-            .filter(|r| r.lease() == kv.lease())
-            .and_then(|r| holder::decode(r.value()));
+            .filter(|r| r.lease == kv.lease)
+            .and_then(|r| holder::decode(&r.value));
         Ok(status)
     }
 }
@@ -373,35 +363,31 @@ fn create_if_absent(
     token: &OwnerToken,
     lease: i64,
     holder: Option<&HolderInfo>,
-) -> Txn {
+) -> TxnRequest {
     let prefix = line_prefix(storage_key);
-    Txn::new()
+    TxnRequest::new()
         .when([
-            Compare::create_revision(storage_key, CompareOp::Equal, 0),
+            Compare::create_revision(storage_key, CompareResult::Equal, 0),
             line::nobody_in_line(&prefix, &range_end(&prefix)),
         ])
         .and_then(line::take(storage_key, token, lease, holder))
         .or_else([
-            TxnOp::get(storage_key, None),
+            RequestOp::get(RangeRequest::new(storage_key)),
             line::first_in_line(storage_key),
         ])
 }
 
-/// The first key-value of the first `Get` among a transaction's responses.
-pub(super) fn first_kv(responses: Vec<TxnOpResponse>) -> Option<KeyValue> {
-    responses.into_iter().find_map(|r| match r {
-        TxnOpResponse::Get(mut get) => get.take_kvs().into_iter().next(),
-        _ => None,
-    })
+/// The first key-value of the first read among a transaction's responses.
+pub(super) fn first_kv(responses: Vec<ResponseOp>) -> Option<KeyValue> {
+    responses
+        .into_iter()
+        .filter_map(ResponseOp::into_range)
+        .find_map(|range| range.kvs.into_iter().next())
 }
 
 /// Whether `e` says that a lease is gone (expired or revoked).
-pub(super) fn lease_not_found(e: &etcd_client::Error) -> bool {
-    match e {
-        etcd_client::Error::LeaseKeepAliveError(m) => m.contains("lease not found"),
-        etcd_client::Error::GRpcStatus(s) => s.message().contains("requested lease not found"),
-        _ => false,
-    }
+pub(super) fn lease_not_found(e: &Status) -> bool {
+    e.message().contains("requested lease not found")
 }
 
 #[async_trait]
@@ -427,8 +413,8 @@ impl LeaseStore for EtcdStore {
                 return Err(e);
             }
         };
-        let won = reply.succeeded();
-        let kv = first_kv(reply.op_responses());
+        let won = reply.succeeded;
+        let kv = first_kv(reply.responses);
         if won {
             let fence = self.created_fence(&storage_key, kv)?;
             self.remember(&storage_key, token, granted);
@@ -442,7 +428,7 @@ impl LeaseStore for EtcdStore {
         // The holder's TTL, or while the key is free the first waiter's (who
         // takes it next, or loses its place when that runs out).
         let ttl_left = match kv {
-            Some(kv) => self.lease_ttl_left("acquire", key, kv.lease()).await?,
+            Some(kv) => self.lease_ttl_left("acquire", key, kv.lease).await?,
             // Neither key nor line cannot happen within one transaction that
             // found one of them; treat it as "expiring now" so the caller
             // retries.
@@ -463,24 +449,17 @@ impl LeaseStore for EtcdStore {
         let storage_key = self.lease_key(key);
         // One read-only transaction: the key, its holder record and the
         // number of places in its waiting line.
-        let reads = Txn::new().and_then([
-            TxnOp::get(storage_key.as_str(), None),
-            TxnOp::get(holder_key(&storage_key), None),
+        let reads = TxnRequest::new().and_then([
+            RequestOp::get(RangeRequest::new(storage_key.as_str())),
+            RequestOp::get(RangeRequest::new(holder_key(&storage_key))),
             line::count_in_line(&storage_key),
         ]);
-        let mut replies = self
-            .txn("status", key, reads)
-            .await?
-            .op_responses()
-            .into_iter();
-        let mut next = || match replies.next() {
-            Some(TxnOpResponse::Get(get)) => Some(get),
-            _ => None,
-        };
+        let mut replies = self.txn("status", key, reads).await?.responses.into_iter();
+        let mut next = || replies.next().and_then(ResponseOp::into_range);
         let (kv, record, line) = (next(), next(), next());
-        let kv = kv.and_then(|mut g| g.take_kvs().into_iter().next());
-        let record = record.and_then(|mut g| g.take_kvs().into_iter().next());
-        let waiters = line.and_then(|g| u64::try_from(g.count()).ok());
+        let kv = kv.and_then(|g| g.kvs.into_iter().next());
+        let record = record.and_then(|g| g.kvs.into_iter().next());
+        let waiters = line.and_then(|g| u64::try_from(g.count).ok());
         let mut status = match kv {
             Some(kv) => self.held_status(key, kv, record).await?,
             // etcd keeps no fence once the key is gone: the next holder's
@@ -492,28 +471,27 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
-        let range = self.lease_key(prefix);
-        let mut reply = self
+        let start = self.lease_key(prefix);
+        let range = RangeRequest::new(start.as_str()).with_range(range_end(&start));
+        let reply = self
             .conn
-            .call("list", prefix, |mut c| {
+            .call("list", prefix, |c| {
                 let range = range.clone();
-                async move { c.get(range, Some(GetOptions::new().with_prefix())).await }
+                async move { c.range(range).await }
             })
             .await?;
-        let kvs = reply.take_kvs();
         let mut records: HashMap<Vec<u8>, KeyValue> = HashMap::new();
         let mut leases = Vec::new();
-        for kv in kvs {
-            if is_holder_key(kv.key()) {
-                records.insert(kv.key().to_vec(), kv);
+        for kv in reply.kvs {
+            if is_holder_key(&kv.key) {
+                records.insert(kv.key.clone(), kv);
             } else {
                 leases.push(kv);
             }
         }
         let mut held = Vec::with_capacity(leases.len());
         for kv in leases {
-            let Some(key) = kv
-                .key_str()
+            let Some(key) = std::str::from_utf8(&kv.key)
                 .ok()
                 .and_then(|k| k.strip_prefix(self.prefix.as_str()))
                 .map(str::to_string)
@@ -537,10 +515,10 @@ impl LeaseStore for EtcdStore {
         let end = companions_end(&storage_key);
         let lease = storage_key.clone();
         self.watch_range(key, &storage_key, end, move |event| {
-            let Some(changed) = event.kv().map(KeyValue::key) else {
+            let Some(changed) = event.kv.as_ref().map(|kv| kv.key.as_slice()) else {
                 return false;
             };
-            match event.event_type() {
+            match event.r#type() {
                 EventType::Delete => changed == lease.as_bytes() || changed == record.as_bytes(),
                 EventType::Put => changed == record.as_bytes(),
             }
@@ -594,10 +572,10 @@ impl EtcdStore {
         let (tx, rx) = watch::channel(0u64);
         let task = tokio::spawn(async move {
             while let Ok(Some(reply)) = stream.message().await {
-                if reply.canceled() {
+                if reply.canceled {
                     break;
                 }
-                if reply.events().iter().any(&wakes) {
+                if reply.events.iter().any(&wakes) {
                     tx.send_modify(|n| *n = n.wrapping_add(1));
                 }
             }
@@ -613,18 +591,22 @@ impl EtcdStore {
         key: &str,
         start: &str,
         end: Vec<u8>,
-    ) -> Option<WatchStream> {
-        let options = WatchOptions::new().with_range(end);
+    ) -> Option<Streaming<WatchResponse>> {
+        let create = WatchCreateRequest {
+            key: start.as_bytes().to_vec(),
+            range_end: end,
+            ..WatchCreateRequest::default()
+        };
         let opened = self
             .conn
-            .call("watch", key, |mut c| {
-                let (start, options) = (start.to_string(), options.clone());
+            .call("watch", key, |c| {
+                let create = create.clone();
                 async move {
-                    let mut stream = c.watch(start, Some(options)).await?;
+                    let mut stream = c.watch(create).await?;
                     // Wait for etcd to confirm the watch: from then on, no
                     // event in the range can be missed.
                     let first = stream.message().await?;
-                    Ok((stream, first.is_some_and(|r| r.created())))
+                    Ok((stream, first.is_some_and(|r| r.created)))
                 }
             })
             .await;

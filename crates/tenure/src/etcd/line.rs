@@ -34,13 +34,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use etcd_client::{
-    Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
-    TxnOpResponse, TxnResponse,
-};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::api::etcdserverpb::compare::CompareResult;
+use super::api::etcdserverpb::range_request::{SortOrder, SortTarget};
+use super::api::etcdserverpb::{
+    Compare, PutRequest, RangeRequest, RequestOp, TxnRequest, TxnResponse,
+};
+use super::api::mvccpb::event::EventType;
 use super::holder::{self, holder_key};
 use super::keys::{companions_end, line_prefix, permit_key, range_end};
 use super::lease::{EtcdStore, Granted, first_kv, lease_not_found};
@@ -109,30 +111,29 @@ impl LineKeys {
 /// Compares true when nobody stands in the line `[prefix, end)` (on an empty
 /// range etcd compares against a key that does not exist: revision 0).
 pub(super) fn nobody_in_line(prefix: &str, end: &[u8]) -> Compare {
-    Compare::create_revision(prefix, CompareOp::Equal, 0).with_range(end.to_vec())
+    Compare::create_revision(prefix, CompareResult::Equal, 0).with_range(end.to_vec())
 }
 
 /// The places of the line `[prefix, end)` by create revision, `limit` of them.
-fn by_arrival(end: &[u8], order: SortOrder, limit: i64) -> GetOptions {
-    GetOptions::new()
+fn by_arrival(prefix: &str, end: &[u8], order: SortOrder, limit: i64) -> RangeRequest {
+    RangeRequest::new(prefix)
         .with_range(end.to_vec())
         .with_sort(SortTarget::Create, order)
         .with_limit(limit)
 }
 
 /// Reads the first waiter in the line of `storage_key`.
-pub(super) fn first_in_line(storage_key: &str) -> TxnOp {
+pub(super) fn first_in_line(storage_key: &str) -> RequestOp {
     let prefix = line_prefix(storage_key);
     let end = range_end(&prefix);
-    TxnOp::get(prefix, Some(by_arrival(&end, SortOrder::Ascend, 1)))
+    RequestOp::get(by_arrival(&prefix, &end, SortOrder::Ascend, 1))
 }
 
 /// Counts the places in the line of `storage_key`.
-pub(super) fn count_in_line(storage_key: &str) -> TxnOp {
+pub(super) fn count_in_line(storage_key: &str) -> RequestOp {
     let prefix = line_prefix(storage_key);
     let end = range_end(&prefix);
-    let only_count = GetOptions::new().with_range(end).with_count_only();
-    TxnOp::get(prefix, Some(only_count))
+    RequestOp::get(RangeRequest::new(prefix).with_range(end).with_count_only())
 }
 
 /// What a grant writes: the lease key holding `token` on etcd lease `lease`
@@ -143,37 +144,16 @@ pub(super) fn take(
     token: &OwnerToken,
     lease: i64,
     holder: Option<&HolderInfo>,
-) -> Vec<TxnOp> {
-    let on_lease = || Some(PutOptions::new().with_lease(lease));
+) -> Vec<RequestOp> {
     let mut ops = vec![
-        TxnOp::put(storage_key, token.as_str(), on_lease()),
-        TxnOp::get(storage_key, None),
+        RequestOp::put(PutRequest::new(storage_key, token.as_str()).with_lease(lease)),
+        RequestOp::get(RangeRequest::new(storage_key)),
     ];
     if let Some(h) = holder {
-        ops.push(TxnOp::put(
-            holder_key(storage_key),
-            holder::encode(h),
-            on_lease(),
-        ));
+        let record = PutRequest::new(holder_key(storage_key), holder::encode(h));
+        ops.push(RequestOp::put(record.with_lease(lease)));
     }
     ops
-}
-
-/// The key-values of every `Get` among a transaction's responses, in order.
-fn reads(reply: TxnResponse) -> Vec<Vec<etcd_client::KeyValue>> {
-    reply
-        .op_responses()
-        .into_iter()
-        .filter_map(|r| match r {
-            TxnOpResponse::Get(mut get) => Some(get.take_kvs()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The revision a transaction was applied at.
-fn revision(reply: &TxnResponse) -> i64 {
-    reply.header().map_or(0, |h| h.revision())
 }
 
 impl EtcdStore {
@@ -227,26 +207,26 @@ impl EtcdStore {
                 return Err(e);
             }
         };
-        if reply.succeeded() {
-            let fence = self.created_fence(&keys.lease, first_kv(reply.op_responses()))?;
+        if reply.succeeded {
+            let fence = self.created_fence(&keys.lease, first_kv(reply.responses))?;
             self.remember(&keys.lease, token, granted);
             let valid_until = valid_until(start, ttl);
             return Ok((AcquireReply::Acquired { fence, valid_until }, None));
         }
-        let as_of = revision(&reply);
-        let mut reads = reads(reply).into_iter();
+        let as_of = reply.revision();
+        let mut reads = reply.reads().into_iter();
         let mine = reads
             .next()
             .and_then(|kvs| kvs.into_iter().next())
             .ok_or_else(|| vanished(&keys.place))?;
-        let rev = mine.create_revision();
+        let rev = mine.create_revision;
         // The two newest places: ours, and the one ahead of it. (A place kept
         // from an earlier stand may not be the newest; then we do not know
         // who is ahead, and count ourselves first: at worst woken for
         // nothing.)
         let newest = reads.next().unwrap_or_default();
         let ahead = match newest.as_slice() {
-            [first, second, ..] if first.create_revision() == rev => Some(second.key().to_vec()),
+            [first, second, ..] if first.create_revision == rev => Some(second.key.clone()),
             _ => None,
         };
         self.stands(keys, token, Standing { as_of, ahead }, Some(sent));
@@ -278,10 +258,10 @@ impl EtcdStore {
         let Some(reply) = reply? else {
             return Ok(None);
         };
-        if reply.succeeded() {
+        if reply.succeeded {
             return match alive {
                 Ok(true) => {
-                    let fence = self.created_fence(&keys.lease, first_kv(reply.op_responses()))?;
+                    let fence = self.created_fence(&keys.lease, first_kv(reply.responses))?;
                     self.remember(&keys.lease, token, place.granted);
                     let valid_until = valid_until(start, ttl);
                     Ok(Some((AcquireReply::Acquired { fence, valid_until }, None)))
@@ -302,7 +282,7 @@ impl EtcdStore {
                 None
             }
         };
-        let as_of = revision(&reply);
+        let as_of = reply.revision();
         let Some(ahead) = still_in_line(reply, &keys.place) else {
             return Ok(None);
         };
@@ -320,29 +300,29 @@ impl EtcdStore {
         place: Option<&QueuePlace>,
     ) -> Result<ReleaseOutcome> {
         let keys = LineKeys::new(self, key, token);
-        let txn = Txn::new()
+        let txn = TxnRequest::new()
             .when([Compare::value(
                 keys.lease.as_str(),
-                CompareOp::Equal,
+                CompareResult::Equal,
                 token.as_str(),
             )])
             .and_then([
-                TxnOp::get(keys.lease.as_str(), None),
-                TxnOp::delete(keys.lease.as_str(), None),
-                TxnOp::delete(holder_key(&keys.lease), None),
-                TxnOp::delete(keys.place.as_str(), None),
+                RequestOp::get(RangeRequest::new(keys.lease.as_str())),
+                RequestOp::delete(keys.lease.as_str()),
+                RequestOp::delete(holder_key(&keys.lease)),
+                RequestOp::delete(keys.place.as_str()),
             ])
             .or_else([
-                TxnOp::get(keys.place.as_str(), None),
-                TxnOp::delete(keys.place.as_str(), None),
+                RequestOp::get(RangeRequest::new(keys.place.as_str())),
+                RequestOp::delete(keys.place.as_str()),
             ]);
         let reply = self.txn("leave", key, txn).await?;
-        let succeeded = reply.succeeded();
+        let succeeded = reply.succeeded;
         self.forget(&keys.lease, token);
         let lease = place
             .and_then(Place::parse)
             .map(|p| p.granted.id)
-            .or_else(|| first_kv(reply.op_responses()).map(|kv| kv.lease()))
+            .or_else(|| first_kv(reply.responses).map(|kv| kv.lease))
             .filter(|id| *id != 0);
         if let Some(id) = lease {
             self.revoke_in_background(id);
@@ -371,15 +351,15 @@ impl EtcdStore {
         lock(&self.turns).insert(id.clone(), Arc::clone(&turn));
         let task = tokio::spawn(async move {
             while let Ok(Some(reply)) = stream.message().await {
-                if reply.canceled() {
+                if reply.canceled {
                     break;
                 }
-                let changes = reply.events().iter().filter_map(|e| {
-                    let kv = e.kv()?;
+                let changes = reply.events.iter().filter_map(|e| {
+                    let kv = e.kv.as_ref()?;
                     Some(Change {
-                        rev: kv.mod_revision(),
-                        key: kv.key().to_vec(),
-                        deleted: e.event_type() == EventType::Delete,
+                        rev: kv.mod_revision,
+                        key: kv.key.clone(),
+                        deleted: e.r#type() == EventType::Delete,
                     })
                 });
                 lock(&turn).saw(changes);
@@ -428,10 +408,10 @@ impl EtcdStore {
         &self,
         op: &'static str,
         key: &str,
-        txn: Txn,
+        txn: TxnRequest,
     ) -> Result<Option<TxnResponse>> {
         self.conn
-            .call(op, key, |mut c| {
+            .call(op, key, |c| {
                 let txn = txn.clone();
                 async move {
                     match c.txn(txn).await {
@@ -448,19 +428,23 @@ impl EtcdStore {
 /// The first look, on the fresh etcd lease `lease`: if the lease key does not
 /// exist and nobody stands in line, take the lease; else put our place at the
 /// end and read it and the newest two places (ours, and the one ahead).
-fn join_txn(keys: &LineKeys, token: &OwnerToken, holder: Option<&HolderInfo>, lease: i64) -> Txn {
-    let on_lease = Some(PutOptions::new().with_lease(lease));
-    let newest_two = by_arrival(&keys.end, SortOrder::Descend, 2);
-    Txn::new()
+fn join_txn(
+    keys: &LineKeys,
+    token: &OwnerToken,
+    holder: Option<&HolderInfo>,
+    lease: i64,
+) -> TxnRequest {
+    let newest_two = by_arrival(&keys.prefix, &keys.end, SortOrder::Descend, 2);
+    TxnRequest::new()
         .when([
-            Compare::create_revision(keys.lease.as_str(), CompareOp::Equal, 0),
+            Compare::create_revision(keys.lease.as_str(), CompareResult::Equal, 0),
             nobody_in_line(&keys.prefix, &keys.end),
         ])
         .and_then(take(&keys.lease, token, lease, holder))
         .or_else([
-            TxnOp::put(keys.place.as_str(), "", on_lease),
-            TxnOp::get(keys.place.as_str(), None),
-            TxnOp::get(keys.prefix.as_str(), Some(newest_two)),
+            RequestOp::put(PutRequest::new(keys.place.as_str(), "").with_lease(lease)),
+            RequestOp::get(RangeRequest::new(keys.place.as_str())),
+            RequestOp::get(newest_two),
         ])
 }
 
@@ -468,26 +452,32 @@ fn join_txn(keys: &LineKeys, token: &OwnerToken, holder: Option<&HolderInfo>, le
 /// still there and no place in line was created before ours, take the lease
 /// (on the place's etcd lease) and delete the place; else read our place and
 /// the one just ahead of it.
-fn look_txn(keys: &LineKeys, token: &OwnerToken, holder: Option<&HolderInfo>, place: Place) -> Txn {
+fn look_txn(
+    keys: &LineKeys,
+    token: &OwnerToken,
+    holder: Option<&HolderInfo>,
+    place: Place,
+) -> TxnRequest {
     let mut grant = take(&keys.lease, token, place.granted.id, holder);
-    grant.push(TxnOp::delete(keys.place.as_str(), None));
+    grant.push(RequestOp::delete(keys.place.as_str()));
     // Revisions start at 1, and a place is a write: `rev - 1` is at least 1
     // (0 would mean "no bound").
     let before = (place.rev - 1).max(1);
-    let ahead = by_arrival(&keys.end, SortOrder::Descend, 1).with_max_create_revision(before);
-    Txn::new()
+    let ahead =
+        by_arrival(&keys.prefix, &keys.end, SortOrder::Descend, 1).with_max_create_revision(before);
+    TxnRequest::new()
         .when([
-            Compare::create_revision(keys.lease.as_str(), CompareOp::Equal, 0),
-            Compare::create_revision(keys.place.as_str(), CompareOp::Equal, place.rev),
+            Compare::create_revision(keys.lease.as_str(), CompareResult::Equal, 0),
+            Compare::create_revision(keys.place.as_str(), CompareResult::Equal, place.rev),
             // Holds for every place in the line (ours included): nobody
             // stood in line before us.
-            Compare::create_revision(keys.prefix.as_str(), CompareOp::Greater, place.rev - 1)
+            Compare::create_revision(keys.prefix.as_str(), CompareResult::Greater, place.rev - 1)
                 .with_range(keys.end.clone()),
         ])
         .and_then(grant)
         .or_else([
-            TxnOp::get(keys.place.as_str(), None),
-            TxnOp::get(keys.prefix.as_str(), Some(ahead)),
+            RequestOp::get(RangeRequest::new(keys.place.as_str())),
+            RequestOp::get(ahead),
         ])
 }
 
@@ -495,14 +485,14 @@ fn look_txn(keys: &LineKeys, token: &OwnerToken, holder: Option<&HolderInfo>, pl
 /// else the key of the place just ahead of ours (`None` inside when we are
 /// first).
 fn still_in_line(reply: TxnResponse, place_key: &str) -> Option<Option<Vec<u8>>> {
-    let mut reads = reads(reply).into_iter();
+    let mut reads = reply.reads().into_iter();
     if reads.next().is_none_or(|kvs| kvs.is_empty()) {
         return None;
     }
     let ahead = reads
         .next()
         .and_then(|kvs| kvs.into_iter().next())
-        .map(|kv| kv.key().to_vec())
+        .map(|kv| kv.key)
         .filter(|k| k.as_slice() != place_key.as_bytes());
     Some(ahead)
 }

@@ -82,12 +82,15 @@
 //! Rate limits are refused on etcd ([`EtcdLimits`]): keep them in Redis or
 //! SQLite.
 
+mod api;
+mod client;
 mod conn;
 mod holder;
 mod keys;
 mod lease;
 mod limit;
 mod line;
+mod ops;
 mod options;
 mod record;
 mod semaphore;

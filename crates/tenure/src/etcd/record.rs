@@ -6,9 +6,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::EtcdStore;
+use super::api::etcdserverpb::compare::CompareResult;
+use super::api::etcdserverpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest};
+use super::api::mvccpb::KeyValue;
 use super::keys::{fence_digits, record_key};
 use super::lease::first_kv;
 use crate::error::{Error, Result};
@@ -32,7 +34,7 @@ fn encode(record: &Record) -> Vec<u8> {
 
 /// A stored record; anything else at its key is an [`Error::WrongType`].
 fn decode(record_key: &str, kv: &KeyValue) -> Result<Record> {
-    let value = kv.value();
+    let value = kv.value.as_slice();
     let fence = value
         .get(..20)
         .filter(|_| value.get(20) == Some(&b' '))
@@ -51,7 +53,7 @@ fn decode(record_key: &str, kv: &KeyValue) -> Result<Record> {
 /// Compares a record's stored value with the first value of fence `fence`
 /// and above: `Less` holds exactly for records of a lower fence.
 fn below(record_key: &str, fence: u128) -> Compare {
-    Compare::value(record_key, CompareOp::Less, fence_digits(fence))
+    Compare::value(record_key, CompareResult::Less, fence_digits(fence))
 }
 
 #[async_trait]
@@ -77,37 +79,34 @@ impl RecordStore for EtcdStore {
             Some(ttl) => Some(self.grant("write record", key, ttl).await?),
             None => None,
         };
-        let options = lease.map(|g| PutOptions::new().with_lease(g.id));
-        let put = TxnOp::put(record_key.as_str(), encode(record), options);
-        let absent = Compare::create_revision(record_key.as_str(), CompareOp::Equal, 0);
-        let read = TxnOp::get(record_key.as_str(), None);
+        let mut put = PutRequest::new(record_key.as_str(), encode(record));
+        if let Some(g) = lease {
+            put = put.with_lease(g.id);
+        }
+        let put = RequestOp::put(put);
+        let absent = Compare::create_revision(record_key.as_str(), CompareResult::Equal, 0);
+        let read = RequestOp::get(RangeRequest::new(record_key.as_str()));
         // Written when absent; for `IfNotOlder` also over a record whose fence
         // is not above ours (a nested transaction: still one round trip).
         let otherwise = match rule {
             PutRule::IfAbsent => read,
-            PutRule::IfNotOlder => TxnOp::txn(
-                Txn::new()
+            PutRule::IfNotOlder => RequestOp::txn(
+                TxnRequest::new()
                     .when([below(&record_key, u128::from(record.fence.get()) + 1)])
                     .and_then([put.clone()])
                     .or_else([read]),
             ),
         };
-        let txn = Txn::new()
+        let txn = TxnRequest::new()
             .when([absent])
             .and_then([put])
             .or_else([otherwise]);
-        let reply = self
-            .conn
-            .call("write record", key, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
-        let written = reply.succeeded()
+        let reply = self.txn("write record", key, txn).await?;
+        let written = reply.succeeded
             || reply
-                .op_responses()
+                .responses
                 .iter()
-                .any(|r| matches!(r, TxnOpResponse::Txn(inner) if inner.succeeded()));
+                .any(|r| r.as_txn().is_some_and(|inner| inner.succeeded));
         if written {
             return Ok(PutOutcome::Written);
         }
@@ -115,9 +114,14 @@ impl RecordStore for EtcdStore {
             // The kept record has its own lease; ours holds nothing.
             self.revoke_in_background(g.id);
         }
-        let responses = reply.op_responses().into_iter().flat_map(|r| match r {
-            TxnOpResponse::Txn(inner) => inner.op_responses(),
-            other => vec![other],
+        let responses = reply.responses.into_iter().flat_map(|r| {
+            if r.as_txn().is_some() {
+                r.into_txn()
+                    .map(|inner| inner.responses)
+                    .unwrap_or_default()
+            } else {
+                vec![r]
+            }
         });
         match first_kv(responses.collect()) {
             Some(kv) => Ok(PutOutcome::Kept(decode(&record_key, &kv)?)),
@@ -134,20 +138,18 @@ impl RecordStore for EtcdStore {
         let record_key = self.record_key(key);
         let fence = u128::from(fence.get());
         // Carries `fence`: at least `{fence:020}` plus a space, below the next.
-        let txn = Txn::new()
+        let txn = TxnRequest::new()
             .when([
-                Compare::value(record_key.as_str(), CompareOp::Greater, fence_digits(fence)),
+                Compare::value(
+                    record_key.as_str(),
+                    CompareResult::Greater,
+                    fence_digits(fence),
+                ),
                 below(&record_key, fence + 1),
             ])
-            .and_then([TxnOp::delete(record_key.as_str(), None)]);
-        let reply = self
-            .conn
-            .call("delete record", key, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
-        Ok(reply.succeeded())
+            .and_then([RequestOp::delete(record_key.as_str())]);
+        let reply = self.txn("delete record", key, txn).await?;
+        Ok(reply.succeeded)
     }
 }
 

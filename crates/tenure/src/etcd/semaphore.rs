@@ -19,11 +19,12 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{
-    EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
-};
 
 use super::EtcdStore;
+use super::api::etcdserverpb::range_request::{SortOrder, SortTarget};
+use super::api::etcdserverpb::{PutRequest, RangeRequest, RequestOp, TxnRequest};
+use super::api::mvccpb::KeyValue;
+use super::api::mvccpb::event::EventType;
 use super::keys::{permit_key, permits_prefix, range_end};
 use crate::error::Result;
 use crate::fence::Fence;
@@ -56,30 +57,12 @@ impl EtcdStore {
     ) -> Result<Vec<KeyValue>> {
         let prefix = self.permits_prefix(key);
         let first_n = by_creation(&prefix, SortOrder::Ascend, i64::from(permits.get()));
-        let txn = Txn::new().and_then([
-            TxnOp::put(
-                permit,
-                token.as_str(),
-                Some(PutOptions::new().with_lease(lease)),
-            ),
-            TxnOp::get(prefix.as_str(), Some(first_n)),
+        let txn = TxnRequest::new().and_then([
+            RequestOp::put(PutRequest::new(permit, token.as_str()).with_lease(lease)),
+            RequestOp::get(first_n),
         ]);
-        let reply = self
-            .conn
-            .call("acquire permit", key, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
-        Ok(reply
-            .op_responses()
-            .into_iter()
-            .filter_map(|r| match r {
-                TxnOpResponse::Get(mut get) => Some(get.take_kvs()),
-                _ => None,
-            })
-            .flatten()
-            .collect())
+        let reply = self.txn("acquire permit", key, txn).await?;
+        Ok(reply.reads().into_iter().flatten().collect())
     }
 
     /// A permit not among the first: its etcd lease is revoked at once (its
@@ -88,7 +71,7 @@ impl EtcdStore {
     async fn refuse_permit(&self, key: &str, id: i64, first: &[KeyValue]) -> Result<AcquireReply> {
         if let Err(e) = self
             .conn
-            .call("acquire permit", key, |mut c| async move {
+            .call("acquire permit", key, |c| async move {
                 c.lease_revoke(id).await
             })
             .await
@@ -99,7 +82,7 @@ impl EtcdStore {
         // at least one permit is free.
         let ttl_left = match first.first() {
             Some(oldest) => {
-                self.lease_ttl_left("acquire permit", key, oldest.lease())
+                self.lease_ttl_left("acquire permit", key, oldest.lease)
                     .await?
             }
             None => Some(Duration::ZERO),
@@ -109,8 +92,8 @@ impl EtcdStore {
 }
 
 /// The permit keys under `prefix`, sorted by create revision.
-fn by_creation(prefix: &str, order: SortOrder, limit: i64) -> GetOptions {
-    GetOptions::new()
+fn by_creation(prefix: &str, order: SortOrder, limit: i64) -> RangeRequest {
+    RangeRequest::new(prefix)
         .with_range(range_end(prefix))
         .with_sort(SortTarget::Create, order)
         .with_limit(limit)
@@ -139,7 +122,7 @@ impl SemaphoreStore for EtcdStore {
                 return Err(e);
             }
         };
-        if let Some(ours) = first.iter().find(|kv| kv.key() == permit.as_bytes()) {
+        if let Some(ours) = first.iter().find(|kv| kv.key == permit.as_bytes()) {
             let fence = self.created_fence(&permit, Some(ours.clone()))?;
             self.remember(&permit, token, granted);
             return Ok(AcquireReply::Acquired {
@@ -171,16 +154,16 @@ impl SemaphoreStore for EtcdStore {
         let newest = by_creation(&prefix, SortOrder::Descend, 1);
         let reply = self
             .conn
-            .call("count permits", key, |mut c| {
-                let (prefix, newest) = (prefix.clone(), newest.clone());
-                async move { c.get(prefix, Some(newest)).await }
+            .call("count permits", key, |c| {
+                let newest = newest.clone();
+                async move { c.range(newest).await }
             })
             .await?;
-        let held = u32::try_from(reply.count()).unwrap_or(u32::MAX);
+        let held = u32::try_from(reply.count).unwrap_or(u32::MAX);
         let fence = reply
-            .kvs()
+            .kvs
             .first()
-            .and_then(|kv| u64::try_from(kv.create_revision()).ok())
+            .and_then(|kv| u64::try_from(kv.create_revision).ok())
             .map(Fence::new);
         Ok((held, fence))
     }
@@ -190,7 +173,7 @@ impl SemaphoreStore for EtcdStore {
         // going away: any of them may free a place.
         let prefix = self.permits_prefix(key);
         self.watch_range(key, &prefix, range_end(&prefix), |event| {
-            event.event_type() == EventType::Delete
+            event.r#type() == EventType::Delete
         })
         .await
     }
