@@ -7,6 +7,7 @@ use std::time::Duration;
 use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
 
 use super::options::{EtcdOptions, EtcdUrl};
+use crate::duration::capped;
 use crate::error::{Error, Result};
 
 /// How often one call is sent again after a refused connection (a dead
@@ -31,7 +32,7 @@ impl EtcdConn {
         let mut connect = client_options(url, options);
         // Connecting authenticates when a user is set: one round trip, bounded
         // by the connect and call budgets together.
-        let budget = options.connect_timeout + options.timeout;
+        let budget = capped(options.connect_timeout) + capped(options.timeout);
         let scheme = if url.tls {
             connect = connect.with_tls(tls_options(&display, options)?);
             "https"
@@ -67,7 +68,7 @@ impl EtcdConn {
         let conn = EtcdConn {
             client,
             display,
-            timeout: options.timeout,
+            timeout: capped(options.timeout),
         };
         // A linearizable read of one key under our prefix: answers only when
         // the cluster has a leader and a majority, and when the user may read.
@@ -254,11 +255,11 @@ fn client_options(url: &EtcdUrl, options: &EtcdOptions) -> ConnectOptions {
     let mut connect = ConnectOptions::new()
         // No per-request timeout in the channel: `call` bounds every call
         // with its own budget and reports it as a timeout.
-        .with_connect_timeout(options.connect_timeout)
+        .with_connect_timeout(capped(options.connect_timeout))
         // HTTP/2 pings notice a dead member (kill -9, a cut cable) while
         // idle, so the channel fails over instead of waiting on a socket
         // that will never answer.
-        .with_keep_alive(Duration::from_secs(1), options.timeout)
+        .with_keep_alive(Duration::from_secs(1), capped(options.timeout))
         .with_keep_alive_while_idle(true)
         // Calls fail fast on a member cut off from the leader rather than
         // waiting on it ("etcdserver: no leader").
