@@ -589,6 +589,12 @@ async fn finish(
 
 /// The command exited within the lease: checks that the lease is still ours,
 /// releases it, and turns the outcome into tenure's exit status.
+///
+/// 76 means the store said the lease was gone while its validity lasted: the
+/// command may not have run alone. An answer that comes only after the
+/// validity ran out (a frozen or slow store) cannot say that — the key may
+/// simply have expired after the command ended — so the command's own status
+/// stands, with a note.
 async fn release_after_exit(
     global: &Global,
     args: &RunArgs,
@@ -596,27 +602,19 @@ async fn release_after_exit(
     guard: LeaseGuard,
     status: ExitStatus,
 ) -> Result<(u8, bool), Failure> {
-    // Ask the store whether the lease is still ours before letting it go. A
-    // renewal does that (it never revives a lost lease); it is tried twice,
-    // because the first call after a store restart can fail on the broken
-    // connection, and a release that fails would leave the question open.
-    for _ in 0..2 {
-        match guard.extend().await {
-            Ok(_) => break,
-            Err(e) => tracing::info!(error = %e, "checking the lease before release failed"),
-        }
-    }
-    // NotHeld above fired the lost signal; the release then changes nothing.
-    let found_lost = guard.is_lost();
+    let gone = confirm_held(&guard).await;
+    // Whether the release is sent while the lease is still valid: only then
+    // does "not held" mean it was gone before its validity ended.
+    let inside = !guard.is_lost();
     let released = guard.release().await;
-    let released = if found_lost {
+    let released = if gone {
         Ok(ReleaseOutcome::NotHeld)
     } else {
         released
     };
     match released {
         Ok(ReleaseOutcome::Released) => Ok((exit_code(status), false)),
-        Ok(_) => {
+        Ok(_) if gone || inside => {
             // The store no longer had our lease: someone may have held it while
             // the command ran. Say which, when the store can tell.
             let what = what_happened(tenure, &args.key).await;
@@ -630,6 +628,16 @@ async fn release_after_exit(
             }
             Ok((exit::LEASE_LOST, true))
         }
+        Ok(_) => {
+            if !global.quiet {
+                output::note(&format!(
+                    "lease {:?}: the store answered only after the lease's validity ran out, \
+                     and it had expired by then; the command ended within its validity",
+                    args.key
+                ));
+            }
+            Ok((exit_code(status), false))
+        }
         Err(e) => {
             // The command finished within the lease's validity; only the
             // release failed, and the TTL frees the key.
@@ -639,6 +647,26 @@ async fn release_after_exit(
             Ok((exit_code(status), false))
         }
     }
+}
+
+/// Asks the store whether the lease is still ours before letting it go, while
+/// it is still valid; `true` when the store said it was gone. A renewal does
+/// that (it never revives a lost lease); it is tried twice, because the first
+/// call after a store restart can fail on the broken connection, and a release
+/// that fails would leave the question open.
+async fn confirm_held(guard: &LeaseGuard) -> bool {
+    for _ in 0..2 {
+        if guard.is_lost() {
+            // Past the validity: a renewal could no longer tell.
+            return false;
+        }
+        match guard.extend().await {
+            Ok(tenure::ExtendOutcome::NotHeld) => return true,
+            Ok(_) => return false,
+            Err(e) => tracing::info!(error = %e, "checking the lease before release failed"),
+        }
+    }
+    false
 }
 
 /// What became of a lease the store no longer holds for us, as far as the

@@ -9,6 +9,16 @@
 
 use std::time::Duration;
 
+/// The longest any wait, timeout or polling interval lasts: a longer one a
+/// user passes (up to `Duration::MAX`) means this much, so that no deadline
+/// computed from it overflows a clock. The same bound as the longest TTL.
+pub(crate) const LONGEST: Duration = crate::lease::MAX_TTL;
+
+/// `d`, at most [`LONGEST`].
+pub(crate) fn capped(d: Duration) -> Duration {
+    d.min(LONGEST)
+}
+
 /// Whole milliseconds of `d`, saturating at `u64::MAX`.
 #[allow(dead_code)] // for the Redis store's lease TTLs, which still convert locally
 pub(crate) fn millis(d: Duration) -> u64 {

@@ -10,6 +10,7 @@ use tonic::{Code, Status};
 use super::api::etcdserverpb::RangeRequest;
 use super::client::{Client, Connect};
 use super::options::{EtcdOptions, EtcdUrl};
+use crate::duration::capped;
 use crate::error::{Error, Result};
 
 /// How often one call is sent again after a refused connection (a dead
@@ -47,8 +48,8 @@ impl EtcdConn {
         let client = Client::new(Connect {
             endpoints: &url.endpoints,
             tls,
-            connect_timeout: options.connect_timeout,
-            keep_alive_timeout: options.timeout,
+            connect_timeout: capped(options.connect_timeout),
+            keep_alive_timeout: capped(options.timeout),
             user: url.user.clone().or_else(|| options.user.clone()),
         })
         .map_err(|reason| Error::Config {
@@ -58,11 +59,11 @@ impl EtcdConn {
         let conn = EtcdConn {
             client,
             display,
-            timeout: options.timeout,
+            timeout: capped(options.timeout),
         };
         // Authenticating a user is one round trip, bounded by the connect and
         // call budgets together.
-        let budget = options.connect_timeout + options.timeout;
+        let budget = capped(options.connect_timeout) + capped(options.timeout);
         let authenticated = EtcdConn {
             timeout: budget,
             ..conn.clone()

@@ -244,6 +244,11 @@ impl Lease {
     }
 
     /// Turns automatic renewal on (every ttl/3) or off (the default).
+    ///
+    /// Renewals are counted from the validity the store granted, which starts
+    /// when the request was sent: after a slow acquire or renewal the next one
+    /// comes sooner (at once when less than the validity minus an interval is
+    /// left), never an interval after the answer came back.
     pub fn watchdog(mut self, on: bool) -> Self {
         self.renew_every = on.then_some(Duration::ZERO);
         self

@@ -5,7 +5,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::guard::{Loss, Shared};
-use super::store::ExtendReply;
+use super::store::{DriftMargin, ExtendReply};
+use crate::clock::Moment;
 
 /// After a failed renewal, retry this often (bounded by the interval).
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
@@ -29,11 +30,23 @@ pub(super) fn spawn(shared: &Arc<Shared>, renew_every: Option<Duration>) {
     });
 }
 
+/// When the next renewal is due: when the validity left has shrunk by one
+/// renewal interval, counted from the deadline the store actually granted
+/// (`lead` before it) rather than from when the answer came back. A slow
+/// acquire or renewal has spent part of the validity already: then the next
+/// renewal is due sooner, or at once.
+fn due(shared: &Shared, lead: Duration) -> Moment {
+    shared.deadline() - lead
+}
+
 async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
-    let Some(mut next_renewal) = weak
-        .upgrade()
-        .map(|s| renew_every.map(|every| s.now() + every))
-    else {
+    // How long before the deadline a renewal is due: the validity of a fresh
+    // grant minus one interval.
+    let Some((mut next_renewal, lead)) = weak.upgrade().map(|s| {
+        let lead =
+            renew_every.map(|every| DriftMargin::default().validity(s.ttl).saturating_sub(every));
+        (lead.map(|lead| due(&s, lead)), lead)
+    }) else {
         return;
     };
     loop {
@@ -46,15 +59,15 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
             shared.mark_lost(Loss::Deadline);
             return;
         }
-        let (Some(every), Some(due)) = (renew_every, next_renewal) else {
+        let (Some(every), Some(lead), Some(due_at)) = (renew_every, lead, next_renewal) else {
             // No renewal: sleep towards the deadline (a manual extend may move it).
             drop(shared);
             tokio::time::sleep(deadline.saturating_duration_since(now).min(SLICE)).await;
             continue;
         };
-        if now < due {
+        if now < due_at {
             drop(shared);
-            let wake = due.min(deadline);
+            let wake = due_at.min(deadline);
             tokio::time::sleep(wake.saturating_duration_since(now).min(SLICE)).await;
             continue;
         }
@@ -69,7 +82,9 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
                 if lost {
                     return;
                 }
-                next_renewal = Some(now + every);
+                // At most one interval from now: a store that grants less
+                // than asked is renewed sooner, never later.
+                next_renewal = Some(due(&shared, lead).min(now + every));
             }
             Ok(Err(e)) => {
                 tracing::warn!(key = %shared.key, error = %e, "lease renewal failed; retrying until the deadline");

@@ -348,7 +348,8 @@ impl Limiter {
     /// Takes `cost` units for `key`, sleeping until they are available, for at
     /// most `max_wait`. Returns the admitting decision, or the last refusal as
     /// soon as its `retry_after` shows the wait would exceed `max_wait` (it
-    /// does not sleep in vain).
+    /// does not sleep in vain). A `max_wait` longer than
+    /// [`MAX_TTL`](crate::lease::MAX_TTL) means that long.
     ///
     /// Each sleep is the refusal's `retry_after` plus a random jitter of up to a
     /// quarter of it (at most [`MAX_JITTER`]), so waiters refused together do not
@@ -375,14 +376,14 @@ impl Limiter {
     /// # Errors
     /// As [`check_n`](Self::check_n).
     pub async fn wait_n(&self, key: &str, cost: u32, max_wait: Duration) -> Result<Decision> {
-        let deadline = Instant::now() + max_wait;
+        let deadline = Instant::now() + crate::duration::capped(max_wait);
         loop {
             let decision = self.check_n(key, cost).await?;
             let Some(retry) = decision.retry_after.filter(|_| !decision.allowed) else {
                 return Ok(decision);
             };
             let now = Instant::now();
-            if now + retry > deadline {
+            if retry > deadline.saturating_duration_since(now) {
                 return Ok(decision);
             }
             let wake = (now + retry + jitter(retry)).min(deadline);

@@ -195,7 +195,8 @@ impl Once {
     }
 
     /// Waits at most this long for another caller's run (default: until it
-    /// completes or its lease expires); then [`OnceOutcome::Busy`].
+    /// completes or its lease expires); then [`OnceOutcome::Busy`]. A wait
+    /// longer than [`MAX_TTL`](crate::lease::MAX_TTL) means that long.
     pub fn wait(mut self, max: Duration) -> Self {
         self.wait = Some(max);
         self
@@ -415,7 +416,9 @@ impl Once {
 
     /// Waits until a result is recorded or the lease is ours.
     async fn find_or_win(&self, records: &dyn RecordStore) -> Result<Found> {
-        let deadline = self.wait.map(|w| Instant::now() + w);
+        let deadline = self
+            .wait
+            .map(|w| Instant::now() + crate::duration::capped(w));
         let mut watch: Option<ReleaseWatch> = None;
         let mut backoff = Duration::from_millis(5);
         loop {

@@ -212,6 +212,7 @@ impl<N: QuorumNode> Quorum<N> {
     /// When the keys of a lease (or of an attempt) for `ttl` from now have
     /// expired on every node: nothing is left to undo then.
     pub(super) fn keys_expire(&self, ttl: Duration) -> Instant {
-        Instant::now() + ttl + self.options().drift.of(ttl)
+        let margin = self.options().drift.of(ttl);
+        Instant::now() + crate::duration::capped(ttl.saturating_add(margin))
     }
 }

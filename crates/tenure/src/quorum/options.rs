@@ -73,6 +73,17 @@ impl QuorumOptions {
         self.retry_delay = delay;
         self
     }
+
+    /// These options with every duration at most
+    /// [`MAX_TTL`](crate::lease::MAX_TTL): a longer one means that long, and no
+    /// deadline computed from it can overflow.
+    pub(crate) fn capped(mut self) -> Self {
+        use crate::duration::capped;
+        self.node_timeout = capped(self.node_timeout);
+        self.connect_timeout = self.connect_timeout.map(capped);
+        self.retry_delay = capped(self.retry_delay);
+        self
+    }
 }
 
 #[cfg(test)]

@@ -222,6 +222,7 @@ impl QuorumStore {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        let options = options.capped();
         // The quorum bounds every decision by the node timeout itself; the
         // connection's own budget is longer, so that a request the quorum
         // stopped waiting for is still sent (redis-rs skips a queued request

@@ -282,7 +282,8 @@ impl RedisConn {
     /// where the server may be down at start (quorum nodes).
     pub(crate) fn lazy(url: &str, options: &RedisOptions) -> Result<Self> {
         let display = redact(url);
-        let (timeout, connect_timeout) = (options.timeout, options.connect_timeout);
+        let capped = crate::duration::capped;
+        let (timeout, connect_timeout) = (capped(options.timeout), capped(options.connect_timeout));
         if timeout.is_zero() || connect_timeout.is_zero() {
             return Err(Error::invalid(
                 "timeout",

@@ -249,7 +249,7 @@ impl SqliteStore {
                 "must be greater than zero, or waiters would spin",
             ));
         }
-        let busy_timeout = options.busy_timeout;
+        let busy_timeout = crate::duration::capped(options.busy_timeout);
         let opened = path.clone();
         let (conn, file) = tokio::task::spawn_blocking(move || {
             let (db, wal) = schema::open(&opened, busy_timeout)?;
@@ -278,7 +278,7 @@ impl SqliteStore {
                 boot: clock::boot_id(),
                 bare_boot: clock::bare_boot_id(),
                 busy_timeout,
-                poll_interval: options.poll_interval,
+                poll_interval: crate::duration::capped(options.poll_interval),
             }),
         })
     }
