@@ -106,7 +106,7 @@ where
         async move {
             // Random keys from 16 tasks rarely collide; a collision is a
             // `Held` answer, which costs the same one script call.
-            if let Some(guard) = lease.try_acquire().await.unwrap().into_guard() {
+            if let Some(guard) = lease.attempt().await.unwrap().into_guard() {
                 guard.release().await.unwrap();
             }
         }
@@ -192,7 +192,7 @@ async fn main() {
     let guard = single
         .lease(user_key)
         .ttl(Duration::from_secs(60))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()

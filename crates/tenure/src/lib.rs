@@ -26,11 +26,11 @@
 //!
 //! let tenure = Coordinator::memory(); // or Coordinator::connect("redis://127.0.0.1:6379").await?
 //! let lease = tenure.lease("acct:1").ttl(Duration::from_secs(10));
-//! let a = lease.try_acquire().await?.into_guard().expect("free");
+//! let a = lease.attempt().await?.into_guard().expect("free");
 //! let stale = a.fence();
 //! a.release().await?;
 //!
-//! let b = lease.try_acquire().await?.into_guard().expect("free again");
+//! let b = lease.attempt().await?.into_guard().expect("free again");
 //! assert!(b.fence() > stale);               // fences strictly increase
 //! assert!(fenced_write(b.fence(), 150));    // the current holder writes
 //! assert!(!fenced_write(stale, 100));       // a late write with an old fence is refused
@@ -102,11 +102,11 @@ pub mod telemetry;
 mod token;
 mod url;
 
-pub use crate::coordinator::Coordinator;
+pub use crate::coordinator::{Coordinator, CoordinatorBuilder};
 pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
-pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire};
+pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, Attempt};
 pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
 pub use crate::token::OwnerToken;
 

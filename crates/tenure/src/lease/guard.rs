@@ -272,7 +272,7 @@ impl LostSignal {
 /// let guard = tenure
 ///     .lease("invoices:7")
 ///     .ttl(Duration::from_secs(5))
-///     .try_acquire()
+///     .attempt()
 ///     .await?
 ///     .into_guard()
 ///     .expect("free");

@@ -17,7 +17,7 @@
 //! ])
 //! .await?;
 //! let lease = tenure.lease("orders:42").ttl(Duration::from_secs(10));
-//! if let Some(guard) = lease.try_acquire().await?.into_guard() {
+//! if let Some(guard) = lease.attempt().await?.into_guard() {
 //!     println!("fence {}", guard.fence()); // pass it to the resource
 //!     guard.release().await?;
 //! }
@@ -108,6 +108,7 @@
 mod ballot;
 mod cleanup;
 mod gather;
+mod limit;
 pub(crate) mod node;
 mod ops;
 mod options;
@@ -117,6 +118,7 @@ mod tests;
 
 pub use crate::error::{NodeOutcome, NodeVote};
 pub use options::{DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY, DriftMargin, QuorumOptions};
+pub use limit::QuorumLimits;
 pub use store::QuorumStore;
 
 pub(crate) use crate::error::list_votes;

@@ -99,7 +99,7 @@ pub async fn run(url: &str, resource: Resource) -> Result<Outcome, BoxError> {
     let lease = tenure.lease(name).ttl(TTL);
 
     let a = lease
-        .try_acquire()
+        .attempt()
         .await?
         .into_guard()
         .ok_or("the scenario's key was already held")?;
@@ -112,7 +112,7 @@ pub async fn run(url: &str, resource: Resource) -> Result<Outcome, BoxError> {
     tokio::time::sleep(TTL * 2).await;
 
     let b = lease
-        .try_acquire()
+        .attempt()
         .await?
         .into_guard()
         .ok_or("B could not acquire after A's TTL")?;
