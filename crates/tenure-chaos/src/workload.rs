@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tenure::limit::{Algorithm, Limiter, Quota};
-use tenure::{Coordinator, LeaseGuard, ReleaseOutcome, Attempt};
+use tenure::{Attempt, Coordinator, LeaseGuard, ReleaseOutcome};
 use tenure_test::nemesis::Rng;
 use tokio::task::JoinHandle;
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tenure::{Coordinator, Lease, LeaseGuard, ReleaseOutcome, Attempt};
+use tenure::{Attempt, Coordinator, Lease, LeaseGuard, ReleaseOutcome};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
@@ -235,10 +235,7 @@ fn note_held(args: &RunArgs, ttl_left: Option<Duration>, waited: Duration, who: 
 ///
 /// The library waits at most `MAX_TTL` (7 days) per call; longer waits are
 /// made of several calls, so `--wait 30d` and `--wait inf` mean what they say.
-async fn acquire(
-    lease: &tenure::Lease,
-    wait: Option<Duration>,
-) -> Result<Attempt, tenure::Error> {
+async fn acquire(lease: &tenure::Lease, wait: Option<Duration>) -> Result<Attempt, tenure::Error> {
     let mut left = wait;
     loop {
         let chunk = left.map_or(tenure::lease::MAX_TTL, |l| l.min(tenure::lease::MAX_TTL));

@@ -93,7 +93,7 @@ where
     let decisions = rate(move |k| {
         let l = limiter.clone();
         async move {
-            l.check(&format!("bench:{k}")).await.unwrap();
+            let _ = l.check(&format!("bench:{k}")).await.unwrap();
         }
     })
     .await;
@@ -207,7 +207,7 @@ async fn main() {
     guard.release().await.unwrap();
     for alg in Algorithm::ALL {
         let l = single.limiter(Quota::per_minute(NonZeroU32::new(100).unwrap()), alg);
-        l.check_n(user_key, 10).await.unwrap();
+        let _ = l.check_n(user_key, 10).await.unwrap();
         let key = l.policies().unwrap()[0].storage_key("tenure:", user_key);
         println!(
             "memory of one {alg} key at 100/min after 10 units: {} B",

@@ -14,12 +14,12 @@ use crate::lease::{Lease, LeaseStatus, LeaseStore};
 use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryLimits, MemoryRecords, MemorySemaphores, MemoryStore};
-#[cfg(feature = "redis")]
-use crate::redis::{RedisLimits, RedisStore};
 use crate::once::Once;
 #[cfg(feature = "quorum")]
 use crate::quorum::QuorumStore;
 use crate::record::RecordStore;
+#[cfg(feature = "redis")]
+use crate::redis::{RedisLimits, RedisStore};
 use crate::semaphore::{Semaphore, SemaphoreStore};
 #[cfg(feature = "sqlite")]
 use crate::sqlite::{SqliteOptions, SqliteStore};
@@ -239,16 +239,13 @@ impl Coordinator {
     /// [`semaphore`](crate::semaphore). Fails on a store without semaphores
     /// (a quorum), naming the alternative.
     pub fn semaphore(&self, key: impl Into<String>, permits: NonZeroU32) -> Result<Semaphore> {
-        let store = self
-            .semaphores
-            .clone()
-            .ok_or_else(|| Error::Unsupported {
-                store: self.backend.describe(),
-                what: "semaphores",
-                instead: "a quorum of masters would need its own majority protocol for \
+        let store = self.semaphores.clone().ok_or_else(|| Error::Unsupported {
+            store: self.backend.describe(),
+            what: "semaphores",
+            instead: "a quorum of masters would need its own majority protocol for \
                           permit counts; use one Redis master, SQLite or etcd"
-                    .into(),
-            })?;
+                .into(),
+        })?;
         Ok(Semaphore::new(store, key.into(), permits))
     }
 

@@ -26,11 +26,11 @@
 //!
 //! let tenure = Coordinator::memory(); // or Coordinator::connect("redis://127.0.0.1:6379").await?
 //! let lease = tenure.lease("acct:1").ttl(Duration::from_secs(10));
-//! let a = lease.attempt().await?.into_guard().expect("free");
+//! let a = lease.try_acquire().await?.expect("free");
 //! let stale = a.fence();
 //! a.release().await?;
 //!
-//! let b = lease.attempt().await?.into_guard().expect("free again");
+//! let b = lease.try_acquire().await?.expect("free again");
 //! assert!(b.fence() > stale);               // fences strictly increase
 //! assert!(fenced_write(b.fence(), 150));    // the current holder writes
 //! assert!(!fenced_write(stale, 100));       // a late write with an old fence is refused
@@ -40,7 +40,7 @@
 //!
 //! ## Modules
 //! - [`lease`]: acquire, wait, renew, release; the lost-lease signal; the
-//!   [`LeaseStore`](lease::LeaseStore) trait every store implements.
+//!   [`LeaseStore`](lease::store::LeaseStore) trait every store implements.
 //! - [`fence`]: fencing tokens and what a fenced resource answers.
 //! - Recipes on the lease core: [`election`] (leader election; the term is the
 //!   fence), [`semaphore`] (up to N holders, each permit a lease), [`once`]
@@ -106,9 +106,8 @@ pub use crate::coordinator::{Coordinator, CoordinatorBuilder};
 pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
-pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, Attempt};
+pub use crate::lease::{Attempt, ExtendOutcome, Lease, LeaseGuard, LostSignal};
 pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
-pub use crate::token::OwnerToken;
 
 /// The README's `rust` examples (the recipes), compiled and run as doctests;
 /// its fragments are marked `rust,ignore`.

@@ -58,7 +58,10 @@ async fn the_happy_path_on_redis() {
         balances.write("acct", stale, "100").await.unwrap(),
         FencedWrite::Rejected { current: fence }
     );
-    assert!(lease.try_acquire().await.unwrap().is_some(), "`with` released");
+    assert!(
+        lease.try_acquire().await.unwrap().is_some(),
+        "`with` released"
+    );
 }
 
 #[tokio::test]
@@ -158,7 +161,8 @@ async fn every_capability_works(tenure: &Coordinator, prefix: &str) {
     let sem = tenure
         .semaphore("api:sem", NonZeroU32::new(2).unwrap())
         .unwrap();
-    sem.lease().try_acquire().await.unwrap().expect("a permit");
+    let permit = sem.lease().try_acquire().await.unwrap().expect("a permit");
+    permit.release().await.unwrap();
     let fenced = tenure.fenced_store().unwrap();
     assert!(fenced.storage_key("r").starts_with(prefix));
 }
@@ -183,8 +187,20 @@ async fn options_keep_every_capability() {
     let (c, d) = (by_hand().await, by_hand().await);
     let quota = one_a_minute();
     let key = "ip:3";
-    assert!(c.limiter(quota, Algorithm::Gcra).check(key).await.unwrap().allowed);
-    assert!(!d.limiter(quota, Algorithm::Gcra).check(key).await.unwrap().allowed);
+    assert!(
+        c.limiter(quota, Algorithm::Gcra)
+            .check(key)
+            .await
+            .unwrap()
+            .allowed
+    );
+    assert!(
+        !d.limiter(quota, Algorithm::Gcra)
+            .check(key)
+            .await
+            .unwrap()
+            .allowed
+    );
     every_capability_works(&c, "app:").await;
 }
 

@@ -81,10 +81,7 @@ async fn campaigning_waits_for_the_leader_to_resign(fx: &Fixture) {
     };
     let term = a.term();
     a.resign().await.unwrap();
-    let b = waiting
-        .await
-        .unwrap()
-        .expect("b elected after a resigned");
+    let b = waiting.await.unwrap().expect("b elected after a resigned");
     assert!(b.term() > term);
     assert_eq!(b.id(), "b");
     b.resign().await.unwrap();

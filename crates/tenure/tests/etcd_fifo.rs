@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, GetOptions, PutOptions};
 use tenure::etcd::{EtcdOptions, EtcdStore};
-use tenure::{Coordinator, Attempt};
+use tenure::{Attempt, Coordinator};
 use tenure_test::EtcdCluster;
 use tokio::time::Instant;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tenure::fence::FencedWrite;
 use tenure::redis::RedisFencedStore;
 use tenure::redis::{RedisOptions, RedisStore};
-use tenure::{Coordinator, Error, Fence, Attempt};
+use tenure::{Attempt, Coordinator, Error, Fence};
 use tenure_test::RedisServer;
 use tokio::time::Instant;
 

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use tenure::lease::{
-    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
-    ReleaseWatch,
+use tenure::Coordinator;
+use tenure::lease::store::{
+    AcquireReply, ExtendReply, LeaseStore, OwnerToken, QueuePlace, ReleaseWatch,
 };
+use tenure::lease::{HolderInfo, LeaseStatus, ReleaseOutcome};
 use tenure::sqlite::{SqliteOptions, SqliteStore};
-use tenure::{Coordinator, OwnerToken};
 use tokio::time::Instant;
 
 mod fifo_common;

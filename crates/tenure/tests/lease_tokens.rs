@@ -7,11 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tenure::lease::{
-    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
-};
+use tenure::Coordinator;
+use tenure::lease::store::{AcquireReply, ExtendReply, LeaseStore, OwnerToken, ReleaseWatch};
+use tenure::lease::{HolderInfo, LeaseStatus, ReleaseOutcome};
 use tenure::memory::MemoryStore;
-use tenure::{Coordinator, OwnerToken};
 
 /// The memory backend, recording the token of every acquire attempt.
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tenure::redis::{RedisOptions, RedisStore};
-use tenure::{Coordinator, Error, Attempt};
+use tenure::{Attempt, Coordinator, Error};
 use tenure_test::RedisServer;
 use tokio::time::Instant;
 
@@ -57,10 +57,7 @@ async fn a_waiter_survives_a_redis_restart() {
     tokio::time::sleep(OUTAGE).await;
     server.restart();
     let outcome = waiter.await.unwrap();
-    assert!(
-        matches!(outcome, Ok(Attempt::Acquired(_))),
-        "{outcome:?}"
-    );
+    assert!(matches!(outcome, Ok(Attempt::Acquired(_))), "{outcome:?}");
     assert!(down.elapsed() >= OUTAGE);
 }
 
@@ -73,10 +70,7 @@ async fn a_waiter_survives_a_frozen_redis() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     server.resume();
     let outcome = waiter.await.unwrap();
-    assert!(
-        matches!(outcome, Ok(Attempt::Acquired(_))),
-        "{outcome:?}"
-    );
+    assert!(matches!(outcome, Ok(Attempt::Acquired(_))), "{outcome:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tenure::quorum::{NodeOutcome, QuorumOptions, QuorumStore};
-use tenure::{Coordinator, Error, LeaseGuard, Attempt};
+use tenure::{Attempt, Coordinator, Error, LeaseGuard};
 use tenure_test::RedisServer;
 use tokio::time::Instant;
 
@@ -159,7 +159,7 @@ async fn a_frozen_node_does_not_slow_down_acquire_extend_or_release() {
     for _ in 0..3 {
         let start = Instant::now();
         let guard = lease.attempt().await.unwrap().into_guard().unwrap();
-        guard.extend().await.unwrap();
+        let _ = guard.extend().await.unwrap();
         guard.release().await.unwrap();
         let took = start.elapsed();
         assert!(took < node_timeout, "acquire+extend+release took {took:?}");
@@ -317,12 +317,7 @@ async fn a_holds_nodes_0_and_1(ttl: Duration) -> (Vec<RedisServer>, LeaseGuard) 
         g.into_guard().unwrap().release().await.unwrap();
     }
     nodes[2].kill();
-    let a = tenure
-        .lease("restart")
-        .ttl(ttl)
-        .attempt()
-        .await
-        .unwrap();
+    let a = tenure.lease("restart").ttl(ttl).attempt().await.unwrap();
     let a = a.into_guard().expect("nodes 0 and 1 are a majority");
     nodes[2].start_again();
     (nodes, a)
@@ -417,7 +412,7 @@ async fn a_slow_node_behind_a_proxy_is_not_waited_for() {
     proxy.delay(Duration::from_millis(1500));
     let start = Instant::now();
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
-    guard.extend().await.unwrap();
+    let _ = guard.extend().await.unwrap();
     guard.release().await.unwrap();
     let took = start.elapsed();
     assert!(took < Duration::from_millis(2500), "took {took:?}");

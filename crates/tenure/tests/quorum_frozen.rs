@@ -8,9 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tenure::lease::LeaseStore;
+use tenure::lease::store::LeaseStore;
 use tenure::quorum::{QuorumOptions, QuorumStore};
-use tenure::{Coordinator, Attempt};
+use tenure::{Attempt, Coordinator};
 use tenure_test::RedisServer;
 use tokio::sync::Mutex;
 use tokio::time::Instant;

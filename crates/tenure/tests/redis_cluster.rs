@@ -18,7 +18,7 @@ use tenure::fence::FencedWrite;
 use tenure::limit::{Algorithm, Quota};
 use tenure::once::OnceOutcome;
 use tenure::redis::{RedisFencedStore, RedisOptions, RedisStore};
-use tenure::{Coordinator, Attempt};
+use tenure::{Attempt, Coordinator};
 use tenure_test::RedisCluster;
 
 async fn connect(cluster: &RedisCluster) -> Coordinator {

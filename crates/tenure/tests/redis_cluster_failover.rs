@@ -14,10 +14,10 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use tenure::fence::FencedWrite;
-use tenure::lease::{AcquireReply, LeaseStore};
+use tenure::lease::store::{AcquireReply, LeaseStore, OwnerToken};
 use tenure::limit::{Algorithm, Quota};
 use tenure::redis::{RedisFencedStore, RedisOptions, RedisStore};
-use tenure::{Coordinator, OwnerToken, Attempt};
+use tenure::{Attempt, Coordinator};
 use tenure_test::RedisCluster;
 use tokio::time::Instant;
 

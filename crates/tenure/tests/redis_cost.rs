@@ -137,11 +137,7 @@ async fn a_release_with_nobody_waiting_publishes_nothing() {
         .unwrap();
     let tenure = Coordinator::with_backend(backend);
     for i in 0..20 {
-        let guard = tenure
-            .lease(format!("quiet-{i}"))
-            .attempt()
-            .await
-            .unwrap();
+        let guard = tenure.lease(format!("quiet-{i}")).attempt().await.unwrap();
         guard.into_guard().unwrap().release().await.unwrap();
     }
     assert_eq!(calls_of(&server, "publish"), 0);
@@ -302,14 +298,14 @@ async fn the_single_node_path_sends_evalsha_and_no_wait() {
     // Warm up all three scripts: a first EVALSHA answered NOSCRIPT is a call too.
     let g = tenure.lease("warm").attempt().await.unwrap();
     let g = g.into_guard().unwrap();
-    g.extend().await.unwrap();
+    let _ = g.extend().await.unwrap();
     g.release().await.unwrap();
     server.command("CONFIG RESETSTAT").unwrap();
 
     for i in 0..50 {
         let lease = tenure.lease(format!("sha-{i}"));
         let guard = lease.attempt().await.unwrap().into_guard().unwrap();
-        guard.extend().await.unwrap();
+        let _ = guard.extend().await.unwrap();
         guard.release().await.unwrap();
     }
     assert_eq!(calls_of(&server, "evalsha"), 150);

@@ -10,10 +10,10 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use tenure::fence::FencedWrite;
-use tenure::lease::LeaseStore;
+use tenure::lease::store::LeaseStore;
 use tenure::redis::RedisFencedStore;
 use tenure::redis::{RedisOptions, RedisStore};
-use tenure::{Coordinator, Error, Fence, Attempt};
+use tenure::{Attempt, Coordinator, Error, Fence};
 use tenure_test::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -392,14 +392,14 @@ async fn lease_and_fence_keys_share_a_cluster_slot_for_any_user_key() {
             .query_async::<()>(&mut p)
             .await
             .unwrap();
-        let token = tenure::OwnerToken::generate().unwrap();
+        let token = tenure::lease::store::OwnerToken::generate().unwrap();
         let reply = backend
             .try_acquire(key, &token, Duration::from_secs(5), None)
             .await
             .unwrap();
         assert!(matches!(
             reply,
-            tenure::lease::AcquireReply::Acquired { .. }
+            tenure::lease::store::AcquireReply::Acquired { .. }
         ));
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg("*")

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tenure::fence::FencedWrite;
 use tenure::limit::{Algorithm, Quota};
 use tenure::redis::{RedisFencedStore, RedisLimits, RedisOptions, RedisStore};
-use tenure::{Coordinator, Error, Attempt};
+use tenure::{Attempt, Coordinator, Error};
 use tenure_test::RedisSentinels;
 use tokio::time::Instant;
 

@@ -148,7 +148,7 @@ mod tls {
     /// rebuilt from the URL alone would not, and waiters would only poll).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn releases_are_pushed_over_tls_with_a_custom_ca() {
-        use tenure::lease::LeaseStore;
+        use tenure::lease::store::LeaseStore;
         let certs = TlsCerts::generate();
         let redis = TlsRedis::start(&certs);
         let store = RedisStore::connect(&redis.url(), options().ca_file(certs.path("ca.pem")))

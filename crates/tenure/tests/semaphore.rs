@@ -9,7 +9,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use recipes_common::Fixture;
-use tenure::{Error, Attempt};
+use tenure::{Attempt, Error};
 
 fn n(v: u32) -> NonZeroU32 {
     NonZeroU32::new(v).unwrap()

@@ -10,7 +10,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use tenure::{Coordinator, Attempt};
+use tenure::{Attempt, Coordinator};
 
 use crate::ledger::{Change, Ledger};
 

@@ -97,8 +97,7 @@ impl CoordinatorBuilder {
             Kind::Memory => Ok(Coordinator::memory()),
             #[cfg(feature = "redis")]
             Kind::Redis => {
-                let store =
-                    RedisStore::connect(&self.url, self.redis.unwrap_or_default()).await?;
+                let store = RedisStore::connect(&self.url, self.redis.unwrap_or_default()).await?;
                 Ok(Coordinator::with_backend(store))
             }
             #[cfg(feature = "quorum")]

@@ -66,7 +66,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::fence::Fence;
-use crate::lease::{Lease, LeaseGuard, LeaseStore, LostSignal, ReleaseOutcome, Attempt};
+use crate::lease::{Attempt, Lease, LeaseGuard, LeaseStore, LostSignal, ReleaseOutcome};
 use crate::record::{PutOutcome, PutRule, Record, RecordStore};
 
 /// The longest candidate id accepted, in bytes.

@@ -206,6 +206,7 @@ impl Loss {
 /// The result of [`LeaseGuard::extend`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[must_use]
 pub enum ExtendOutcome {
     /// The TTL was reset; the holder may assume it is alone for `valid_for`.
     Extended {
@@ -272,9 +273,8 @@ impl LostSignal {
 /// let guard = tenure
 ///     .lease("invoices:7")
 ///     .ttl(Duration::from_secs(5))
-///     .attempt()
+///     .try_acquire()
 ///     .await?
-///     .into_guard()
 ///     .expect("free");
 /// // Bound your own I/O by the validity left, and stop if the lease is lost.
 /// let budget = guard.remaining();

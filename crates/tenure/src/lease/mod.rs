@@ -62,17 +62,15 @@ mod holder;
 mod line;
 mod monitor;
 mod release_watch;
-mod store;
+pub mod store;
 
 pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
 #[cfg(any(feature = "redis", feature = "sqlite", feature = "etcd"))]
 pub(crate) use holder::elapsed_ms;
 pub use holder::{Holder, HolderInfo, MAX_LABEL_LEN};
-pub use release_watch::{Handoff, ReleaseWatch};
-pub use store::{
-    AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
-    drift, valid_until,
-};
+pub(crate) use release_watch::{Handoff, ReleaseWatch};
+pub(crate) use store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, valid_until};
+pub use store::{LeaseStatus, ReleaseOutcome, drift};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -216,7 +214,7 @@ impl Lease {
     ///
     /// let tenure = Coordinator::memory();
     /// let lease = tenure.lease("orders:42").label("POST /orders/42");
-    /// let guard = lease.attempt().await?.into_guard().expect("free");
+    /// let guard = lease.try_acquire().await?.expect("free");
     /// let holder = tenure.status("orders:42").await?.holder.expect("recorded");
     /// assert_eq!(holder.label.as_deref(), Some("POST /orders/42"));
     /// assert_eq!(holder.pid, std::process::id());
@@ -579,9 +577,12 @@ impl Lease {
         };
         self.traced(async {
             match stand.look(self.ttl, self.holder.clone(), renew).await? {
-                AcquireReply::Acquired { fence, valid_until } => Ok(Attempt::Acquired(
-                    self.guard(stand.token().clone(), fence, valid_until, renew),
-                )),
+                AcquireReply::Acquired { fence, valid_until } => Ok(Attempt::Acquired(self.guard(
+                    stand.token().clone(),
+                    fence,
+                    valid_until,
+                    renew,
+                ))),
                 AcquireReply::Held { ttl_left } => Ok(Attempt::Held { ttl_left }),
             }
         })

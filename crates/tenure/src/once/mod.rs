@@ -64,7 +64,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::fence::Fence;
-use crate::lease::{Lease, LeaseGuard, LeaseStore, ReleaseWatch, Attempt};
+use crate::lease::{Attempt, Lease, LeaseGuard, LeaseStore, ReleaseWatch};
 use crate::record::{PutOutcome, PutRule, Record, RecordStore};
 
 /// How long results are kept unless [`Once::retain`] says otherwise.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-pub use crate::lease::DriftMargin;
+pub use crate::lease::store::DriftMargin;
 use crate::redis::DEFAULT_PREFIX;
 
 /// Default time budget of one node's answer: short, so that a slow node costs an

@@ -127,8 +127,8 @@ impl SqliteOptions {
 /// std::fs::create_dir_all(&dir).expect("temp dir");
 /// let backend = SqliteStore::open(dir.join("tenure.db"), SqliteOptions::default()).await?;
 /// let tenure = Coordinator::with_backend(backend);
-/// let guard = tenure.lease("backup").ttl(Duration::from_secs(10)).attempt().await?
-///     .into_guard().expect("free");
+/// let guard = tenure.lease("backup").ttl(Duration::from_secs(10)).try_acquire().await?
+///     .expect("free");
 /// assert!(tenure.status("backup").await?.held);
 /// guard.release().await?;
 /// # std::fs::remove_dir_all(&dir).ok();

@@ -9,7 +9,7 @@ use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tenure::{Fence, Lease, LeaseGuard, Attempt};
+use tenure::{Attempt, Fence, Lease, LeaseGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tenure::{Coordinator, Error, ExtendOutcome, ReleaseOutcome, Attempt};
+use tenure::{Attempt, Coordinator, Error, ExtendOutcome, ReleaseOutcome};
 use tokio::time::Instant;
 
 /// The time scale of one store.

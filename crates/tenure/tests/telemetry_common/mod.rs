@@ -9,7 +9,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use tenure::limit::{Algorithm, Limiter, Quota};
-use tenure::{Coordinator, ExtendOutcome, ReleaseOutcome, Attempt};
+use tenure::{Attempt, Coordinator, ExtendOutcome, ReleaseOutcome};
 use tenure_test::RedisServer;
 
 /// The password of the scenario's ACL user: must never show up in telemetry.
