@@ -50,4 +50,10 @@ impl LimitStore for QuorumLimits {
     fn describe(&self) -> String {
         self.nodes.clone()
     }
+
+    /// No counts are kept anywhere, so none are shared: callers that ask
+    /// (the command line) refuse before sending a request.
+    fn is_shared(&self) -> bool {
+        false
+    }
 }
