@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tenure::limit::{Algorithm, Limiter, Quota};
-use tenure::{Coordinator, LeaseGuard, ReleaseOutcome, TryAcquire};
+use tenure::{Attempt, Coordinator, LeaseGuard, ReleaseOutcome};
 use tenure_test::nemesis::Rng;
 use tokio::task::JoinHandle;
 
@@ -167,9 +167,9 @@ impl Client<'_> {
         let lease = tenure.lease(key).ttl(sh.ttl).watchdog(true);
         h.record(&Event::new(me, Op::Acquire, Kind::Invoke).key(key));
         let res =
-            tokio::time::timeout(wait + Duration::from_secs(3), lease.acquire_within(wait)).await;
+            tokio::time::timeout(wait + Duration::from_secs(3), lease.attempt_within(wait)).await;
         match res {
-            Ok(Ok(TryAcquire::Acquired(g))) => Some(g),
+            Ok(Ok(Attempt::Acquired(g))) => Some(g),
             Ok(Ok(_)) => {
                 h.record(&Event::new(me, Op::Acquire, Kind::Fail).key(key));
                 None

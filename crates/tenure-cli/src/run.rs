@@ -23,7 +23,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tenure::{Coordinator, Lease, LeaseGuard, ReleaseOutcome, TryAcquire};
+use tenure::{Attempt, Coordinator, Lease, LeaseGuard, ReleaseOutcome};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
@@ -119,8 +119,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
     let outcome = take(global, args, &tenure, &lease).await?;
     report.waited = started.elapsed();
     let guard = match outcome {
-        TryAcquire::Acquired(guard) => guard,
-        TryAcquire::Held { ttl_left } => {
+        Attempt::Acquired(guard) => guard,
+        Attempt::Held { ttl_left } => {
             if !global.quiet {
                 // Who holds it, when it recorded itself: one read, best-effort.
                 let status = tenure.status(&args.key).await.ok();
@@ -199,9 +199,9 @@ async fn take(
     args: &RunArgs,
     tenure: &Coordinator,
     lease: &Lease,
-) -> Result<TryAcquire, Failure> {
+) -> Result<Attempt, Failure> {
     if args.no_wait {
-        return Ok(lease.try_acquire().await?);
+        return Ok(lease.attempt().await?);
     }
     let wait = match args.wait {
         Wait::For(d) => Some(d),
@@ -235,17 +235,14 @@ fn note_held(args: &RunArgs, ttl_left: Option<Duration>, waited: Duration, who: 
 ///
 /// The library waits at most `MAX_TTL` (7 days) per call; longer waits are
 /// made of several calls, so `--wait 30d` and `--wait inf` mean what they say.
-async fn acquire(
-    lease: &tenure::Lease,
-    wait: Option<Duration>,
-) -> Result<TryAcquire, tenure::Error> {
+async fn acquire(lease: &tenure::Lease, wait: Option<Duration>) -> Result<Attempt, tenure::Error> {
     let mut left = wait;
     loop {
         let chunk = left.map_or(tenure::lease::MAX_TTL, |l| l.min(tenure::lease::MAX_TTL));
-        let outcome = lease.acquire_within(chunk).await?;
+        let outcome = lease.attempt_within(chunk).await?;
         match (&outcome, left) {
-            (TryAcquire::Held { .. }, None) => {}
-            (TryAcquire::Held { .. }, Some(l)) if l > chunk => left = Some(l - chunk),
+            (Attempt::Held { .. }, None) => {}
+            (Attempt::Held { .. }, Some(l)) if l > chunk => left = Some(l - chunk),
             _ => return Ok(outcome),
         }
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tenure::Coordinator;
 use tenure::quorum::{QuorumOptions, QuorumStore};
-use tenure::redis::{RedisLimits, RedisOptions, RedisStore};
+use tenure::redis::RedisOptions;
 
 use crate::cli::Global;
 use crate::exit::{Failure, UNAVAILABLE};
@@ -137,14 +137,10 @@ async fn connect_redis_tls(url: &str, global: &Global) -> Result<Coordinator, Fa
     if let (Some(cert), Some(key)) = (&global.tls_cert, &global.tls_key) {
         options = options.client_cert(cert, key);
     }
-    // Wired as `Coordinator::connect` wires a plain redis:// store: leases, limits,
-    // records (`once`) and semaphores (`run --permits`).
-    let backend = RedisStore::connect(url, options).await?;
-    let limits = RedisLimits::from_backend(&backend);
-    Ok(Coordinator::with_backend(backend.clone())
-        .with_limits(limits)
-        .with_records(backend.clone())
-        .with_semaphores(backend))
+    // Every capability of the store, as `Coordinator::connect` gives: leases,
+    // limits, records (`once`) and semaphores (`run --permits`).
+    let builder = Coordinator::builder(url).redis_options(options);
+    Ok(builder.connect().await?)
 }
 
 fn starts_with_ci(text: &str, prefix: &str) -> bool {

@@ -54,7 +54,7 @@ async fn timed_checks(limiter: &Limiter, n: u32) -> Duration {
     let started = Instant::now();
     for i in 0..n {
         let key = format!("ip:192.0.2.{}", i % 256);
-        tokio::time::timeout(Duration::from_millis(250), limiter.check(&key))
+        let _ = tokio::time::timeout(Duration::from_millis(250), limiter.check(&key))
             .await
             .unwrap()
             .unwrap();
@@ -66,7 +66,7 @@ async fn timed_checks(limiter: &Limiter, n: u32) -> Duration {
 async fn raw_checks(limiter: &Limiter, n: u32) -> Duration {
     let started = Instant::now();
     for i in 0..n {
-        limiter
+        let _ = limiter
             .check(&format!("ip:192.0.2.{}", i % 256))
             .await
             .unwrap();

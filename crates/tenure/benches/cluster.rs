@@ -93,7 +93,7 @@ where
     let decisions = rate(move |k| {
         let l = limiter.clone();
         async move {
-            l.check(&format!("bench:{k}")).await.unwrap();
+            let _ = l.check(&format!("bench:{k}")).await.unwrap();
         }
     })
     .await;
@@ -106,7 +106,7 @@ where
         async move {
             // Random keys from 16 tasks rarely collide; a collision is a
             // `Held` answer, which costs the same one script call.
-            if let Some(guard) = lease.try_acquire().await.unwrap().into_guard() {
+            if let Some(guard) = lease.attempt().await.unwrap().into_guard() {
                 guard.release().await.unwrap();
             }
         }
@@ -192,7 +192,7 @@ async fn main() {
     let guard = single
         .lease(user_key)
         .ttl(Duration::from_secs(60))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -207,7 +207,7 @@ async fn main() {
     guard.release().await.unwrap();
     for alg in Algorithm::ALL {
         let l = single.limiter(Quota::per_minute(NonZeroU32::new(100).unwrap()), alg);
-        l.check_n(user_key, 10).await.unwrap();
+        let _ = l.check_n(user_key, 10).await.unwrap();
         let key = l.policies().unwrap()[0].storage_key("tenure:", user_key);
         println!(
             "memory of one {alg} key at 100/min after 10 units: {} B",

@@ -4,7 +4,7 @@
 //!
 //! - *cycles/s*: acquire + release of a fresh key, by 1 task and by 8 tasks
 //!   on distinct keys;
-//! - *hand-off*: 8 tasks take turns on one key with `acquire_within`; prints
+//! - *hand-off*: 8 tasks take turns on one key with `attempt_within`; prints
 //!   hand-offs per second, the median time from a release to the next holder's
 //!   grant, and fairness (fewest and most turns of a task: waiting is FIFO
 //!   on both stores, so a task that comes back for more stands in line
@@ -42,7 +42,7 @@ async fn cycles_per_sec(tenure: &Coordinator, tasks: usize, tag: &str) -> f64 {
                 let guard = tenure
                     .lease(format!("{tag}-{t}-{i}"))
                     .ttl(Duration::from_secs(10))
-                    .try_acquire()
+                    .attempt()
                     .await
                     .unwrap()
                     .into_guard()
@@ -84,7 +84,7 @@ async fn handoff(tenure: &Coordinator, key: &str) -> Handoff {
         handles.push(tokio::spawn(async move {
             while Instant::now() < stop_at {
                 let Some(guard) = lease
-                    .acquire_within(Duration::from_secs(10))
+                    .attempt_within(Duration::from_secs(10))
                     .await
                     .unwrap()
                     .into_guard()

@@ -1,6 +1,6 @@
 //! Contended hand-off: 16 tasks take turns on one lease on a real redis-server.
 //!
-//! Prints, for tenure's `acquire_within` (a FIFO waiting line on Redis: one
+//! Prints, for tenure's `attempt_within` (a FIFO waiting line on Redis: one
 //! waiter woken per hand-off) and for a polling baseline that retries after a
 //! random 0–200 ms delay (what rslock and many seed snippets do), the
 //! hand-offs per second to a *different* task, the median and longest wait,
@@ -92,12 +92,12 @@ async fn contend(
                 waiting_since.lock().unwrap()[id] = Some(asked);
                 let guard = match strategy {
                     Strategy::Notified => lease
-                        .acquire_within(Duration::from_secs(10))
+                        .attempt_within(Duration::from_secs(10))
                         .await
                         .unwrap()
                         .into_guard(),
                     Strategy::Polling => loop {
-                        if let Some(g) = lease.try_acquire().await.unwrap().into_guard() {
+                        if let Some(g) = lease.attempt().await.unwrap().into_guard() {
                             break Some(g);
                         }
                         let ms = rand::rng().random_range(0..200);
@@ -194,7 +194,7 @@ async fn main() {
     }
     let (notified, polling) = (median(notified), median(polling));
     for (name, s) in [
-        ("tenure acquire_within", &notified),
+        ("tenure attempt_within", &notified),
         ("poll 0-200ms (baseline)", &polling),
     ] {
         println!(

@@ -60,7 +60,7 @@ async fn tenure_round(server: &RedisServer, limiter: &Limiter) -> (f64, f64) {
     let checks = rate(move |k| {
         let l = l.clone();
         async move {
-            l.check(&format!("lim:{k}")).await.unwrap();
+            let _ = l.check(&format!("lim:{k}")).await.unwrap();
         }
     })
     .await;
@@ -112,7 +112,7 @@ async fn main() {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for alg in Algorithm::ALL {
         let limiter = tenure.limiter(quota, alg);
-        limiter.check("warm").await.unwrap(); // loads the library
+        let _ = limiter.check("warm").await.unwrap(); // loads the library
         let (mut w, mut m) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
         for _ in 0..ROUNDS {
             let (checks, us) = tenure_round(&server, &limiter).await;
@@ -126,7 +126,7 @@ async fn main() {
         let memory = rate(move |k| {
             let l = local.clone();
             async move {
-                l.check(&format!("lim:{k}")).await.unwrap();
+                let _ = l.check(&format!("lim:{k}")).await.unwrap();
             }
         })
         .await;

@@ -2,7 +2,7 @@
 //! master and on quorums of 3 and 5 masters (all real redis-server processes on
 //! loopback), and on 3 masters with one frozen (SIGSTOP) or one slowed by a proxy.
 //! Then contention: 20 clients, each running one 50 ms job under one lease with
-//! `acquire_within`, on 3 healthy masters and on 3 with one frozen.
+//! `attempt_within`, on 3 healthy masters and on 3 with one frozen.
 //!
 //! Prints the median and 99th percentile of each set-up and its ratio to the
 //! single master measured in the same run; for contention, the median over three
@@ -33,13 +33,13 @@ const ROUNDS: usize = 2000;
 async fn measure(tenure: &Coordinator) -> (Duration, Duration) {
     let lease = tenure.lease("bench").ttl(Duration::from_secs(10));
     for _ in 0..100 {
-        let g = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let g = lease.attempt().await.unwrap().into_guard().unwrap();
         g.release().await.unwrap();
     }
     let mut times = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let start = Instant::now();
-        let g = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let g = lease.attempt().await.unwrap().into_guard().unwrap();
         g.release().await.unwrap();
         times.push(start.elapsed());
     }
@@ -63,7 +63,7 @@ async fn contend(clients: &[Coordinator], key: &str) -> (Duration, Duration) {
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             let guard = lease
-                .acquire_within(Duration::from_secs(120))
+                .attempt_within(Duration::from_secs(120))
                 .await
                 .unwrap()
                 .into_guard()
@@ -149,7 +149,7 @@ async fn count(n: usize) {
     let tenure = quorum(servers.iter().map(RedisServer::url).collect());
     let lease = tenure.lease("count").ttl(Duration::from_secs(10));
     for _ in 0..n {
-        let g = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let g = lease.attempt().await.unwrap().into_guard().unwrap();
         g.release().await.unwrap();
     }
     println!("{n} cycles");

@@ -31,7 +31,7 @@ async fn lease_round(tenure: &Coordinator) -> String {
     let mut samples = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let start = Instant::now();
-        let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let guard = lease.attempt().await.unwrap().into_guard().unwrap();
         guard.release().await.unwrap();
         samples.push(start.elapsed());
     }
@@ -62,7 +62,7 @@ async fn handoffs(a: &Coordinator, b: &Coordinator) -> f64 {
             let lease = tenure.lease("turns").ttl(Duration::from_secs(10));
             let mut turns = 0u32;
             while Instant::now() < stop {
-                let got = lease.acquire_within(Duration::from_secs(5)).await.unwrap();
+                let got = lease.attempt_within(Duration::from_secs(5)).await.unwrap();
                 if let Some(guard) = got.into_guard() {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                     guard.release().await.unwrap();

@@ -18,7 +18,7 @@
 //! agree on every OS.
 //!
 //! Time is injected: a backend tells the lease layer which [`Clock`] its
-//! deadlines are on ([`LeaseStore::clock`](crate::lease::LeaseStore::clock)),
+//! deadlines are on ([`LeaseStore::clock`](crate::lease::store::LeaseStore::clock)),
 //! and [`FakeClock`] lets a test jump forward as a suspend would.
 
 use std::fmt::Debug;

@@ -1,6 +1,11 @@
 //! The entry point: one handle per store.
 
+use std::any::Any;
 use std::sync::Arc;
+
+mod builder;
+
+pub use builder::CoordinatorBuilder;
 
 use crate::election::Election;
 use crate::error::{Error, Result};
@@ -11,10 +16,10 @@ use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryLimits, MemoryRecords, MemorySemaphores, MemoryStore};
 use crate::once::Once;
 #[cfg(feature = "quorum")]
-use crate::quorum::{QuorumOptions, QuorumStore};
+use crate::quorum::QuorumStore;
 use crate::record::RecordStore;
 #[cfg(feature = "redis")]
-use crate::redis::{RedisLimits, RedisOptions, RedisStore};
+use crate::redis::{RedisLimits, RedisStore};
 use crate::semaphore::{Semaphore, SemaphoreStore};
 #[cfg(feature = "sqlite")]
 use crate::sqlite::{SqliteOptions, SqliteStore};
@@ -40,6 +45,9 @@ pub struct Coordinator {
     records: Option<Arc<dyn RecordStore>>,
     /// Where semaphores keep their permits (none on a quorum).
     semaphores: Option<Arc<dyn SemaphoreStore>>,
+    /// The Redis store behind the leases, for the fenced resource on it.
+    #[cfg(feature = "redis")]
+    redis: Option<RedisStore>,
 }
 
 impl Coordinator {
@@ -76,63 +84,39 @@ impl Coordinator {
     /// Each store is a cargo feature (`redis`, `quorum`, `tls` for
     /// `rediss://`, `sqlite`, `etcd`); a URL whose store this build left out
     /// is an [`Error::Config`] naming the feature to turn on.
+    ///
+    /// Every capability of the store comes with the handle: rate limits,
+    /// election and run-once records, semaphores and (on Redis) the fenced
+    /// resource, each kept in the store. To set the store's options (a TLS CA,
+    /// a key prefix, time budgets, `require_replicas`, …) use
+    /// [`builder`](Self::builder): same URL, same capabilities.
     pub async fn connect(url: &str) -> Result<Self> {
-        let scheme = url.split_once(':').map_or("", |(s, _)| s);
-        match scheme {
-            "memory" => Ok(Self::memory()),
-            #[cfg(feature = "redis")]
-            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
-            | "rediss+sentinel" => Self::connect_redis(url, scheme).await,
-            #[cfg(not(feature = "redis"))]
-            "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel"
-            | "rediss+sentinel" => Err(compiled_out(url, "Redis", "redis")),
-            #[cfg(feature = "sqlite")]
-            "sqlite" => Self::sqlite(sqlite_path(url)?).await,
-            #[cfg(not(feature = "sqlite"))]
-            "sqlite" => Err(compiled_out(url, "SQLite", "sqlite")),
-            #[cfg(feature = "etcd")]
-            "etcd" | "etcds" => Self::connect_etcd(url, crate::etcd::EtcdOptions::default()).await,
-            #[cfg(not(feature = "etcd"))]
-            "etcd" | "etcds" => Err(compiled_out(url, "etcd", "etcd")),
-            _ => Err(Error::Config {
-                url: redact(url),
-                reason: "unknown scheme; expected memory:, sqlite:PATH, redis://, rediss://, \
-                     redis+cluster://, redis+sentinel:// or etcd://"
-                    .into(),
-            }),
-        }
+        Self::builder(url).connect().await
     }
 
-    /// One Redis master (or a cluster, or the master Sentinel names), or a
-    /// quorum when `url` lists several `redis://` URLs.
-    #[cfg(feature = "redis")]
-    async fn connect_redis(url: &str, scheme: &str) -> Result<Self> {
-        let urls = match scheme {
-            "redis" | "rediss" => crate::redis::split_redis_urls(url),
-            _ => vec![url],
-        };
-        if !cfg!(feature = "tls") && urls.iter().any(|u| u.trim_start().starts_with("rediss")) {
-            return Err(compiled_out(url, "TLS (rediss://)", "tls"));
-        }
-        if urls.len() > 1 {
-            #[cfg(feature = "quorum")]
-            return Self::connect_quorum(urls).await;
-            #[cfg(not(feature = "quorum"))]
-            return Err(compiled_out(url, "quorum", "quorum"));
-        }
-        let backend = RedisStore::connect(url, RedisOptions::default()).await?;
-        let limits = RedisLimits::from_backend(&backend);
-        Ok(Self::with_backend(backend.clone())
-            .with_limits(limits)
-            .with_records(backend.clone())
-            .with_semaphores(backend))
+    /// A handle on the store named by `url` (as [`connect`](Self::connect)
+    /// reads it) with that store's options; see [`CoordinatorBuilder`].
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use tenure::redis::RedisOptions;
+    ///
+    /// let tenure = tenure::Coordinator::builder("rediss://cache.internal:6380")
+    ///     .redis_options(RedisOptions::default().ca_file("/etc/ssl/internal-ca.pem"))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(url: impl Into<String>) -> CoordinatorBuilder {
+        CoordinatorBuilder::new(url.into())
     }
 
     /// Leases over a quorum of independent Redis masters (Redlock), with default
     /// [`QuorumOptions`]: succeeds when a majority of the nodes answers `PING`, so
     /// a minority may be down at start. Use 3 or 5 nodes. See
     /// [`quorum`](crate::quorum) for the protocol and its assumptions, and
-    /// [`QuorumStore::new`] with [`with_backend`](Self::with_backend) for other
+    /// [`builder`](Self::builder) with
+    /// [`quorum_options`](CoordinatorBuilder::quorum_options) for other
     /// settings. Needs the cargo feature `quorum` (on by default).
     ///
     /// ```no_run
@@ -151,7 +135,7 @@ impl Coordinator {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let backend = QuorumStore::connect(urls, QuorumOptions::default()).await?;
+        let backend = QuorumStore::connect(urls, crate::quorum::QuorumOptions::default()).await?;
         Ok(Self::with_backend(backend))
     }
 
@@ -161,14 +145,7 @@ impl Coordinator {
     /// refused with an error naming Redis and SQLite.
     #[cfg(feature = "etcd")]
     pub async fn connect_etcd(url: &str, options: crate::etcd::EtcdOptions) -> Result<Self> {
-        let store = crate::etcd::EtcdStore::connect(url, options).await?;
-        let limits = crate::etcd::EtcdLimits {
-            endpoints: crate::etcd::redact(url),
-        };
-        Ok(Self::with_backend(store.clone())
-            .with_limits(limits)
-            .with_records(store.clone())
-            .with_semaphores(store))
+        Self::builder(url).etcd_options(options).connect().await
     }
 
     /// A SQLite file shared by the processes of this host (see
@@ -177,27 +154,68 @@ impl Coordinator {
     #[cfg(feature = "sqlite")]
     pub async fn sqlite(path: impl Into<std::path::PathBuf>) -> Result<Self> {
         let backend = SqliteStore::open(path, SqliteOptions::default()).await?;
-        Ok(Self::with_backend(backend.clone())
-            .with_limits(backend.clone())
-            .with_records(backend.clone())
-            .with_semaphores(backend))
+        Ok(Self::with_backend(backend))
     }
 
     /// An in-process store.
     pub fn memory() -> Self {
         Self::with_backend(MemoryStore::new())
-            .with_records(MemoryRecords::new())
-            .with_semaphores(MemorySemaphores::new())
     }
 
-    /// A handle on any lease backend, with rate-limit state in this process
-    /// (replace it with [`with_limits`](Self::with_limits)).
+    /// A handle on a lease store built by hand. A store of tenure's
+    /// ([`MemoryStore`], `RedisStore`, `SqliteStore`, `QuorumStore`,
+    /// `EtcdStore`) brings every capability it has, as
+    /// [`connect`](Self::connect) would: rate limits, records and semaphores
+    /// in the same store (on a quorum, limits and semaphores are refused
+    /// with [`Error::Unsupported`] naming the alternatives). A store of your
+    /// own gets limits in this process and no records or semaphores until
+    /// given with [`with_limits`](Self::with_limits),
+    /// [`with_records`](Self::with_records) and
+    /// [`with_semaphores`](Self::with_semaphores).
     pub fn with_backend(backend: impl LeaseStore) -> Self {
+        let wired = Wired::of(&backend);
         Coordinator {
             backend: Arc::new(backend),
-            limits: Arc::new(MemoryLimits::new()),
-            records: None,
-            semaphores: None,
+            limits: wired
+                .limits
+                .unwrap_or_else(|| Arc::new(MemoryLimits::new())),
+            records: wired.records,
+            semaphores: wired.semaphores,
+            #[cfg(feature = "redis")]
+            redis: wired.redis,
+        }
+    }
+
+    /// The fenced resource on this handle's Redis store
+    /// ([`RedisFencedStore`](crate::redis::RedisFencedStore)), sharing its
+    /// connection, prefix and options. On another store it is
+    /// [`Error::Unsupported`]: fence a SQL row instead (see
+    /// [`fence`](crate::fence)), or connect a `RedisFencedStore` of its own.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> tenure::Result<()> {
+    /// use tenure::fence::FencedWrite;
+    ///
+    /// let tenure = tenure::Coordinator::connect("redis://127.0.0.1:6379").await?;
+    /// let balances = tenure.fenced_store()?;
+    /// let written = tenure
+    ///     .lease("acct:1")
+    ///     .with(|fence| async move { balances.write("acct:1", fence, "150").await })
+    ///     .await?;
+    /// assert_eq!(written, FencedWrite::Applied);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "redis")]
+    pub fn fenced_store(&self) -> Result<crate::redis::RedisFencedStore> {
+        match &self.redis {
+            Some(redis) => Ok(crate::redis::RedisFencedStore::from_backend(redis)),
+            None => Err(Error::Unsupported {
+                store: self.backend.describe(),
+                what: "a Redis fenced resource",
+                instead: "connect to one Redis master (redis://), a cluster or Sentinel, \
+                          or fence a SQL row (see tenure::fence)"
+                    .into(),
+            }),
         }
     }
 
@@ -221,15 +239,12 @@ impl Coordinator {
     /// [`semaphore`](crate::semaphore). Fails on a store without semaphores
     /// (a quorum), naming the alternative.
     pub fn semaphore(&self, key: impl Into<String>, permits: NonZeroU32) -> Result<Semaphore> {
-        let store = self.semaphores.clone().ok_or_else(|| {
-            Error::invalid(
-                "store",
-                format!(
-                    "{} has no semaphores (a quorum of masters would need its own majority \
-                     protocol for permit counts); use one Redis master, SQLite or etcd",
-                    self.backend.describe()
-                ),
-            )
+        let store = self.semaphores.clone().ok_or_else(|| Error::Unsupported {
+            store: self.backend.describe(),
+            what: "semaphores",
+            instead: "a quorum of masters would need its own majority protocol for \
+                          permit counts; use one Redis master, SQLite or etcd"
+                .into(),
         })?;
         Ok(Semaphore::new(store, key.into(), permits))
     }
@@ -252,9 +267,13 @@ impl Coordinator {
     }
 
     /// A rate limiter on this handle's store; see [`Limiter`]. Limits live in
-    /// Redis when connected to one master (`redis://`), in the SQLite file for
-    /// `sqlite:`, and in this process otherwise (memory, quorum) unless set
-    /// with [`with_limits`](Self::with_limits).
+    /// Redis (one master, a cluster, Sentinel), in the SQLite file, or in this
+    /// process for `memory:`, unless set with
+    /// [`with_limits`](Self::with_limits). On a quorum of masters and on etcd
+    /// every check fails ([`Error::Unsupported`], [`Error::Config`]) naming
+    /// where limits belong: limits counted per process would let each
+    /// process admit the whole rate. An explicit per-process limiter is
+    /// [`Limiter::new`] with [`MemoryLimits`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
@@ -315,8 +334,70 @@ impl Coordinator {
     }
 }
 
+/// The capabilities a known lease store brings to its handle.
+#[derive(Default)]
+struct Wired {
+    limits: Option<Arc<dyn LimitStore>>,
+    records: Option<Arc<dyn RecordStore>>,
+    semaphores: Option<Arc<dyn SemaphoreStore>>,
+    #[cfg(feature = "redis")]
+    redis: Option<RedisStore>,
+}
+
+impl Wired {
+    /// What `backend` brings, when it is one of tenure's stores.
+    fn of(backend: &dyn Any) -> Self {
+        if backend.is::<MemoryStore>() {
+            return Wired {
+                records: Some(Arc::new(MemoryRecords::new())),
+                semaphores: Some(Arc::new(MemorySemaphores::new())),
+                ..Wired::default()
+            };
+        }
+        #[cfg(feature = "redis")]
+        if let Some(redis) = backend.downcast_ref::<RedisStore>() {
+            return Wired {
+                limits: Some(Arc::new(RedisLimits::from_backend(redis))),
+                records: Some(Arc::new(redis.clone())),
+                semaphores: Some(Arc::new(redis.clone())),
+                redis: Some(redis.clone()),
+            };
+        }
+        #[cfg(feature = "sqlite")]
+        if let Some(sqlite) = backend.downcast_ref::<SqliteStore>() {
+            return Wired {
+                limits: Some(Arc::new(sqlite.clone())),
+                records: Some(Arc::new(sqlite.clone())),
+                semaphores: Some(Arc::new(sqlite.clone())),
+                ..Wired::default()
+            };
+        }
+        #[cfg(feature = "quorum")]
+        if let Some(quorum) = backend.downcast_ref::<QuorumStore>() {
+            return Wired {
+                limits: Some(Arc::new(crate::quorum::QuorumLimits {
+                    nodes: quorum.describe(),
+                })),
+                ..Wired::default()
+            };
+        }
+        #[cfg(feature = "etcd")]
+        if let Some(etcd) = backend.downcast_ref::<crate::etcd::EtcdStore>() {
+            return Wired {
+                limits: Some(Arc::new(crate::etcd::EtcdLimits {
+                    endpoints: etcd.describe(),
+                })),
+                records: Some(Arc::new(etcd.clone())),
+                semaphores: Some(Arc::new(etcd.clone())),
+                ..Wired::default()
+            };
+        }
+        Wired::default()
+    }
+}
+
 /// The error for a URL whose store this build of tenure left out.
-fn compiled_out(url: &str, store: &str, feature: &str) -> Error {
+pub(crate) fn compiled_out(url: &str, store: &str, feature: &str) -> Error {
     Error::Config {
         url: redact(url),
         reason: format!(

@@ -33,11 +33,11 @@
 //! let tenure = Coordinator::memory(); // or Coordinator::sqlite(path), ::connect(url)
 //! let lease = tenure.lease("account:7").ttl(Duration::from_millis(100));
 //! // A takes the lease, then stalls past its TTL.
-//! let a = lease.try_acquire().await?.into_guard().expect("free");
+//! let a = lease.try_acquire().await?.expect("free");
 //! tokio::time::sleep(Duration::from_millis(300)).await;
 //! assert!(a.is_lost());
 //! // B takes it over with a greater fence and writes.
-//! let b = lease.try_acquire().await?.into_guard().expect("A's lease expired");
+//! let b = lease.try_acquire().await?.expect("A's lease expired");
 //! assert!(b.fence() > a.fence());
 //! assert!(fenced_write(b.fence()));
 //! // A wakes up and writes anyway: refused.
@@ -118,13 +118,12 @@ pub mod telemetry;
 mod token;
 mod url;
 
-pub use crate::coordinator::Coordinator;
+pub use crate::coordinator::{Coordinator, CoordinatorBuilder};
 pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
-pub use crate::lease::{ExtendOutcome, Lease, LeaseGuard, LostSignal, TryAcquire};
+pub use crate::lease::{Attempt, ExtendOutcome, Lease, LeaseGuard, LostSignal};
 pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
-pub use crate::token::OwnerToken;
 
 /// The README's `rust` examples, compiled and run as doctests (those that
 /// need a server are `no_run`). `README.md` is a link to the repository's, so

@@ -15,7 +15,7 @@ use tenure::limit::{Algorithm, Quota};
 use tenure::quorum::{QuorumOptions, QuorumStore};
 use tenure::redis::{RedisOptions, RedisStore};
 use tenure::sqlite::{SqliteOptions, SqliteStore};
-use tenure::{Coordinator, Error, TryAcquire};
+use tenure::{Attempt, Coordinator, Error};
 use tenure_test::RedisServer;
 
 const CENTURY: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
@@ -50,7 +50,7 @@ where
 /// sets its own.
 async fn lease_round_trip(tenure: &Coordinator, key: &str) -> tenure::Result<()> {
     let lease = tenure.lease(key).ttl(Duration::from_secs(2));
-    if let TryAcquire::Acquired(guard) = lease.try_acquire().await? {
+    if let Some(guard) = lease.try_acquire().await? {
         guard.release().await?;
     }
     Ok(())
@@ -62,7 +62,7 @@ async fn lease_election_and_once_parameters() {
     for (i, d) in EXTREMES.into_iter().enumerate() {
         let lease = tenure.lease(format!("ttl-{i}"));
         works_or_refuses("Lease::ttl", d, async {
-            if let TryAcquire::Acquired(g) = lease.ttl(d).try_acquire().await? {
+            if let Some(g) = lease.ttl(d).try_acquire().await? {
                 g.release().await?;
             }
             Ok(())
@@ -72,15 +72,15 @@ async fn lease_election_and_once_parameters() {
             .lease(format!("renew-{i}"))
             .ttl(Duration::from_secs(2));
         works_or_refuses("Lease::renew_every", d, async {
-            if let TryAcquire::Acquired(g) = lease.renew_every(d).try_acquire().await? {
+            if let Some(g) = lease.renew_every(d).try_acquire().await? {
                 g.release().await?;
             }
             Ok(())
         })
         .await;
         let lease = tenure.lease(format!("within-{i}"));
-        works_or_refuses("Lease::acquire_within", d, async {
-            if let TryAcquire::Acquired(g) = lease.acquire_within(d).await? {
+        works_or_refuses("Lease::attempt_within", d, async {
+            if let Attempt::Acquired(g) = lease.attempt_within(d).await? {
                 g.release().await?;
             }
             Ok(())
@@ -104,10 +104,8 @@ async fn lease_election_and_once_parameters() {
         })
         .await;
         let election = tenure.election(format!("e-within-{i}"));
-        works_or_refuses("Election::campaign_within", d, async {
-            if let Some(l) = election.campaign_within("a", d).await? {
-                l.resign().await?;
-            }
+        works_or_refuses("Election::campaign_timeout", d, async {
+            election.campaign_timeout("a", d).await?.resign().await?;
             Ok(())
         })
         .await;
@@ -135,13 +133,7 @@ async fn once_waits_for_a_runner_with_any_bound() {
     let tenure = Coordinator::memory();
     for (i, d) in EXTREMES.into_iter().enumerate() {
         let key = format!("busy-{i}");
-        let guard = tenure
-            .lease(&key)
-            .try_acquire()
-            .await
-            .unwrap()
-            .into_guard()
-            .unwrap();
+        let guard = tenure.lease(&key).try_acquire().await.unwrap().unwrap();
         let waiter = tenure.once(&key).wait(d);
         let waited =
             tokio::spawn(async move { waiter.run(|_| async { Ok::<u8, u8>(2) }).await.map(drop) });
@@ -290,7 +282,8 @@ async fn etcd_options() {
 #[tokio::test]
 async fn values_and_implementer_helpers_saturate() {
     use tenure::clock::{Clock, FakeClock, Moment};
-    use tenure::lease::{DriftMargin, Holder, HolderInfo, drift, valid_until};
+    use tenure::lease::store::{DriftMargin, valid_until};
+    use tenure::lease::{Holder, HolderInfo, drift};
     use tenure::limit::{Decision, Timestamp};
 
     let memory = tenure::memory::MemoryStore::new();
@@ -308,7 +301,7 @@ async fn values_and_implementer_helpers_saturate() {
         let _ = Timestamp::now_wall().plus(d);
         let _ = (Decision::allowed(1, 0, d), Decision::refused(1, d, d));
         let _ = Holder::new(HolderInfo::this_process(), Some(d));
-        let mut watch = tenure::lease::LeaseStore::watch_releases(&memory, "k").await;
+        let mut watch = tenure::lease::store::LeaseStore::watch_releases(&memory, "k").await;
         let _ = tokio::time::timeout(Duration::from_millis(20), watch.wait(d)).await;
     }
 }

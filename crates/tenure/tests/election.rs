@@ -77,15 +77,11 @@ async fn campaigning_waits_for_the_leader_to_resign(fx: &Fixture) {
     let a = election.try_campaign("a").await.unwrap().unwrap();
     let waiting = {
         let election = election.clone();
-        tokio::spawn(async move { election.campaign_within("b", BOUND).await })
+        tokio::spawn(async move { election.campaign_timeout("b", BOUND).await })
     };
     let term = a.term();
     a.resign().await.unwrap();
-    let b = waiting
-        .await
-        .unwrap()
-        .unwrap()
-        .expect("b elected after a resigned");
+    let b = waiting.await.unwrap().expect("b elected after a resigned");
     assert!(b.term() > term);
     assert_eq!(b.id(), "b");
     b.resign().await.unwrap();
@@ -261,9 +257,8 @@ async fn terms_increase_on_a_quorum_without_ids() {
     // Campaigning, not one try: a vote racing the resignation's last node may
     // split and be retried.
     let b = election
-        .campaign_within("b", BOUND)
+        .campaign_timeout("b", BOUND)
         .await
-        .unwrap()
         .expect("elected after the resignation");
     assert!(b.term() > first);
     b.resign().await.unwrap();
@@ -316,9 +311,8 @@ async fn on_a_quorum_the_reported_term_is_the_leaders() {
     let first = a.term();
     a.resign().await.unwrap();
     let b = election
-        .campaign_within("b", BOUND)
+        .campaign_timeout("b", BOUND)
         .await
-        .unwrap()
         .expect("elected after the resignation");
     assert!(b.term() > first, "{} after {first}", b.term());
     b.resign().await.unwrap();
@@ -349,9 +343,8 @@ async fn a_cut_off_leader_is_told_before_a_successor_is_elected_on_redis() {
     let b = direct
         .election("elect:cut")
         .ttl(ttl)
-        .campaign_within("b", BOUND)
+        .campaign_timeout("b", BOUND)
         .await
-        .unwrap()
         .expect("b is elected once a's lease expired");
     let elected = std::time::Instant::now();
     assert!(

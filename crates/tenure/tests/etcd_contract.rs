@@ -117,7 +117,7 @@ async fn a_sub_second_ttl_counts_locally_from_the_asked_ttl_while_etcd_holds_a_w
 ) {
     let lease = fx.tenure.lease("sub-second").ttl(SHORT);
     let start = Instant::now();
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert!(guard.remaining() <= SHORT - tenure::lease::drift(SHORT));
     tokio::time::timeout(SECOND * 5, guard.lost().wait())
         .await
@@ -130,7 +130,7 @@ async fn a_sub_second_ttl_counts_locally_from_the_asked_ttl_while_etcd_holds_a_w
             status.held,
             "etcd let go before its whole second: {status:?}"
         );
-        assert!(!lease.try_acquire().await.unwrap().is_acquired());
+        assert!(!lease.attempt().await.unwrap().is_acquired());
     }
     let freed_after = lost_after + until_expired(&fx.tenure, "sub-second", &ETCD).await;
     assert!(
@@ -148,7 +148,7 @@ async fn fences_are_create_revisions_increasing_across_keys_and_holders(fx: &Fix
                 .tenure
                 .lease(key)
                 .ttl(Duration::from_secs(10))
-                .try_acquire()
+                .attempt()
                 .await
                 .unwrap()
                 .into_guard()

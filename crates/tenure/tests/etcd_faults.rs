@@ -62,7 +62,7 @@ async fn killing_the_leader_during_a_lease_loop_keeps_leases_exclusive_and_fence
             let mut n = 0u64;
             while Instant::now() < stop_at {
                 n += 1;
-                let guard = match lease.acquire_within(Duration::from_secs(8)).await {
+                let guard = match lease.attempt_within(Duration::from_secs(8)).await {
                     Ok(out) => match out.into_guard() {
                         Some(g) => g,
                         None => continue,
@@ -140,7 +140,7 @@ async fn a_member_cut_off_from_the_majority_cannot_grant() {
     let out = tenure
         .lease("minority")
         .ttl(Duration::from_secs(5))
-        .try_acquire()
+        .attempt()
         .await;
     let took = start.elapsed();
     cluster.resume(0);
@@ -168,7 +168,7 @@ async fn a_member_cut_off_from_the_majority_cannot_grant() {
     assert!(!status.held, "granted while cut off: {status:?}");
     let granted = all
         .lease("minority")
-        .acquire_within(Duration::from_secs(10))
+        .attempt_within(Duration::from_secs(10))
         .await
         .unwrap();
     assert!(granted.is_acquired());
@@ -193,7 +193,7 @@ async fn dead_endpoints_fail_fast_and_one_dead_among_live_ones_is_skipped() {
     for i in 0..5 {
         let guard = tenure
             .lease(format!("mixed-{i}"))
-            .try_acquire()
+            .attempt()
             .await
             .unwrap()
             .into_guard()
@@ -214,7 +214,7 @@ async fn a_frozen_store_times_out_and_the_holder_is_told_at_its_deadline() {
         .lease("frozen")
         .ttl(ttl)
         .watchdog(true)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -260,7 +260,7 @@ async fn user_and_password_in_the_url_authenticate_and_the_password_is_never_sho
     assert!(!format!("{tenure:?}").contains("s3cr"), "{tenure:?}");
     let guard = tenure
         .lease("auth")
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -299,7 +299,6 @@ async fn a_token_etcd_no_longer_knows_is_renewed() {
         .try_acquire()
         .await
         .unwrap()
-        .into_guard()
         .unwrap();
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
 }
@@ -374,10 +373,10 @@ async fn a_long_wait_provokes_no_goaway_from_etcds_ping_policy() {
     let etcd = EtcdCluster::single();
     let tenure = connect(&etcd.url(), Duration::from_secs(2)).await;
     let lease = tenure.lease("pings").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.try_acquire().await.unwrap().unwrap();
     let waiter = {
         let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+        tokio::spawn(async move { lease.attempt_within(Duration::from_secs(60)).await })
     };
     // Three strikes close the connection: with pings every second that is
     // about 3 s; give a 5 s policy's worth of pings twice over.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use etcd_admin::Admin;
 use tenure::etcd::{EtcdOptions, EtcdStore};
-use tenure::{Coordinator, TryAcquire};
+use tenure::{Attempt, Coordinator};
 use tenure_test::EtcdCluster;
 use tokio::time::Instant;
 
@@ -96,7 +96,7 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let etcd = EtcdCluster::single();
     let (tenure, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = tenure.lease("fifo").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
     let line = queue_waiters(&lease, &c, WAITERS).await;
     let status = tenure.status("fifo").await.unwrap();
@@ -118,7 +118,7 @@ async fn a_hand_off_costs_the_release_and_one_look() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = tenure.lease("cost").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
     let waiters = queue_waiters(&lease, &c, WAITERS).await.waiters;
     let methods = [
@@ -162,7 +162,7 @@ async fn idle_waiters_do_not_ask_etcd_every_second() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = tenure.lease("idle").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 4;
     let fifo_common::Line { waiters, turns } = queue_waiters(&lease, &c, WAITERS).await;
     // Past the looks that follow each waiter's first one.
@@ -187,7 +187,7 @@ async fn a_cancelled_waiter_is_skipped_at_once() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = tenure.lease("cancel").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || counted(&c, "cancel")).await;
 }
 
@@ -196,7 +196,7 @@ async fn a_waiter_whose_wait_ends_leaves_the_line() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = tenure.lease("budget").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let within = Duration::from_millis(300);
     fifo_common::a_waiter_whose_wait_ends_leaves_the_line(
         &lease,
@@ -224,17 +224,17 @@ async fn a_plain_attempt_does_not_jump_the_line_and_a_dead_head_frees_it_after_i
     plant_a_dead_place(&mut c, "jump", 2).await;
     let planted = Instant::now();
     // The lease is free, but someone stands in line: no jumping it.
-    match lease.try_acquire().await.unwrap() {
-        TryAcquire::Held { ttl_left } => {
+    match lease.attempt().await.unwrap() {
+        Attempt::Held { ttl_left } => {
             let left = ttl_left.expect("the first waiter's TTL");
             assert!(left <= Duration::from_secs(3), "{left:?}");
         }
-        TryAcquire::Acquired(_) => panic!("a plain attempt jumped the line"),
+        Attempt::Acquired(_) => panic!("a plain attempt jumped the line"),
     }
     // A waiter stands behind the dead place and gets the lease once its
     // etcd lease (2 s, plus etcd's 500 ms expiry sweep) has run out.
     let guard = lease
-        .acquire_within(Duration::from_secs(10))
+        .attempt_within(Duration::from_secs(10))
         .await
         .unwrap()
         .into_guard()
@@ -246,7 +246,7 @@ async fn a_plain_attempt_does_not_jump_the_line_and_a_dead_head_frees_it_after_i
     );
     assert_eq!(in_line(&mut c, "jump").await, 0);
     guard.release().await.unwrap();
-    assert!(lease.try_acquire().await.unwrap().is_acquired());
+    assert!(lease.attempt().await.unwrap().is_acquired());
 }
 
 /// The TTL of the waiter that is killed: etcd's shortest.
@@ -264,7 +264,7 @@ async fn killed_waiter_child() {
     let _ = tenure
         .lease("killed")
         .ttl(KILLED_TTL)
-        .acquire_within(Duration::from_secs(120))
+        .attempt_within(Duration::from_secs(120))
         .await;
 }
 
@@ -273,7 +273,7 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
     let lease = tenure.lease("killed").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
         .env("TENURE_ETCD_FIFO_CHILD_URL", etcd.url())
@@ -303,9 +303,8 @@ async fn candidates_are_elected_in_the_order_they_campaigned() {
         candidates.push(tokio::spawn(async move {
             let id = format!("cand-{i}");
             let office = election
-                .campaign_within(&id, Duration::from_secs(30))
+                .campaign_timeout(&id, Duration::from_secs(30))
                 .await
-                .unwrap()
                 .expect("elected");
             elected.lock().unwrap().push(id);
             office.resign().await.unwrap();

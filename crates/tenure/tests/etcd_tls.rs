@@ -26,7 +26,7 @@ async fn leases_and_recipes_work_over_tls_with_the_servers_ca() {
         .unwrap();
     let guard = tenure
         .lease("tls:lease")
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -83,7 +83,7 @@ async fn members_that_check_clients_need_the_client_certificate() {
     let sem = tenure
         .semaphore("tls:sem", std::num::NonZeroU32::new(2).unwrap())
         .unwrap();
-    let permit = sem.lease().try_acquire().await.unwrap().into_guard();
+    let permit = sem.lease().attempt().await.unwrap().into_guard();
     assert!(permit.is_some());
     assert_eq!(sem.held().await.unwrap(), 1);
 }

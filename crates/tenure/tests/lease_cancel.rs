@@ -29,7 +29,7 @@ async fn connect(server: &RedisServer) -> Coordinator {
     let tenure = common::connect_redis(server).await;
     // Loads the scripts: a first EVALSHA answered NOSCRIPT grants nothing, and
     // the test wants the frozen request to be one that grants.
-    let warm = tenure.lease("warm-up").try_acquire().await.unwrap();
+    let warm = tenure.lease("warm-up").attempt().await.unwrap();
     warm.into_guard().unwrap().release().await.unwrap();
     tenure
 }
@@ -42,7 +42,7 @@ async fn redis_a_cancelled_acquire_is_undone() {
     let tenure = connect(&server).await;
     let lease = tenure.lease("cancelled").ttl(TTL);
     server.pause();
-    let attempt = tokio::time::timeout(Duration::from_millis(100), lease.try_acquire()).await;
+    let attempt = tokio::time::timeout(Duration::from_millis(100), lease.attempt()).await;
     assert!(attempt.is_err(), "the frozen server cannot answer");
     server.resume();
     let status = tenure.status("cancelled").await.unwrap();
@@ -52,7 +52,7 @@ async fn redis_a_cancelled_acquire_is_undone() {
     );
     assert!(freed(&tenure, "cancelled").await, "the grant was orphaned");
     // And the key is usable at once.
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     guard.release().await.unwrap();
 }
 
@@ -63,7 +63,7 @@ async fn redis_a_timed_out_acquire_is_undone() {
     let tenure = connect(&server).await;
     let lease = tenure.lease("timed-out").ttl(TTL);
     server.pause();
-    let err = lease.try_acquire().await.unwrap_err();
+    let err = lease.attempt().await.unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err}");
     server.resume();
     let status = tenure.status("timed-out").await.unwrap();
@@ -85,7 +85,7 @@ async fn sqlite_a_cancelled_acquire_is_undone() {
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .unwrap();
     let lease = fx.tenure.lease("cancelled").ttl(TTL);
-    let attempt = tokio::time::timeout(Duration::from_millis(200), lease.try_acquire()).await;
+    let attempt = tokio::time::timeout(Duration::from_millis(200), lease.attempt()).await;
     assert!(attempt.is_err(), "the write lock is held elsewhere");
     lock.rollback().unwrap();
     // The attempt's transaction goes ahead now; wait until it has.
@@ -108,7 +108,7 @@ async fn sqlite_an_exhausted_fence_counter_leaves_the_lease_free() {
     let path = fx.dir.as_ref().unwrap().path().join("tenure.db");
     let lease = fx.tenure.lease("exhausted").ttl(TTL);
     lease
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -122,7 +122,7 @@ async fn sqlite_an_exhausted_fence_counter_leaves_the_lease_free() {
         [i64::MAX],
     )
     .unwrap();
-    let err = lease.try_acquire().await.unwrap_err();
+    let err = lease.attempt().await.unwrap_err();
     assert!(err.to_string().contains("fence counter"), "{err}");
     let (fence, token): (i64, Option<String>) = db
         .query_row(

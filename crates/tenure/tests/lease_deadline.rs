@@ -14,7 +14,7 @@ async fn acquire(tenure: &Coordinator, ttl: Duration) -> LeaseGuard {
     tenure
         .lease("deadline")
         .ttl(ttl)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -114,7 +114,7 @@ async fn the_lost_signal_fires_after_a_jump() {
             .lease(format!("jump-{renew}"))
             .ttl(Duration::from_secs(60))
             .watchdog(renew)
-            .try_acquire()
+            .attempt()
             .await
             .unwrap()
             .into_guard()

@@ -39,7 +39,7 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
     let lease = tenure.lease("fifo").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
     let count = || std::future::ready(in_line(&server, "fifo"));
     let within = Duration::from_secs(20);
@@ -68,7 +68,7 @@ async fn a_cancelled_waiter_leaves_the_line_at_once() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
     let lease = tenure.lease("cancel").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || {
         std::future::ready(in_line(&server, "cancel"))
     })
@@ -80,7 +80,7 @@ async fn a_waiter_whose_wait_ends_leaves_the_line() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
     let lease = tenure.lease("budget").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let within = Duration::from_millis(200);
     fifo_common::a_waiter_whose_wait_ends_leaves_the_line(
         &lease,
@@ -107,7 +107,7 @@ async fn killed_waiter_child() {
     let _ = tenure
         .lease("killed")
         .ttl(KILLED_TTL)
-        .acquire_within(Duration::from_secs(120))
+        .attempt_within(Duration::from_secs(120))
         .await;
 }
 
@@ -116,7 +116,7 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
     let lease = tenure.lease("killed").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
         .env("TENURE_FIFO_CHILD_URL", server.url())
@@ -135,7 +135,7 @@ async fn a_lease_handed_to_a_killed_waiter_passes_on_after_its_ttl() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
     let lease = tenure.lease("vanished").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     // A waiter that stood in line and vanished without a trace, as a killed
     // process leaves it: its place, alive for another 10 s.
     let time = server.command("TIME").unwrap();
@@ -146,7 +146,7 @@ async fn a_lease_handed_to_a_killed_waiter_passes_on_after_its_ttl() {
         .unwrap();
     let second = {
         let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+        tokio::spawn(async move { lease.attempt_within(Duration::from_secs(60)).await })
     };
     until_in_line(&server, "vanished", 2).await;
     let released = Instant::now();
@@ -190,7 +190,7 @@ async fn a_newcomer_does_not_jump_the_line_of_a_free_key() {
     let lease = tenure.lease("jump").ttl(Duration::from_secs(30));
     let asked = Instant::now();
     let guard = lease
-        .acquire_within(Duration::from_secs(10))
+        .attempt_within(Duration::from_secs(10))
         .await
         .unwrap()
         .into_guard()
@@ -215,10 +215,10 @@ async fn a_hand_off_message_for_another_place_grants_nothing() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
     let lease = tenure.lease("stale").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let waiter = {
         let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(20)).await })
+        tokio::spawn(async move { lease.attempt_within(Duration::from_secs(20)).await })
     };
     until_in_line(&server, "stale", 1).await;
     let entry = server.command("LINDEX tenure:{stale}:queue 0").unwrap();
@@ -253,7 +253,7 @@ async fn a_wait_on_keys_of_the_wrong_type_is_a_clear_error() {
     let exists = |key: &str| server.command(&format!("EXISTS {key}")).unwrap();
     let wait = |key: &'static str| {
         let lease = tenure.lease(key);
-        async move { lease.acquire_within(Duration::from_secs(5)).await }
+        async move { lease.attempt_within(Duration::from_secs(5)).await }
     };
 
     server.command("HSET tenure:{hashed} a b").unwrap();

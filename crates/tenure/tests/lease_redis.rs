@@ -10,7 +10,7 @@ use std::time::Duration;
 use tenure::fence::FencedWrite;
 use tenure::redis::RedisFencedStore;
 use tenure::redis::{RedisOptions, RedisStore};
-use tenure::{Coordinator, Error, Fence, TryAcquire};
+use tenure::{Attempt, Coordinator, Error, Fence};
 use tenure_test::RedisServer;
 use tokio::time::Instant;
 
@@ -34,7 +34,7 @@ async fn lost_signal_fires_within_one_renewal_interval_when_the_key_is_deleted()
         .lease("deleted")
         .ttl(Duration::from_secs(10))
         .renew_every(every)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -60,7 +60,7 @@ async fn restart_mid_hold_fires_lost_and_the_client_recovers() {
         .lease("restart")
         .ttl(Duration::from_secs(10))
         .renew_every(every);
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     let first_fence = guard.fence();
 
     server.kill();
@@ -84,7 +84,7 @@ async fn restart_mid_hold_fires_lost_and_the_client_recovers() {
     // The same handle reconnects, reloads its scripts (NOSCRIPT) and works.
     let mut again = None;
     for _ in 0..20 {
-        match lease.try_acquire().await {
+        match lease.attempt().await {
             Ok(out) => {
                 again = out.into_guard();
                 break;
@@ -111,7 +111,7 @@ async fn four_hundred_cancelled_acquires_leave_no_key_after_the_ttl() {
         tasks.push(tokio::spawn(async move {
             // Cancel at a random point: before sending, in flight, or after.
             let cut = Duration::from_micros((i * 37) % 3000);
-            let _ = tokio::time::timeout(cut, lease.acquire_within(Duration::from_secs(5))).await;
+            let _ = tokio::time::timeout(cut, lease.attempt_within(Duration::from_secs(5))).await;
         }));
     }
     for t in tasks {
@@ -128,7 +128,7 @@ async fn a_frozen_server_times_out_within_the_budget() {
     let tenure = connect(&server).await; // 500 ms budget per call
     server.pause();
     let start = Instant::now();
-    let err = tenure.lease("frozen").try_acquire().await.unwrap_err();
+    let err = tenure.lease("frozen").attempt().await.unwrap_err();
     let took = start.elapsed();
     server.resume();
     assert!(matches!(err, Error::Timeout { .. }), "{err}");
@@ -151,14 +151,14 @@ async fn a_key_of_the_wrong_type_is_an_error_not_a_hold() {
     let server = RedisServer::start();
     let tenure = connect(&server).await;
     server.command("HSET tenure:{hash} a b").unwrap();
-    let err = tenure.lease("hash").try_acquire().await.unwrap_err();
+    let err = tenure.lease("hash").attempt().await.unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err}");
     assert!(err.to_string().contains("hash"), "{err}");
 
     server
         .command("SET tenure:{badfence}:fence notanumber")
         .unwrap();
-    let err = tenure.lease("badfence").try_acquire().await.unwrap_err();
+    let err = tenure.lease("badfence").attempt().await.unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err}");
     assert!(
         !exists(&server, "tenure:{badfence}"),
@@ -176,10 +176,10 @@ async fn interoperates_with_the_common_set_nx_convention() {
     server
         .command("SET tenure:{shared} other-client-token PX 400")
         .unwrap();
-    let out = tenure.lease("shared").try_acquire().await.unwrap();
-    assert!(matches!(out, TryAcquire::Held { ttl_left: Some(_) }));
+    let out = tenure.lease("shared").attempt().await.unwrap();
+    assert!(matches!(out, Attempt::Held { ttl_left: Some(_) }));
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let guard = tenure.lease("shared").try_acquire().await.unwrap();
+    let guard = tenure.lease("shared").attempt().await.unwrap();
     let guard = guard.into_guard().expect("free after the other's TTL");
     // Ours is a plain string value that others' SET NX respects.
     let value = server.command("GET tenure:{shared}").unwrap();
@@ -200,7 +200,7 @@ async fn survives_a_script_cache_flush() {
     let tenure = connect(&server).await;
     let lease = tenure.lease("noscript").ttl(Duration::from_secs(5));
     lease
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -209,7 +209,7 @@ async fn survives_a_script_cache_flush() {
         .await
         .unwrap();
     server.command("SCRIPT FLUSH").unwrap();
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert_eq!(guard.fence(), Fence::new(2));
     guard.release().await.unwrap();
 }
@@ -264,7 +264,7 @@ async fn keys_live_under_the_configured_prefix() {
     let tenure = Coordinator::with_backend(backend);
     let guard = tenure
         .lease("job")
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -284,9 +284,9 @@ async fn release_notifications_survive_a_restart() {
     let tenure = connect(&server).await;
     let lease = tenure.lease("resub").ttl(Duration::from_secs(30));
     // Open the subscriber once before the restart.
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let _ = lease
-        .acquire_within(Duration::from_millis(100))
+        .attempt_within(Duration::from_millis(100))
         .await
         .unwrap();
     holder.release().await.unwrap();
@@ -294,7 +294,7 @@ async fn release_notifications_survive_a_restart() {
     server.restart();
     let mut holder = None;
     for _ in 0..50 {
-        if let Ok(out) = lease.try_acquire().await {
+        if let Ok(out) = lease.attempt().await {
             holder = out.into_guard();
             break;
         }
@@ -304,7 +304,7 @@ async fn release_notifications_survive_a_restart() {
     let waiter = {
         let lease = lease.clone();
         tokio::spawn(async move {
-            let out = lease.acquire_within(Duration::from_secs(20)).await.unwrap();
+            let out = lease.attempt_within(Duration::from_secs(20)).await.unwrap();
             (Instant::now(), out.is_acquired())
         })
     };

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use tenure::lease::{
-    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
-    ReleaseWatch,
+use tenure::Coordinator;
+use tenure::lease::store::{
+    AcquireReply, ExtendReply, LeaseStore, OwnerToken, QueuePlace, ReleaseWatch,
 };
+use tenure::lease::{HolderInfo, LeaseStatus, ReleaseOutcome};
 use tenure::sqlite::{SqliteOptions, SqliteStore};
-use tenure::{Coordinator, OwnerToken};
 use tokio::time::Instant;
 
 mod fifo_common;
@@ -166,7 +166,7 @@ async fn holder_child() {
         return;
     };
     let tenure = Coordinator::with_backend(open(&path).await);
-    let guard = tenure.lease("k").ttl(ttl).try_acquire().await.unwrap();
+    let guard = tenure.lease("k").ttl(ttl).attempt().await.unwrap();
     let guard = guard.into_guard().expect("the lease is free");
     println!("held");
     let mut rest = String::new();
@@ -192,7 +192,7 @@ async fn waiter_child() {
     let out = tenure
         .lease("k")
         .ttl(ttl)
-        .acquire_within(Duration::from_secs(60))
+        .attempt_within(Duration::from_secs(60))
         .await
         .unwrap();
     let acquired = wall_ns();
@@ -230,7 +230,7 @@ async fn a_waiter_in_another_process_gets_the_lease_without_polling() {
     let guard = tenure
         .lease("k")
         .ttl(Duration::from_secs(60))
-        .try_acquire()
+        .attempt()
         .await;
     let guard = guard.unwrap().into_guard().unwrap();
     let mut waiter = child("waiter_child", &path, Duration::from_secs(60));
@@ -270,13 +270,13 @@ async fn a_release_in_this_process_wakes_a_waiter_at_once() {
     let guard = holder
         .lease("k")
         .ttl(Duration::from_secs(60))
-        .try_acquire()
+        .attempt()
         .await;
     let guard = guard.unwrap().into_guard().unwrap();
     let wait = tokio::spawn(async move {
         let out = waiter
             .lease("k")
-            .acquire_within(Duration::from_secs(60))
+            .attempt_within(Duration::from_secs(60))
             .await;
         (out.unwrap().into_guard().expect("acquired"), Instant::now())
     });
@@ -300,7 +300,7 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let dir = tempfile::tempdir().unwrap();
     let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
     let lease = tenure.lease("k").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 6;
     let count = || in_line(&tenure, "k");
     let within = Duration::from_secs(30);
@@ -323,7 +323,7 @@ async fn a_waiter_that_gives_up_or_is_cancelled_leaves_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
     let lease = tenure.lease("k").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let within = Duration::from_millis(300);
     fifo_common::a_wait_that_ends_leaves_no_place(&lease, within, || in_line(&tenure, "k")).await;
     fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || in_line(&tenure, "k")).await;
@@ -338,7 +338,7 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let path = dir.path().join("w.db");
     let tenure = Coordinator::with_backend(open(&path).await);
     let lease = tenure.lease("k").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let killed = child("waiter_child", &path, KILLED_TTL);
     let dead = fifo_common::DeadPlace::SkippedAfter(KILLED_TTL);
     fifo_common::a_killed_waiter_is_skipped(&lease, holder, killed, dead, || in_line(&tenure, "k"))

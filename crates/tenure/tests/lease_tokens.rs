@@ -7,11 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tenure::lease::{
-    AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome, ReleaseWatch,
-};
+use tenure::Coordinator;
+use tenure::lease::store::{AcquireReply, ExtendReply, LeaseStore, OwnerToken, ReleaseWatch};
+use tenure::lease::{HolderInfo, LeaseStatus, ReleaseOutcome};
 use tenure::memory::MemoryStore;
-use tenure::{Coordinator, OwnerToken};
 
 /// The memory backend, recording the token of every acquire attempt.
 #[derive(Debug, Clone, Default)]
@@ -61,8 +60,8 @@ async fn each_attempt_uses_a_fresh_owner_token() {
     let backend = Recording::default();
     let tenure = Coordinator::with_backend(backend.clone());
     let lease = tenure.lease("tokens").ttl(Duration::from_millis(300));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    let got = lease.acquire_within(Duration::from_secs(5)).await.unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let got = lease.attempt_within(Duration::from_secs(5)).await.unwrap();
     assert!(got.is_acquired());
     drop(holder);
     let tokens = backend.tokens.lock().unwrap().clone();

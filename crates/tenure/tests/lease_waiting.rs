@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tenure::redis::{RedisOptions, RedisStore};
-use tenure::{Coordinator, Error, TryAcquire};
+use tenure::{Attempt, Coordinator, Error};
 use tenure_test::RedisServer;
 use tokio::time::Instant;
 
@@ -29,11 +29,11 @@ const OUTAGE: Duration = Duration::from_millis(1800);
 async fn holder_and_waiter(
     tenure: &Coordinator,
     key: &str,
-) -> tokio::task::JoinHandle<tenure::Result<TryAcquire>> {
+) -> tokio::task::JoinHandle<tenure::Result<Attempt>> {
     let held = tenure
         .lease(key)
         .ttl(HOLDER_TTL)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -41,7 +41,7 @@ async fn holder_and_waiter(
     // The holder "crashes": its lease stays until the TTL.
     std::mem::forget(held);
     let lease = tenure.lease(key).ttl(Duration::from_secs(30));
-    let waiter = tokio::spawn(async move { lease.acquire_within(Duration::from_secs(10)).await });
+    let waiter = tokio::spawn(async move { lease.attempt_within(Duration::from_secs(10)).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiter.is_finished(), "the waiter waits for the holder");
     waiter
@@ -57,10 +57,7 @@ async fn a_waiter_survives_a_redis_restart() {
     tokio::time::sleep(OUTAGE).await;
     server.restart();
     let outcome = waiter.await.unwrap();
-    assert!(
-        matches!(outcome, Ok(TryAcquire::Acquired(_))),
-        "{outcome:?}"
-    );
+    assert!(matches!(outcome, Ok(Attempt::Acquired(_))), "{outcome:?}");
     assert!(down.elapsed() >= OUTAGE);
 }
 
@@ -73,10 +70,7 @@ async fn a_waiter_survives_a_frozen_redis() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     server.resume();
     let outcome = waiter.await.unwrap();
-    assert!(
-        matches!(outcome, Ok(TryAcquire::Acquired(_))),
-        "{outcome:?}"
-    );
+    assert!(matches!(outcome, Ok(Attempt::Acquired(_))), "{outcome:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +81,7 @@ async fn a_waiter_reports_the_error_when_its_budget_is_spent() {
     let started = Instant::now();
     let err = tenure
         .lease("gone")
-        .acquire_within(Duration::from_millis(1500))
+        .attempt_within(Duration::from_millis(1500))
         .await
         .unwrap_err();
     assert!(err.is_transient(), "{err}");
@@ -105,7 +99,7 @@ async fn a_permanent_error_ends_the_wait_at_once() {
     let started = Instant::now();
     let err = tenure
         .lease("typed")
-        .acquire_within(Duration::from_secs(10))
+        .attempt_within(Duration::from_secs(10))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err}");

@@ -98,12 +98,12 @@ async fn idle_keys_are_evicted() {
         Algorithm::SlidingLog,
     );
     for i in 0..3000 {
-        take(&l, &format!("old:{i}"), 1, 0).await;
+        let _ = take(&l, &format!("old:{i}"), 1, 0).await;
     }
     assert_eq!(store.len(), 3000);
     // After their period these keys read as fresh; a sweep drops them.
     for i in 0..5000 {
-        take(&l, &format!("new:{i}"), 1, 2_000_000).await;
+        let _ = take(&l, &format!("new:{i}"), 1, 2_000_000).await;
     }
     assert!(
         store.len() <= 5000,

@@ -202,7 +202,7 @@ async fn every_key_has_a_ttl() {
     let mut c = raw(&server).await;
     for alg in Algorithm::ALL {
         let l = w.limiter(Quota::per_minute(nz(6)), alg);
-        l.check_n("ttl", 2).await.expect("check");
+        let _ = l.check_n("ttl", 2).await.expect("check");
         let key = l.policies().expect("policies")[0].storage_key("tenure:", "ttl");
         let pttl: i64 = redis::cmd("PTTL")
             .arg(&key)
@@ -327,7 +327,7 @@ async fn sliding_log_members_are_unique_and_times_exact() {
     assert!(!d.allowed && d.remaining == 399);
 
     let g = w.limiter(Quota::per_second(nz(1)), Algorithm::Gcra);
-    g.run("exact", 1, Mode::Consume, at).await.expect("gcra");
+    let _ = g.run("exact", 1, Mode::Consume, at).await.expect("gcra");
     let key = g.policies().expect("policies")[0].storage_key("tenure:", "exact");
     let tat: String = redis::cmd("GET")
         .arg(&key)
@@ -407,7 +407,7 @@ async fn a_check_is_one_function_call() {
     let w = redis_tenure(&server).await;
     for alg in Algorithm::ALL {
         let l = w.limiter(Quota::per_second(nz(100)), alg);
-        l.check("warm").await.expect("warm");
+        let _ = l.check("warm").await.expect("warm");
         server.command("CONFIG RESETSTAT").expect("reset");
         for i in 0..10 {
             assert!(l.check(&format!("k:{i}")).await.expect("check").allowed);

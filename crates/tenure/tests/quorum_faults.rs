@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tenure::quorum::{NodeOutcome, QuorumOptions, QuorumStore};
-use tenure::{Coordinator, Error, LeaseGuard, TryAcquire};
+use tenure::{Attempt, Coordinator, Error, LeaseGuard};
 use tenure_test::RedisServer;
 use tokio::time::Instant;
 
@@ -70,7 +70,7 @@ async fn five_nodes_two_down_still_grant_leases_with_increasing_fences() {
     let mut last = None;
     for _ in 0..3 {
         let guard = lease
-            .try_acquire()
+            .attempt()
             .await
             .unwrap()
             .into_guard()
@@ -102,9 +102,9 @@ async fn five_nodes_three_down_never_grant_and_name_every_node() {
         let max_wait = Duration::from_secs(2);
         // One attempt: a waiter (acquire_within) would retry an unavailable
         // quorum until its budget is spent, since nodes may come back.
-        let err = match lease.try_acquire().await {
-            Ok(TryAcquire::Acquired(_)) => panic!("a lease was granted by a minority"),
-            Ok(TryAcquire::Held { .. }) => panic!("a minority must not look like contention"),
+        let err = match lease.attempt().await {
+            Ok(Attempt::Acquired(_)) => panic!("a lease was granted by a minority"),
+            Ok(Attempt::Held { .. }) => panic!("a minority must not look like contention"),
             Err(e) => e,
         };
         let took = start.elapsed();
@@ -148,7 +148,7 @@ async fn a_frozen_node_does_not_slow_down_acquire_extend_or_release() {
     let tenure = quorum(&nodes, node_timeout);
     let lease = tenure.lease("frozen").ttl(Duration::from_secs(20));
     // Connect to every node first, then freeze one.
-    let warm_up = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let warm_up = lease.attempt().await.unwrap().into_guard().unwrap();
     warm_up.release().await.unwrap();
     // The warm-up opened every connection; a vote that went out while a
     // connection was still being established can land after the release and is
@@ -158,8 +158,8 @@ async fn a_frozen_node_does_not_slow_down_acquire_extend_or_release() {
     nodes[2].pause();
     for _ in 0..3 {
         let start = Instant::now();
-        let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
-        guard.extend().await.unwrap();
+        let guard = lease.attempt().await.unwrap().into_guard().unwrap();
+        let _ = guard.extend().await.unwrap();
         guard.release().await.unwrap();
         let took = start.elapsed();
         assert!(took < node_timeout, "acquire+extend+release took {took:?}");
@@ -183,7 +183,7 @@ async fn split_vote_ten_clients_at_most_one_holder_and_no_keys_left() {
             let barrier = Arc::clone(&barrier);
             tasks.push(tokio::spawn(async move {
                 barrier.wait().await;
-                lease.try_acquire().await.unwrap().into_guard()
+                lease.attempt().await.unwrap().into_guard()
             }));
         }
         let mut winners = Vec::new();
@@ -273,12 +273,12 @@ async fn fences_strictly_increase_while_minority_nodes_are_killed_and_restarted(
             "only {} acquisitions in 120 s",
             fences.len()
         );
-        match lease.try_acquire().await {
-            Ok(TryAcquire::Acquired(guard)) => {
+        match lease.attempt().await {
+            Ok(Attempt::Acquired(guard)) => {
                 fences.push(guard.fence());
                 let _ = guard.release().await;
             }
-            Ok(TryAcquire::Held { ttl_left }) => {
+            Ok(Attempt::Held { ttl_left }) => {
                 refused += 1;
                 // A node killed before our release came back with our key: wait
                 // for it to expire instead of hammering.
@@ -313,16 +313,11 @@ async fn a_holds_nodes_0_and_1(ttl: Duration) -> (Vec<RedisServer>, LeaseGuard) 
     let mut nodes = start_nodes(3);
     let tenure = quorum(&nodes, Duration::from_millis(300));
     for _ in 0..10 {
-        let g = tenure.lease("restart").try_acquire().await.unwrap();
+        let g = tenure.lease("restart").attempt().await.unwrap();
         g.into_guard().unwrap().release().await.unwrap();
     }
     nodes[2].kill();
-    let a = tenure
-        .lease("restart")
-        .ttl(ttl)
-        .try_acquire()
-        .await
-        .unwrap();
+    let a = tenure.lease("restart").ttl(ttl).attempt().await.unwrap();
     let a = a.into_guard().expect("nodes 0 and 1 are a majority");
     nodes[2].start_again();
     (nodes, a)
@@ -345,7 +340,7 @@ async fn documented_limit_a_node_restarted_without_persistence_allows_a_double_g
     let other = quorum(&nodes, Duration::from_secs(2));
     let give_up = Instant::now() + Duration::from_secs(10);
     let b = loop {
-        if let Ok(TryAcquire::Acquired(b)) = other.lease("restart").ttl(ttl).try_acquire().await {
+        if let Ok(Attempt::Acquired(b)) = other.lease("restart").ttl(ttl).attempt().await {
             break b;
         }
         assert!(Instant::now() < give_up, "expected the double grant");
@@ -377,9 +372,9 @@ async fn delayed_restart_prevents_the_double_grant() {
     let mut tries = 0;
     // Node 1 keeps A's key at least as long as A's own validity lasts.
     while a.remaining() > Duration::from_millis(50) {
-        match lease.try_acquire().await {
-            Ok(TryAcquire::Acquired(_)) => panic!("double grant while A's lease is valid"),
-            Ok(TryAcquire::Held { .. }) | Err(_) => tries += 1,
+        match lease.attempt().await {
+            Ok(Attempt::Acquired(_)) => panic!("double grant while A's lease is valid"),
+            Ok(Attempt::Held { .. }) | Err(_) => tries += 1,
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -388,7 +383,7 @@ async fn delayed_restart_prevents_the_double_grant() {
         .await
         .expect("A's own deadline passes");
     nodes[0].start_again();
-    let b = lease.acquire_within(Duration::from_secs(3)).await.unwrap();
+    let b = lease.attempt_within(Duration::from_secs(3)).await.unwrap();
     assert!(b.is_acquired(), "after the delay the lease is free");
 }
 
@@ -406,7 +401,7 @@ async fn a_slow_node_behind_a_proxy_is_not_waited_for() {
     .unwrap();
     let tenure = Coordinator::with_backend(backend);
     let lease = tenure.lease("slow").ttl(Duration::from_secs(20));
-    let warm_up = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let warm_up = lease.attempt().await.unwrap().into_guard().unwrap();
     warm_up.release().await.unwrap();
     // The warm-up opened every connection; a vote that went out while a
     // connection was still being established can land after the release and is
@@ -416,8 +411,8 @@ async fn a_slow_node_behind_a_proxy_is_not_waited_for() {
     // Each chunk waits 1.5 s per direction: an answer needs 3 s.
     proxy.delay(Duration::from_millis(1500));
     let start = Instant::now();
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
-    guard.extend().await.unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
+    let _ = guard.extend().await.unwrap();
     guard.release().await.unwrap();
     let took = start.elapsed();
     assert!(took < Duration::from_millis(2500), "took {took:?}");
@@ -441,7 +436,7 @@ async fn a_cancelled_acquire_leaves_no_key_behind() {
     .unwrap();
     let tenure = Coordinator::with_backend(backend);
     let lease = tenure.lease("cancelled").ttl(Duration::from_secs(30));
-    let warm_up = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let warm_up = lease.attempt().await.unwrap().into_guard().unwrap();
     warm_up.release().await.unwrap();
     // The warm-up opened every connection; a vote that went out while a
     // connection was still being established can land after the release and is
@@ -451,7 +446,7 @@ async fn a_cancelled_acquire_leaves_no_key_behind() {
     for p in &proxies {
         p.delay(Duration::from_millis(300));
     }
-    let out = tokio::time::timeout(Duration::from_millis(100), lease.try_acquire()).await;
+    let out = tokio::time::timeout(Duration::from_millis(100), lease.attempt()).await;
     assert!(out.is_err(), "the acquire was still waiting for a majority");
     for p in &proxies {
         p.delay(Duration::ZERO);
@@ -470,7 +465,7 @@ async fn extend_without_a_majority_is_an_error_and_the_lost_signal_fires() {
         .lease("majority-gone")
         .ttl(ttl)
         .watchdog(true)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -500,7 +495,7 @@ async fn a_node_with_foreign_data_is_outvoted_and_reported() {
     nodes[0]
         .command("HSET tenure:{foreign} field value")
         .unwrap();
-    let guard = tenure.lease("foreign").try_acquire().await.unwrap();
+    let guard = tenure.lease("foreign").attempt().await.unwrap();
     assert!(guard.is_acquired(), "two of three nodes are a majority");
     drop(guard);
     nodes[1]
@@ -509,7 +504,7 @@ async fn a_node_with_foreign_data_is_outvoted_and_reported() {
     nodes[2]
         .command("HSET tenure:{foreign2} field value")
         .unwrap();
-    let err = tenure.lease("foreign2").try_acquire().await.unwrap_err();
+    let err = tenure.lease("foreign2").attempt().await.unwrap_err();
     let Error::QuorumUnavailable { ref votes, .. } = err else {
         panic!("{err}");
     };
@@ -575,7 +570,7 @@ async fn a_winner_settles_its_fence_on_a_majority_so_any_next_majority_exceeds_i
     nodes[1].command("SET tenure:{settle}:fence 2").unwrap();
     nodes[2].command("SET tenure:{settle}:fence 2").unwrap();
     let lease = tenure.lease("settle").ttl(Duration::from_secs(10));
-    let first = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let first = lease.attempt().await.unwrap().into_guard().unwrap();
     let fence = first.fence().get();
     let at_least = counters(&nodes, "settle").await;
     assert!(
@@ -590,7 +585,7 @@ async fn a_winner_settles_its_fence_on_a_majority_so_any_next_majority_exceeds_i
         nodes[frozen].pause();
         // Waits out a node resumed a moment ago that still runs its backlog (the
         // acquire it missed, then the release that followed it).
-        let g = lease.acquire_within(Duration::from_secs(5)).await.unwrap();
+        let g = lease.attempt_within(Duration::from_secs(5)).await.unwrap();
         let g = g.into_guard().unwrap();
         assert!(
             g.fence().get() > last,

@@ -8,9 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tenure::lease::LeaseStore;
+use tenure::lease::store::LeaseStore;
 use tenure::quorum::{QuorumOptions, QuorumStore};
-use tenure::{Coordinator, TryAcquire};
+use tenure::{Attempt, Coordinator};
 use tenure_test::RedisServer;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -39,7 +39,7 @@ async fn a_holder_on_exactly_a_majority_survives_one_of_its_nodes_freezing() {
     tenure
         .lease("exact-majority-warm-up")
         .ttl(ttl)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -63,7 +63,7 @@ async fn a_holder_on_exactly_a_majority_survives_one_of_its_nodes_freezing() {
         .await
         .unwrap();
     let guard = lease
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -115,8 +115,8 @@ async fn contended(clients: &[Coordinator], key: &str, job: Duration) -> (Durati
         let (spans, barrier) = (Arc::clone(&spans), Arc::clone(&barrier));
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            let TryAcquire::Acquired(guard) =
-                lease.acquire_within(Duration::from_secs(60)).await.unwrap()
+            let Attempt::Acquired(guard) =
+                lease.attempt_within(Duration::from_secs(60)).await.unwrap()
             else {
                 panic!("not acquired within 60 s");
             };

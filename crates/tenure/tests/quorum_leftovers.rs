@@ -73,7 +73,7 @@ async fn concurrent_cycles_leave_no_lease_key_on_any_node() {
                 // majority be unavailable now and then: that is counted, not
                 // fatal — the keys such an attempt may leave are what this
                 // test looks for.
-                match lease.try_acquire().await {
+                match lease.attempt().await {
                     Ok(reply) => {
                         if let Some(guard) = reply.into_guard() {
                             match guard.release().await {

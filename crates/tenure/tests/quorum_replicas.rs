@@ -42,7 +42,7 @@ async fn replica_acknowledged_lease_fails_cleanly_when_the_link_is_cut() {
     let lease = tenure.lease("acked").ttl(Duration::from_secs(30));
 
     // Link up: the replica acknowledges acquire and extend.
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert!(matches!(
         guard.extend().await.unwrap(),
         ExtendOutcome::Extended { .. }
@@ -73,7 +73,7 @@ async fn replica_acknowledged_lease_fails_cleanly_when_the_link_is_cut() {
     // Link cut: an acquire needing one acknowledgement fails within the wait and
     // leaves no key behind.
     let start = Instant::now();
-    let err = lease.try_acquire().await.unwrap_err();
+    let err = lease.attempt().await.unwrap_err();
     let took = start.elapsed();
     assert!(
         matches!(
@@ -98,7 +98,7 @@ async fn replica_acknowledged_lease_fails_cleanly_when_the_link_is_cut() {
     proxy.restore();
     let give_up = Instant::now() + Duration::from_secs(15);
     let guard = loop {
-        match lease.try_acquire().await {
+        match lease.attempt().await {
             Ok(out) => break out.into_guard().unwrap(),
             Err(Error::ReplicasUnacknowledged { .. }) if Instant::now() < give_up => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -113,7 +113,7 @@ async fn replica_acknowledged_lease_fails_cleanly_when_the_link_is_cut() {
 async fn without_replicas_an_acknowledged_lease_is_refused() {
     let master = RedisServer::start();
     let tenure = with_acks(&master, Duration::from_millis(100)).await;
-    let err = tenure.lease("lonely").try_acquire().await.unwrap_err();
+    let err = tenure.lease("lonely").attempt().await.unwrap_err();
     assert!(
         matches!(err, Error::ReplicasUnacknowledged { acked: 0, .. }),
         "{err}"

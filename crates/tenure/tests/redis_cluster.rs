@@ -18,7 +18,7 @@ use tenure::fence::FencedWrite;
 use tenure::limit::{Algorithm, Quota};
 use tenure::once::OnceOutcome;
 use tenure::redis::{RedisFencedStore, RedisOptions, RedisStore};
-use tenure::{Coordinator, TryAcquire};
+use tenure::{Attempt, Coordinator};
 use tenure_test::RedisCluster;
 
 async fn connect(cluster: &RedisCluster) -> Coordinator {
@@ -101,14 +101,14 @@ async fn keys_with_braces_keep_a_lease_with_its_fence_on_a_cluster() {
         .collect();
     for key in &keys {
         let lease = w.lease(key.as_str()).ttl(Duration::from_secs(10));
-        let first = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let first = lease.attempt().await.unwrap().into_guard().unwrap();
         assert!(matches!(
-            lease.try_acquire().await.unwrap(),
-            TryAcquire::Held { .. }
+            lease.attempt().await.unwrap(),
+            Attempt::Held { .. }
         ));
         let fence = first.fence();
         first.release().await.unwrap();
-        let second = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let second = lease.attempt().await.unwrap().into_guard().unwrap();
         assert!(second.fence() > fence, "{key:?}");
         assert_eq!(w.status(key).await.unwrap().fence, Some(second.fence()));
         let lease_key = store.lease_key(key);
@@ -157,12 +157,12 @@ async fn a_release_wakes_its_waiter_on_every_master() {
             continue;
         }
         let lease = holder.lease(key.as_str()).ttl(Duration::from_secs(30));
-        let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let guard = lease.attempt().await.unwrap().into_guard().unwrap();
         let waiting = tokio::spawn({
             let lease = waiter.lease(key.as_str()).ttl(Duration::from_secs(30));
             async move {
                 let start = tokio::time::Instant::now();
-                let got = lease.acquire_within(Duration::from_secs(20)).await.unwrap();
+                let got = lease.attempt_within(Duration::from_secs(20)).await.unwrap();
                 (got.into_guard().is_some(), start.elapsed())
             }
         });
@@ -189,16 +189,16 @@ async fn semaphores_elections_and_run_once_work_on_a_cluster() {
     for key in ["sem", "}sem"] {
         let sem = w.semaphore(key, nz(2)).unwrap();
         let lease = sem.lease().ttl(Duration::from_secs(10));
-        let a = lease.try_acquire().await.unwrap().into_guard().unwrap();
-        let b = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let a = lease.attempt().await.unwrap().into_guard().unwrap();
+        let b = lease.attempt().await.unwrap().into_guard().unwrap();
         assert!(matches!(
-            lease.try_acquire().await.unwrap(),
-            TryAcquire::Held { .. }
+            lease.attempt().await.unwrap(),
+            Attempt::Held { .. }
         ));
         assert!(b.fence() > a.fence());
         assert_eq!(sem.held().await.unwrap(), 2);
         a.release().await.unwrap();
-        let c = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let c = lease.attempt().await.unwrap().into_guard().unwrap();
         assert!(c.fence() > b.fence());
     }
     let election = w.election("scheduler").ttl(Duration::from_secs(10));

@@ -14,10 +14,10 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use tenure::fence::FencedWrite;
-use tenure::lease::{AcquireReply, LeaseStore};
+use tenure::lease::store::{AcquireReply, LeaseStore, OwnerToken};
 use tenure::limit::{Algorithm, Quota};
 use tenure::redis::{RedisFencedStore, RedisOptions, RedisStore};
-use tenure::{Coordinator, OwnerToken, TryAcquire};
+use tenure::{Attempt, Coordinator};
 use tenure_test::RedisCluster;
 use tokio::time::Instant;
 
@@ -107,7 +107,7 @@ async fn a_killed_master_is_replaced_and_leases_limits_and_fences_resume() {
         .lease("failover:acked")
         .ttl(ttl)
         .watchdog(true)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -116,7 +116,7 @@ async fn a_killed_master_is_replaced_and_leases_limits_and_fences_resume() {
         .lease(plain_key.as_str())
         .ttl(ttl)
         .watchdog(true)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -146,9 +146,9 @@ async fn a_killed_master_is_replaced_and_leases_limits_and_fences_resume() {
     let (_, limit_back) = until_ok("limit", || limiter.check("failover:acked")).await;
     for (key, _) in fences {
         let second = other.lease(key);
-        let (held, _) = until_ok("try_acquire", || second.try_acquire()).await;
+        let (held, _) = until_ok("try_acquire", || second.attempt()).await;
         assert!(
-            matches!(held, TryAcquire::Held { .. }),
+            matches!(held, Attempt::Held { .. }),
             "a second holder got {key}"
         );
     }
@@ -188,7 +188,7 @@ async fn a_killed_master_is_replaced_and_leases_limits_and_fences_resume() {
     plain_guard.release().await.unwrap();
     drop(acked_guard);
     for (key, fence) in fences {
-        let next = other.lease(key).acquire_within(ttl * 2).await.unwrap();
+        let next = other.lease(key).attempt_within(ttl * 2).await.unwrap();
         let next = next.into_guard().unwrap();
         assert!(
             next.fence() > fence,

@@ -10,10 +10,10 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use tenure::fence::FencedWrite;
-use tenure::lease::LeaseStore;
+use tenure::lease::store::LeaseStore;
 use tenure::redis::RedisFencedStore;
 use tenure::redis::{RedisOptions, RedisStore};
-use tenure::{Coordinator, Error, Fence, TryAcquire};
+use tenure::{Attempt, Coordinator, Error, Fence};
 use tenure_test::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -36,7 +36,7 @@ async fn an_unacknowledged_extend_keeps_the_key_so_no_second_holder_gets_in() {
     let guard = tenure
         .lease("acked")
         .ttl(Duration::from_secs(30))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -60,9 +60,9 @@ async fn an_unacknowledged_extend_keeps_the_key_so_no_second_holder_gets_in() {
         redis_get(&master.url(), "tenure:{acked}").await.as_deref(),
         Some(token.as_str())
     );
-    let second = other.lease("acked").try_acquire().await.unwrap();
+    let second = other.lease("acked").attempt().await.unwrap();
     assert!(
-        matches!(second, TryAcquire::Held { .. }),
+        matches!(second, Attempt::Held { .. }),
         "a second holder got in while the guard still has {:?}",
         guard.remaining()
     );
@@ -155,7 +155,7 @@ async fn wait_is_sent_with_the_write_before_its_reply_is_read() {
     let tenure = Coordinator::with_backend(backend);
     let lease = tenure.lease("together").ttl(Duration::from_secs(30));
     let guard = lease
-        .try_acquire()
+        .attempt()
         .await
         .expect("acquire script and WAIT travel in one request")
         .into_guard()
@@ -181,7 +181,7 @@ async fn a_fence_counter_at_its_maximum_fails_the_acquire_and_leaves_no_lease() 
     server
         .command("SET tenure:{full}:fence 9223372036854775807")
         .unwrap();
-    let err = tenure.lease("full").try_acquire().await.unwrap_err();
+    let err = tenure.lease("full").attempt().await.unwrap_err();
     assert!(err.to_string().contains("fence"), "{err}");
     assert!(
         server
@@ -247,7 +247,7 @@ async fn a_lease_key_replaced_by_another_type_makes_status_an_error() {
     let tenure = Coordinator::connect(&server.url()).await.unwrap();
     let guard = tenure
         .lease("swapped")
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -275,7 +275,7 @@ async fn a_password_with_delimiters_authenticates_and_is_never_printed() {
         .expect("one master, not a quorum");
     let guard = tenure
         .lease("auth")
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -320,7 +320,7 @@ async fn quorum_urls_split_only_before_a_scheme() {
     let tenure = Coordinator::connect(&urls.join(",")).await.unwrap();
     let guard = tenure
         .lease("quorum-auth")
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -392,14 +392,14 @@ async fn lease_and_fence_keys_share_a_cluster_slot_for_any_user_key() {
             .query_async::<()>(&mut p)
             .await
             .unwrap();
-        let token = tenure::OwnerToken::generate().unwrap();
+        let token = tenure::lease::store::OwnerToken::generate().unwrap();
         let reply = backend
             .try_acquire(key, &token, Duration::from_secs(5), None)
             .await
             .unwrap();
         assert!(matches!(
             reply,
-            tenure::lease::AcquireReply::Acquired { .. }
+            tenure::lease::store::AcquireReply::Acquired { .. }
         ));
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg("*")

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tenure::fence::FencedWrite;
 use tenure::limit::{Algorithm, Quota};
 use tenure::redis::{RedisFencedStore, RedisLimits, RedisOptions, RedisStore};
-use tenure::{Coordinator, Error, TryAcquire};
+use tenure::{Attempt, Coordinator, Error};
 use tenure_test::RedisSentinels;
 use tokio::time::Instant;
 
@@ -62,7 +62,7 @@ async fn the_master_is_found_by_name_for_leases_limits_and_fences() {
     let group = RedisSentinels::start();
     let w = Coordinator::connect(&group.url()).await.unwrap();
     let lease = w.lease("job").ttl(Duration::from_secs(30));
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert_eq!(
         group.master.command("EXISTS tenure:{job}").unwrap().trim(),
         ":1"
@@ -71,7 +71,7 @@ async fn the_master_is_found_by_name_for_leases_limits_and_fences() {
         let lease = lease.clone();
         async move {
             let start = Instant::now();
-            let got = lease.acquire_within(Duration::from_secs(20)).await.unwrap();
+            let got = lease.attempt_within(Duration::from_secs(20)).await.unwrap();
             (got.into_guard().map(|g| g.fence()), start.elapsed())
         }
     });
@@ -125,7 +125,7 @@ async fn tenure_follows_a_failover_and_held_leases_are_renewed_or_reported_lost(
         .lease("sentinel:plain")
         .ttl(ttl)
         .watchdog(true)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -134,7 +134,7 @@ async fn tenure_follows_a_failover_and_held_leases_are_renewed_or_reported_lost(
         .lease("sentinel:acked")
         .ttl(ttl)
         .watchdog(true)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -157,9 +157,9 @@ async fn tenure_follows_a_failover_and_held_leases_are_renewed_or_reported_lost(
     group.wait_for_failover();
     for (key, _) in fences {
         let second = other.lease(key);
-        let (held, _) = until_ok("try_acquire", || second.try_acquire()).await;
+        let (held, _) = until_ok("try_acquire", || second.attempt()).await;
         assert!(
-            matches!(held, TryAcquire::Held { .. }),
+            matches!(held, Attempt::Held { .. }),
             "a second holder got {key}"
         );
     }
@@ -181,7 +181,7 @@ async fn tenure_follows_a_failover_and_held_leases_are_renewed_or_reported_lost(
     plain_guard.release().await.unwrap();
     drop(acked_guard);
     for (key, fence) in fences {
-        let next = other.lease(key).acquire_within(ttl * 2).await.unwrap();
+        let next = other.lease(key).attempt_within(ttl * 2).await.unwrap();
         let next = next.into_guard().unwrap();
         assert!(
             next.fence() > fence,

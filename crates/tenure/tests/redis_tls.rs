@@ -26,7 +26,7 @@ async fn release_succeeds_for_a_user_without_channel_rights() {
     let guard = tenure
         .lease("acl")
         .ttl(Duration::from_secs(30))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -61,7 +61,7 @@ async fn the_documented_minimal_acl_user_is_enough() {
     let holder = tenure
         .lease("min")
         .ttl(ttl)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -72,7 +72,7 @@ async fn the_documented_minimal_acl_user_is_enough() {
             tenure
                 .lease("min")
                 .ttl(ttl)
-                .acquire_within(ttl / 2)
+                .attempt_within(ttl / 2)
                 .await
                 .unwrap()
                 .into_guard()
@@ -124,7 +124,7 @@ mod tls {
         let guard = tenure
             .lease("tls")
             .ttl(Duration::from_secs(30))
-            .try_acquire()
+            .attempt()
             .await
             .unwrap()
             .into_guard()
@@ -148,7 +148,7 @@ mod tls {
     /// rebuilt from the URL alone would not, and waiters would only poll).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn releases_are_pushed_over_tls_with_a_custom_ca() {
-        use tenure::lease::LeaseStore;
+        use tenure::lease::store::LeaseStore;
         let certs = TlsCerts::generate();
         let redis = TlsRedis::start(&certs);
         let store = RedisStore::connect(&redis.url(), options().ca_file(certs.path("ca.pem")))
@@ -160,7 +160,7 @@ mod tls {
         let guard = tenure
             .lease("tls-push")
             .ttl(Duration::from_secs(30))
-            .try_acquire()
+            .attempt()
             .await
             .unwrap()
             .into_guard()

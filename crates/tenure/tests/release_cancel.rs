@@ -40,7 +40,7 @@ async fn slow_link() -> (RedisServer, Proxy, Coordinator, Coordinator) {
 async fn redis_a_cancelled_release_still_releases() {
     let (_server, proxy, holder, direct) = slow_link().await;
     let lease = holder.lease("cut-release").ttl(TTL);
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.try_acquire().await.unwrap().unwrap();
     proxy.delay(Duration::from_millis(200));
     let cut = tokio::time::timeout(Duration::from_millis(50), guard.release()).await;
     assert!(cut.is_err(), "the slow link cannot answer in 50 ms");
@@ -81,7 +81,7 @@ async fn redis_a_cancelled_permit_release_frees_the_permit() {
         .unwrap()
         .lease()
         .ttl(TTL);
-    let permit = permits.try_acquire().await.unwrap().into_guard().unwrap();
+    let permit = permits.try_acquire().await.unwrap().unwrap();
     proxy.delay(Duration::from_millis(200));
     let cut = tokio::time::timeout(Duration::from_millis(50), permit.release()).await;
     assert!(cut.is_err(), "the slow link cannot answer in 50 ms");
@@ -92,7 +92,7 @@ async fn redis_a_cancelled_permit_release_frees_the_permit() {
         .ttl(TTL);
     let got = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            if let Some(guard) = other.try_acquire().await.unwrap().into_guard() {
+            if let Some(guard) = other.try_acquire().await.unwrap() {
                 return guard;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -9,7 +9,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use recipes_common::Fixture;
-use tenure::{Error, TryAcquire};
+use tenure::{Attempt, Error};
 
 fn n(v: u32) -> NonZeroU32 {
     NonZeroU32::new(v).unwrap()
@@ -22,7 +22,7 @@ async fn at_most_n_hold_and_fences_increase(fx: &Fixture) {
     for _ in 0..3 {
         guards.push(
             lease
-                .try_acquire()
+                .attempt()
                 .await
                 .unwrap()
                 .into_guard()
@@ -30,14 +30,14 @@ async fn at_most_n_hold_and_fences_increase(fx: &Fixture) {
         );
     }
     assert!(matches!(
-        lease.try_acquire().await.unwrap(),
-        TryAcquire::Held { ttl_left: Some(_) }
+        lease.attempt().await.unwrap(),
+        Attempt::Held { ttl_left: Some(_) }
     ));
     assert_eq!(sem.held().await.unwrap(), 3);
     assert!(guards.windows(2).all(|w| w[0].fence() < w[1].fence()));
     let last = guards.last().unwrap().fence();
     guards.remove(0).release().await.unwrap();
-    let again = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let again = lease.attempt().await.unwrap().into_guard().unwrap();
     assert!(again.fence() > last);
 }
 
@@ -50,7 +50,7 @@ async fn lowering_n_never_admits_more_than_the_new_n(fx: &Fixture) {
         .ttl(Duration::from_secs(10));
     let mut old = Vec::new();
     for _ in 0..5 {
-        old.push(five.try_acquire().await.unwrap().into_guard().unwrap());
+        old.push(five.attempt().await.unwrap().into_guard().unwrap());
     }
     let two_sem = fx.tenure.semaphore("sem:lower", n(2)).unwrap();
     let two = two_sem.lease().ttl(Duration::from_secs(10));
@@ -59,13 +59,13 @@ async fn lowering_n_never_admits_more_than_the_new_n(fx: &Fixture) {
         old.pop().unwrap().release().await.unwrap();
         assert_eq!(two_sem.held().await.unwrap(), left);
         assert!(
-            two.try_acquire().await.unwrap().into_guard().is_none(),
+            two.attempt().await.unwrap().into_guard().is_none(),
             "{left} held"
         );
     }
     old.pop().unwrap().release().await.unwrap();
     let newcomer = two
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -73,12 +73,12 @@ async fn lowering_n_never_admits_more_than_the_new_n(fx: &Fixture) {
     assert_eq!(two_sem.held().await.unwrap(), 2);
     // Settled at 2: nobody else gets in against the new N.
     for _ in 0..3 {
-        assert!(two.try_acquire().await.unwrap().into_guard().is_none());
+        assert!(two.attempt().await.unwrap().into_guard().is_none());
     }
     assert_eq!(two_sem.held().await.unwrap(), 2);
     // A caller still on the old N is admitted up to 5 — never a sixth.
     let mut late = Vec::new();
-    while let Some(guard) = five.try_acquire().await.unwrap().into_guard() {
+    while let Some(guard) = five.attempt().await.unwrap().into_guard() {
         late.push(guard);
         assert!(late.len() <= 3, "a sixth permit was granted");
     }
@@ -90,14 +90,14 @@ async fn lowering_n_never_admits_more_than_the_new_n(fx: &Fixture) {
 async fn a_silent_holders_permit_expires_with_its_ttl(fx: &Fixture) {
     let sem = fx.tenure.semaphore("sem:expire", n(1)).unwrap();
     let short = sem.lease().ttl(Duration::from_millis(200));
-    let crashed = short.try_acquire().await.unwrap().into_guard().unwrap();
+    let crashed = short.attempt().await.unwrap().into_guard().unwrap();
     // No renewal and no release, as after a crash.
     std::mem::forget(crashed);
     let other = sem.lease().ttl(Duration::from_secs(10));
-    assert!(other.try_acquire().await.unwrap().into_guard().is_none());
+    assert!(other.attempt().await.unwrap().into_guard().is_none());
     let got = tokio::time::timeout(
         Duration::from_secs(5),
-        other.acquire_within(Duration::from_secs(5)),
+        other.attempt_within(Duration::from_secs(5)),
     )
     .await
     .unwrap()
@@ -108,10 +108,10 @@ async fn a_silent_holders_permit_expires_with_its_ttl(fx: &Fixture) {
 async fn a_waiter_gets_a_released_permit(fx: &Fixture) {
     let sem = fx.tenure.semaphore("sem:wait", n(1)).unwrap();
     let lease = sem.lease().ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let waiting = {
         let lease = lease.clone();
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(10)).await })
+        tokio::spawn(async move { lease.attempt_within(Duration::from_secs(10)).await })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     holder.release().await.unwrap();
@@ -124,7 +124,7 @@ async fn an_empty_key_is_refused(fx: &Fixture) {
     let e = sem
         .lease()
         .ttl(Duration::from_secs(10))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap_err();
     assert!(matches!(e, Error::InvalidKey { .. }), "{e}");
@@ -150,7 +150,7 @@ async fn a_quorum_is_refused_naming_the_alternative() {
     let fx = recipes_common::quorum().await;
     let e = fx.tenure.semaphore("sem:q", n(2)).unwrap_err();
     assert!(
-        matches!(&e, Error::InvalidArgument { what: "store", reason } if reason.contains("one Redis master, SQLite or etcd")),
+        matches!(&e, Error::Unsupported { what: "semaphores", instead, .. } if instead.contains("one Redis master, SQLite")),
         "{e}"
     );
 }
@@ -166,7 +166,7 @@ async fn release_succeeds_for_a_user_without_channel_rights_on_redis() {
     let guard = sem
         .lease()
         .ttl(Duration::from_secs(30))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -200,14 +200,14 @@ async fn every_semaphore_key_of_a_foreign_type_is_refused_and_left_alone_on_redi
         // A holder from before the damage (none when the permits key itself
         // is foreign: there is no set to hold a permit in).
         let earlier = if suffix == ":permits:fence" {
-            Some(lease.try_acquire().await.unwrap().into_guard().unwrap())
+            Some(lease.attempt().await.unwrap().into_guard().unwrap())
         } else {
             None
         };
         let key = format!("tenure:{{{name}}}{suffix}");
         server.command(&format!("DEL {key}")).unwrap();
         foreign.plant(server, &key);
-        let e = lease.try_acquire().await.unwrap_err();
+        let e = lease.attempt().await.unwrap_err();
         assert!(
             matches!(&e, Error::WrongType { .. }) && e.to_string().contains(&key),
             "{key} ({foreign:?}): {e}"
@@ -256,7 +256,7 @@ async fn a_release_is_pushed_to_waiters_on_redis() {
     let guard = sem
         .lease()
         .ttl(Duration::from_secs(60))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()

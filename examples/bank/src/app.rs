@@ -10,7 +10,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use tenure::{Coordinator, TryAcquire};
+use tenure::{Attempt, Coordinator};
 
 use crate::ledger::{Change, Ledger};
 
@@ -199,9 +199,9 @@ async fn change(bank: &Bank, id: &str, delta: i64, action: &str) -> Response {
         .ttl(bank.lease_ttl)
         .watchdog(true)
         .label(lease_label(id, action));
-    let guard = match lease.acquire_within(bank.lease_wait).await {
-        Ok(TryAcquire::Acquired(guard)) => guard,
-        Ok(TryAcquire::Held { .. }) => return unavailable("the account is busy; try again"),
+    let guard = match lease.attempt_within(bank.lease_wait).await {
+        Ok(Attempt::Acquired(guard)) => guard,
+        Ok(Attempt::Held { .. }) => return unavailable("the account is busy; try again"),
         Err(e) => {
             tracing::error!(error = %e, "lease failed");
             return unavailable("the lease store is unavailable");

@@ -296,7 +296,7 @@ async fn a_stale_holder_s_write_is_rejected_by_the_fence() {
         .ttl(Duration::from_millis(300));
 
     // Holder A takes the lease and reads the balance…
-    let a = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let a = lease.attempt().await.unwrap().into_guard().unwrap();
     let stale = a.fence();
     assert_eq!(
         ledger.claim("acct", stale).await.unwrap(),

@@ -89,7 +89,7 @@ where
 
 /// Every peer's run on its own key, recorded as `contended.<peer>.<what>`.
 pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Samples) {
-    // tenure: acquire_within waits for the release notification.
+    // tenure: attempt_within waits for the release notification.
     let leases = p.leases((0..TASKS).map(|_| "contended".to_string()));
     let turns = Turns::new();
     stats.reset().await;
@@ -97,7 +97,7 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
         let leases = Arc::clone(&leases);
         async move {
             let asked = Instant::now();
-            let g = leases[task].acquire_within(MAX_WAIT).await.unwrap();
+            let g = leases[task].attempt_within(MAX_WAIT).await.unwrap();
             let g = g.into_guard().unwrap();
             turns.granted(task, asked.elapsed());
             g.release().await.unwrap();

@@ -16,7 +16,7 @@ pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Sa
     let tenure = rate(tasks, run_for, move |t| {
         let leases = Arc::clone(&leases);
         async move {
-            let g = leases[t].try_acquire().await.unwrap().into_guard().unwrap();
+            let g = leases[t].attempt().await.unwrap().into_guard().unwrap();
             g.release().await.unwrap();
         }
     })
@@ -64,7 +64,7 @@ const CYCLES: usize = 1000;
 pub async fn cost(p: &Peers, stats: &ServerStats, out: &mut Samples) {
     // Warm up: connections and loaded scripts are not per-cycle costs.
     let warm = p.tenure.lease("cost-warm").ttl(TTL);
-    warm.try_acquire()
+    warm.attempt()
         .await
         .unwrap()
         .into_guard()
@@ -75,7 +75,7 @@ pub async fn cost(p: &Peers, stats: &ServerStats, out: &mut Samples) {
     stats.reset().await;
     for i in 0..CYCLES {
         let lease = p.tenure.lease(format!("cost:{i}")).ttl(TTL);
-        let g = lease.try_acquire().await.unwrap().into_guard().unwrap();
+        let g = lease.attempt().await.unwrap().into_guard().unwrap();
         g.release().await.unwrap();
     }
     out.add("cost.tenure", per_cycle(stats).await);

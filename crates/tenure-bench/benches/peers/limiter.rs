@@ -34,14 +34,14 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
     for alg in Algorithm::ALL {
         let limiter = p.tenure.limiter(quota, alg);
         // One warm-up check loads the script.
-        limiter.check("lim:warm").await.unwrap();
+        let _ = limiter.check("lim:warm").await.unwrap();
         stats.reset().await;
         let keys = Arc::clone(&keys);
         let tenure = rate(TASKS, run_for, move |_| {
             let (limiter, keys) = (limiter.clone(), Arc::clone(&keys));
             async move {
                 let k = rand::rng().random_range(0..keys.len());
-                limiter.check(&keys[k]).await.unwrap();
+                let _ = limiter.check(&keys[k]).await.unwrap();
             }
         })
         .await;

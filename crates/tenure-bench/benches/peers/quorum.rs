@@ -47,7 +47,7 @@ pub async fn run(urls: &[String], nodes: &[ServerStats], run_for: Duration, out:
                 // On a loaded host a node may miss its timeout and a quorum
                 // be unavailable: counted, not fatal (the keys it may have
                 // left are counted below).
-                let released = match leases[t].try_acquire().await {
+                let released = match leases[t].attempt().await {
                     Ok(got) => match got.into_guard() {
                         Some(g) => g.release().await.map(|_| ()),
                         None => Ok(()),

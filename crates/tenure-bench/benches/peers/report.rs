@@ -313,7 +313,7 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   (`INFO commandstats` after `CONFIG RESETSTAT`; the `EVALSHA` and every
   command inside it count).
 - *contended*: 16 tasks on one key; each task sleeps 1 ms between turns.
-  tenure waits with `acquire_within`; rslock with its `acquire` (retries after
+  tenure waits with `attempt_within`; rslock with its `acquire` (retries after
   random 0–200 ms delays); raw polls every 1 ms; redis-py blocks with its
   default 0.1 s polling sleep. A cycle is one grant; the longest wait is from
   asking to holding (median over rounds, and the rounds' range for tenure).

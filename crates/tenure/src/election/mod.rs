@@ -71,7 +71,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::fence::Fence;
-use crate::lease::{Lease, LeaseGuard, LeaseStore, LostSignal, ReleaseOutcome, TryAcquire};
+use crate::lease::{Attempt, Lease, LeaseGuard, LeaseStore, LostSignal, ReleaseOutcome};
 use crate::record::{PutOutcome, PutRule, Record, RecordStore};
 
 /// The longest candidate id accepted, in bytes.
@@ -82,10 +82,6 @@ pub const MAX_ID_LEN: usize = 256;
 /// a leader whose id is not written yet), unless set with
 /// [`Election::poll_every`].
 pub const DEFAULT_POLL: Duration = Duration::from_millis(250);
-
-/// One campaign of [`Election::campaign`] waits this long at most before it
-/// subscribes again (a notification can be lost while reconnecting).
-const CAMPAIGN_SLICE: Duration = Duration::from_secs(60);
 
 /// An election on one key. Cheap to clone; see the [module docs](self).
 #[derive(Debug, Clone)]
@@ -152,36 +148,30 @@ impl Election {
     /// Tries once to become the leader as `id`: `None` when someone else leads.
     pub async fn try_campaign(&self, id: &str) -> Result<Option<Leadership>> {
         validate_id(id)?;
-        match self.lease.try_acquire().await? {
-            TryAcquire::Acquired(guard) => self.take_office(id, guard).await.map(Some),
-            TryAcquire::Held { .. } => Ok(None),
+        match self.lease.attempt().await? {
+            Attempt::Acquired(guard) => self.take_office(id, guard).await.map(Some),
+            Attempt::Held { .. } => Ok(None),
         }
     }
 
-    /// Campaigns as `id` until elected or until `max_wait` has passed (`None`
-    /// then). Candidates wait as [`Lease::acquire_within`] does: in arrival
-    /// order on Redis (one master, Sentinel, Cluster), SQLite and etcd, woken
-    /// by the leader's release; in memory and on a quorum woken candidates
-    /// race. A leader that crashed is replaced when its TTL runs out.
-    pub async fn campaign_within(
-        &self,
-        id: &str,
-        max_wait: Duration,
-    ) -> Result<Option<Leadership>> {
+    /// Campaigns as `id` until elected or until `max_wait` has passed, then
+    /// [`Error::Busy`] (see [`Error::is_busy`]), as [`Lease::acquire_timeout`]
+    /// does. Candidates wait in arrival order on Redis (one master, Sentinel,
+    /// Cluster), SQLite and etcd, woken by the leader's release; in memory and
+    /// on a quorum woken candidates race. A leader that crashed is replaced
+    /// when its TTL runs out.
+    pub async fn campaign_timeout(&self, id: &str, max_wait: Duration) -> Result<Leadership> {
         validate_id(id)?;
-        match self.lease.acquire_within(max_wait).await? {
-            TryAcquire::Acquired(guard) => self.take_office(id, guard).await.map(Some),
-            TryAcquire::Held { .. } => Ok(None),
-        }
+        let guard = self.lease.acquire_timeout(max_wait).await?;
+        self.take_office(id, guard).await
     }
 
-    /// Campaigns as `id` until elected (cancel it by dropping the future).
+    /// Campaigns as `id` until elected (cancel it by dropping the future), as
+    /// [`Lease::acquire`] does.
     pub async fn campaign(&self, id: &str) -> Result<Leadership> {
-        loop {
-            if let Some(leadership) = self.campaign_within(id, CAMPAIGN_SLICE).await? {
-                return Ok(leadership);
-            }
-        }
+        validate_id(id)?;
+        let guard = self.lease.acquire().await?;
+        self.take_office(id, guard).await
     }
 
     /// Publishes the new leader's id under its term. A failure to write it

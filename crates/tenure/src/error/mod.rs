@@ -1,10 +1,13 @@
 //! The one error type of tenure.
 //!
-//! Refusals are not errors: a lease held by someone else is
-//! [`TryAcquire::Held`](crate::TryAcquire::Held), a lease that is no longer ours is
-//! [`ReleaseOutcome::NotHeld`](crate::ReleaseOutcome::NotHeld). [`Error`] is for
-//! infrastructure failures and bad input, and every message names the key and the
-//! cause.
+//! Refusals are values where the call can return one: a lease held by
+//! someone else is `None` from [`Lease::try_acquire`](crate::Lease::try_acquire)
+//! or [`Attempt::Held`](crate::Attempt::Held), a lease that is no longer ours
+//! is [`ReleaseOutcome::NotHeld`](crate::ReleaseOutcome::NotHeld). Only a call
+//! that promises a guard, [`Lease::acquire_timeout`](crate::Lease::acquire_timeout),
+//! reports a refusal as [`Error::Busy`], so `?` passes it on; [`Error::is_busy`]
+//! tells it apart from the rest of [`Error`], which is for infrastructure
+//! failures and bad input. Every message names the key and the cause.
 //!
 //! The cause of a store failure is kept as the error it came from, a [`Cause`]
 //! (the redis-rs or rusqlite error, or a message when tenure itself found the
@@ -131,6 +134,35 @@ pub enum Error {
         key: String,
     },
 
+    /// Someone else held the lease for the whole wait of
+    /// [`Lease::acquire_timeout`](crate::Lease::acquire_timeout) (or the
+    /// election of [`Election::campaign_timeout`](crate::election::Election::campaign_timeout)).
+    /// A refusal, not a failure: [`is_busy`](Error::is_busy) is true, and
+    /// [`is_infrastructure`](Error::is_infrastructure) and
+    /// [`is_transient`](Error::is_transient) are false.
+    #[error("key {key:?} is held by another holder{}", retry_in.map(|d| format!(" (free in {d:?} at the latest, unless renewed)")).unwrap_or_default())]
+    Busy {
+        /// The lease's key.
+        key: String,
+        /// The holder's TTL left, when the store knows it: the key is free by
+        /// then unless the holder renews it.
+        retry_in: Option<Duration>,
+    },
+
+    /// The store behind the handle cannot do what was asked, e.g. keep
+    /// rate limits that all processes share on a quorum of Redis masters.
+    /// The message names what to use instead. Not transient: asking again
+    /// gives the same answer.
+    #[error("{store} cannot keep {what}: {instead}")]
+    Unsupported {
+        /// Which store, as its URL (password redacted).
+        store: String,
+        /// What it cannot do, e.g. `"shared rate limits"`.
+        what: &'static str,
+        /// What to use instead.
+        instead: String,
+    },
+
     /// Too few nodes of a quorum answered for the operation to be decided (see
     /// [`QuorumStore`](crate::quorum::QuorumStore)). A lease held by another
     /// client on a majority is not this error but an ordinary `Held` outcome.
@@ -219,6 +251,12 @@ impl Error {
         )
     }
 
+    /// `true` when the lease was held by someone else for the whole wait
+    /// ([`Error::Busy`]): an ordinary refusal, not a failure of the store.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Error::Busy { .. })
+    }
+
     /// `true` for failures that may go away by themselves, so that trying
     /// again later can succeed: the backend is unreachable (refused, reset,
     /// restarting), timed out (frozen, overloaded, a SQLite write lock held
@@ -230,8 +268,9 @@ impl Error {
     /// authentication failures, data of the wrong type, an unusable store file,
     /// and errors the backend did not classify further.
     ///
-    /// [`Lease::acquire_within`](crate::Lease::acquire_within) retries transient
-    /// errors while its wait budget lasts.
+    /// [`Lease::acquire_timeout`](crate::Lease::acquire_timeout) and the
+    /// other acquire calls that wait retry transient errors while their
+    /// budget lasts.
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Unreachable { .. }

@@ -4,7 +4,7 @@
 //! ```no_run
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
 //! let tenure = tenure::Coordinator::connect("etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379").await?;
-//! let guard = tenure.lease("orders:42").try_acquire().await?.into_guard();
+//! let guard = tenure.lease("orders:42").try_acquire().await?;
 //! # Ok(()) }
 //! ```
 //!
@@ -99,5 +99,3 @@ mod turn;
 pub use lease::EtcdStore;
 pub use limit::EtcdLimits;
 pub use options::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_TIMEOUT, EtcdOptions};
-
-pub(crate) use options::redact;

@@ -40,7 +40,8 @@ impl Fence {
         Fence(value)
     }
 
-    /// The token as a number, e.g. for a SQL parameter.
+    /// The token as a number. For a signed SQL column use
+    /// `i64::try_from(fence)`, which refuses a fence past `i64::MAX`.
     pub const fn get(self) -> u64 {
         self.0
     }
@@ -58,9 +59,72 @@ impl From<Fence> for u64 {
     }
 }
 
+impl From<u64> for Fence {
+    fn from(value: u64) -> Self {
+        Fence(value)
+    }
+}
+
+/// A fence that does not fit the other integer type: past `i64::MAX` for a
+/// SQL `BIGINT`, or a negative number read back as a fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("fence {value} does not fit: {reason}")]
+pub struct FenceRangeError {
+    value: i128,
+    reason: &'static str,
+}
+
+impl FenceRangeError {
+    /// The value that did not fit.
+    pub fn value(&self) -> i128 {
+        self.value
+    }
+}
+
+/// For a resource that stores the fence as a signed 64-bit integer
+/// (PostgreSQL and SQLite `BIGINT`/`INTEGER`): lossless up to `i64::MAX`,
+/// a [`FenceRangeError`] past it (never silently wrapped to a negative
+/// number, which would make every later write look stale or every stale one
+/// look new).
+///
+/// ```
+/// use tenure::Fence;
+///
+/// assert_eq!(i64::try_from(Fence::new(42)), Ok(42));
+/// assert!(i64::try_from(Fence::new(u64::MAX)).is_err());
+/// assert_eq!(Fence::try_from(42_i64), Ok(Fence::new(42)));
+/// assert!(Fence::try_from(-1_i64).is_err());
+/// ```
+impl TryFrom<Fence> for i64 {
+    type Error = FenceRangeError;
+
+    fn try_from(fence: Fence) -> Result<i64, FenceRangeError> {
+        i64::try_from(fence.0).map_err(|_| FenceRangeError {
+            value: i128::from(fence.0),
+            reason: "above i64::MAX",
+        })
+    }
+}
+
+/// A fence read back from a signed 64-bit column; negative numbers are
+/// refused.
+impl TryFrom<i64> for Fence {
+    type Error = FenceRangeError;
+
+    fn try_from(value: i64) -> Result<Fence, FenceRangeError> {
+        u64::try_from(value)
+            .map(Fence)
+            .map_err(|_| FenceRangeError {
+                value: i128::from(value),
+                reason: "negative",
+            })
+    }
+}
+
 /// The result of a fenced write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[must_use]
 pub enum FencedWrite {
     /// The token was not older than any accepted before: the value was stored.
     /// A token *equal* to the stored one is the same holder writing again (each

@@ -206,6 +206,7 @@ impl Loss {
 /// The result of [`LeaseGuard::extend`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[must_use]
 pub enum ExtendOutcome {
     /// The TTL was reset; the holder may assume it is alone for `valid_for`.
     Extended {
@@ -274,7 +275,6 @@ impl LostSignal {
 ///     .ttl(Duration::from_secs(5))
 ///     .try_acquire()
 ///     .await?
-///     .into_guard()
 ///     .expect("free");
 /// // Bound your own I/O by the validity left, and stop if the lease is lost.
 /// let budget = guard.remaining();

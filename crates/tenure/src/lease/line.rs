@@ -1,5 +1,5 @@
 //! A waiter's stand in a store's waiting line, for one
-//! [`Lease::acquire_within`](super::Lease::acquire_within).
+//! [`Lease::attempt_within`](super::Lease::attempt_within).
 //!
 //! The waiter keeps one owner token for the whole wait (its place in line is
 //! keyed by it) and a watch that wakes when the lease is handed to that token.

@@ -1,7 +1,11 @@
 //! Leases: time-bounded exclusive ownership of a key.
 //!
-//! A [`Lease`] is a description (key, TTL, renewal); [`Lease::try_acquire`] and
-//! [`Lease::acquire_within`] turn it into a [`LeaseGuard`] when the key is free.
+//! A [`Lease`] is a description (key, TTL, renewal); [`Lease::acquire`]
+//! (waits), [`Lease::acquire_timeout`] (waits at most so long, then
+//! [`Error::Busy`]) and [`Lease::try_acquire`] (once, `None` when held) turn it
+//! into a [`LeaseGuard`]; [`Lease::with`] runs a closure under the lease and
+//! releases it. [`Lease::attempt`] and [`Lease::attempt_within`] report a
+//! refusal as a value ([`Attempt::Held`]) with the holder's TTL left.
 //! The guard knows its fencing token, renews in the background when asked to, and
 //! tells its holder when it may no longer be alone — *before* the store expires the
 //! key, because its local deadline is computed from the moment the request was
@@ -34,7 +38,7 @@
 //!
 //! # Waiting and failures
 //!
-//! [`Lease::acquire_within`] retries [transient](Error::is_transient) backend
+//! [`Lease::attempt_within`] retries [transient](Error::is_transient) backend
 //! errors with backoff until its budget is spent; permanent ones end it at once.
 //! An attempt abandoned by its caller (dropped by a `timeout` or `select!`) or
 //! failed after its request may have been applied undoes its grant with its own
@@ -58,17 +62,15 @@ mod holder;
 mod line;
 mod monitor;
 mod release_watch;
-mod store;
+pub mod store;
 
 pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
 #[cfg(any(feature = "redis", feature = "sqlite", feature = "etcd"))]
 pub(crate) use holder::elapsed_ms;
 pub use holder::{Holder, HolderInfo, MAX_LABEL_LEN};
-pub use release_watch::{Handoff, ReleaseWatch};
-pub use store::{
-    AcquireReply, DriftMargin, ExtendReply, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
-    drift, valid_until,
-};
+pub(crate) use release_watch::{Handoff, ReleaseWatch};
+pub(crate) use store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, valid_until};
+pub use store::{LeaseStatus, ReleaseOutcome, drift};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +81,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::error::{Error, Result};
+use crate::fence::Fence;
 use crate::key::validate_key;
 use crate::telemetry;
 use crate::token::OwnerToken;
@@ -115,14 +118,19 @@ const MIN_ERROR_BACKOFF: Duration = Duration::from_millis(20);
 /// restarted server is noticed within about this long.
 const MAX_ERROR_BACKOFF: Duration = Duration::from_millis(500);
 
+/// [`Lease::acquire`] waits in slices this long (a fresh stand in line each),
+/// so a waiter whose notifications were lost while reconnecting looks again.
+const WAIT_SLICE: Duration = Duration::from_secs(60);
+
 /// Longest wait for a pushed release notification before trying again anyway
 /// (a notification can be lost while the subscriber reconnects).
 const MAX_PUSH_WAIT: Duration = Duration::from_secs(1);
 
-/// The result of an acquire attempt: refusal is an outcome, not an error.
+/// The outcome of [`Lease::attempt`] and [`Lease::attempt_within`]: refusal
+/// is a value, with the holder's TTL left.
 #[derive(Debug)]
 #[must_use = "dropping the outcome releases an acquired lease"]
-pub enum TryAcquire {
+pub enum Attempt {
     /// The lease is ours until released, dropped or lost.
     Acquired(LeaseGuard),
     /// Someone else holds the lease (and kept it for the whole wait, if any).
@@ -132,18 +140,18 @@ pub enum TryAcquire {
     },
 }
 
-impl TryAcquire {
+impl Attempt {
     /// The guard, if the lease was acquired.
     pub fn into_guard(self) -> Option<LeaseGuard> {
         match self {
-            TryAcquire::Acquired(g) => Some(g),
-            TryAcquire::Held { .. } => None,
+            Attempt::Acquired(g) => Some(g),
+            Attempt::Held { .. } => None,
         }
     }
 
     /// Whether the lease was acquired.
     pub fn is_acquired(&self) -> bool {
-        matches!(self, TryAcquire::Acquired(_))
+        matches!(self, Attempt::Acquired(_))
     }
 }
 
@@ -153,20 +161,20 @@ impl TryAcquire {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
 /// use std::time::Duration;
-/// use tenure::{TryAcquire, Coordinator};
+/// use tenure::{Attempt, Coordinator};
 ///
 /// let tenure = Coordinator::memory();
 /// let lease = tenure
 ///     .lease("reports:daily")
 ///     .ttl(Duration::from_secs(10))
 ///     .watchdog(true); // renew every ttl/3 until released
-/// match lease.try_acquire().await? {
-///     TryAcquire::Acquired(guard) => {
+/// match lease.attempt().await? {
+///     Attempt::Acquired(guard) => {
 ///         let fence = guard.fence(); // pass it to the resource you write
 ///         assert!(fence.get() >= 1);
 ///         guard.release().await?;
 ///     }
-///     TryAcquire::Held { ttl_left } => println!("busy for {ttl_left:?}"),
+///     Attempt::Held { ttl_left } => println!("busy for {ttl_left:?}"),
 /// }
 /// # Ok(()) }
 /// ```
@@ -206,7 +214,7 @@ impl Lease {
     ///
     /// let tenure = Coordinator::memory();
     /// let lease = tenure.lease("orders:42").label("POST /orders/42");
-    /// let guard = lease.try_acquire().await?.into_guard().expect("free");
+    /// let guard = lease.try_acquire().await?.expect("free");
     /// let holder = tenure.status("orders:42").await?.holder.expect("recorded");
     /// assert_eq!(holder.label.as_deref(), Some("POST /orders/42"));
     /// assert_eq!(holder.pid, std::process::id());
@@ -268,11 +276,109 @@ impl Lease {
         &self.key
     }
 
-    /// Tries once, without waiting.
-    pub async fn try_acquire(&self) -> Result<TryAcquire> {
+    /// Acquires the lease, waiting as long as it takes (FIFO where the store
+    /// keeps a waiting line; see [`attempt_within`](Self::attempt_within) for
+    /// how waiting works). Cancel it by dropping the future, or bound it with
+    /// [`acquire_timeout`](Self::acquire_timeout).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// let tenure = tenure::Coordinator::memory();
+    /// let guard = tenure.lease("jobs:nightly").acquire().await?;
+    /// assert!(guard.fence().get() >= 1);
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self) -> Result<LeaseGuard> {
+        loop {
+            if let Attempt::Acquired(guard) = self.attempt_within(WAIT_SLICE).await? {
+                return Ok(guard);
+            }
+        }
+    }
+
+    /// Acquires the lease, waiting at most `max_wait`. A key still held then
+    /// is [`Error::Busy`] (with the holder's TTL left), so `?` passes it on
+    /// and [`Error::is_busy`] tells it apart from a store failure.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let tenure = tenure::Coordinator::memory();
+    /// let lease = tenure.lease("jobs:nightly");
+    /// let guard = lease.acquire_timeout(Duration::from_millis(50)).await?;
+    /// let refused = lease.acquire_timeout(Duration::from_millis(50)).await.unwrap_err();
+    /// assert!(refused.is_busy());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_timeout(&self, max_wait: Duration) -> Result<LeaseGuard> {
+        match self.attempt_within(max_wait).await? {
+            Attempt::Acquired(guard) => Ok(guard),
+            Attempt::Held { ttl_left } => Err(Error::Busy {
+                key: self.key.clone(),
+                retry_in: ttl_left,
+            }),
+        }
+    }
+
+    /// Tries once, without waiting: `None` when someone else holds the key.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// let tenure = tenure::Coordinator::memory();
+    /// let lease = tenure.lease("jobs:nightly");
+    /// let guard = lease.try_acquire().await?.expect("free");
+    /// assert!(lease.try_acquire().await?.is_none()); // held by `guard`
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<Option<LeaseGuard>> {
+        Ok(self.attempt().await?.into_guard())
+    }
+
+    /// Acquires the lease (waiting as [`acquire`](Self::acquire) does), runs
+    /// `work` with its fence under the lease, and releases it. Returns what
+    /// `work` returned, or [`Error::LeaseLost`] (converted into `work`'s error
+    /// type) when the lease was lost first: `work` is then dropped at its
+    /// next `.await` (see [`LeaseGuard::run`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// let tenure = tenure::Coordinator::memory();
+    /// let written = tenure
+    ///     .lease("acct:1")
+    ///     .with(|fence| async move {
+    ///         // write to the resource with `fence`
+    ///         Ok::<_, tenure::Error>(fence.get())
+    ///     })
+    ///     .await?;
+    /// assert!(written >= 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn with<T, E, F, Fut>(&self, work: F) -> std::result::Result<T, E>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, E>>,
+        E: From<Error>,
+    {
+        let guard = self.acquire().await?;
+        let outcome = guard.run(work(guard.fence())).await;
+        // What the work returned comes first; a failed release is logged
+        // (the TTL frees the key).
+        if let Err(e) = guard.release().await {
+            tracing::debug!(key = %self.key, error = %e, "release after `with` failed; the TTL will free the key");
+        }
+        outcome?
+    }
+
+    /// Tries once, without waiting, and says why not: [`Attempt::Held`]
+    /// carries the holder's TTL left.
+    pub async fn attempt(&self) -> Result<Attempt> {
         let renew = self.validate()?;
         let started = Instant::now();
-        let result = self.attempt(renew).await;
+        let result = self.attempt_traced(renew).await;
         self.count(&result, started);
         result
     }
@@ -317,7 +423,7 @@ impl Lease {
     /// configuration, authentication, data of the wrong type) return at once.
     /// Every abandoned or failed attempt is undone with its own owner token, so
     /// retrying never leaves a stray grant behind.
-    pub async fn acquire_within(&self, max_wait: Duration) -> Result<TryAcquire> {
+    pub async fn attempt_within(&self, max_wait: Duration) -> Result<Attempt> {
         let renew = self.validate()?;
         let span = tracing::debug_span!(
             "wait",
@@ -336,7 +442,7 @@ impl Lease {
             .instrument(span.clone())
             .await;
         span.record("attempts", attempts);
-        if let Ok(TryAcquire::Acquired(guard)) = &result {
+        if let Ok(Attempt::Acquired(guard)) = &result {
             span.record("fence", guard.fence().get());
         }
         telemetry::finish!(debug, &span, outcome(&result), started);
@@ -344,14 +450,14 @@ impl Lease {
         result
     }
 
-    /// The waiting loop of [`acquire_within`](Self::acquire_within), counting
+    /// The waiting loop of [`attempt_within`](Self::attempt_within), counting
     /// its attempts.
     async fn wait(
         &self,
         renew: Option<Duration>,
         max_wait: Duration,
         attempts: &mut u32,
-    ) -> Result<TryAcquire> {
+    ) -> Result<Attempt> {
         let deadline = Instant::now() + max_wait.min(MAX_TTL);
         // When the last wait ended with a release notification: a grant right
         // after it is a hand-off.
@@ -389,7 +495,7 @@ impl Lease {
                 }
                 Err(e) => return Err(e),
             };
-            let TryAcquire::Held { ttl_left } = outcome else {
+            let Attempt::Held { ttl_left } = outcome else {
                 if let Some(woken_at) = woken_at {
                     telemetry::handoff(|| self.backend.describe(), woken_at.elapsed());
                 }
@@ -473,17 +579,20 @@ impl Lease {
 
     /// The next attempt of a wait: a look from our stand in line, the first
     /// one taking the stand (on a store without a line, a plain attempt).
-    async fn step(&self, line: &mut Option<Line>, renew: Option<Duration>) -> Result<TryAcquire> {
+    async fn step(&self, line: &mut Option<Line>, renew: Option<Duration>) -> Result<Attempt> {
         let stand = match line {
             Some(stand) => stand,
             None => line.insert(Line::new(Arc::clone(&self.backend), &self.key)?),
         };
         self.traced(async {
             match stand.look(self.ttl, self.holder.clone(), renew).await? {
-                AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(
-                    self.guard(stand.token().clone(), fence, valid_until, renew),
-                )),
-                AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
+                AcquireReply::Acquired { fence, valid_until } => Ok(Attempt::Acquired(self.guard(
+                    stand.token().clone(),
+                    fence,
+                    valid_until,
+                    renew,
+                ))),
+                AcquireReply::Held { ttl_left } => Ok(Attempt::Held { ttl_left }),
             }
         })
         .await
@@ -529,15 +638,15 @@ impl Lease {
     /// late clean-up of an earlier attempt (a quorum backend undoing a lost
     /// vote, a delayed compare-and-delete, an abandoned attempt undone by
     /// [`attempt`]) can never delete this attempt's grant.
-    async fn attempt(&self, renew: Option<Duration>) -> Result<TryAcquire> {
+    async fn attempt_traced(&self, renew: Option<Duration>) -> Result<Attempt> {
         self.traced(self.attempt_once(renew)).await
     }
 
     /// Runs one attempt, `work`, in an `acquire` span that records its outcome.
     async fn traced(
         &self,
-        work: impl std::future::Future<Output = Result<TryAcquire>>,
-    ) -> Result<TryAcquire> {
+        work: impl std::future::Future<Output = Result<Attempt>>,
+    ) -> Result<Attempt> {
         let span = tracing::debug_span!(
             "acquire",
             key = %self.key,
@@ -551,10 +660,10 @@ impl Lease {
         let started = Instant::now();
         let result = work.instrument(span.clone()).await;
         match &result {
-            Ok(TryAcquire::Acquired(guard)) => {
+            Ok(Attempt::Acquired(guard)) => {
                 span.record("fence", guard.fence().get());
             }
-            Ok(TryAcquire::Held {
+            Ok(Attempt::Held {
                 ttl_left: Some(ttl_left),
             }) => {
                 span.record("ttl_left_ms", crate::duration::millis(*ttl_left));
@@ -566,7 +675,7 @@ impl Lease {
     }
 
     /// Counts an acquire call that ended with `result`, `started` then.
-    fn count(&self, result: &Result<TryAcquire>, started: Instant) {
+    fn count(&self, result: &Result<Attempt>, started: Instant) {
         telemetry::acquisition(
             || self.backend.describe(),
             outcome(result),
@@ -575,7 +684,7 @@ impl Lease {
     }
 
     /// One plain attempt, without its span.
-    async fn attempt_once(&self, renew: Option<Duration>) -> Result<TryAcquire> {
+    async fn attempt_once(&self, renew: Option<Duration>) -> Result<Attempt> {
         let token = OwnerToken::generate()?;
         let reply = attempt::acquire(
             Arc::clone(&self.backend),
@@ -586,20 +695,20 @@ impl Lease {
         )
         .await?;
         match reply {
-            AcquireReply::Acquired { fence, valid_until } => Ok(TryAcquire::Acquired(self.guard(
+            AcquireReply::Acquired { fence, valid_until } => Ok(Attempt::Acquired(self.guard(
                 token,
                 fence,
                 valid_until,
                 renew,
             ))),
-            AcquireReply::Held { ttl_left } => Ok(TryAcquire::Held { ttl_left }),
+            AcquireReply::Held { ttl_left } => Ok(Attempt::Held { ttl_left }),
         }
     }
 
     fn guard(
         &self,
         token: OwnerToken,
-        fence: crate::fence::Fence,
+        fence: Fence,
         valid_until: crate::clock::Moment,
         renew: Option<Duration>,
     ) -> LeaseGuard {
@@ -616,10 +725,10 @@ impl Lease {
 }
 
 /// The `outcome` of an acquire, in spans and metrics.
-fn outcome(result: &Result<TryAcquire>) -> &'static str {
+fn outcome(result: &Result<Attempt>) -> &'static str {
     match result {
-        Ok(TryAcquire::Acquired(_)) => "acquired",
-        Ok(TryAcquire::Held { .. }) => "held",
+        Ok(Attempt::Acquired(_)) => "acquired",
+        Ok(Attempt::Held { .. }) => "held",
         Err(_) => "error",
     }
 }

@@ -78,7 +78,7 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
         match reply {
             Ok(Ok(reply)) => {
                 let lost = matches!(reply, ExtendReply::NotHeld);
-                shared.apply(reply);
+                let _ = shared.apply(reply);
                 if lost {
                     return;
                 }

@@ -1,3 +1,6 @@
+//! For store implementers: the lease store trait and its reply types. Users
+//! of leases need none of it.
+//!
 //! The lease store trait: what a store must provide so the [`Lease`](crate::Lease)
 //! API can build guards, waiting, watchdog renewal and the lost-lease signal on
 //! it — the same behaviour on every store.
@@ -27,11 +30,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::holder::{Holder, HolderInfo};
-use super::release_watch::ReleaseWatch;
+pub use super::release_watch::{Handoff, ReleaseWatch};
 use crate::clock::{Clock, Moment, SystemClock};
 use crate::error::Result;
 use crate::fence::Fence;
-use crate::token::OwnerToken;
+pub use crate::token::OwnerToken;
 
 /// The clock-drift margin subtracted from the validity of a lease:
 /// `ttl · per_mille / 1000 + fixed`. The default, 1% + 2 ms as Redlock advises,
@@ -236,7 +239,7 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// (`place` `None`) is also its first attempt. A lease taken here counts
     /// its validity from this call, not from when the wait began, and records
     /// `holder` as [`try_acquire`](Self::try_acquire) does. A store whose
-    /// turn watch announces a [`Handoff`](crate::lease::Handoff)
+    /// turn watch announces a [`Handoff`](crate::lease::store::Handoff)
     /// promises that the hand-off ran after the look that returned its place
     /// (the waiter then takes the lease without another look).
     ///

@@ -71,6 +71,7 @@ pub enum Mode {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[must_use]
 pub struct Decision {
     /// Whether the request is admitted (its units were taken, unless peeking).
     pub allowed: bool,

@@ -30,8 +30,8 @@ use crate::token::OwnerToken;
 ///
 /// let tenure = Coordinator::memory();
 /// let lease = tenure.lease("jobs:nightly").ttl(Duration::from_secs(5));
-/// let guard = lease.try_acquire().await?.into_guard().expect("free");
-/// assert!(lease.try_acquire().await?.into_guard().is_none()); // held
+/// let guard = lease.try_acquire().await?.expect("free");
+/// assert!(lease.try_acquire().await?.is_none()); // held
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```

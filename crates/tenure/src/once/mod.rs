@@ -65,7 +65,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::fence::Fence;
-use crate::lease::{Lease, LeaseGuard, LeaseStore, ReleaseWatch, TryAcquire};
+use crate::lease::{Attempt, Lease, LeaseGuard, LeaseStore, ReleaseWatch};
 use crate::record::{PutOutcome, PutRule, Record, RecordStore};
 
 /// How long results are kept unless [`Once::retain`] says otherwise.
@@ -425,8 +425,8 @@ impl Once {
             if let Some(record) = records.get_record(self.key()).await? {
                 return Ok(Found::Recorded(record));
             }
-            let ttl_left = match self.lease.try_acquire().await? {
-                TryAcquire::Acquired(guard) => {
+            let ttl_left = match self.lease.attempt().await? {
+                Attempt::Acquired(guard) => {
                     // A runner may have recorded and released between the read
                     // above and this acquire.
                     return match records.get_record(self.key()).await {
@@ -441,7 +441,7 @@ impl Once {
                         }
                     };
                 }
-                TryAcquire::Held { ttl_left } => ttl_left,
+                Attempt::Held { ttl_left } => ttl_left,
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {

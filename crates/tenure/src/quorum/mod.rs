@@ -1,7 +1,7 @@
 //! Quorum leases over N independent Redis masters (Redlock), with fencing tokens
 //! that stay monotonic across holders.
 //!
-//! [`QuorumStore`] is a [`LeaseStore`](crate::lease::LeaseStore), so a
+//! [`QuorumStore`] is a [`LeaseStore`](crate::lease::store::LeaseStore), so a
 //! quorum lease has the same guard, watchdog, lost-lease signal and waiting as a
 //! lease on one node:
 //!
@@ -17,7 +17,7 @@
 //! ])
 //! .await?;
 //! let lease = tenure.lease("orders:42").ttl(Duration::from_secs(10));
-//! if let Some(guard) = lease.try_acquire().await?.into_guard() {
+//! if let Some(guard) = lease.try_acquire().await? {
 //!     println!("fence {}", guard.fence()); // pass it to the resource
 //!     guard.release().await?;
 //! }
@@ -41,7 +41,7 @@
 //!   grant; a vote that may have run after its undo is undone again once its
 //!   request has ended, see "No vote left behind" in `docs/quorum.md`), and
 //!   the caller gets
-//!   [`Held`](crate::lease::AcquireReply::Held) with a random retry delay as
+//!   [`Held`](crate::lease::store::AcquireReply::Held) with a random retry delay as
 //!   `ttl_left` when the vote split, or the other holder's remaining TTL when a
 //!   majority holds the lease. [`Error::QuorumUnavailable`](crate::Error) is
 //!   returned only when fewer than N/2+1 nodes answered at all; it lists every
@@ -108,6 +108,7 @@
 mod ballot;
 mod cleanup;
 mod gather;
+mod limit;
 pub(crate) mod node;
 mod ops;
 mod options;
@@ -116,6 +117,7 @@ mod store;
 mod tests;
 
 pub use crate::error::{NodeOutcome, NodeVote};
+pub use limit::QuorumLimits;
 pub use options::{DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_DELAY, DriftMargin, QuorumOptions};
 pub use store::QuorumStore;
 

@@ -3,12 +3,22 @@
 
 use std::time::Duration;
 
-pub use crate::lease::DriftMargin;
+pub use crate::lease::store::DriftMargin;
 use crate::redis::DEFAULT_PREFIX;
 
-/// Default time budget of one node's answer: short, so that a slow node costs an
-/// acquire little (Redlock advises a timeout much smaller than the TTL).
-pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
+/// Default time budget of one node's answer, connecting included: 500 ms.
+///
+/// It must cover a cold start — a short-lived process (a cron job, the
+/// command line) connects to every node on its first acquire: TCP, TLS,
+/// `AUTH`, loading the scripts — on a busy host, where Redlock's usual
+/// 100 ms is too tight and turns a slow start into `QuorumUnavailable`. It
+/// costs little when a node is slow or
+/// frozen: an operation decides as soon as a majority has answered, and a
+/// node that stopped answering is marked and not waited for again, so the
+/// budget is spent only when the majority itself needs the slow node. It
+/// stays far below the default 30 s TTL (Redlock's "much smaller than the
+/// TTL") and never runs past the lease's validity.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Default upper bound of the random pause a client takes after a split vote.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);

@@ -39,6 +39,7 @@ pub enum PutRule {
 /// What [`RecordStore::put_record`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[must_use]
 pub enum PutOutcome {
     /// The record was written.
     Written,

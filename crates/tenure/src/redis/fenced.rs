@@ -67,6 +67,13 @@ impl RedisFencedStore {
         Ok(Self::with_conn(conn, options.prefix))
     }
 
+    /// The fenced resource on the connection, prefix and options of a lease
+    /// store (its eviction policy was checked when it connected); what
+    /// [`Coordinator::fenced_store`](crate::Coordinator::fenced_store) returns.
+    pub fn from_backend(backend: &super::RedisStore) -> Self {
+        Self::with_conn(backend.conn().clone(), backend.prefix())
+    }
+
     /// Uses an existing connection, as it is (no policy check), e.g. the one of a
     /// lease store.
     pub(crate) fn with_conn(conn: RedisConn, prefix: impl Into<String>) -> Self {

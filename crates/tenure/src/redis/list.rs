@@ -5,7 +5,7 @@
 //! of a lease (`…}:fence`, `…}:holder`, the channels) and the rate-limit keys
 //! (`…}:limit:…`) have a suffix, so a key ending in `}` right after its tag is
 //! a lease key; `SCAN … MATCH PREFIX{TAG*}` finds them, and each is then read
-//! with [`status`](crate::lease::LeaseStore::status).
+//! with [`status`](crate::lease::store::LeaseStore::status).
 
 use crate::error::{Error, Result};
 use crate::key::hash_tag;

@@ -1,6 +1,6 @@
 //! The release subscriber: one RESP3 connection per store, subscribed to the
 //! release channels of the keys being waited on, fanning messages out to
-//! [`ReleaseWatch`](crate::lease::ReleaseWatch)es so a contended lease
+//! [`ReleaseWatch`](crate::lease::store::ReleaseWatch)es so a contended lease
 //! changes hands without polling.
 //!
 //! A message naming a waiter's owner token is a hand-off: it wakes only the

@@ -33,12 +33,12 @@
 //! let tenure = tenure::Coordinator::memory();
 //! let slots = tenure.semaphore("encoders", NonZeroU32::new(2).unwrap())?;
 //! let lease = slots.lease().ttl(Duration::from_secs(10)).watchdog(true);
-//! let a = lease.try_acquire().await?.into_guard().expect("permit 1");
-//! let b = lease.try_acquire().await?.into_guard().expect("permit 2");
-//! assert!(lease.try_acquire().await?.into_guard().is_none()); // full
+//! let a = lease.try_acquire().await?.expect("permit 1");
+//! let b = lease.try_acquire().await?.expect("permit 2");
+//! assert!(lease.try_acquire().await?.is_none()); // full
 //! assert!(b.fence() > a.fence());
 //! a.release().await?;
-//! assert!(lease.try_acquire().await?.into_guard().is_some());
+//! assert!(lease.try_acquire().await?.is_some());
 //! # Ok(()) }
 //! ```
 

@@ -128,7 +128,7 @@ impl SqliteOptions {
 /// let backend = SqliteStore::open(dir.join("tenure.db"), SqliteOptions::default()).await?;
 /// let tenure = Coordinator::with_backend(backend);
 /// let guard = tenure.lease("backup").ttl(Duration::from_secs(10)).try_acquire().await?
-///     .into_guard().expect("free");
+///     .expect("free");
 /// assert!(tenure.status("backup").await?.held);
 /// guard.release().await?;
 /// # std::fs::remove_dir_all(&dir).ok();

@@ -223,7 +223,7 @@ async fn status_names_the_table_and_never_the_token() {
     let guard = tenure
         .lease("jobs:1")
         .ttl(LONG)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()

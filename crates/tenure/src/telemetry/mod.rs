@@ -12,7 +12,7 @@
 //! | span or event | target | level | fields |
 //! |---|---|---|---|
 //! | span `acquire`: one attempt | `tenure::lease` | debug | key, store, ttl_ms, outcome (`acquired`, `held`, `error`), fence, ttl_left_ms, latency_us |
-//! | span `wait`: `acquire_within` | `tenure::lease` | debug | key, store, max_wait_ms, outcome, fence, attempts, latency_us; events "held by another holder; waiting" and "woken by a release" inside |
+//! | span `wait`: `attempt_within` | `tenure::lease` | debug | key, store, max_wait_ms, outcome, fence, attempts, latency_us; events "held by another holder; waiting" and "woken by a release" inside |
 //! | span `extend`: watchdog or `extend` | `tenure::lease::guard` | trace | key, store, fence, outcome (`extended`, `not_held`, `error`), latency_us |
 //! | span `release`: release or drop | `tenure::lease::guard` | debug | key, store, fence, held_ms, outcome (`released`, `not_held`, `error`), latency_us |
 //! | event "lease lost" | `tenure::lease::guard` | warn | key, store, fence, cause (`not_held`, `deadline`) |
@@ -53,7 +53,7 @@
 //! | name | kind | labels | what |
 //! |---|---|---|---|
 //! | `tenure_lease_acquisitions_total` | counter | store, outcome (`acquired`, `held`, `error`) | acquire calls by final outcome; a call that waited counts once |
-//! | `tenure_lease_wait_seconds` | histogram | store, outcome | how long an acquire call took to answer (the wait, for `acquire_within`) |
+//! | `tenure_lease_wait_seconds` | histogram | store, outcome | how long an acquire call took to answer (the wait, for `attempt_within`) |
 //! | `tenure_lease_hold_seconds` | histogram | store | from the grant until the guard let go (release or drop) |
 //! | `tenure_lease_renewals_total` | counter | store, outcome (`extended`, `not_held`, `error`) | renewals, by the watchdog or `extend` |
 //! | `tenure_lease_losses_total` | counter | store, cause (`not_held`, `deadline`) | leases their holder lost |

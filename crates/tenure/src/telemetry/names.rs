@@ -1,8 +1,8 @@
 //! The names of tenure's metrics and of their labels, in one place (see the
 //! table in [`telemetry`](super)).
 
-/// Histogram, seconds: how long an acquire call (`try_acquire`,
-/// `acquire_within`) took until its answer. Labels: [`STORE`], [`OUTCOME`].
+/// Histogram, seconds: how long an acquire call (`attempt`,
+/// `attempt_within` and the calls built on them) took until its answer. Labels: [`STORE`], [`OUTCOME`].
 pub const LEASE_WAIT_SECONDS: &str = "tenure_lease_wait_seconds";
 
 /// Histogram, seconds: how long a guard held its lease, from the grant to its

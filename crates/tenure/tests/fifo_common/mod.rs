@@ -9,14 +9,14 @@ use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tenure::{Fence, Lease, LeaseGuard, TryAcquire};
+use tenure::{Attempt, Fence, Lease, LeaseGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// A wait of up to a minute for `lease`, in a task of its own.
-pub fn spawn_wait(lease: &Lease) -> JoinHandle<tenure::Result<TryAcquire>> {
+pub fn spawn_wait(lease: &Lease) -> JoinHandle<tenure::Result<Attempt>> {
     let lease = lease.clone();
-    tokio::spawn(async move { lease.acquire_within(Duration::from_secs(60)).await })
+    tokio::spawn(async move { lease.attempt_within(Duration::from_secs(60)).await })
 }
 
 /// Waits (up to 10 s) until `count` reports `n` places in line.
@@ -37,7 +37,7 @@ where
 }
 
 /// The guard a waiter's task ended with.
-async fn guard_of(wait: JoinHandle<tenure::Result<TryAcquire>>) -> LeaseGuard {
+async fn guard_of(wait: JoinHandle<tenure::Result<Attempt>>) -> LeaseGuard {
     wait.await.unwrap().unwrap().into_guard().expect("acquired")
 }
 
@@ -144,7 +144,7 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = usize>,
 {
-    let out = lease.acquire_within(within).await.unwrap();
+    let out = lease.attempt_within(within).await.unwrap();
     assert!(!out.is_acquired());
     assert_eq!(count().await, 0);
 }
@@ -182,7 +182,7 @@ where
     for i in 0..n {
         let (lease, turns, turn) = (lease.clone(), Arc::clone(&turns), turn.clone());
         waiters.push(tokio::spawn(async move {
-            let out = lease.acquire_within(within).await.unwrap();
+            let out = lease.attempt_within(within).await.unwrap();
             let guard = turn(out.into_guard().expect("acquired")).await;
             turns.lock().unwrap().push((i, guard.fence()));
             guard.release().await.unwrap();

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tenure::{Coordinator, Error, ExtendOutcome, ReleaseOutcome, TryAcquire};
+use tenure::{Attempt, Coordinator, Error, ExtendOutcome, ReleaseOutcome};
 use tokio::time::Instant;
 
 /// The time scale of one store.
@@ -65,17 +65,17 @@ pub async fn second_acquire_fails_while_held_then_succeeds_after_expiry(
 ) {
     let lease = w.lease("two-tasks").ttl(t.short);
     let start = Instant::now();
-    let first = lease.try_acquire().await.expect("acquire");
+    let first = lease.attempt().await.expect("acquire");
     assert!(first.is_acquired(), "the key is free");
-    match lease.try_acquire().await.expect("second attempt") {
-        TryAcquire::Held { ttl_left } => {
+    match lease.attempt().await.expect("second attempt") {
+        Attempt::Held { ttl_left } => {
             let left = ttl_left.expect("a TTL is set");
             assert!(left <= t.short && !left.is_zero(), "ttl_left {left:?}");
         }
-        TryAcquire::Acquired(_) => panic!("second task acquired a held lease"),
+        Attempt::Acquired(_) => panic!("second task acquired a held lease"),
     }
     until_expired(w, "two-tasks", t).await;
-    let again = lease.try_acquire().await.expect("third attempt");
+    let again = lease.attempt().await.expect("third attempt");
     assert!(again.is_acquired(), "the lease is free again after its TTL");
     // Not before the store's TTL.
     assert!(
@@ -88,10 +88,10 @@ pub async fn second_acquire_fails_while_held_then_succeeds_after_expiry(
 
 pub async fn release_and_extend_by_a_stale_holder_change_nothing(w: &Coordinator, t: &Timing) {
     let lease = w.lease("stale").ttl(t.short);
-    let a = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let a = lease.attempt().await.unwrap().into_guard().unwrap();
     until_expired(w, "stale", t).await;
     let long = w.lease("stale").ttl(Duration::from_secs(20));
-    let b = long.try_acquire().await.unwrap().into_guard().unwrap();
+    let b = long.attempt().await.unwrap().into_guard().unwrap();
     assert!(b.fence() > a.fence());
 
     assert_eq!(a.extend().await.unwrap(), ExtendOutcome::NotHeld);
@@ -113,23 +113,23 @@ pub async fn release_and_extend_by_a_stale_holder_change_nothing(w: &Coordinator
 pub async fn watchdog_keeps_the_lease_for_several_ttls(w: &Coordinator, t: &Timing) {
     let ttl = t.watchdog_ttl;
     let lease = w.lease("watchdog").ttl(ttl).watchdog(true);
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     let other = w.lease("watchdog").ttl(ttl);
     let start = Instant::now();
     while start.elapsed() < ttl * t.watchdog_ttls {
         tokio::time::sleep(ttl / 2).await;
         assert!(!guard.is_lost(), "lost after {:?}", start.elapsed());
-        assert!(!other.try_acquire().await.unwrap().is_acquired());
+        assert!(!other.attempt().await.unwrap().is_acquired());
     }
     assert!(guard.remaining() > Duration::ZERO);
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
-    assert!(other.try_acquire().await.unwrap().is_acquired());
+    assert!(other.attempt().await.unwrap().is_acquired());
 }
 
 pub async fn lost_signal_fires_at_the_local_deadline_without_renewal(w: &Coordinator, t: &Timing) {
     let lease = w.lease("deadline").ttl(t.short);
     let start = Instant::now();
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     // The local deadline is counted from before the request was sent and is
     // shorter than the TTL by the drift margin, so the holder stops believing
     // in the lease before the store expires it. (Checked on the deadline
@@ -152,7 +152,7 @@ pub async fn lost_signal_fires_at_the_local_deadline_without_renewal(w: &Coordin
 
 pub async fn extend_never_revives_an_expired_lease(w: &Coordinator, t: &Timing) {
     let lease = w.lease("revive").ttl(t.short);
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert!(matches!(
         guard.extend().await.unwrap(),
         ExtendOutcome::Extended { .. }
@@ -165,11 +165,11 @@ pub async fn extend_never_revives_an_expired_lease(w: &Coordinator, t: &Timing) 
 
 pub async fn release_hands_over_to_a_waiter_quickly(w: &Coordinator, _: &Timing) {
     let lease = w.lease("handoff").ttl(Duration::from_secs(30));
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let waiter = {
         let lease = lease.clone();
         tokio::spawn(async move {
-            let out = lease.acquire_within(Duration::from_secs(20)).await.unwrap();
+            let out = lease.attempt_within(Duration::from_secs(20)).await.unwrap();
             (Instant::now(), out.into_guard())
         })
     };
@@ -189,9 +189,9 @@ pub async fn release_hands_over_to_a_waiter_quickly(w: &Coordinator, _: &Timing)
 
 pub async fn waiter_gets_an_expiring_lease_when_its_ttl_runs_out(w: &Coordinator, t: &Timing) {
     let lease = w.lease("expiring").ttl(t.waiter_ttl);
-    let holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let start = Instant::now();
-    let got = lease.acquire_within(Duration::from_secs(10)).await.unwrap();
+    let got = lease.attempt_within(Duration::from_secs(10)).await.unwrap();
     assert!(got.is_acquired());
     let waited = start.elapsed();
     assert!(
@@ -204,13 +204,13 @@ pub async fn waiter_gets_an_expiring_lease_when_its_ttl_runs_out(w: &Coordinator
 
 pub async fn acquire_within_gives_up_at_its_deadline(w: &Coordinator, _: &Timing) {
     let lease = w.lease("deadline-wait").ttl(Duration::from_secs(30));
-    let _holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let _holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let start = Instant::now();
     let out = lease
-        .acquire_within(Duration::from_millis(400))
+        .attempt_within(Duration::from_millis(400))
         .await
         .unwrap();
-    assert!(matches!(out, TryAcquire::Held { .. }));
+    assert!(matches!(out, Attempt::Held { .. }));
     let waited = start.elapsed();
     assert!(waited >= Duration::from_millis(400), "{waited:?}");
     assert!(waited < Duration::from_secs(3), "{waited:?}");
@@ -218,8 +218,8 @@ pub async fn acquire_within_gives_up_at_its_deadline(w: &Coordinator, _: &Timing
 
 pub async fn dropping_a_guard_releases_in_the_background(w: &Coordinator, _: &Timing) {
     let lease = w.lease("dropped").ttl(Duration::from_secs(30));
-    drop(lease.try_acquire().await.unwrap());
-    let again = lease.acquire_within(Duration::from_secs(5)).await.unwrap();
+    drop(lease.attempt().await.unwrap());
+    let again = lease.attempt_within(Duration::from_secs(5)).await.unwrap();
     assert!(
         again.is_acquired(),
         "drop released the key long before its TTL"
@@ -236,7 +236,7 @@ pub async fn sixty_four_tasks_lose_no_increment_and_fences_increase(w: &Coordina
         let (counter, log) = (Arc::clone(&counter), Arc::clone(&log));
         tasks.push(tokio::spawn(async move {
             let guard = lease
-                .acquire_within(Duration::from_secs(60))
+                .attempt_within(Duration::from_secs(60))
                 .await
                 .unwrap()
                 .into_guard()
@@ -266,7 +266,7 @@ pub async fn run_cancels_work_when_the_lease_is_lost(w: &Coordinator, t: &Timing
     let guard = w
         .lease("run")
         .ttl(t.short)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -278,28 +278,28 @@ pub async fn run_cancels_work_when_the_lease_is_lost(w: &Coordinator, t: &Timing
         })
         .await;
     assert!(matches!(out, Err(Error::LeaseLost { .. })), "{out:?}");
-    let quick = w.lease("run2").try_acquire().await.unwrap();
+    let quick = w.lease("run2").attempt().await.unwrap();
     let guard = quick.into_guard().unwrap();
     assert_eq!(guard.run(async { 7 }).await.unwrap(), 7);
 }
 
 pub async fn bad_input_is_a_clear_error(w: &Coordinator, _: &Timing) {
-    let err = w.lease("").try_acquire().await.unwrap_err();
+    let err = w.lease("").attempt().await.unwrap_err();
     assert!(matches!(err, Error::InvalidKey { .. }), "{err}");
     let huge = "k".repeat(5000);
-    let err = w.lease(huge).try_acquire().await.unwrap_err();
+    let err = w.lease(huge).attempt().await.unwrap_err();
     assert!(err.to_string().contains("5000 bytes"), "{err}");
     let err = w
         .lease("zero")
         .ttl(Duration::ZERO)
-        .try_acquire()
+        .attempt()
         .await
         .unwrap_err();
     assert!(err.to_string().contains("ttl"), "{err}");
     let err = w
         .lease("forever")
         .ttl(Duration::MAX)
-        .acquire_within(Duration::MAX)
+        .attempt_within(Duration::MAX)
         .await
         .unwrap_err();
     assert!(
@@ -310,7 +310,7 @@ pub async fn bad_input_is_a_clear_error(w: &Coordinator, _: &Timing) {
         .lease("renew")
         .ttl(Duration::from_secs(1))
         .renew_every(Duration::from_secs(2))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap_err();
     assert!(err.to_string().contains("renewal interval"), "{err}");
@@ -325,7 +325,7 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
         let err = w
             .lease("short")
             .ttl(Duration::from_millis(ms))
-            .try_acquire()
+            .attempt()
             .await
             .unwrap_err();
         assert!(
@@ -335,7 +335,7 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
         let err = w
             .lease("short")
             .ttl(Duration::from_millis(ms))
-            .acquire_within(Duration::from_secs(1))
+            .attempt_within(Duration::from_secs(1))
             .await
             .unwrap_err();
         assert!(
@@ -354,7 +354,7 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
     // never counted as more than asked for.
     let mut won = None;
     for _ in 0..50 {
-        match w.lease("shortest").ttl(MIN_TTL).try_acquire().await {
+        match w.lease("shortest").ttl(MIN_TTL).attempt().await {
             Ok(reply) => won = reply.into_guard(),
             // Votes not all back within that validity: unavailable, not bad input.
             Err(e) => assert!(e.is_transient(), "{e}"),
@@ -374,7 +374,7 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
         .lease("renew-late")
         .ttl(Duration::from_secs(1))
         .renew_every(Duration::from_millis(990))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap_err();
     assert!(err.to_string().contains("renewal interval"), "{err}");
@@ -382,7 +382,7 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
         .lease("renew-late")
         .ttl(Duration::from_secs(1))
         .renew_every(Duration::from_millis(900))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -399,7 +399,7 @@ pub async fn holder_is_recorded_read_by_anyone_and_released_with_the_lease(
 ) {
     let ttl = Duration::from_secs(30);
     let lease = w.lease("holder:labelled").ttl(ttl).label("POST /orders/42");
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     let status = w.status("holder:labelled").await.unwrap();
     assert!(status.held);
     let holder = status.holder.expect("the holder was recorded");
@@ -427,19 +427,19 @@ pub async fn holder_is_recorded_read_by_anyone_and_released_with_the_lease(
 
     // Recording without a label, and not recording at all.
     let plain = w.lease("holder:labelled").ttl(ttl).record_holder(true);
-    let guard = plain.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = plain.attempt().await.unwrap().into_guard().unwrap();
     let holder = w.status("holder:labelled").await.unwrap().holder.unwrap();
     assert_eq!((holder.pid, holder.label), (me.pid, None));
     guard.release().await.unwrap();
     let silent = w.lease("holder:labelled").ttl(ttl);
-    let guard = silent.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = silent.attempt().await.unwrap().into_guard().unwrap();
     let status = w.status("holder:labelled").await.unwrap();
     assert!(status.held && status.holder.is_none(), "{status:?}");
     guard.release().await.unwrap();
 
     // A bad label is refused by name before anything is written.
     let bad = w.lease("holder:labelled").label("two\nlines");
-    match bad.try_acquire().await {
+    match bad.attempt().await {
         Err(Error::InvalidArgument { what: "label", .. }) => {}
         other => panic!("expected an invalid label, got {other:?}"),
     }
@@ -449,7 +449,7 @@ pub async fn holder_is_recorded_read_by_anyone_and_released_with_the_lease(
 /// A holder's record ends with its lease when the TTL runs out.
 pub async fn holder_record_expires_with_the_lease(w: &Coordinator, t: &Timing) {
     let lease = w.lease("holder:expiring").ttl(t.short).label("short");
-    let guard = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert!(w.status("holder:expiring").await.unwrap().holder.is_some());
     until_expired(w, "holder:expiring", t).await;
     drop(guard);
@@ -457,7 +457,7 @@ pub async fn holder_record_expires_with_the_lease(w: &Coordinator, t: &Timing) {
     assert!(status.holder.is_none(), "{status:?}");
     // The next holder that records nothing is not shown the old record.
     let next = w.lease("holder:expiring").ttl(Duration::from_secs(30));
-    let guard = next.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = next.attempt().await.unwrap().into_guard().unwrap();
     let status = w.status("holder:expiring").await.unwrap();
     assert!(status.held && status.holder.is_none(), "{status:?}");
     guard.release().await.unwrap();
@@ -467,10 +467,10 @@ pub async fn holder_record_expires_with_the_lease(w: &Coordinator, t: &Timing) {
 /// holders; a store that cannot list says so with a configuration error.
 pub async fn list_shows_the_held_leases_under_a_prefix(w: &Coordinator, _t: &Timing) {
     let ttl = Duration::from_secs(30);
-    let b = w.lease("ls:b").ttl(ttl).try_acquire().await.unwrap();
-    let a = w.lease("ls:a").ttl(ttl).label("first").try_acquire().await;
-    let other = w.lease("lx").ttl(ttl).try_acquire().await.unwrap();
-    let free = w.lease("ls:c").ttl(ttl).try_acquire().await.unwrap();
+    let b = w.lease("ls:b").ttl(ttl).attempt().await.unwrap();
+    let a = w.lease("ls:a").ttl(ttl).label("first").attempt().await;
+    let other = w.lease("lx").ttl(ttl).attempt().await.unwrap();
+    let free = w.lease("ls:c").ttl(ttl).attempt().await.unwrap();
     free.into_guard().unwrap().release().await.unwrap();
     let listed = match w.list("ls:").await {
         Ok(listed) => listed,
@@ -506,10 +506,10 @@ pub async fn list_shows_the_held_leases_under_a_prefix(w: &Coordinator, _t: &Tim
 pub async fn a_waiter_that_gets_the_lease_records_itself(w: &Coordinator, _t: &Timing) {
     let ttl = Duration::from_secs(30);
     let first = w.lease("holder:handoff").ttl(ttl).label("first");
-    let guard = first.try_acquire().await.unwrap().into_guard().unwrap();
+    let guard = first.attempt().await.unwrap().into_guard().unwrap();
     let waiter = {
         let lease = w.lease("holder:handoff").ttl(ttl).label("second");
-        tokio::spawn(async move { lease.acquire_within(Duration::from_secs(10)).await })
+        tokio::spawn(async move { lease.attempt_within(Duration::from_secs(10)).await })
     };
     // Let the waiter stand in line before the release.
     tokio::time::sleep(Duration::from_millis(200)).await;

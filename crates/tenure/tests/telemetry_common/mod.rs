@@ -9,7 +9,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use tenure::limit::{Algorithm, Limiter, Quota};
-use tenure::{Coordinator, ExtendOutcome, ReleaseOutcome, TryAcquire};
+use tenure::{Attempt, Coordinator, ExtendOutcome, ReleaseOutcome};
 use tenure_test::RedisServer;
 
 /// The password of the scenario's ACL user: must never show up in telemetry.
@@ -74,13 +74,13 @@ pub async fn play() -> Played {
 
     // A holds the key; B is refused, then waits and is handed the lease.
     let lease = tenure.lease(KEY).ttl(Duration::from_secs(10));
-    let a = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let a = lease.attempt().await.unwrap().into_guard().unwrap();
     let storage_key = tenure.status(KEY).await.unwrap().storage_key;
     tokens.push(get(&server, &storage_key));
-    assert!(!lease.try_acquire().await.unwrap().is_acquired());
+    assert!(!lease.attempt().await.unwrap().is_acquired());
     let waiter = tokio::spawn({
         let lease = lease.clone();
-        async move { lease.acquire_within(Duration::from_secs(20)).await }
+        async move { lease.attempt_within(Duration::from_secs(20)).await }
     });
     until_subscribed(&server).await;
     assert!(matches!(
@@ -88,7 +88,7 @@ pub async fn play() -> Played {
         ExtendOutcome::Extended { .. }
     ));
     assert_eq!(a.release().await.unwrap(), ReleaseOutcome::Released);
-    let TryAcquire::Acquired(b) = waiter.await.unwrap().unwrap() else {
+    let Attempt::Acquired(b) = waiter.await.unwrap().unwrap() else {
         panic!("the waiter was not handed the lease");
     };
     assert_eq!(b.fence().get(), 2);
@@ -103,7 +103,7 @@ pub async fn play() -> Played {
     let c = tenure
         .lease(SHORT_KEY)
         .ttl(Duration::from_millis(100))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
@@ -139,7 +139,7 @@ pub async fn play() -> Played {
     let q = quorum
         .lease(QUORUM_KEY)
         .ttl(Duration::from_secs(10))
-        .try_acquire()
+        .attempt()
         .await
         .unwrap()
         .into_guard()
