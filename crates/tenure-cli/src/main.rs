@@ -43,7 +43,7 @@ fn main() -> ExitCode {
             .chain(std::env::var_os("TENURE_BACKEND"))
             .map(|v| v.to_string_lossy().into_owned()),
     );
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let (code, text) = exit::from_clap(&e);
@@ -55,6 +55,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Err(problem) = cli.command.resolve() {
+        output::note(&format!("{problem} (see 'tenure --help')"));
+        return ExitCode::from(exit::USAGE);
+    }
     // Generated from the grammar alone: no store, no runtime.
     match &cli.command {
         Command::Completions(args) => return ExitCode::from(generate::completions(args)),
