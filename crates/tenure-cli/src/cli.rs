@@ -95,6 +95,7 @@ const ELECT_USAGE: &str = "tenure elect [OPTIONS] KEY [--] CMD [ARGS]...
 const ONCE_USAGE: &str = "tenure once [OPTIONS] KEY [--] CMD [ARGS]...
        tenure once [OPTIONS] KEY -c 'SHELL COMMAND'
        tenure once [OPTIONS] -k KEY (-- CMD [ARGS]... | -c 'SHELL COMMAND')";
+const RELEASE_USAGE: &str = "tenure release [OPTIONS] --force (KEY | -k KEY)";
 const LIMIT_USAGE: &str = "tenure limit [OPTIONS] --rate N/PERIOD (KEY | -k KEY)";
 const STATUS_USAGE: &str = "tenure status [OPTIONS] (KEY | -k KEY)";
 const LEADER_USAGE: &str = "tenure leader [OPTIONS] (KEY | -k KEY)";
@@ -148,6 +149,11 @@ Examples:
   tenure once report:2026-12-01 --capture --retain 7d -- ./report
   tenure once -k seed --cache-failures -w 60 -c './seed.sh && touch seeded'";
 
+const RELEASE_EXAMPLES: &str = "\
+Examples:
+  tenure status nightly          # who holds it, for how long
+  tenure release nightly --force # its holder hangs: take the lease from it";
+
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
   tenure completions bash > ~/.local/share/bash-completion/completions/tenure
@@ -193,6 +199,10 @@ pub enum Command {
     /// with its recorded status (and replay its stdout with --capture).
     #[command(override_usage = ONCE_USAGE, after_help = ONCE_EXAMPLES)]
     Once(crate::once::OnceArgs),
+    /// Break-glass: release a lease whoever holds it (--force); the next fence
+    /// is greater and the old holder sees the loss at its next renewal.
+    #[command(override_usage = RELEASE_USAGE, after_help = RELEASE_EXAMPLES)]
+    Release(crate::release::ReleaseArgs),
     /// Print a shell completion script on stdout (e.g. `tenure completions
     /// bash > /etc/bash_completion.d/tenure`).
     #[command(after_help = COMPLETIONS_EXAMPLES)]

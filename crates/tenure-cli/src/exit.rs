@@ -86,14 +86,14 @@ pub const TABLE: [Row; 12] = [
     Row {
         status: Status::Codes(&[0]),
         meaning: "`status`: the lease is held; `list`; `limit`: allowed; `leader`: someone leads; \
-                  `completions`, `man`, `--help`, `--version`",
+                  `release`: released, or free already; `completions`, `man`, `--help`, `--version`",
     },
     Row {
         status: Status::Codes(&[USAGE]),
         meaning: "bad usage: unknown flag, malformed duration, zero TTL, a TTL too short to \
                   renew, `--grace` above a third of the TTL, empty key, unknown backend \
                   scheme, `memory:`, a missing key or command, `-c` beside a command; \
-                  `run --permits 0`; `elect --id` empty, \
+                  `run --permits 0`; `release` without `--force`, or on a quorum; `elect --id` empty, \
                   too long, with control characters, or on a quorum; `once` or \
                   `run --permits` on a quorum; `limit` on a quorum or etcd; a `--label` too \
                   long or with control characters; `list --watch` without a terminal; \
@@ -123,13 +123,15 @@ pub const TABLE: [Row; 12] = [
         status: Status::Codes(&[NOT_ACQUIRED]),
         meaning: "`run`: not acquired within `--wait` (or the `--conflict-exit-code`); \
                   `status`: the lease is free; `limit`: limited; `leader`: nobody leads; \
-                  `once`: another caller still runs it after `--wait`",
+                  `once`: another caller still runs it after `--wait`; `release --force`: \
+                  the lease changed hands meanwhile (nothing released)",
     },
     Row {
         status: Status::Codes(&[LEASE_LOST]),
         meaning: "`run`: the command may not have run alone (the lease was lost, deleted or \
                   taken while it ran, or was left with too little validity to start it); \
-                  `elect --once`: leadership was lost; `once`: the runner's lease was lost",
+                  `elect --exit-on-loss`: leadership was lost; `once`: the runner's lease was \
+                  lost (also after another caller's `release --force`)",
     },
     Row {
         status: Status::Codes(&[CANNOT_EXECUTE]),

@@ -21,6 +21,7 @@ mod once;
 mod output;
 #[cfg(test)]
 mod reference;
+mod release;
 mod run;
 mod secrets;
 mod status;
@@ -97,6 +98,7 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
         Command::Elect(args) => elect::elect(&cli.global, args).await,
         Command::Leader(args) => leader::leader(&cli.global, args).await,
         Command::Once(args) => once::once(&cli.global, args).await,
+        Command::Release(args) => release::release(&cli.global, args).await,
         // Handled in `main` before the runtime starts.
         Command::Completions(_) | Command::Man(_) => Ok(0),
     }

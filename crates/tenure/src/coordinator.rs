@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::key::validate_key;
-use crate::lease::{Lease, LeaseStatus, LeaseStore};
+use crate::lease::{Lease, LeaseStatus, LeaseStore, ReleaseOutcome};
 use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryLimits, MemoryRecords, MemorySemaphores, MemoryStore};
@@ -279,6 +279,23 @@ impl Coordinator {
     /// Describes a lease on `key`; nothing is sent until it is acquired.
     pub fn lease(&self, key: impl Into<String>) -> Lease {
         Lease::new(Arc::clone(&self.backend), key.into())
+    }
+
+    /// Releases the lease on `key` whoever holds it: an operator's
+    /// break-glass for a holder that hangs while renewing. The store's next
+    /// fence is greater than the old holder's, so a fenced resource refuses
+    /// its writes; the old holder's guard learns of the loss at its next
+    /// renewal (its lost signal fires), not before — until then its work goes
+    /// on. Waiters are woken as by an ordinary release. `NotHeld` when the
+    /// lease was free, or changed hands between the read and the release
+    /// (nothing is released then). Quorums and stores that cannot read the
+    /// holder's token refuse with [`Error::Config`].
+    pub async fn force_release(&self, key: &str) -> Result<ReleaseOutcome> {
+        validate_key(key)?;
+        match self.backend.holder_token(key).await? {
+            Some(token) => self.backend.release(key, &token).await,
+            None => Ok(ReleaseOutcome::NotHeld),
+        }
     }
 
     /// Reads whether `key` is held, its TTL and last fence, who holds it (when
