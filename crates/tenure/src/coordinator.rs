@@ -362,6 +362,34 @@ mod tests {
 
     use super::*;
 
+    /// A forced release frees a lease its caller does not hold: the next fence
+    /// is greater, and the old guard's next renewal finds the lease gone.
+    #[tokio::test]
+    async fn force_release_takes_the_lease_from_its_holder() {
+        use crate::lease::{ExtendOutcome, TryAcquire};
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = Coordinator::sqlite(dir.path().join("t.db")).await.unwrap();
+        for c in [Coordinator::memory(), sqlite] {
+            assert_eq!(c.force_release("k").await.unwrap(), ReleaseOutcome::NotHeld);
+            let TryAcquire::Acquired(old) = c.lease("k").try_acquire().await.unwrap() else {
+                panic!("not acquired")
+            };
+            assert_eq!(
+                c.force_release("k").await.unwrap(),
+                ReleaseOutcome::Released
+            );
+            let TryAcquire::Acquired(new) = c.lease("k").try_acquire().await.unwrap() else {
+                panic!("not acquired after the forced release")
+            };
+            assert!(new.fence() > old.fence());
+            assert!(matches!(
+                old.extend().await.unwrap(),
+                ExtendOutcome::NotHeld
+            ));
+            assert!(c.force_release("").await.is_err());
+        }
+    }
+
     /// The CLI asks stores whether they coordinate across processes instead of
     /// comparing descriptions: the memory store does not, SQLite does.
     #[tokio::test]
