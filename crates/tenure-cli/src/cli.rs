@@ -85,14 +85,29 @@ pub struct Global {
     pub verbose: u8,
 }
 
+// Usage lines: clap's own would show KEY as optional (it may come as -k).
+const RUN_USAGE: &str = "tenure run [OPTIONS] KEY [--] CMD [ARGS]...
+       tenure run [OPTIONS] KEY -c 'SHELL COMMAND'
+       tenure run [OPTIONS] -k KEY (-- CMD [ARGS]... | -c 'SHELL COMMAND')";
+const ELECT_USAGE: &str = "tenure elect [OPTIONS] KEY [--] CMD [ARGS]...
+       tenure elect [OPTIONS] KEY -c 'SHELL COMMAND'
+       tenure elect [OPTIONS] -k KEY (-- CMD [ARGS]... | -c 'SHELL COMMAND')";
+const ONCE_USAGE: &str = "tenure once [OPTIONS] KEY [--] CMD [ARGS]...
+       tenure once [OPTIONS] KEY -c 'SHELL COMMAND'
+       tenure once [OPTIONS] -k KEY (-- CMD [ARGS]... | -c 'SHELL COMMAND')";
+const RELEASE_USAGE: &str = "tenure release [OPTIONS] --force (KEY | -k KEY)";
+const LIMIT_USAGE: &str = "tenure limit [OPTIONS] --rate N/PERIOD (KEY | -k KEY)";
+const STATUS_USAGE: &str = "tenure status [OPTIONS] (KEY | -k KEY)";
+const LEADER_USAGE: &str = "tenure leader [OPTIONS] (KEY | -k KEY)";
+
 const EXAMPLES: &str = "\
 Examples:
-  tenure run -k nightly -c 'pg_dump shop > /backup/shop.sql'
-  tenure run -k deploy -w inf -- ./deploy.sh --prod
-  tenure run -k cron -n -q -E 0 -- ./job       # skip quietly if already running
-  tenure limit -k api:alice --rate 10/1m
-  tenure status -k nightly --json
-  TENURE_BACKEND=redis://10.0.0.5:6379 tenure run -k nightly -c ./job.sh";
+  tenure run nightly -c 'pg_dump shop > /backup/shop.sql'
+  tenure run deploy -w inf ./deploy.sh --prod
+  tenure run cron -n -q -E 0 ./job       # skip quietly if already running
+  tenure limit api:alice --rate 10/1m
+  tenure status nightly --json
+  TENURE_BACKEND=redis://10.0.0.5:6379 tenure run nightly -c ./job.sh";
 
 /// The top-level `--help` epilogue: examples, then the exit-status table.
 fn root_after_help() -> String {
@@ -101,38 +116,43 @@ fn root_after_help() -> String {
 
 const RUN_EXAMPLES: &str = "\
 Examples:
-  tenure run -k nightly -c 'pg_dump shop > /backup/shop.sql'
-  tenure run -k deploy --wait inf -- ./deploy.sh --prod   # wait as long as it takes
-  tenure run -k cron -n -q -E 0 -- ./job       # already running: exit 0, quietly
-  tenure run -k report -t 2m --json-file run.json -- ./report
-  tenure run -k job -c 'curl -H \"Fence: $TENURE_FENCE\" -X PUT https://…'";
+  tenure run nightly -c 'pg_dump shop > /backup/shop.sql'
+  tenure run deploy --wait inf ./deploy.sh --prod   # wait as long as it takes
+  tenure run cron -n -q -E 0 -- ./job      # already running: exit 0, quietly
+  tenure run report -t 2m --json-file run.json ./report
+  tenure run -k job -w 30 -c 'curl -H \"Fence: $TENURE_FENCE\" -X PUT https://…'";
 
 const LIMIT_EXAMPLES: &str = "\
 Examples:
-  tenure limit -k api:alice --rate 10/1m || exit 0   # skip when over the quota
-  tenure limit -k mail --rate 100/1h --burst 20 --json
+  tenure limit api:alice --rate 10/1m || exit 0   # skip when over the quota
+  tenure limit mail --rate 100/1h --burst 20 --json
   tenure limit -k upload --rate 1000/1d --cost 50 --algorithm sliding-window";
 
 const ELECT_EXAMPLES: &str = "\
 Examples:
-  tenure elect -k scheduler -- ./scheduler     # on every host; one runs it at a time
-  tenure elect -k migrate --once -t 10s -- ./migrate.sh";
+  tenure elect scheduler ./scheduler     # on every host; one runs it at a time
+  tenure elect migrate --exit-on-loss -t 10 -- ./migrate.sh";
 
 const LEADER_EXAMPLES: &str = "\
 Examples:
-  tenure leader -k scheduler
-  tenure leader -k scheduler --json | jq -r .id";
+  tenure leader scheduler
+  tenure leader scheduler --json | jq -r .id";
 
 const STATUS_EXAMPLES: &str = "\
 Examples:
-  tenure status -k nightly
+  tenure status nightly || echo free     # exit 0 when held, 75 when free
   tenure status -k nightly --json | jq .holder";
 
 const ONCE_EXAMPLES: &str = "\
 Examples:
-  tenure once --key migrate-v42 -- ./migrate.sh      # on every host; runs once
-  tenure once --key report:2026-12-01 --capture --retain 7d -- ./report
-  tenure once --key seed --cache-failures --wait 1m -- ./seed.sh";
+  tenure once migrate-v42 ./migrate.sh      # on every host; runs once
+  tenure once report:2026-12-01 --capture --retain 7d -- ./report
+  tenure once -k seed --cache-failures -w 60 -c './seed.sh && touch seeded'";
+
+const RELEASE_EXAMPLES: &str = "\
+Examples:
+  tenure status nightly          # who holds it, for how long
+  tenure release nightly --force # its holder hangs: take the lease from it";
 
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
@@ -155,14 +175,14 @@ Examples:
 pub enum Command {
     /// Run a command while holding a lease; TENURE_FENCE and TENURE_KEY are set
     /// in its environment.
-    #[command(after_help = RUN_EXAMPLES)]
+    #[command(override_usage = RUN_USAGE, after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Take units from a rate limit: exit 0 when allowed, 75 when limited.
-    #[command(after_help = LIMIT_EXAMPLES)]
+    #[command(override_usage = LIMIT_USAGE, after_help = LIMIT_EXAMPLES)]
     Limit(LimitArgs),
     /// Show whether a lease is held, who holds it and for how long, its
     /// remaining TTL, last fence and how many wait.
-    #[command(after_help = STATUS_EXAMPLES)]
+    #[command(override_usage = STATUS_USAGE, after_help = STATUS_EXAMPLES)]
     Status(StatusArgs),
     /// List the held leases under a key prefix, with their holders (--watch:
     /// live TTL bars).
@@ -170,15 +190,19 @@ pub enum Command {
     List(ListArgs),
     /// Run a command only while this process leads an election (TENURE_FENCE
     /// is the term); campaign again after losing leadership unless --once.
-    #[command(after_help = ELECT_EXAMPLES)]
+    #[command(override_usage = ELECT_USAGE, after_help = ELECT_EXAMPLES)]
     Elect(crate::elect::ElectArgs),
     /// Show who leads an election: exit 0, or 75 when nobody leads.
-    #[command(after_help = LEADER_EXAMPLES)]
+    #[command(override_usage = LEADER_USAGE, after_help = LEADER_EXAMPLES)]
     Leader(crate::leader::LeaderArgs),
     /// Run a command at most once per key; later and concurrent callers exit
     /// with its recorded status (and replay its stdout with --capture).
-    #[command(after_help = ONCE_EXAMPLES)]
+    #[command(override_usage = ONCE_USAGE, after_help = ONCE_EXAMPLES)]
     Once(crate::once::OnceArgs),
+    /// Break-glass: release a lease whoever holds it (--force); the next fence
+    /// is greater and the old holder sees the loss at its next renewal.
+    #[command(override_usage = RELEASE_USAGE, after_help = RELEASE_EXAMPLES)]
+    Release(crate::release::ReleaseArgs),
     /// Print a shell completion script on stdout (e.g. `tenure completions
     /// bash > /etc/bash_completion.d/tenure`).
     #[command(after_help = COMPLETIONS_EXAMPLES)]
@@ -187,6 +211,19 @@ pub enum Command {
     /// into a directory with --dir.
     #[command(after_help = MAN_EXAMPLES)]
     Man(ManArgs),
+}
+
+impl Command {
+    /// Reads the key and the command of `run`, `elect` and `once` from how
+    /// they were written (see [`Invocation::resolve`]).
+    pub fn resolve(&mut self) -> Result<(), String> {
+        match self {
+            Command::Run(args) => args.resolve(),
+            Command::Elect(args) => args.resolve(),
+            Command::Once(args) => args.resolve(),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -213,7 +250,8 @@ pub enum Wait {
     Forever,
 }
 
-/// Parses `--wait`: a duration, or `inf`/`infinity` for no limit.
+/// Parses `--wait`: a duration (a bare number is seconds), or `inf`/`infinity`
+/// for no limit.
 pub fn parse_wait(text: &str) -> Result<Wait, String> {
     match text.trim() {
         "inf" | "infinity" => Ok(Wait::Forever),
@@ -223,13 +261,110 @@ pub fn parse_wait(text: &str) -> Result<Wait, String> {
     }
 }
 
+/// A key, written `KEY` or `-k KEY`, for the subcommands that only read or
+/// check one (`status`, `leader`, `limit`).
+#[derive(Debug, Args)]
+pub struct KeyArg {
+    /// The key (or -k KEY).
+    #[arg(
+        value_name = "KEY",
+        required_unless_present = "key_flag",
+        conflicts_with = "key_flag"
+    )]
+    key_pos: Option<String>,
+
+    /// The key, as an option (instead of KEY).
+    #[arg(short = 'k', long = "key", value_name = "KEY")]
+    key_flag: Option<String>,
+}
+
+impl KeyArg {
+    /// The key, however it was written.
+    pub fn get(&self) -> &str {
+        self.key_flag
+            .as_deref()
+            .or(self.key_pos.as_deref())
+            .unwrap_or_default()
+    }
+}
+
+/// A key and a command: `KEY [--] CMD [ARGS…]`, `-k KEY [--] CMD [ARGS…]` or
+/// either key with `-c 'SHELL COMMAND'` (`run`, `elect`, `once`).
+///
+/// With `-k`, the first word clap takes for `KEY` is the command's: [`resolve`]
+/// sorts that out.
+///
+/// [`resolve`]: Invocation::resolve
+#[derive(Debug, Default, Args)]
+pub struct Invocation {
+    /// The key (or -k KEY).
+    #[arg(value_name = "KEY", required_unless_present = "key_flag")]
+    key_pos: Option<String>,
+
+    /// The key, as an option (instead of KEY).
+    #[arg(short = 'k', long = "key", value_name = "KEY")]
+    key_flag: Option<String>,
+
+    /// Run this shell command with `/bin/sh -c` (instead of CMD ARGS…).
+    #[arg(short = 'c', long = "command", value_name = "SHELL_COMMAND")]
+    shell: Option<OsString>,
+
+    /// The command and its arguments, after the key; everything after CMD is
+    /// its own (use `--` before a CMD that starts with `-`, or after -k KEY
+    /// when an argument does).
+    #[arg(value_name = "CMD", trailing_var_arg = true)]
+    words: Vec<OsString>,
+}
+
+impl Invocation {
+    /// The key and the program with its arguments: `/bin/sh -c SHELL_COMMAND`
+    /// for `-c` — the POSIX shell by its path, as `system(3)` does, so neither
+    /// `$SHELL` nor a short `PATH` (cron's) changes what runs.
+    pub fn resolve(&self) -> Result<(String, Vec<OsString>), String> {
+        let mut words = self.words.clone();
+        let key = match (&self.key_flag, &self.key_pos) {
+            (Some(flag), Some(first)) => {
+                words.insert(0, first.into());
+                flag.clone()
+            }
+            (Some(key), None) | (None, Some(key)) => key.clone(),
+            (None, None) => return Err("a key is required: KEY or -k KEY".into()),
+        };
+        let program = match (&self.shell, words.is_empty()) {
+            (Some(line), true) => vec!["/bin/sh".into(), "-c".into(), line.clone()],
+            (Some(_), false) => {
+                return Err(format!(
+                    "-c and a command exclude each other; give either -c 'SHELL COMMAND' or \
+                     CMD ARGS… (got {:?} after the key; with -k KEY, put '--' before a \
+                     command whose arguments start with '-')",
+                    words[0]
+                ));
+            }
+            (None, true) => {
+                return Err(
+                    "a command is required after the key: KEY [--] CMD [ARGS…] or \
+                     KEY -c 'SHELL COMMAND'"
+                        .into(),
+                );
+            }
+            (None, false) => words,
+        };
+        Ok((key, program))
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The lease key.
-    #[arg(short, long)]
+    /// The lease key and the command.
+    #[command(flatten)]
+    pub invocation: Invocation,
+
+    /// The lease key (from `invocation`).
+    #[arg(skip)]
     pub key: String,
 
-    /// How long the store keeps the lease without renewal; tenure renews it
+    /// How long the store keeps the lease without renewal (a bare number is
+    /// seconds); tenure renews it
     /// every third of this while the command runs.
     #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
     pub ttl: Duration,
@@ -275,37 +410,29 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub permits: Option<NonZeroU32>,
 
-    /// Run this shell command with `/bin/sh -c` (instead of `-- CMD ARGS…`).
-    #[arg(
-        short = 'c',
-        long = "command",
-        value_name = "SHELL_COMMAND",
-        conflicts_with = "argv"
-    )]
-    pub shell: Option<OsString>,
-
-    /// The command and its arguments, after `--`.
-    #[arg(last = true, required_unless_present = "shell", value_name = "CMD")]
+    /// The program and its arguments (from `invocation`).
+    #[arg(skip)]
     pub argv: Vec<OsString>,
 }
 
 impl RunArgs {
-    /// The program and its arguments: `/bin/sh -c SHELL_COMMAND` for `-c` —
-    /// the POSIX shell by its path, as `system(3)` does, so neither `$SHELL`
-    /// nor a short `PATH` (cron's) changes what runs.
+    /// The program and its arguments.
     pub fn program(&self) -> Vec<OsString> {
-        match &self.shell {
-            Some(line) => vec!["/bin/sh".into(), "-c".into(), line.clone()],
-            None => self.argv.clone(),
-        }
+        self.argv.clone()
+    }
+
+    /// Fills `key` and `argv` from how they were written.
+    pub fn resolve(&mut self) -> Result<(), String> {
+        (self.key, self.argv) = self.invocation.resolve()?;
+        Ok(())
     }
 }
 
 #[derive(Debug, Args)]
 pub struct LimitArgs {
     /// The rate-limit key (e.g. a user, an IP, a job name).
-    #[arg(short, long)]
-    pub key: String,
+    #[command(flatten)]
+    pub key: KeyArg,
 
     /// N units per PERIOD, e.g. 10/1m, 5/s, 1000/1d.
     #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate)]
@@ -355,8 +482,8 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The lease key.
-    #[arg(short, long)]
-    pub key: String,
+    #[command(flatten)]
+    pub key: KeyArg,
 
     /// Print {"key","held","ttl_ms","fence","storage_key","holder","waiters"}
     /// as JSON; holder is {"host","pid","label","held_ms"} or null.
@@ -377,7 +504,7 @@ pub struct ListArgs {
 
     /// Redraw the list every second with a TTL bar per lease until Ctrl-C;
     /// refused when stdout is not a terminal.
-    #[arg(short, long)]
+    #[arg(long)]
     pub watch: bool,
 }
 
@@ -449,33 +576,140 @@ mod tests {
         assert_eq!(comma.global.backends, ["redis://:a,b@h"]);
     }
 
+    /// Parses and resolves `tenure ARGS…`.
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        let mut cli = Cli::try_parse_from(std::iter::once("tenure").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        cli.command.resolve()?;
+        Ok(cli)
+    }
+
+    fn run(args: &[&str]) -> Result<RunArgs, String> {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        match parse(&all)?.command {
+            Command::Run(run) => Ok(run),
+            other => Err(format!("not run: {other:?}")),
+        }
+    }
+
     #[test]
-    fn run_needs_the_command_after_a_double_dash() {
-        let cli = Cli::try_parse_from(["tenure", "run", "--key", "k", "--", "echo", "--flag"])
-            .expect("parses");
-        let Command::Run(run) = cli.command else {
-            panic!("not run")
+    fn the_key_is_positional_or_an_option_and_the_double_dash_optional() {
+        for args in [
+            &["k", "echo", "--flag"][..],
+            &["k", "--", "echo", "--flag"],
+            &["-k", "k", "--", "echo", "--flag"],
+            &["--key", "k", "echo"],
+        ] {
+            let r = run(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(r.key, "k", "{args:?}");
+            assert!(r.argv.first().is_some_and(|w| w == "echo"), "{args:?}");
+        }
+        let r = run(&["k", "echo", "--flag"]).expect("parses");
+        assert_eq!(r.argv, ["echo", "--flag"]);
+        let r = run(&["-k", "k", "echo", "a", "b"]).expect("parses");
+        assert_eq!((r.key.as_str(), r.argv.len()), ("k", 3));
+        // Options between the key and the command are tenure's.
+        let r = run(&["k", "-n", "-t", "5", "echo", "-n"]).expect("parses");
+        assert!(r.no_wait);
+        assert_eq!(r.ttl, Duration::from_secs(5));
+        assert_eq!(r.argv, ["echo", "-n"]);
+        let r = run(&["k", "-c", "exit 3"]).expect("parses");
+        assert_eq!(r.program(), ["/bin/sh", "-c", "exit 3"]);
+        let r = run(&["-c", "exit 3", "-k", "k"]).expect("parses");
+        assert_eq!((r.key.as_str(), r.argv.len()), ("k", 3));
+        assert!(run(&["k"]).unwrap_err().contains("command is required"));
+        assert!(
+            run(&["-k", "k"])
+                .unwrap_err()
+                .contains("command is required")
+        );
+        assert!(
+            run(&["k", "-c", "x", "echo"])
+                .unwrap_err()
+                .contains("exclude")
+        );
+        assert!(run(&["-k", "k", "echo", "-c", "x"]).is_err());
+        assert!(run(&[]).is_err());
+    }
+
+    #[test]
+    fn durations_take_bare_seconds_and_inf() {
+        let r = run(&["k", "-w", "30", "-t", "1.5", "true"]).expect("parses");
+        assert_eq!(r.wait, Wait::For(Duration::from_secs(30)));
+        assert_eq!(r.ttl, Duration::from_millis(1500));
+        let r = run(&["k", "--wait", "inf", "true"]).expect("parses");
+        assert_eq!(r.wait, Wait::Forever);
+        let r = run(&["k", "--wait", "2m", "true"]).expect("parses");
+        assert_eq!(r.wait, Wait::For(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn every_keyed_subcommand_takes_key_or_dash_k() {
+        for sub in [
+            &["status"][..],
+            &["leader"],
+            &["limit", "--rate", "1/s"],
+            &["elect", "--", "true"],
+            &["once", "--", "true"],
+        ] {
+            for key in [&["k"][..], &["-k", "k"], &["--key", "k"]] {
+                let mut args = vec![sub[0]];
+                args.extend_from_slice(key);
+                args.extend_from_slice(&sub[1..]);
+                parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            }
+            let mut twice = vec![sub[0], "k", "-k", "j"];
+            twice.extend_from_slice(&sub[1..]);
+            if sub[0] != "elect" && sub[0] != "once" {
+                assert!(parse(&twice).is_err(), "{twice:?}");
+            }
+        }
+        assert!(parse(&["status"]).is_err());
+    }
+
+    #[test]
+    fn one_short_flag_one_meaning() {
+        let once = parse(&["once", "-k", "k", "-t", "5", "-w", "10", "-c", "x"]).expect("parses");
+        let Command::Once(once) = once.command else {
+            panic!("not once")
         };
-        assert_eq!(run.argv, ["echo", "--flag"]);
-        assert_eq!(run.wait, Wait::For(Duration::from_secs(10)));
-        assert_eq!(run.ttl, Duration::from_secs(30));
-        assert!(Cli::try_parse_from(["tenure", "run", "--key", "k"]).is_err());
-        assert!(
-            Cli::try_parse_from(["tenure", "run", "--key", "k", "--ttl", "0s", "--", "x"]).is_err()
+        assert_eq!(
+            (once.ttl, once.wait),
+            (Duration::from_secs(5), Wait::For(Duration::from_secs(10)))
         );
-        assert!(
-            Cli::try_parse_from([
-                "tenure",
-                "run",
-                "--key",
-                "k",
-                "--no-wait",
-                "--wait",
-                "1s",
-                "--",
-                "x"
-            ])
-            .is_err()
-        );
+        assert_eq!(once.command, ["/bin/sh", "-c", "x"]);
+        // -w is --wait wherever it exists; list's --watch has no short form.
+        assert!(parse(&["list", "-w"]).is_err());
+        assert!(parse(&["list", "--watch"]).is_ok());
+        let elect = parse(&["elect", "k", "--exit-on-loss", "true"]).expect("parses");
+        let Command::Elect(elect) = elect.command else {
+            panic!("not elect")
+        };
+        assert!(elect.exit_on_loss);
+        assert!(parse(&["elect", "k", "--once", "--", "true"]).is_err());
+        // An unknown option after the key is an error, not the command.
+        assert!(run(&["k", "--frobnicate", "--", "true"]).is_err());
+        // Every short flag means the same long option in every subcommand.
+        let root = Cli::command();
+        let mut meaning: std::collections::HashMap<char, String> = Default::default();
+        for sub in root.get_subcommands() {
+            for arg in sub.get_arguments() {
+                if let (Some(short), Some(long)) = (arg.get_short(), arg.get_long()) {
+                    let seen = meaning.entry(short).or_insert_with(|| long.to_string());
+                    assert_eq!(seen, long, "-{short} in {}", sub.get_name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn run_checks_its_options() {
+        let r = run(&["--key", "k", "--", "echo", "--flag"]).expect("parses");
+        assert_eq!(r.argv, ["echo", "--flag"]);
+        assert_eq!(r.wait, Wait::For(Duration::from_secs(10)));
+        assert_eq!(r.ttl, Duration::from_secs(30));
+        assert!(run(&["--key", "k", "--ttl", "0s", "--", "x"]).is_err());
+        assert!(run(&["--key", "k", "--no-wait", "--wait", "1s", "--", "x"]).is_err());
     }
 }

@@ -1,13 +1,17 @@
-//! Durations in the human form: `500ms`, `10s`, `2m`, `1h`, `1d`, `1.5s`, `1m30s`.
+//! Durations in the human form: `500ms`, `10s`, `2m`, `1h`, `1d`, `1.5s`,
+//! `1m30s`, and bare numbers of seconds (`30`, `0.5`), as flock's `-w` takes.
 
 use std::time::Duration;
 
-/// Parses a duration: one or more `NUMBER UNIT` parts, units `ms`, `s`, `m`,
-/// `h`, `d`; the number may have a fraction.
+/// Parses a duration: a bare number of seconds, or one or more `NUMBER UNIT`
+/// parts, units `ms`, `s`, `m`, `h`, `d`; the number may have a fraction.
 pub fn parse(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
         return Err("empty duration; write e.g. 10s or 500ms".into());
+    }
+    if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return nanos(s, 1_000_000_000, text).and_then(|n| from_nanos(n, text));
     }
     let mut total: u128 = 0;
     let mut rest = s;
@@ -47,6 +51,11 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             .ok_or_else(|| format!("{text:?} is too long"))?;
         rest = next;
     }
+    from_nanos(total, text)
+}
+
+/// `total` nanoseconds as a `Duration`, or "too long".
+fn from_nanos(total: u128, text: &str) -> Result<Duration, String> {
     let secs = u64::try_from(total / 1_000_000_000).map_err(|_| format!("{text:?} is too long"))?;
     // The remainder of a division by 1e9 always fits.
     let sub = u32::try_from(total % 1_000_000_000).unwrap_or(0);
@@ -121,10 +130,25 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_number_is_seconds() {
+        assert_eq!(parse("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse("0"), Ok(Duration::ZERO));
+        assert_eq!(parse("0.25"), Ok(Duration::from_millis(250)));
+        assert!(parse("1.2.3").unwrap_err().contains("not a number"));
+        assert!(
+            parse("99999999999999999999999")
+                .unwrap_err()
+                .contains("too long")
+        );
+        assert!(positive("0").unwrap_err().contains("zero"));
+    }
+
+    #[test]
     fn refuses_with_a_reason() {
         let err = parse("10x").unwrap_err();
         assert!(err.contains("unknown unit \"x\""), "{err}");
-        assert!(parse("10").unwrap_err().contains("no unit"));
+        assert!(parse("1m30").unwrap_err().contains("no unit"));
+        assert!(parse(".").unwrap_err().contains("not a number"));
         assert!(parse("").unwrap_err().contains("empty"));
         assert!(parse("s").unwrap_err().contains("not a duration"));
         assert!(parse("1..2s").unwrap_err().contains("not a number"));

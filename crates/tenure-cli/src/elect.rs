@@ -4,7 +4,7 @@
 //! library's `election` module); once elected it runs the command exactly as
 //! `tenure run` does — own process group, `TENURE_FENCE` (the term) and
 //! `TENURE_KEY` in its environment, SIGTERM then SIGKILL when leadership is
-//! (about to be) lost. After a loss it campaigns again, unless `--once`. When
+//! (about to be) lost. After a loss it campaigns again, unless `--exit-on-loss`. When
 //! the command exits by itself, tenure resigns and exits with its status.
 
 use std::ffi::OsString;
@@ -13,15 +13,19 @@ use std::time::Duration;
 use clap::Args;
 use nix::sys::signal::Signal;
 
-use crate::cli::{Global, RunArgs, Wait};
+use crate::cli::{Global, Invocation, RunArgs, Wait};
 use crate::exit::Failure;
 use crate::{duration, output, run, store};
 
 /// `tenure elect` options.
 #[derive(Debug, Args)]
 pub struct ElectArgs {
-    /// The election's key.
-    #[arg(short, long)]
+    /// The election's key and the command.
+    #[command(flatten)]
+    pub invocation: Invocation,
+
+    /// The election's key (from `invocation`).
+    #[arg(skip)]
     pub key: String,
 
     /// This candidate's id, shown by `tenure leader` (default HOSTNAME:PID).
@@ -39,14 +43,21 @@ pub struct ElectArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub grace: Option<Duration>,
 
-    /// Lead once: after leadership is lost, exit (76) instead of campaigning
-    /// again.
+    /// After leadership is lost, exit (76) instead of campaigning again.
     #[arg(long)]
-    pub once: bool,
+    pub exit_on_loss: bool,
 
-    /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The program and its arguments (from `invocation`).
+    #[arg(skip)]
     pub command: Vec<OsString>,
+}
+
+impl ElectArgs {
+    /// Fills `key` and `command` from how they were written.
+    pub fn resolve(&mut self) -> Result<(), String> {
+        (self.key, self.command) = self.invocation.resolve()?;
+        Ok(())
+    }
 }
 
 /// Signals that end a campaign (while no command runs, nobody else would
@@ -68,6 +79,7 @@ const LEAVE_LINE_GRACE: Duration = Duration::from_millis(200);
 /// The command runs through `tenure run`'s machinery; these are its terms.
 fn run_terms(args: &ElectArgs) -> RunArgs {
     RunArgs {
+        invocation: Invocation::default(),
         key: args.key.clone(),
         ttl: args.ttl,
         wait: Wait::For(Duration::ZERO),
@@ -78,7 +90,6 @@ fn run_terms(args: &ElectArgs) -> RunArgs {
         json: false,
         json_file: None,
         permits: None,
-        shell: None,
         argv: args.command.clone(),
     }
 }
@@ -128,7 +139,7 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
             ));
         }
         let held = run::hold(global, &run_args, &tenure, leadership.into_guard(), grace).await?;
-        if !held.lost || args.once {
+        if !held.lost || args.exit_on_loss {
             return Ok(held.code);
         }
         if !global.quiet {

@@ -85,14 +85,15 @@ pub const TABLE: [Row; 12] = [
     },
     Row {
         status: Status::Codes(&[0]),
-        meaning: "`status`, `list`; `limit`: allowed; `leader`: someone leads; \
-                  `completions`, `man`, `--help`, `--version`",
+        meaning: "`status`: the lease is held; `list`; `limit`: allowed; `leader`: someone leads; \
+                  `release`: released, or free already; `completions`, `man`, `--help`, `--version`",
     },
     Row {
         status: Status::Codes(&[USAGE]),
         meaning: "bad usage: unknown flag, malformed duration, zero TTL, a TTL too short to \
                   renew, `--grace` above a third of the TTL, empty key, unknown backend \
-                  scheme, `memory:`, missing command; `run --permits 0`; `elect --id` empty, \
+                  scheme, `memory:`, a missing key or command, `-c` beside a command; \
+                  `run --permits 0`; `release` without `--force`, or on a quorum; `elect --id` empty, \
                   too long, with control characters, or on a quorum; `once` or \
                   `run --permits` on a quorum; `limit` on a quorum or etcd; a `--label` too \
                   long or with control characters; `list --watch` without a terminal; \
@@ -121,14 +122,16 @@ pub const TABLE: [Row; 12] = [
     Row {
         status: Status::Codes(&[NOT_ACQUIRED]),
         meaning: "`run`: not acquired within `--wait` (or the `--conflict-exit-code`); \
-                  `limit`: limited; `leader`: nobody leads; `once`: another caller still \
-                  runs it after `--wait`",
+                  `status`: the lease is free; `limit`: limited; `leader`: nobody leads; \
+                  `once`: another caller still runs it after `--wait`; `release --force`: \
+                  the lease changed hands meanwhile (nothing released)",
     },
     Row {
         status: Status::Codes(&[LEASE_LOST]),
         meaning: "`run`: the command may not have run alone (the lease was lost, deleted or \
                   taken while it ran, or was left with too little validity to start it); \
-                  `elect --once`: leadership was lost; `once`: the runner's lease was lost",
+                  `elect --exit-on-loss`: leadership was lost; `once`: the runner's lease was \
+                  lost (also after another caller's `release --force`)",
     },
     Row {
         status: Status::Codes(&[CANNOT_EXECUTE]),
@@ -237,19 +240,54 @@ pub fn from_clap(e: &clap::Error) -> (u8, String) {
                 format!("a command is required: {list} (see 'tenure --help')"),
             )
         }
-        _ => {
-            // clap's first paragraph names the problem (and, for a missing
-            // argument, which one on the next line); the rest is usage text.
-            let rendered = e.to_string();
-            let first: Vec<&str> = rendered
-                .trim_start()
-                .lines()
-                .take_while(|l| !l.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            let first = first.join(" ");
-            let first = first.trim_start_matches("error: ");
-            (USAGE, format!("{first} (see 'tenure --help')"))
-        }
+        _ => (USAGE, one_line(&e.to_string())),
+    }
+}
+
+/// clap's rendered error on one line: its first paragraph names the problem
+/// (and, for a missing argument, which one on the next line), a `tip:`
+/// paragraph says how to fix it (`to pass '--flag' as a value, use '--
+/// --flag'`); the usage text after them is left to `--help`.
+fn one_line(rendered: &str) -> String {
+    let paragraphs: Vec<String> = rendered
+        .trim()
+        .split("\n\n")
+        .map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" "))
+        .collect();
+    let problem = paragraphs
+        .first()
+        .map_or("", |p| p.trim_start_matches("error: "));
+    let tips: Vec<&str> = paragraphs
+        .iter()
+        .filter(|p| p.starts_with("tip: "))
+        .map(String::as_str)
+        .collect();
+    if tips.is_empty() {
+        format!("{problem} (see 'tenure --help')")
+    } else {
+        format!("{problem}; {} (see 'tenure --help')", tips.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_keep_their_tips_on_one_line() {
+        let rendered = "error: unexpected argument '--flag' found\n\n  tip: to pass '--flag' \
+                        as a value, use '-- --flag'\n\nUsage: tenure run [OPTIONS] <KEY> \
+                        [CMD]...\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(rendered),
+            "unexpected argument '--flag' found; tip: to pass '--flag' as a value, use \
+             '-- --flag' (see 'tenure --help')"
+        );
+        let missing = "error: the following required arguments were not provided:\n  \
+                       <KEY>\n\nUsage: tenure status <KEY>\n";
+        assert_eq!(
+            one_line(missing),
+            "the following required arguments were not provided: <KEY> (see 'tenure --help')"
+        );
     }
 }

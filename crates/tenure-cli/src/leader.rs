@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use crate::cli::Global;
+use crate::cli::{Global, KeyArg};
 use crate::exit::{self, Failure};
 use crate::{duration, output, store};
 
@@ -10,8 +10,8 @@ use crate::{duration, output, store};
 #[derive(Debug, Args)]
 pub struct LeaderArgs {
     /// The election's key.
-    #[arg(short, long)]
-    pub key: String,
+    #[command(flatten)]
+    pub key: KeyArg,
 
     /// Print {"key","id","term","ttl_ms"} as JSON ("id": null when nobody
     /// leads).
@@ -21,19 +21,19 @@ pub struct LeaderArgs {
 
 /// Exit 0 with the leader, 75 when nobody leads.
 pub async fn leader(global: &Global, args: &LeaderArgs) -> Result<u8, Failure> {
-    tenure::validate_key(&args.key)?;
+    tenure::validate_key(args.key.get())?;
     let tenure = store::connect(global).await?;
-    let now = tenure.election(&args.key).leader().await?;
+    let now = tenure.election(args.key.get()).leader().await?;
     if args.json {
         let value = match &now {
             Some(l) => serde_json::json!({
-                "key": args.key,
+                "key": args.key.get(),
                 "id": l.id,
                 "term": l.term.get(),
                 "ttl_ms": l.ttl_left.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             }),
             None => serde_json::json!({
-                "key": args.key,
+                "key": args.key.get(),
                 "id": null,
                 "term": null,
                 "ttl_ms": null,
@@ -49,14 +49,14 @@ pub async fn leader(global: &Global, args: &LeaderArgs) -> Result<u8, Failure> {
                     "(this store keeps no leader ids)"
                 };
                 let id = l.id.as_deref().unwrap_or(missing);
-                output::line(&format!("key     {}", args.key));
+                output::line(&format!("key     {}", args.key.get()));
                 output::line(&format!("leader  {id}"));
                 output::line(&format!("term    {}", l.term));
                 if let Some(ttl) = l.ttl_left {
                     output::line(&format!("ttl     {}", duration::show(ttl)));
                 }
             }
-            None => output::note(&format!("nobody leads {:?}", args.key)),
+            None => output::note(&format!("nobody leads {:?}", args.key.get())),
         }
     }
     Ok(if now.is_some() { 0 } else { exit::NOT_ACQUIRED })

@@ -9,7 +9,7 @@ use crate::exit::{self, Failure};
 use crate::{duration, output, store};
 
 pub async fn limit(global: &Global, args: &LimitArgs) -> Result<u8, Failure> {
-    tenure::validate_key(&args.key)?;
+    tenure::validate_key(args.key.get())?;
     let mut quota = Quota::new(args.rate.limit.get(), args.rate.period)?;
     if let Some(burst) = args.burst {
         quota = quota.burst(burst);
@@ -25,7 +25,7 @@ pub async fn limit(global: &Global, args: &LimitArgs) -> Result<u8, Failure> {
         )));
     }
     let limiter = tenure.limiter(quota, args.algorithm);
-    let d = limiter.check_n(&args.key, args.cost.get()).await?;
+    let d = limiter.check_n(args.key.get(), args.cost.get()).await?;
     let ms = |t: Duration| u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
     if args.json {
         let value = serde_json::json!({

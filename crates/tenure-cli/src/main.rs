@@ -21,6 +21,7 @@ mod once;
 mod output;
 #[cfg(test)]
 mod reference;
+mod release;
 mod run;
 mod secrets;
 mod status;
@@ -43,7 +44,7 @@ fn main() -> ExitCode {
             .chain(std::env::var_os("TENURE_BACKEND"))
             .map(|v| v.to_string_lossy().into_owned()),
     );
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let (code, text) = exit::from_clap(&e);
@@ -55,6 +56,10 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Err(problem) = cli.command.resolve() {
+        output::note(&format!("{problem} (see 'tenure --help')"));
+        return ExitCode::from(exit::USAGE);
+    }
     // Generated from the grammar alone: no store, no runtime.
     match &cli.command {
         Command::Completions(args) => return ExitCode::from(generate::completions(args)),
@@ -93,6 +98,7 @@ async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
         Command::Elect(args) => elect::elect(&cli.global, args).await,
         Command::Leader(args) => leader::leader(&cli.global, args).await,
         Command::Once(args) => once::once(&cli.global, args).await,
+        Command::Release(args) => release::release(&cli.global, args).await,
         // Handled in `main` before the runtime starts.
         Command::Completions(_) | Command::Man(_) => Ok(0),
     }

@@ -29,15 +29,19 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 use tokio::time::Instant;
 
-use crate::cli::{Global, Wait, parse_wait};
+use crate::cli::{Global, Invocation, Wait, parse_wait};
 use crate::exit::{self, Failure};
 use crate::{duration, output, run, store};
 
 /// `tenure once` options.
 #[derive(Debug, Args)]
 pub struct OnceArgs {
-    /// The operation's key (an idempotency key).
-    #[arg(long)]
+    /// The operation's key (an idempotency key) and the command.
+    #[command(flatten)]
+    pub invocation: Invocation,
+
+    /// The operation's key (from `invocation`).
+    #[arg(skip)]
     pub key: String,
 
     /// How long the recorded outcome is kept; after it, the command runs again.
@@ -46,12 +50,12 @@ pub struct OnceArgs {
 
     /// TTL of the runner's lease, renewed every third of it: a killed runner
     /// is taken over about this long after its last renewal.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
     pub ttl: Duration,
 
     /// How long to wait for another caller's run (exit 75 after it); `inf`
     /// (the default) waits until it completes or its lease expires.
-    #[arg(long, value_name = "DURATION|inf", default_value = "inf", value_parser = parse_wait)]
+    #[arg(short, long, value_name = "DURATION|inf", default_value = "inf", value_parser = parse_wait)]
     pub wait: Wait,
 
     /// Record the command's stdout too (at most 1 MiB), and replay it to
@@ -64,9 +68,17 @@ pub struct OnceArgs {
     #[arg(long)]
     pub cache_failures: bool,
 
-    /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The program and its arguments (from `invocation`).
+    #[arg(skip)]
     pub command: Vec<OsString>,
+}
+
+impl OnceArgs {
+    /// Fills `key` and `command` from how they were written.
+    pub fn resolve(&mut self) -> Result<(), String> {
+        (self.key, self.command) = self.invocation.resolve()?;
+        Ok(())
+    }
 }
 
 pub async fn once(global: &Global, args: &OnceArgs) -> Result<u8, Failure> {

@@ -78,7 +78,14 @@ fn built() -> Command {
 /// table of their own).
 fn subcommand(cmd: &Command) -> String {
     let usage = cmd.clone().render_usage().to_string();
-    let usage = usage.trim_start_matches("Usage: ").trim();
+    // Continuation lines are indented under clap's "Usage: ", dropped here.
+    let usage: Vec<&str> = usage
+        .trim_start_matches("Usage: ")
+        .trim()
+        .lines()
+        .map(|l| l.strip_prefix("       ").unwrap_or(l))
+        .collect();
+    let usage = usage.join("\n");
     let own: Vec<&Arg> = cmd
         .get_arguments()
         .chain(cmd.get_positionals())

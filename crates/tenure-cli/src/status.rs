@@ -6,15 +6,15 @@ use std::time::Duration;
 use tenure::{Holder, LeaseStatus};
 
 use crate::cli::{Global, StatusArgs};
-use crate::exit::Failure;
+use crate::exit::{self, Failure};
 use crate::{duration, output, store};
 
 pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
-    tenure::validate_key(&args.key)?;
+    tenure::validate_key(args.key.get())?;
     let tenure = store::connect(global).await?;
-    let s = tenure.status(&args.key).await?;
+    let s = tenure.status(args.key.get()).await?;
     if args.json {
-        output::line(&to_json(&args.key, &s).to_string());
+        output::line(&to_json(args.key.get(), &s).to_string());
     } else if !global.quiet {
         let state = match (s.held, s.ttl_left) {
             (true, Some(ttl)) => format!("held, {} left", duration::show(ttl)),
@@ -24,7 +24,7 @@ pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
         let fence = s
             .fence
             .map_or_else(|| "none (never acquired)".to_string(), |f| f.to_string());
-        output::line(&format!("key      {}", args.key));
+        output::line(&format!("key      {}", args.key.get()));
         output::line(&format!("state    {state}"));
         if s.held {
             let holder = s
@@ -47,7 +47,8 @@ pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
         output::line(&format!("storage  {}", s.storage_key));
         output::line(&format!("backend  {}", tenure.backend().describe()));
     }
-    Ok(0)
+    // Scripts branch on it as on `leader`: 0 held, 75 free.
+    Ok(if s.held { 0 } else { exit::NOT_ACQUIRED })
 }
 
 /// The JSON of one lease: `key`, `held`, `ttl_ms`, `fence`, `storage_key`,

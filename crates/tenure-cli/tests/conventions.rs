@@ -8,23 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, output, stderr, stdout, wait_for_file};
-
-/// Starts a holder of `key` on the sandbox's default store that keeps the
-/// lease until `release` exists; returns once it holds the lease.
-fn hold(sandbox: &Sandbox, key: &str, release: &std::path::Path) -> common::Running {
-    let marker = sandbox.path(&format!("{key}.held"));
-    // A marker left by an earlier holder would say "held" too early.
-    let _ = std::fs::remove_file(&marker);
-    let script = format!(
-        "echo $$ > {m}; while [ ! -e {r} ]; do sleep 0.02; done",
-        m = marker.display(),
-        r = release.display()
-    );
-    let holder = sandbox.start(&["run", "-k", key, "--", "sh", "-c", &script]);
-    wait_for_file(&marker, Duration::from_secs(10));
-    holder
-}
+use common::{Sandbox, hold, output, stderr, stdout};
 
 /// The last line of stderr, parsed as JSON.
 fn last_json_line(text: &str) -> serde_json::Value {
@@ -72,10 +56,16 @@ fn short_flags_work_as_in_flock() {
     // And on the election commands (nobody leads: 75).
     let out = output(s.tenure().args(["leader", "-k", "e"]));
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
-    let out = output(
-        s.tenure()
-            .args(["elect", "-k", "e", "-t", "3s", "--once", "--", "true"]),
-    );
+    let out = output(s.tenure().args([
+        "elect",
+        "-k",
+        "e",
+        "-t",
+        "3s",
+        "--exit-on-loss",
+        "--",
+        "true",
+    ]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
     std::fs::write(&release, "").unwrap();
@@ -281,13 +271,13 @@ fn rust_log_turns_on_logging_as_v_does() {
 fn help_shows_examples() {
     let s = Sandbox::new();
     for (args, mentions) in [
-        (vec!["--help"], "tenure run -k"),
+        (vec!["--help"], "tenure run nightly"),
         (vec!["run", "--help"], "-c '"),
         (vec!["run", "--help"], "--wait inf"),
         (vec!["limit", "--help"], "--rate"),
         (vec!["status", "--help"], "--json"),
-        (vec!["elect", "--help"], "tenure elect -k"),
-        (vec!["leader", "--help"], "tenure leader -k"),
+        (vec!["elect", "--help"], "tenure elect scheduler"),
+        (vec!["leader", "--help"], "tenure leader scheduler"),
         (vec!["once", "--help"], "tenure once"),
         (vec!["completions", "--help"], "tenure completions bash"),
         (vec!["man", "--help"], "tenure man --dir"),

@@ -265,7 +265,7 @@ fn elect_once_exits_with_the_commands_status_and_resigns() {
         "k",
         "--id",
         "solo",
-        "--once",
+        "--exit-on-loss",
         "--",
         "sh",
         "-c",
@@ -613,7 +613,16 @@ fn on_a_quorum_ids_are_refused_and_the_term_is_reported() {
         all.extend(args.iter().map(|a| (*a).to_string()));
         all
     };
-    let refused = with(&["elect", "--key", "q", "--id", "x", "--once", "--", "true"]);
+    let refused = with(&[
+        "elect",
+        "--key",
+        "q",
+        "--id",
+        "x",
+        "--exit-on-loss",
+        "--",
+        "true",
+    ]);
     let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
     let err = common::assert_one_line_error(&sandbox, &refused, 64, "--id");
     assert!(err.contains("keeps no leader ids"), "{err}");

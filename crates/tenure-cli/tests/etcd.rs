@@ -147,7 +147,7 @@ fn rate_limits_on_etcd_are_refused_naming_redis_and_sqlite() {
         s.tenure()
             .args(["--backend", &etcd.url(), "status", "--key", "k"]),
     );
-    assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
+    assert_eq!(status.status.code(), Some(75), "free: {}", stderr(&status));
 }
 
 /// `etcds://` with etcdctl's certificate options: the test CA works (a run
@@ -189,7 +189,7 @@ fn etcds_with_cacert_runs_and_a_wrong_ca_exits_69() {
         stdout(&out)
     );
     let out = output(s.tenure().args(tls).args(["status", "--key", "tls"]));
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(75), "free: {}", stderr(&out));
     // The same three files from the environment.
     let out = output(
         s.tenure()
@@ -198,7 +198,7 @@ fn etcds_with_cacert_runs_and_a_wrong_ca_exits_69() {
             .env("TENURE_TLS_KEY", &key)
             .args(["--backend", &etcd.tls_url(), "status", "--key", "tls"]),
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(75), "free: {}", stderr(&out));
     // A certificate without its key is a usage error, from either source.
     assert_one_line_error(
         &s,

@@ -10,7 +10,7 @@ pub use builder::CoordinatorBuilder;
 use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::key::validate_key;
-use crate::lease::{Lease, LeaseStatus, LeaseStore};
+use crate::lease::{Lease, LeaseStatus, LeaseStore, ReleaseOutcome};
 use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryLimits, MemoryRecords, MemorySemaphores, MemoryStore};
@@ -300,6 +300,23 @@ impl Coordinator {
         Lease::new(Arc::clone(&self.backend), key.into())
     }
 
+    /// Releases the lease on `key` whoever holds it: an operator's
+    /// break-glass for a holder that hangs while renewing. The store's next
+    /// fence is greater than the old holder's, so a fenced resource refuses
+    /// its writes; the old holder's guard learns of the loss at its next
+    /// renewal (its lost signal fires), not before — until then its work goes
+    /// on. Waiters are woken as by an ordinary release. `NotHeld` when the
+    /// lease was free, or changed hands between the read and the release
+    /// (nothing is released then). Quorums and stores that cannot read the
+    /// holder's token refuse with [`Error::Config`].
+    pub async fn force_release(&self, key: &str) -> Result<ReleaseOutcome> {
+        validate_key(key)?;
+        match self.backend.holder_token(key).await? {
+            Some(token) => self.backend.release(key, &token).await,
+            None => Ok(ReleaseOutcome::NotHeld),
+        }
+    }
+
     /// Reads whether `key` is held, its TTL and last fence, who holds it (when
     /// the holder [recorded it](Lease::record_holder)) and how many wait,
     /// without changing it.
@@ -425,6 +442,34 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// A forced release frees a lease its caller does not hold: the next fence
+    /// is greater, and the old guard's next renewal finds the lease gone.
+    #[tokio::test]
+    async fn force_release_takes_the_lease_from_its_holder() {
+        use crate::lease::{ExtendOutcome, TryAcquire};
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = Coordinator::sqlite(dir.path().join("t.db")).await.unwrap();
+        for c in [Coordinator::memory(), sqlite] {
+            assert_eq!(c.force_release("k").await.unwrap(), ReleaseOutcome::NotHeld);
+            let TryAcquire::Acquired(old) = c.lease("k").try_acquire().await.unwrap() else {
+                panic!("not acquired")
+            };
+            assert_eq!(
+                c.force_release("k").await.unwrap(),
+                ReleaseOutcome::Released
+            );
+            let TryAcquire::Acquired(new) = c.lease("k").try_acquire().await.unwrap() else {
+                panic!("not acquired after the forced release")
+            };
+            assert!(new.fence() > old.fence());
+            assert!(matches!(
+                old.extend().await.unwrap(),
+                ExtendOutcome::NotHeld
+            ));
+            assert!(c.force_release("").await.is_err());
+        }
+    }
 
     /// The CLI asks stores whether they coordinate across processes instead of
     /// comparing descriptions: the memory store does not, SQLite does.

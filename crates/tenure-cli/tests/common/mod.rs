@@ -74,6 +74,22 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Starts a holder of `key` on the sandbox's default store that keeps the
+/// lease until `release` exists; returns once it holds the lease.
+pub fn hold(sandbox: &Sandbox, key: &str, release: &Path) -> Running {
+    let marker = sandbox.path(&format!("{key}.held"));
+    // A marker left by an earlier holder would say "held" too early.
+    let _ = std::fs::remove_file(&marker);
+    let script = format!(
+        "echo $$ > {m}; while [ ! -e {r} ]; do sleep 0.02; done",
+        m = marker.display(),
+        r = release.display()
+    );
+    let holder = sandbox.start(&["run", "-k", key, "--", "sh", "-c", &script]);
+    wait_for_file(&marker, Duration::from_secs(10));
+    holder
+}
+
 /// Waits until `path` exists and is not empty (or panics after `max`).
 pub fn wait_for_file(path: &Path, max: Duration) -> String {
     let start = Instant::now();

@@ -445,6 +445,21 @@ impl LeaseStore for EtcdStore {
         self.release_key(key, &self.lease_key(key), token).await
     }
 
+    async fn holder_token(&self, key: &str) -> Result<Option<OwnerToken>> {
+        let storage_key = self.lease_key(key);
+        let read = Txn::new().and_then([TxnOp::get(storage_key.as_str(), None)]);
+        let reply = self.txn("holder_token", key, read).await?;
+        let value = reply
+            .op_responses()
+            .into_iter()
+            .find_map(|r| match r {
+                TxnOpResponse::Get(mut get) => get.take_kvs().into_iter().next(),
+                _ => None,
+            })
+            .and_then(|kv| kv.value_str().ok().map(str::to_string));
+        Ok(value.map(OwnerToken::from_stored))
+    }
+
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let storage_key = self.lease_key(key);
         // One read-only transaction: the key, its holder record and the

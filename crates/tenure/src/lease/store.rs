@@ -216,6 +216,19 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Reads the state of `key` without changing it.
     async fn status(&self, key: &str) -> Result<LeaseStatus>;
 
+    /// The owner token of the lease on `key` while it is held, `None` when it
+    /// is free: what a forced release (an operator's break-glass, see
+    /// [`Coordinator::force_release`](crate::Coordinator::force_release))
+    /// passes to [`release`](Self::release). The default refuses with
+    /// [`Error::Config`](crate::Error::Config).
+    async fn holder_token(&self, key: &str) -> Result<Option<OwnerToken>> {
+        let _ = key;
+        Err(crate::Error::Config {
+            url: self.describe(),
+            reason: "this store cannot release a lease held by someone else".into(),
+        })
+    }
+
     /// The leases held now whose key starts with `prefix`, by key, in key
     /// order. The default refuses: a store that cannot list says so with
     /// [`Error::Config`](crate::Error::Config).

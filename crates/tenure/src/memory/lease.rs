@@ -174,6 +174,11 @@ impl LeaseStore for MemoryStore {
         }
     }
 
+    async fn holder_token(&self, key: &str) -> Result<Option<OwnerToken>> {
+        let now = self.clock.now();
+        Ok(self.lock().live(key, now).map(|entry| entry.token.clone()))
+    }
+
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let now = self.clock.now();
         Ok(self.lock().status(key, now))

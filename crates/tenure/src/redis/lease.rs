@@ -452,6 +452,25 @@ impl LeaseStore for RedisStore {
         self.release_to_next(key, token).await
     }
 
+    async fn holder_token(&self, key: &str) -> Result<Option<OwnerToken>> {
+        let [lease_key, _, _] = self.keys.lease_fence_holder(key);
+        let mut pipe = redis::pipe();
+        pipe.cmd("TYPE").arg(&lease_key).get(&lease_key);
+        let (kind, value): (String, Option<String>) = self
+            .conn
+            .call("holder_token", &lease_key, |mut c| async move {
+                pipe.query_async(&mut c).await
+            })
+            .await?;
+        if kind != "none" && kind != "string" {
+            return Err(Error::WrongType {
+                key: lease_key,
+                detail: format!("lease key holds a {kind}"),
+            });
+        }
+        Ok(value.map(OwnerToken::from_stored))
+    }
+
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let [lease_key, fence_key, holder_key] = self.keys.lease_fence_holder(key);
         let mut pipe = redis::pipe();

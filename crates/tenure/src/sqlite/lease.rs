@@ -281,6 +281,22 @@ impl LeaseStore for SqliteStore {
         })
     }
 
+    async fn holder_token(&self, key: &str) -> Result<Option<OwnerToken>> {
+        let owned_key = key.to_string();
+        self.transact(
+            "holder_token",
+            key,
+            TransactionBehavior::Deferred,
+            move |tx, now| {
+                Ok(read_row(tx, &owned_key)?
+                    .filter(|row| row.held_for(now).is_some())
+                    .and_then(|row| row.token)
+                    .map(OwnerToken::from_stored))
+            },
+        )
+        .await
+    }
+
     async fn status(&self, key: &str) -> Result<LeaseStatus> {
         let owned_key = key.to_string();
         self.transact(
