@@ -447,21 +447,18 @@ mod tests {
     /// is greater, and the old guard's next renewal finds the lease gone.
     #[tokio::test]
     async fn force_release_takes_the_lease_from_its_holder() {
-        use crate::lease::{ExtendOutcome, TryAcquire};
+        use crate::lease::ExtendOutcome;
         let dir = tempfile::tempdir().unwrap();
         let sqlite = Coordinator::sqlite(dir.path().join("t.db")).await.unwrap();
         for c in [Coordinator::memory(), sqlite] {
             assert_eq!(c.force_release("k").await.unwrap(), ReleaseOutcome::NotHeld);
-            let TryAcquire::Acquired(old) = c.lease("k").try_acquire().await.unwrap() else {
-                panic!("not acquired")
-            };
+            let old = c.lease("k").try_acquire().await.unwrap().expect("free");
             assert_eq!(
                 c.force_release("k").await.unwrap(),
                 ReleaseOutcome::Released
             );
-            let TryAcquire::Acquired(new) = c.lease("k").try_acquire().await.unwrap() else {
-                panic!("not acquired after the forced release")
-            };
+            let new = c.lease("k").try_acquire().await.unwrap();
+            let new = new.expect("acquired after the forced release");
             assert!(new.fence() > old.fence());
             assert!(matches!(
                 old.extend().await.unwrap(),

@@ -447,16 +447,16 @@ impl LeaseStore for EtcdStore {
 
     async fn holder_token(&self, key: &str) -> Result<Option<OwnerToken>> {
         let storage_key = self.lease_key(key);
-        let read = Txn::new().and_then([TxnOp::get(storage_key.as_str(), None)]);
+        let read =
+            TxnRequest::new().and_then([RequestOp::get(RangeRequest::new(storage_key.as_str()))]);
         let reply = self.txn("holder_token", key, read).await?;
         let value = reply
-            .op_responses()
+            .responses
             .into_iter()
-            .find_map(|r| match r {
-                TxnOpResponse::Get(mut get) => get.take_kvs().into_iter().next(),
-                _ => None,
-            })
-            .and_then(|kv| kv.value_str().ok().map(str::to_string));
+            .next()
+            .and_then(ResponseOp::into_range)
+            .and_then(|g| g.kvs.into_iter().next())
+            .and_then(|kv| String::from_utf8(kv.value).ok());
         Ok(value.map(OwnerToken::from_stored))
     }
 
