@@ -125,9 +125,7 @@ pub use crate::key::{MAX_KEY_LEN, validate_key};
 pub use crate::lease::{Attempt, ExtendOutcome, Lease, LeaseGuard, LostSignal};
 pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
 
-/// The README's `rust` examples, compiled and run as doctests (those that
-/// need a server are `no_run`). `README.md` is a link to the repository's, so
-/// it is inside the package too.
+/// The crates.io README's examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
@@ -136,6 +134,8 @@ pub struct ReadmeDoctests;
 /// under `cfg(doctest)`), compiled and, where they need no server, run.
 #[cfg(doctest)]
 mod docs_doctests {
+    #[doc = include_str!("../../../README.md")]
+    struct RepositoryReadme;
     #[doc = include_str!("../../../docs/recipes.md")]
     struct Recipes;
     #[doc = include_str!("../../../docs/limiters.md")]
