@@ -107,7 +107,7 @@ cargo run -q -p lease-example
 echo "== README set-up command (tenure run on the embedded SQLite default, fresh state dir)"
 state=$(mktemp -d)
 env -u TENURE_DB -u TENURE_BACKEND XDG_STATE_HOME="$state" \
-  cargo run -q -p tenure-cli -- run --key demo -- sh -c 'echo "holding demo, fence $TENURE_FENCE"'
+  cargo run -q -p tenure-cli -- run demo sh -c 'echo "holding demo, fence $TENURE_FENCE"'
 test -f "$state/tenure/tenure.db"
 rm -rf "$state"
 echo "== man pages (generated from the CLI's grammar, as a packager would)"

@@ -189,7 +189,7 @@ pub enum Command {
     #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
     /// Run a command only while this process leads an election (TENURE_FENCE
-    /// is the term); campaign again after losing leadership unless --once.
+    /// is the term); campaign again after losing leadership unless --exit-on-loss.
     #[command(override_usage = ELECT_USAGE, after_help = ELECT_EXAMPLES)]
     Elect(crate::elect::ElectArgs),
     /// Show who leads an election: exit 0, or 75 when nobody leads.
