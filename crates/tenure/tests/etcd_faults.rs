@@ -393,3 +393,32 @@ async fn a_long_wait_provokes_no_goaway_from_etcds_ping_policy() {
     let log = etcd.member(0).log();
     assert!(!log.contains("too many pings"), "{log}");
 }
+
+/// A waiter rides out the loss of the leader member: its calls and watch on
+/// the killed member fail (connection reset, "no leader" while the others
+/// elect one), which is transient, so it keeps waiting and takes the lease
+/// when the holder's TTL runs out instead of giving up with an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_keeps_waiting_through_a_leader_kill() {
+    let mut cluster = EtcdCluster::start(3);
+    let tenure = connect(&cluster.url(), Duration::from_secs(2)).await;
+    let lease = tenure.lease("failover").ttl(Duration::from_secs(3));
+    let _holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let lease = lease.clone();
+            tokio::spawn(async move { lease.acquire_within(Duration::from_secs(30)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let leader = tokio::task::block_in_place(|| cluster.wait_for_leader());
+    tokio::task::block_in_place(|| cluster.kill(leader));
+    for waiter in waiters {
+        let granted = waiter
+            .await
+            .unwrap()
+            .expect("waiting goes on through the failover");
+        let guard = granted.into_guard().expect("acquired within the budget");
+        guard.release().await.unwrap();
+    }
+}
