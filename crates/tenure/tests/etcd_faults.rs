@@ -294,6 +294,18 @@ async fn a_token_etcd_no_longer_knows_is_renewed() {
         .unwrap();
     assert!(!tenure.status("renewed").await.unwrap().held);
     restart_auth(&addr, "root", "pw");
+    // Calls refused together authenticate once.
+    let before = finished(&etcd, 0, "Authenticate");
+    let statuses: Vec<_> = (0..8)
+        .map(|i| {
+            let tenure = tenure.clone();
+            tokio::spawn(async move { tenure.status(&format!("renewed-{i}")).await })
+        })
+        .collect();
+    for status in statuses {
+        assert!(!status.await.unwrap().unwrap().held);
+    }
+    assert_eq!(finished(&etcd, 0, "Authenticate") - before, 1);
     let guard = tenure
         .lease("renewed")
         .try_acquire()
@@ -353,7 +365,7 @@ fn restart_auth(addr: &str, name: &str, password: &str) {
 
 /// How many gRPC calls of `method` etcd member `member` has finished, by any
 /// code, from its `/metrics` page: a call cut by a closed connection counts.
-fn handled(cluster: &EtcdCluster, member: usize, method: &str) -> u64 {
+fn finished(cluster: &EtcdCluster, member: usize, method: &str) -> u64 {
     let page = http(&cluster.member(member).addr(), "GET /metrics", None, "");
     let needle = format!("grpc_method=\"{method}\"");
     page.lines()
@@ -382,7 +394,7 @@ async fn a_long_wait_provokes_no_goaway_from_etcds_ping_policy() {
     // Three strikes close the connection: with pings every second that is
     // about 3 s; give a 5 s policy's worth of pings twice over.
     tokio::time::sleep(Duration::from_secs(12)).await;
-    let cut = handled(&etcd, 0, "Watch");
+    let cut = finished(&etcd, 0, "Watch");
     holder.release().await.unwrap();
     let granted = waiter
         .await
