@@ -294,6 +294,18 @@ async fn a_token_etcd_no_longer_knows_is_renewed() {
         .unwrap();
     assert!(!tenure.status("renewed").await.unwrap().held);
     restart_auth(&addr, "root", "pw");
+    // Calls refused together authenticate once.
+    let before = finished(&etcd, 0, "Authenticate");
+    let statuses: Vec<_> = (0..8)
+        .map(|i| {
+            let tenure = tenure.clone();
+            tokio::spawn(async move { tenure.status(&format!("renewed-{i}")).await })
+        })
+        .collect();
+    for status in statuses {
+        assert!(!status.await.unwrap().unwrap().held);
+    }
+    assert_eq!(finished(&etcd, 0, "Authenticate") - before, 1);
     let guard = tenure
         .lease("renewed")
         .try_acquire()
@@ -352,7 +364,7 @@ fn restart_auth(addr: &str, name: &str, password: &str) {
 
 /// How many gRPC calls of `method` etcd member `member` has finished, by any
 /// code, from its `/metrics` page: a call cut by a closed connection counts.
-fn handled(cluster: &EtcdCluster, member: usize, method: &str) -> u64 {
+fn finished(cluster: &EtcdCluster, member: usize, method: &str) -> u64 {
     let page = http(&cluster.member(member).addr(), "GET /metrics", None, "");
     let needle = format!("grpc_method=\"{method}\"");
     page.lines()
@@ -381,7 +393,7 @@ async fn a_long_wait_provokes_no_goaway_from_etcds_ping_policy() {
     // Three strikes close the connection: with pings every second that is
     // about 3 s; give a 5 s policy's worth of pings twice over.
     tokio::time::sleep(Duration::from_secs(12)).await;
-    let cut = handled(&etcd, 0, "Watch");
+    let cut = finished(&etcd, 0, "Watch");
     holder.release().await.unwrap();
     let granted = waiter
         .await
@@ -391,4 +403,33 @@ async fn a_long_wait_provokes_no_goaway_from_etcds_ping_policy() {
     assert_eq!(cut, 0, "etcd ended the waiter's watch (GOAWAY)");
     let log = etcd.member(0).log();
     assert!(!log.contains("too many pings"), "{log}");
+}
+
+/// A waiter rides out the loss of the leader member: its calls and watch on
+/// the killed member fail (connection reset, "no leader" while the others
+/// elect one), which is transient, so it keeps waiting and takes the lease
+/// when the holder's TTL runs out instead of giving up with an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_keeps_waiting_through_a_leader_kill() {
+    let mut cluster = EtcdCluster::start(3);
+    let tenure = connect(&cluster.url(), Duration::from_secs(2)).await;
+    let lease = tenure.lease("failover").ttl(Duration::from_secs(3));
+    let _holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let lease = lease.clone();
+            tokio::spawn(async move { lease.acquire_within(Duration::from_secs(30)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let leader = tokio::task::block_in_place(|| cluster.wait_for_leader());
+    tokio::task::block_in_place(|| cluster.kill(leader));
+    for waiter in waiters {
+        let granted = waiter
+            .await
+            .unwrap()
+            .expect("waiting goes on through the failover");
+        let guard = granted.into_guard().expect("acquired within the budget");
+        guard.release().await.unwrap();
+    }
 }

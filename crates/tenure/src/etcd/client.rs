@@ -49,6 +49,9 @@ struct Auth {
     name: String,
     password: String,
     token: Mutex<Option<MetadataValue<Ascii>>>,
+    /// Held while a refused token is renewed: calls refused together
+    /// authenticate once (etcd checks a password with bcrypt, slow on purpose).
+    renewing: tokio::sync::Mutex<()>,
 }
 
 /// How to reach the cluster.
@@ -94,6 +97,7 @@ impl Client {
                 name,
                 password,
                 token: Mutex::new(None),
+                renewing: tokio::sync::Mutex::new(()),
             })
         });
         Ok(Client {
@@ -231,24 +235,44 @@ impl Client {
         F: Fn(Channel, Request<M>) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
-        match send(self.channel.clone(), self.request(message.clone())).await {
+        let token = self.token();
+        let first = self.request(message.clone(), token.clone());
+        match send(self.channel.clone(), first).await {
             Err(status) if self.auth.is_some() && token_refused(&status) => {
-                self.authenticate().await?;
-                send(self.channel.clone(), self.request(message)).await
+                self.renew(token).await?;
+                send(self.channel.clone(), self.request(message, self.token())).await
             }
             other => other,
         }
     }
 
-    /// `message` with "leader required" and the token, if any.
-    fn request<M>(&self, message: M) -> Request<M> {
+    /// The current token, if a user authenticated.
+    fn token(&self) -> Option<MetadataValue<Ascii>> {
+        self.auth.as_ref().and_then(|a| lock(&a.token).clone())
+    }
+
+    /// Authenticates again after etcd refused `refused`, unless another call
+    /// has done so meanwhile.
+    async fn renew(&self, refused: Option<MetadataValue<Ascii>>) -> Result<(), Status> {
+        let Some(auth) = &self.auth else {
+            return Ok(());
+        };
+        let _alone = auth.renewing.lock().await;
+        if *lock(&auth.token) != refused {
+            return Ok(());
+        }
+        self.authenticate().await
+    }
+
+    /// `message` with "leader required" and `token`, if any.
+    fn request<M>(&self, message: M, token: Option<MetadataValue<Ascii>>) -> Request<M> {
         let mut request = Request::new(message);
         let metadata = request.metadata_mut();
         metadata.insert(
             REQUIRE_LEADER.0,
             MetadataValue::from_static(REQUIRE_LEADER.1),
         );
-        if let Some(token) = self.auth.as_ref().and_then(|a| lock(&a.token).clone()) {
+        if let Some(token) = token {
             metadata.insert(TOKEN, token);
         }
         request
