@@ -107,6 +107,7 @@
 
 mod ballot;
 mod cleanup;
+mod dedup;
 mod gather;
 pub(crate) mod node;
 mod ops;
