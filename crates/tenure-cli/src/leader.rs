@@ -39,7 +39,7 @@ pub async fn leader(global: &Global, args: &LeaderArgs) -> Result<u8, Failure> {
                 "ttl_ms": null,
             }),
         };
-        output::line(&value.to_string());
+        output::json(&value);
     } else if !global.quiet {
         match &now {
             Some(l) => {

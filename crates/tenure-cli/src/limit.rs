@@ -35,7 +35,7 @@ pub async fn limit(global: &Global, args: &LimitArgs) -> Result<u8, Failure> {
             "retry_after_ms": d.retry_after.map(ms),
             "reset_after_ms": ms(d.reset_after),
         });
-        output::line(&value.to_string());
+        output::json(&value);
     } else if !global.quiet {
         let left = format!("{} of {} left", d.remaining, d.limit);
         let reset = duration::show(d.reset_after);

@@ -31,7 +31,7 @@ pub async fn list(global: &Global, args: &ListArgs) -> Result<u8, Failure> {
     let leases = tenure.list(&args.prefix).await?;
     if args.json {
         for (key, s) in &leases {
-            output::line(&status::to_json(key, s).to_string());
+            output::json(&status::to_json(key, s));
         }
     } else if !global.quiet {
         for line in table(&leases, None) {

@@ -17,6 +17,13 @@ pub fn line(text: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{}", secrets::scrub(text));
 }
 
+/// Prints `value` as one line of JSON on stdout, secrets scrubbed from its
+/// strings only (see [`secrets::scrub_json`]).
+pub fn json(value: &serde_json::Value) {
+    let text = secrets::scrub_json(value).to_string();
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
+
 /// Prints `tenure: TEXT` on stderr (both without any password from the
 /// command line or the environment).
 pub fn note(text: &str) {

@@ -306,7 +306,7 @@ impl Report {
             "held_ms": self.held.map(ms),
             "ran_ms": self.ran.map(ms),
         });
-        let text = secrets::scrub(&value.to_string());
+        let text = secrets::scrub_json(&value).to_string();
         match sink {
             Sink::Stderr => {
                 let _ = writeln!(std::io::stderr().lock(), "{text}");

@@ -3,9 +3,10 @@
 //! The library redacts the URLs it names in errors and descriptions; this is
 //! the command line's second line of defence. Before anything is parsed, the
 //! secrets of every URL on the command line and in `TENURE_BACKEND` are
-//! collected, and every line tenure prints (messages, JSON, `-v` logs) has them
-//! replaced by `***` — also the pieces a wrong split at `,`, `@` or `?` could
-//! have cut a password into.
+//! collected, and every line tenure prints (messages, `-v` logs, the strings
+//! inside its JSON) has them replaced by `***` — also the pieces a wrong split
+//! at `,`, `@` or `?` could have cut a password into. tenure's own JSON
+//! structure (field names, numbers, `true`) is never scrubbed.
 
 use std::io::Write;
 use std::sync::OnceLock;
@@ -40,6 +41,24 @@ pub fn scrub(text: &str) -> String {
         }
     }
     out
+}
+
+/// `value` with every collected secret replaced by `***` in its strings only:
+/// field names, numbers and `true`/`false` are tenure's own and never contain
+/// a secret, so the JSON stays valid and keeps its fields.
+pub fn scrub_json(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(scrub(s)),
+        Value::Array(items) => Value::Array(items.iter().map(scrub_json).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(name, v)| (name.clone(), scrub_json(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 fn secrets_of(value: &str, found: &mut Vec<String>) {

@@ -14,7 +14,7 @@ pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
     let tenure = store::connect(global).await?;
     let s = tenure.status(args.key.get()).await?;
     if args.json {
-        output::line(&to_json(args.key.get(), &s).to_string());
+        output::json(&to_json(args.key.get(), &s));
     } else if !global.quiet {
         let state = match (s.held, s.ttl_left) {
             (true, Some(ttl)) => format!("held, {} left", duration::show(ttl)),

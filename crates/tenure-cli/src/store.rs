@@ -57,6 +57,14 @@ pub fn split_urls(value: &str) -> Vec<&str> {
 
 /// Connects to the configured store.
 pub async fn connect(global: &Global) -> Result<Coordinator, Failure> {
+    // `--backend "$REDIS_URL"` with the variable unset: falling back to this
+    // user's SQLite file would quietly coordinate nothing across hosts.
+    if global.backends.iter().any(|v| split_urls(v).is_empty()) {
+        return Err(Failure::usage(
+            "--backend (or TENURE_BACKEND) is empty — an unset variable? Give a URL, or \
+             leave it out to use this user's SQLite file",
+        ));
+    }
     let urls: Vec<&str> = global.backends.iter().flat_map(|v| split_urls(v)).collect();
     // In-process state coordinates nothing between two tenure invocations: each
     // would hold every lease and a full rate-limit budget alone.

@@ -223,6 +223,7 @@ async fn every_election_key_of_a_foreign_type_is_refused_and_left_alone_on_redis
     recipes_common::foreign_keys_are_refused(
         fx.server.as_ref().unwrap(),
         "elect:foreign",
+        "",
         |name| async move { tenure.election(name).try_campaign("a").await.unwrap_err() },
     )
     .await;

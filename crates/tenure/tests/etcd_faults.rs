@@ -414,11 +414,11 @@ async fn a_waiter_keeps_waiting_through_a_leader_kill() {
     let mut cluster = EtcdCluster::start(3);
     let tenure = connect(&cluster.url(), Duration::from_secs(2)).await;
     let lease = tenure.lease("failover").ttl(Duration::from_secs(3));
-    let _holder = lease.try_acquire().await.unwrap().into_guard().unwrap();
+    let _holder = lease.try_acquire().await.unwrap().unwrap();
     let waiters: Vec<_> = (0..3)
         .map(|_| {
             let lease = lease.clone();
-            tokio::spawn(async move { lease.acquire_within(Duration::from_secs(30)).await })
+            tokio::spawn(async move { lease.attempt_within(Duration::from_secs(30)).await })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;

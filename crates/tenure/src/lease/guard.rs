@@ -392,9 +392,32 @@ impl LeaseGuard {
 
     /// Resets the TTL now. Never revives a lease that has expired: then it returns
     /// [`ExtendOutcome::NotHeld`] and the lost signal fires.
+    ///
+    /// A lost guard stays lost: once the lost signal has fired or the local
+    /// deadline has passed, `extend` sends no renewal — even if the store,
+    /// whose TTL ends a drift margin later, would still grant one — answers
+    /// [`ExtendOutcome::NotHeld`], and releases the key in the background, so
+    /// that it is not held for a holder that may no longer use it.
     pub async fn extend(&self) -> Result<ExtendOutcome> {
+        if self.shared.check_lost() {
+            self.release_in_background();
+            return Ok(ExtendOutcome::NotHeld);
+        }
         let reply = self.shared.extend().await?;
         Ok(self.shared.apply(reply))
+    }
+
+    /// Sends the release from a task of its own (best effort: without a
+    /// runtime, the TTL frees the key).
+    fn release_in_background(&self) {
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let shared = Arc::clone(&self.shared);
+            handle.spawn(async move {
+                if let Err(e) = shared.release().await {
+                    tracing::debug!(key = %shared.key, error = %e, "release in the background failed; the TTL will free the key");
+                }
+            });
+        }
     }
 
     /// Releases the lease. [`ReleaseOutcome::NotHeld`] means it had already
@@ -429,14 +452,6 @@ impl Drop for LeaseGuard {
         if self.released {
             return;
         }
-        // Best effort: if no runtime is around, the TTL frees the key.
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let shared = Arc::clone(&self.shared);
-            handle.spawn(async move {
-                if let Err(e) = shared.release().await {
-                    tracing::debug!(key = %shared.key, error = %e, "release on drop failed; the TTL will free the key");
-                }
-            });
-        }
+        self.release_in_background();
     }
 }

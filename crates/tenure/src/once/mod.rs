@@ -66,7 +66,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::lease::{Attempt, Lease, LeaseGuard, LeaseStore, ReleaseWatch};
-use crate::record::{PutOutcome, PutRule, Record, RecordStore};
+use crate::record::{PutOutcome, PutRule, Record, RecordStore, result_key};
 
 /// How long results are kept unless [`Once::retain`] says otherwise.
 pub const DEFAULT_RETAIN: Duration = Duration::from_secs(24 * 3600);
@@ -373,7 +373,7 @@ impl Once {
         };
         let put = records
             .put_record(
-                self.key(),
+                &result_key(self.key()),
                 &Record { fence, value },
                 Some(self.retain),
                 PutRule::IfAbsent,
@@ -421,15 +421,16 @@ impl Once {
             .map(|w| Instant::now() + crate::duration::capped(w));
         let mut watch: Option<ReleaseWatch> = None;
         let mut backoff = Duration::from_millis(5);
+        let record_key = result_key(self.key());
         loop {
-            if let Some(record) = records.get_record(self.key()).await? {
+            if let Some(record) = records.get_record(&record_key).await? {
                 return Ok(Found::Recorded(record));
             }
             let ttl_left = match self.lease.attempt().await? {
                 Attempt::Acquired(guard) => {
                     // A runner may have recorded and released between the read
                     // above and this acquire.
-                    return match records.get_record(self.key()).await {
+                    return match records.get_record(&record_key).await {
                         Ok(Some(record)) => {
                             let _ = guard.release().await;
                             Ok(Found::Recorded(record))

@@ -107,6 +107,7 @@
 
 mod ballot;
 mod cleanup;
+mod dedup;
 mod gather;
 mod limit;
 pub(crate) mod node;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use super::dedup;
 use super::gather::{Call, count_ok};
 use super::node::QuorumNode;
 use super::options::QuorumOptions;
@@ -234,18 +235,15 @@ impl QuorumStore {
             .connect_timeout(options.connect_timeout.unwrap_or(options.node_timeout));
         let mut nodes = Vec::new();
         let mut names: Vec<String> = Vec::new();
+        let mut targets = Vec::new();
         for url in urls {
             let url = url.as_ref().trim();
             let name = redact(url);
-            if names.contains(&name) {
-                return Err(Error::Config {
-                    url: name,
-                    reason: "the same node is listed twice; it would vote twice".into(),
-                });
-            }
             nodes.push(RedisStore::quorum_node(url, node_options.clone())?);
+            targets.push((name.clone(), dedup::Target::of(url)));
             names.push(name);
         }
+        dedup::check_spelled(&targets)?;
         if nodes.is_empty() {
             return Err(Error::Config {
                 url: String::new(),
@@ -264,7 +262,16 @@ impl QuorumStore {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let store = Self::new(urls, options)?;
+        let urls: Vec<String> = urls
+            .into_iter()
+            .map(|u| u.as_ref().trim().to_string())
+            .collect();
+        let store = Self::new(&urls, options)?;
+        let targets: Vec<_> = urls
+            .iter()
+            .map(|u| (redact(u), dedup::Target::of(u)))
+            .collect();
+        dedup::check_resolved(&targets).await?;
         store.core.check_majority().await?;
         Ok(store)
     }

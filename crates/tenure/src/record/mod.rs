@@ -15,6 +15,15 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::fence::Fence;
 
+/// The record key of run-once results for the lease `key`. An election on the
+/// same key records its leader under `key` itself; the results go apart, so
+/// neither reads the other's record as its own nor replaces it. The separator
+/// is a control character, which no user key may contain, so no other key's
+/// record can land there.
+pub(crate) fn result_key(key: &str) -> String {
+    format!("{key}\u{1f}once")
+}
+
 /// A value written under a lease, tagged with that lease's fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {

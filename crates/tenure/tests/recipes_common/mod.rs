@@ -177,27 +177,43 @@ pub const LEASE_AND_RECORD_KEYS: [(&str, Foreign); 7] = [
     (":record", Foreign::Hash),
 ];
 
+/// The Redis key of `suffix` for the user key `name`, whose record key is
+/// `name` followed by `record_tag` (run-once results keep their records
+/// apart from an election's).
+fn storage_key(name: &str, suffix: &str, record_tag: &str) -> String {
+    if suffix == ":record" {
+        format!("tenure:{{{name}{record_tag}}}{suffix}")
+    } else {
+        format!("tenure:{{{name}}}{suffix}")
+    }
+}
+
 /// For each of [`LEASE_AND_RECORD_KEYS`] on a fresh name: plants the foreign
 /// data, runs `attempt` on the name, and checks that it failed with
 /// [`Error::WrongType`](tenure::Error::WrongType) naming the key, left the
 /// data as it was and created none of the other keys.
-pub async fn foreign_keys_are_refused<F, Fut>(server: &RedisServer, prefix: &str, attempt: F)
-where
+pub async fn foreign_keys_are_refused<F, Fut>(
+    server: &RedisServer,
+    prefix: &str,
+    record_tag: &str,
+    attempt: F,
+) where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = tenure::Error>,
 {
     for (i, (suffix, foreign)) in LEASE_AND_RECORD_KEYS.into_iter().enumerate() {
         let name = format!("{prefix}{i}");
-        let key = format!("tenure:{{{name}}}{suffix}");
+        let key = storage_key(&name, suffix, record_tag);
         foreign.plant(server, &key);
         let e = attempt(name.clone()).await;
         assert!(
-            matches!(&e, tenure::Error::WrongType { .. }) && e.to_string().contains(&key),
+            matches!(&e, tenure::Error::WrongType { .. })
+                && e.to_string().contains(&key.escape_debug().to_string()),
             "{key} ({foreign:?}): {e}"
         );
         foreign.assert_intact(server, &key);
         for other in ["", ":fence", ":record"] {
-            let other_key = format!("tenure:{{{name}}}{other}");
+            let other_key = storage_key(&name, other, record_tag);
             if other != suffix && other != ":fence" {
                 assert!(
                     !exists(server, &other_key),
