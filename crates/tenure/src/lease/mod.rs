@@ -166,8 +166,7 @@ impl Attempt {
 /// let tenure = Coordinator::memory();
 /// let lease = tenure
 ///     .lease("reports:daily")
-///     .ttl(Duration::from_secs(10))
-///     .watchdog(true); // renew every ttl/3 until released
+///     .ttl(Duration::from_secs(10)); // renewed every ttl/3 until released
 /// match lease.attempt().await? {
 ///     Attempt::Acquired(guard) => {
 ///         let fence = guard.fence(); // pass it to the resource you write
@@ -195,7 +194,9 @@ impl Lease {
             backend,
             key,
             ttl: DEFAULT_TTL,
-            renew_every: None,
+            // Renewal on, as for elections and run-once: a holder whose work
+            // outlasts the TTL keeps its lease instead of silently losing it.
+            renew_every: Some(Duration::ZERO),
             holder: None,
         }
     }
@@ -251,7 +252,13 @@ impl Lease {
         self
     }
 
-    /// Turns automatic renewal on (every ttl/3) or off (the default).
+    /// Turns automatic renewal on (every ttl/3, the default) or off.
+    ///
+    /// With renewal on, a guard keeps its lease until released, dropped or
+    /// lost (the store unreachable past the local deadline, the key taken
+    /// over); [`LeaseGuard::run`] and [`Lease::with`] stop the work at the
+    /// loss. Off, the lease lapses after its TTL whatever the work does, and
+    /// the same calls stop the work then: choose it for a fixed budget.
     pub fn watchdog(mut self, on: bool) -> Self {
         self.renew_every = on.then_some(Duration::ZERO);
         self
