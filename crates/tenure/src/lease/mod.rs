@@ -68,7 +68,11 @@ pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
 #[cfg(any(feature = "redis", feature = "sqlite", feature = "etcd"))]
 pub(crate) use holder::elapsed_ms;
 pub use holder::{Holder, HolderInfo, MAX_LABEL_LEN};
+// The implementer types, under short paths for the stores of this crate (which
+// use a different subset with each set of cargo features).
+#[allow(unused_imports)]
 pub(crate) use release_watch::{Handoff, ReleaseWatch};
+#[allow(unused_imports)]
 pub(crate) use store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, valid_until};
 pub use store::{LeaseStatus, ReleaseOutcome, drift};
 
