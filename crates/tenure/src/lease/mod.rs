@@ -122,9 +122,10 @@ const MIN_ERROR_BACKOFF: Duration = Duration::from_millis(20);
 /// restarted server is noticed within about this long.
 const MAX_ERROR_BACKOFF: Duration = Duration::from_millis(500);
 
-/// [`Lease::acquire`] waits in slices this long (a fresh stand in line each),
-/// so a waiter whose notifications were lost while reconnecting looks again.
-const WAIT_SLICE: Duration = Duration::from_secs(60);
+/// [`Lease::acquire`] waits in slices this long, each one stand in line (a
+/// wait looks again at least every second anyway, so a lost notification
+/// costs no more than that). Long, so that FIFO order holds for any real wait.
+const WAIT_SLICE: Duration = MAX_TTL;
 
 /// Longest wait for a pushed release notification before trying again anyway
 /// (a notification can be lost while the subscriber reconnects).
