@@ -51,6 +51,13 @@ check_features
 for feature in redis sqlite quorum tls etcd metrics; do
   check_features --features "$feature"
 done
+# The libraries take only the tokio features they use, not the command line's.
+echo "== tokio features of the libraries"
+for lib in tenure tenure-http; do
+  extra=$(cargo tree -q -p "$lib" -e normal,features -i tokio --prefix none \
+    | grep -oE '^tokio feature "(process|signal|rt-multi-thread|io-std|fs|full)"' | sort -u || true)
+  if [ -n "$extra" ]; then echo "$lib pulls in: $extra"; exit 1; fi
+done
 # A URL whose store is compiled out is refused naming the feature.
 cargo test -q -p tenure --no-default-features --lib features:: >/dev/null
 echo "== the CLI builds without protoc (etcd's client code is generated ahead of time)"

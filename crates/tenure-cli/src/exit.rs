@@ -207,8 +207,12 @@ impl From<tenure::Error> for Failure {
     fn from(e: tenure::Error) -> Self {
         use tenure::Error as E;
         let code = match &e {
-            E::InvalidKey { .. } | E::InvalidArgument { .. } | E::Config { .. } => USAGE,
+            E::InvalidKey { .. }
+            | E::InvalidArgument { .. }
+            | E::Config { .. }
+            | E::Unsupported { .. } => USAGE,
             E::LeaseLost { .. } => LEASE_LOST,
+            E::Busy { .. } => NOT_ACQUIRED,
             E::CostExceedsCapacity { .. } => DATA,
             _ => UNAVAILABLE,
         };

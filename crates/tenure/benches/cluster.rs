@@ -102,7 +102,10 @@ where
     reset(masters);
     let w = tenure.clone();
     let cycles = rate(move |k| {
-        let lease = w.lease(format!("bench:{k}")).ttl(Duration::from_secs(10));
+        let lease = w
+            .lease(format!("bench:{k}"))
+            .watchdog(false)
+            .ttl(Duration::from_secs(10));
         async move {
             // Random keys from 16 tasks rarely collide; a collision is a
             // `Held` answer, which costs the same one script call.
@@ -191,6 +194,7 @@ async fn main() {
     let user_key = "tenant:0000001";
     let guard = single
         .lease(user_key)
+        .watchdog(false)
         .ttl(Duration::from_secs(60))
         .attempt()
         .await

@@ -41,6 +41,7 @@ async fn cycles_per_sec(tenure: &Coordinator, tasks: usize, tag: &str) -> f64 {
                 i += 1;
                 let guard = tenure
                     .lease(format!("{tag}-{t}-{i}"))
+                    .watchdog(false)
                     .ttl(Duration::from_secs(10))
                     .attempt()
                     .await
@@ -74,7 +75,10 @@ async fn handoff(tenure: &Coordinator, key: &str) -> Handoff {
     let start = Instant::now();
     let mut handles = Vec::new();
     for id in 0..TASKS {
-        let lease = tenure.lease(key).ttl(Duration::from_secs(5));
+        let lease = tenure
+            .lease(key)
+            .watchdog(false)
+            .ttl(Duration::from_secs(5));
         let (last, released_at, latencies, turns) = (
             Arc::clone(&last),
             Arc::clone(&released_at),

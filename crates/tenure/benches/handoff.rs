@@ -82,7 +82,10 @@ async fn contend(
     let stop_at = Instant::now() + RUN_FOR;
     let mut tasks = Vec::new();
     for id in 0..TASKS {
-        let lease = tenure.lease(key).ttl(Duration::from_secs(5));
+        let lease = tenure
+            .lease(key)
+            .watchdog(false)
+            .ttl(Duration::from_secs(5));
         let (last_holder, handoffs, waits) = (last_holder.clone(), handoffs.clone(), waits.clone());
         let (released_at, handoff_times) = (released_at.clone(), handoff_times.clone());
         let (waiting_since, violations) = (waiting_since.clone(), violations.clone());

@@ -31,7 +31,10 @@ const ROUNDS: usize = 2000;
 
 /// Median and p99 of acquire + release, after a warm-up.
 async fn measure(tenure: &Coordinator) -> (Duration, Duration) {
-    let lease = tenure.lease("bench").ttl(Duration::from_secs(10));
+    let lease = tenure
+        .lease("bench")
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     for _ in 0..100 {
         let g = lease.attempt().await.unwrap().into_guard().unwrap();
         g.release().await.unwrap();
@@ -58,7 +61,10 @@ async fn contend(clients: &[Coordinator], key: &str) -> (Duration, Duration) {
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in clients {
-        let lease = w.lease(key.to_string()).ttl(Duration::from_secs(10));
+        let lease = w
+            .lease(key.to_string())
+            .watchdog(false)
+            .ttl(Duration::from_secs(10));
         let (spans, barrier) = (Arc::clone(&spans), Arc::clone(&barrier));
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
@@ -147,7 +153,10 @@ fn main() {
 async fn count(n: usize) {
     let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let tenure = quorum(servers.iter().map(RedisServer::url).collect());
-    let lease = tenure.lease("count").ttl(Duration::from_secs(10));
+    let lease = tenure
+        .lease("count")
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     for _ in 0..n {
         let g = lease.attempt().await.unwrap().into_guard().unwrap();
         g.release().await.unwrap();

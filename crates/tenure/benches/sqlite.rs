@@ -27,7 +27,10 @@ fn summary(mut samples: Vec<Duration>) -> String {
 
 /// Acquire + release of a free lease, one after the other.
 async fn lease_round(tenure: &Coordinator) -> String {
-    let lease = tenure.lease("bench").ttl(Duration::from_secs(10));
+    let lease = tenure
+        .lease("bench")
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     let mut samples = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let start = Instant::now();
@@ -59,7 +62,10 @@ async fn handoffs(a: &Coordinator, b: &Coordinator) -> f64 {
     let mut tasks = Vec::new();
     for tenure in [a.clone(), b.clone()] {
         tasks.push(tokio::spawn(async move {
-            let lease = tenure.lease("turns").ttl(Duration::from_secs(10));
+            let lease = tenure
+                .lease("turns")
+                .watchdog(false)
+                .ttl(Duration::from_secs(10));
             let mut turns = 0u32;
             while Instant::now() < stop {
                 let got = lease.attempt_within(Duration::from_secs(5)).await.unwrap();

@@ -56,7 +56,7 @@ impl Coordinator {
     /// - `memory:` — in this process only;
     /// - `redis://host:port[/db]` or `rediss://…` — one Redis master (checked with
     ///   `PING` and its `maxmemory-policy` before returning, see
-    ///   [`RedisOptions::allow_eviction`]), for leases and rate limits alike.
+    ///   [`RedisOptions::allow_eviction`](crate::redis::RedisOptions::allow_eviction)), for leases and rate limits alike.
     ///   Credentials go in the user-info part, `redis://user:password@host`
     ///   (percent-encode `@ / ? # %` in the password); a `?password=` query
     ///   parameter is refused. Passwords are redacted wherever a URL is shown;
@@ -112,7 +112,7 @@ impl Coordinator {
     }
 
     /// Leases over a quorum of independent Redis masters (Redlock), with default
-    /// [`QuorumOptions`]: succeeds when a majority of the nodes answers `PING`, so
+    /// [`QuorumOptions`](crate::quorum::QuorumOptions): succeeds when a majority of the nodes answers `PING`, so
     /// a minority may be down at start. Use 3 or 5 nodes. See
     /// [`quorum`](crate::quorum) for the protocol and its assumptions, and
     /// [`builder`](Self::builder) with

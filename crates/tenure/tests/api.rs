@@ -217,3 +217,16 @@ async fn options_for_another_store_are_refused() {
     let e = memory.fenced_store().unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e:?}");
 }
+
+/// Renewal is on by default: a guard held for several TTLs keeps its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_renew_by_default() {
+    let tenure = Coordinator::memory();
+    let ttl = Duration::from_secs(1);
+    let lease = tenure.lease("api:renewed").ttl(ttl);
+    let guard = lease.try_acquire().await.unwrap().expect("free");
+    tokio::time::sleep(ttl * 5 / 2).await;
+    assert!(!guard.is_lost());
+    assert!(lease.try_acquire().await.unwrap().is_none(), "still held");
+    guard.release().await.unwrap();
+}

@@ -115,7 +115,7 @@ mod etcd_store {
 async fn a_sub_second_ttl_counts_locally_from_the_asked_ttl_while_etcd_holds_a_whole_second(
     fx: &Fixture,
 ) {
-    let lease = fx.tenure.lease("sub-second").ttl(SHORT);
+    let lease = fx.tenure.lease("sub-second").watchdog(false).ttl(SHORT);
     let start = Instant::now();
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert!(guard.remaining() <= SHORT - tenure::lease::drift(SHORT));
@@ -147,6 +147,7 @@ async fn fences_are_create_revisions_increasing_across_keys_and_holders(fx: &Fix
             let guard = fx
                 .tenure
                 .lease(key)
+                .watchdog(false)
                 .ttl(Duration::from_secs(10))
                 .attempt()
                 .await

@@ -55,6 +55,7 @@ async fn killing_the_leader_during_a_lease_loop_keeps_leases_exclusive_and_fence
     for w in 0..4u64 {
         let lease = tenure
             .lease("leader-kill")
+            .watchdog(false)
             .ttl(Duration::from_secs(2))
             .watchdog(true);
         let (turns, errors) = (Arc::clone(&turns), Arc::clone(&errors));
@@ -139,6 +140,7 @@ async fn a_member_cut_off_from_the_majority_cannot_grant() {
     let start = Instant::now();
     let out = tenure
         .lease("minority")
+        .watchdog(false)
         .ttl(Duration::from_secs(5))
         .attempt()
         .await;
@@ -168,6 +170,7 @@ async fn a_member_cut_off_from_the_majority_cannot_grant() {
     assert!(!status.held, "granted while cut off: {status:?}");
     let granted = all
         .lease("minority")
+        .watchdog(false)
         .attempt_within(Duration::from_secs(10))
         .await
         .unwrap();
@@ -193,6 +196,7 @@ async fn dead_endpoints_fail_fast_and_one_dead_among_live_ones_is_skipped() {
     for i in 0..5 {
         let guard = tenure
             .lease(format!("mixed-{i}"))
+            .watchdog(false)
             .attempt()
             .await
             .unwrap()
@@ -260,6 +264,7 @@ async fn user_and_password_in_the_url_authenticate_and_the_password_is_never_sho
     assert!(!format!("{tenure:?}").contains("s3cr"), "{tenure:?}");
     let guard = tenure
         .lease("auth")
+        .watchdog(false)
         .attempt()
         .await
         .unwrap()

@@ -95,7 +95,10 @@ async fn queue_waiters(lease: &tenure::Lease, c: &Admin, n: usize) -> fifo_commo
 async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let etcd = EtcdCluster::single();
     let (tenure, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure.lease("fifo").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("fifo")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
     let line = queue_waiters(&lease, &c, WAITERS).await;
@@ -117,7 +120,10 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
 async fn a_hand_off_costs_the_release_and_one_look() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure.lease("cost").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("cost")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
     let waiters = queue_waiters(&lease, &c, WAITERS).await.waiters;
@@ -161,7 +167,10 @@ async fn a_hand_off_costs_the_release_and_one_look() {
 async fn idle_waiters_do_not_ask_etcd_every_second() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure.lease("idle").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("idle")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 4;
     let fifo_common::Line { waiters, turns } = queue_waiters(&lease, &c, WAITERS).await;
@@ -186,7 +195,10 @@ async fn idle_waiters_do_not_ask_etcd_every_second() {
 async fn a_cancelled_waiter_is_skipped_at_once() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure.lease("cancel").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("cancel")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || counted(&c, "cancel")).await;
 }
@@ -195,7 +207,10 @@ async fn a_cancelled_waiter_is_skipped_at_once() {
 async fn a_waiter_whose_wait_ends_leaves_the_line() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure.lease("budget").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("budget")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let within = Duration::from_millis(300);
     fifo_common::a_waiter_whose_wait_ends_leaves_the_line(
@@ -220,7 +235,10 @@ async fn plant_a_dead_place(c: &mut Admin, key: &str, ttl_secs: i64) {
 async fn a_plain_attempt_does_not_jump_the_line_and_a_dead_head_frees_it_after_its_ttl() {
     let etcd = EtcdCluster::single();
     let (tenure, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure.lease("jump").ttl(Duration::from_secs(10));
+    let lease = tenure
+        .lease("jump")
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     plant_a_dead_place(&mut c, "jump", 2).await;
     let planted = Instant::now();
     // The lease is free, but someone stands in line: no jumping it.
@@ -263,6 +281,7 @@ async fn killed_waiter_child() {
     let tenure = connect(&url).await;
     let _ = tenure
         .lease("killed")
+        .watchdog(false)
         .ttl(KILLED_TTL)
         .attempt_within(Duration::from_secs(120))
         .await;
@@ -272,7 +291,10 @@ async fn killed_waiter_child() {
 async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure.lease("killed").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("killed")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])

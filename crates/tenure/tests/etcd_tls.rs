@@ -26,6 +26,7 @@ async fn leases_and_recipes_work_over_tls_with_the_servers_ca() {
         .unwrap();
     let guard = tenure
         .lease("tls:lease")
+        .watchdog(false)
         .attempt()
         .await
         .unwrap()
@@ -83,7 +84,13 @@ async fn members_that_check_clients_need_the_client_certificate() {
     let sem = tenure
         .semaphore("tls:sem", std::num::NonZeroU32::new(2).unwrap())
         .unwrap();
-    let permit = sem.lease().attempt().await.unwrap().into_guard();
+    let permit = sem
+        .lease()
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap()
+        .into_guard();
     assert!(permit.is_some());
     assert_eq!(sem.held().await.unwrap(), 1);
 }

@@ -29,7 +29,12 @@ async fn connect(server: &RedisServer) -> Coordinator {
     let tenure = common::connect_redis(server).await;
     // Loads the scripts: a first EVALSHA answered NOSCRIPT grants nothing, and
     // the test wants the frozen request to be one that grants.
-    let warm = tenure.lease("warm-up").attempt().await.unwrap();
+    let warm = tenure
+        .lease("warm-up")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap();
     warm.into_guard().unwrap().release().await.unwrap();
     tenure
 }
@@ -40,7 +45,7 @@ async fn connect(server: &RedisServer) -> Coordinator {
 async fn redis_a_cancelled_acquire_is_undone() {
     let server = RedisServer::start();
     let tenure = connect(&server).await;
-    let lease = tenure.lease("cancelled").ttl(TTL);
+    let lease = tenure.lease("cancelled").watchdog(false).ttl(TTL);
     server.pause();
     let attempt = tokio::time::timeout(Duration::from_millis(100), lease.attempt()).await;
     assert!(attempt.is_err(), "the frozen server cannot answer");
@@ -61,7 +66,7 @@ async fn redis_a_cancelled_acquire_is_undone() {
 async fn redis_a_timed_out_acquire_is_undone() {
     let server = RedisServer::start();
     let tenure = connect(&server).await;
-    let lease = tenure.lease("timed-out").ttl(TTL);
+    let lease = tenure.lease("timed-out").watchdog(false).ttl(TTL);
     server.pause();
     let err = lease.attempt().await.unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err}");
@@ -84,7 +89,7 @@ async fn sqlite_a_cancelled_acquire_is_undone() {
     let lock = blocker
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .unwrap();
-    let lease = fx.tenure.lease("cancelled").ttl(TTL);
+    let lease = fx.tenure.lease("cancelled").watchdog(false).ttl(TTL);
     let attempt = tokio::time::timeout(Duration::from_millis(200), lease.attempt()).await;
     assert!(attempt.is_err(), "the write lock is held elsewhere");
     lock.rollback().unwrap();
@@ -106,7 +111,7 @@ async fn sqlite_a_cancelled_acquire_is_undone() {
 async fn sqlite_an_exhausted_fence_counter_leaves_the_lease_free() {
     let fx = common::sqlite().await;
     let path = fx.dir.as_ref().unwrap().path().join("tenure.db");
-    let lease = fx.tenure.lease("exhausted").ttl(TTL);
+    let lease = fx.tenure.lease("exhausted").watchdog(false).ttl(TTL);
     lease
         .attempt()
         .await

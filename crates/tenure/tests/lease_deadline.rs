@@ -13,6 +13,7 @@ use tenure::{Coordinator, Error, LeaseGuard};
 async fn acquire(tenure: &Coordinator, ttl: Duration) -> LeaseGuard {
     tenure
         .lease("deadline")
+        .watchdog(false)
         .ttl(ttl)
         .attempt()
         .await
@@ -112,6 +113,7 @@ async fn the_lost_signal_fires_after_a_jump() {
     for renew in [false, true] {
         let guard = tenure
             .lease(format!("jump-{renew}"))
+            .watchdog(false)
             .ttl(Duration::from_secs(60))
             .watchdog(renew)
             .attempt()

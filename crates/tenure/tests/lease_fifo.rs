@@ -38,7 +38,10 @@ async fn until_in_line(server: &RedisServer, key: &str, n: usize) {
 async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure.lease("fifo").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("fifo")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 8;
     let count = || std::future::ready(in_line(&server, "fifo"));
@@ -67,7 +70,10 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
 async fn a_cancelled_waiter_leaves_the_line_at_once() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure.lease("cancel").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("cancel")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || {
         std::future::ready(in_line(&server, "cancel"))
@@ -79,7 +85,10 @@ async fn a_cancelled_waiter_leaves_the_line_at_once() {
 async fn a_waiter_whose_wait_ends_leaves_the_line() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure.lease("budget").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("budget")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let within = Duration::from_millis(200);
     fifo_common::a_waiter_whose_wait_ends_leaves_the_line(
@@ -106,6 +115,7 @@ async fn killed_waiter_child() {
     let tenure = connect(&url).await;
     let _ = tenure
         .lease("killed")
+        .watchdog(false)
         .ttl(KILLED_TTL)
         .attempt_within(Duration::from_secs(120))
         .await;
@@ -115,7 +125,10 @@ async fn killed_waiter_child() {
 async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure.lease("killed").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("killed")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
@@ -134,7 +147,10 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
 async fn a_lease_handed_to_a_killed_waiter_passes_on_after_its_ttl() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure.lease("vanished").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("vanished")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     // A waiter that stood in line and vanished without a trace, as a killed
     // process leaves it: its place, alive for another 10 s.
@@ -187,7 +203,10 @@ async fn a_newcomer_does_not_jump_the_line_of_a_free_key() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
     vanished_waiter(&server, "jump", 400);
-    let lease = tenure.lease("jump").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("jump")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let asked = Instant::now();
     let guard = lease
         .attempt_within(Duration::from_secs(10))
@@ -214,7 +233,10 @@ async fn a_newcomer_does_not_jump_the_line_of_a_free_key() {
 async fn a_hand_off_message_for_another_place_grants_nothing() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure.lease("stale").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("stale")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let waiter = {
         let lease = lease.clone();
@@ -252,7 +274,7 @@ async fn a_wait_on_keys_of_the_wrong_type_is_a_clear_error() {
     let tenure = connect(&server.url()).await;
     let exists = |key: &str| server.command(&format!("EXISTS {key}")).unwrap();
     let wait = |key: &'static str| {
-        let lease = tenure.lease(key);
+        let lease = tenure.lease(key).watchdog(false);
         async move { lease.attempt_within(Duration::from_secs(5)).await }
     };
 

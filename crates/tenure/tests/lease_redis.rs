@@ -32,6 +32,7 @@ async fn lost_signal_fires_within_one_renewal_interval_when_the_key_is_deleted()
     let every = Duration::from_millis(200);
     let guard = tenure
         .lease("deleted")
+        .watchdog(false)
         .ttl(Duration::from_secs(10))
         .renew_every(every)
         .attempt()
@@ -58,6 +59,7 @@ async fn restart_mid_hold_fires_lost_and_the_client_recovers() {
     let every = Duration::from_millis(200);
     let lease = tenure
         .lease("restart")
+        .watchdog(false)
         .ttl(Duration::from_secs(10))
         .renew_every(every);
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
@@ -107,7 +109,10 @@ async fn four_hundred_cancelled_acquires_leave_no_key_after_the_ttl() {
     let ttl = Duration::from_millis(500);
     let mut tasks = Vec::new();
     for i in 0..400u64 {
-        let lease = tenure.lease(format!("cancel:{}", i % 40)).ttl(ttl);
+        let lease = tenure
+            .lease(format!("cancel:{}", i % 40))
+            .watchdog(false)
+            .ttl(ttl);
         tasks.push(tokio::spawn(async move {
             // Cancel at a random point: before sending, in flight, or after.
             let cut = Duration::from_micros((i * 37) % 3000);
@@ -128,7 +133,12 @@ async fn a_frozen_server_times_out_within_the_budget() {
     let tenure = connect(&server).await; // 500 ms budget per call
     server.pause();
     let start = Instant::now();
-    let err = tenure.lease("frozen").attempt().await.unwrap_err();
+    let err = tenure
+        .lease("frozen")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap_err();
     let took = start.elapsed();
     server.resume();
     assert!(matches!(err, Error::Timeout { .. }), "{err}");
@@ -151,14 +161,24 @@ async fn a_key_of_the_wrong_type_is_an_error_not_a_hold() {
     let server = RedisServer::start();
     let tenure = connect(&server).await;
     server.command("HSET tenure:{hash} a b").unwrap();
-    let err = tenure.lease("hash").attempt().await.unwrap_err();
+    let err = tenure
+        .lease("hash")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err}");
     assert!(err.to_string().contains("hash"), "{err}");
 
     server
         .command("SET tenure:{badfence}:fence notanumber")
         .unwrap();
-    let err = tenure.lease("badfence").attempt().await.unwrap_err();
+    let err = tenure
+        .lease("badfence")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::WrongType { .. }), "{err}");
     assert!(
         !exists(&server, "tenure:{badfence}"),
@@ -176,10 +196,20 @@ async fn interoperates_with_the_common_set_nx_convention() {
     server
         .command("SET tenure:{shared} other-client-token PX 400")
         .unwrap();
-    let out = tenure.lease("shared").attempt().await.unwrap();
+    let out = tenure
+        .lease("shared")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap();
     assert!(matches!(out, Attempt::Held { ttl_left: Some(_) }));
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let guard = tenure.lease("shared").attempt().await.unwrap();
+    let guard = tenure
+        .lease("shared")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap();
     let guard = guard.into_guard().expect("free after the other's TTL");
     // Ours is a plain string value that others' SET NX respects.
     let value = server.command("GET tenure:{shared}").unwrap();
@@ -198,7 +228,10 @@ async fn interoperates_with_the_common_set_nx_convention() {
 async fn survives_a_script_cache_flush() {
     let server = RedisServer::start();
     let tenure = connect(&server).await;
-    let lease = tenure.lease("noscript").ttl(Duration::from_secs(5));
+    let lease = tenure
+        .lease("noscript")
+        .watchdog(false)
+        .ttl(Duration::from_secs(5));
     lease
         .attempt()
         .await
@@ -264,6 +297,7 @@ async fn keys_live_under_the_configured_prefix() {
     let tenure = Coordinator::with_backend(backend);
     let guard = tenure
         .lease("job")
+        .watchdog(false)
         .attempt()
         .await
         .unwrap()
@@ -282,7 +316,10 @@ async fn keys_live_under_the_configured_prefix() {
 async fn release_notifications_survive_a_restart() {
     let mut server = RedisServer::start();
     let tenure = connect(&server).await;
-    let lease = tenure.lease("resub").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("resub")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     // Open the subscriber once before the restart.
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let _ = lease

@@ -166,7 +166,13 @@ async fn holder_child() {
         return;
     };
     let tenure = Coordinator::with_backend(open(&path).await);
-    let guard = tenure.lease("k").ttl(ttl).attempt().await.unwrap();
+    let guard = tenure
+        .lease("k")
+        .watchdog(false)
+        .ttl(ttl)
+        .attempt()
+        .await
+        .unwrap();
     let guard = guard.into_guard().expect("the lease is free");
     println!("held");
     let mut rest = String::new();
@@ -191,6 +197,7 @@ async fn waiter_child() {
     let tenure = Coordinator::with_backend(store);
     let out = tenure
         .lease("k")
+        .watchdog(false)
         .ttl(ttl)
         .attempt_within(Duration::from_secs(60))
         .await
@@ -229,6 +236,7 @@ async fn a_waiter_in_another_process_gets_the_lease_without_polling() {
     let tenure = Coordinator::with_backend(open(&path).await);
     let guard = tenure
         .lease("k")
+        .watchdog(false)
         .ttl(Duration::from_secs(60))
         .attempt()
         .await;
@@ -269,6 +277,7 @@ async fn a_release_in_this_process_wakes_a_waiter_at_once() {
     });
     let guard = holder
         .lease("k")
+        .watchdog(false)
         .ttl(Duration::from_secs(60))
         .attempt()
         .await;
@@ -276,6 +285,7 @@ async fn a_release_in_this_process_wakes_a_waiter_at_once() {
     let wait = tokio::spawn(async move {
         let out = waiter
             .lease("k")
+            .watchdog(false)
             .attempt_within(Duration::from_secs(60))
             .await;
         (out.unwrap().into_guard().expect("acquired"), Instant::now())
@@ -299,7 +309,10 @@ async fn a_release_in_this_process_wakes_a_waiter_at_once() {
 async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let dir = tempfile::tempdir().unwrap();
     let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
-    let lease = tenure.lease("k").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("k")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 6;
     let count = || in_line(&tenure, "k");
@@ -322,7 +335,10 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
 async fn a_waiter_that_gives_up_or_is_cancelled_leaves_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
-    let lease = tenure.lease("k").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("k")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let within = Duration::from_millis(300);
     fifo_common::a_wait_that_ends_leaves_no_place(&lease, within, || in_line(&tenure, "k")).await;
@@ -337,7 +353,10 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let tenure = Coordinator::with_backend(open(&path).await);
-    let lease = tenure.lease("k").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("k")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let killed = child("waiter_child", &path, KILLED_TTL);
     let dead = fifo_common::DeadPlace::SkippedAfter(KILLED_TTL);

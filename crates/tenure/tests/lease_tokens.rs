@@ -59,7 +59,10 @@ impl LeaseStore for Recording {
 async fn each_attempt_uses_a_fresh_owner_token() {
     let backend = Recording::default();
     let tenure = Coordinator::with_backend(backend.clone());
-    let lease = tenure.lease("tokens").ttl(Duration::from_millis(300));
+    let lease = tenure
+        .lease("tokens")
+        .watchdog(false)
+        .ttl(Duration::from_millis(300));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let got = lease.attempt_within(Duration::from_secs(5)).await.unwrap();
     assert!(got.is_acquired());

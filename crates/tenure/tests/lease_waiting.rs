@@ -32,6 +32,7 @@ async fn holder_and_waiter(
 ) -> tokio::task::JoinHandle<tenure::Result<Attempt>> {
     let held = tenure
         .lease(key)
+        .watchdog(false)
         .ttl(HOLDER_TTL)
         .attempt()
         .await
@@ -40,7 +41,10 @@ async fn holder_and_waiter(
         .unwrap();
     // The holder "crashes": its lease stays until the TTL.
     std::mem::forget(held);
-    let lease = tenure.lease(key).ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease(key)
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let waiter = tokio::spawn(async move { lease.attempt_within(Duration::from_secs(10)).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiter.is_finished(), "the waiter waits for the holder");
@@ -81,6 +85,7 @@ async fn a_waiter_reports_the_error_when_its_budget_is_spent() {
     let started = Instant::now();
     let err = tenure
         .lease("gone")
+        .watchdog(false)
         .attempt_within(Duration::from_millis(1500))
         .await
         .unwrap_err();
@@ -99,6 +104,7 @@ async fn a_permanent_error_ends_the_wait_at_once() {
     let started = Instant::now();
     let err = tenure
         .lease("typed")
+        .watchdog(false)
         .attempt_within(Duration::from_secs(10))
         .await
         .unwrap_err();

@@ -165,7 +165,7 @@ async fn many_waiters_all_get_through_in_time() {
 }
 
 /// `check`/`run` answer an in-process store's request inline (no future, one
-/// policy without vectors); `run_each` goes through the store's async
+/// policy without vectors); `decide_each` goes through the store's async
 /// `apply`. Both must decide alike, for one policy and for a compound
 /// limiter, allowed and refused, on the same sequence of costs and instants.
 #[tokio::test]
@@ -188,10 +188,10 @@ async fn the_inline_path_decides_like_the_store_s_apply() {
                 let now = Some(Timestamp::from_micros(t0 + i * 37_000));
                 let (key, cost) = (format!("k{}", i % 3), 1 + (i % 3) as u32);
                 let a = inline
-                    .run(&key, cost, Mode::Consume, now)
+                    .decide(&key, cost, Mode::Consume, now)
                     .await
                     .expect("inline");
-                let each = applied.run_each(&key, cost, Mode::Consume, now).await;
+                let each = applied.decide_each(&key, cost, Mode::Consume, now).await;
                 let b = Decision::combine(&each.expect("apply")).expect("one decision");
                 assert_eq!(a, b, "{alg} compound={compound} step {i}");
                 if a.allowed {

@@ -187,7 +187,7 @@ async fn the_server_clock_decides() {
     // would be refused here; the real path, on the server clock, is not.
     let skewed = Some(Timestamp::from_micros(before - 3_600_000_000));
     let refused = l
-        .run("clock", 10, Mode::Peek, skewed)
+        .decide("clock", 10, Mode::Peek, skewed)
         .await
         .expect("skewed");
     assert!(!refused.allowed, "an hour-behind clock sees a full backlog");
@@ -270,7 +270,10 @@ async fn wrong_type_and_corrupted_keys_are_errors() {
         }
         let () = command.query_async(&mut c).await.expect("corrupt the key");
         for mode in [Mode::Consume, Mode::Peek] {
-            let err = l.run(&user_key, 1, mode, None).await.expect_err("corrupt");
+            let err = l
+                .decide(&user_key, 1, mode, None)
+                .await
+                .expect_err("corrupt");
             assert!(
                 matches!(&err, Error::WrongType { key: k, .. } if *k == key),
                 "{alg} {cmd:?}: {err}"
@@ -305,13 +308,13 @@ async fn sliding_log_members_are_unique_and_times_exact() {
     let odd = (1u64 << 52) + 1; // needs all 53 bits
     let at = Some(Timestamp::from_micros(odd));
     assert!(
-        l.run("same-µs", 600, Mode::Consume, at)
+        l.decide("same-µs", 600, Mode::Consume, at)
             .await
             .expect("600")
             .allowed
     );
     assert!(
-        l.run("same-µs", 1, Mode::Consume, at)
+        l.decide("same-µs", 1, Mode::Consume, at)
             .await
             .expect("1")
             .allowed
@@ -323,11 +326,14 @@ async fn sliding_log_members_are_unique_and_times_exact() {
         .await
         .expect("zcard");
     assert_eq!(n, 601);
-    let d = l.run("same-µs", 400, Mode::Consume, at).await.expect("400");
+    let d = l
+        .decide("same-µs", 400, Mode::Consume, at)
+        .await
+        .expect("400");
     assert!(!d.allowed && d.remaining == 399);
 
     let g = w.limiter(Quota::per_second(nz(1)), Algorithm::Gcra);
-    let _ = g.run("exact", 1, Mode::Consume, at).await.expect("gcra");
+    let _ = g.decide("exact", 1, Mode::Consume, at).await.expect("gcra");
     let key = g.policies().expect("policies")[0].storage_key("tenure:", "exact");
     let tat: String = redis::cmd("GET")
         .arg(&key)

@@ -162,7 +162,11 @@ async fn results_expire_after_their_retention(fx: &Fixture) {
 
 async fn a_busy_run_is_reported_after_the_wait(fx: &Fixture) {
     let key = "once:busy";
-    let holder = fx.tenure.lease(key).ttl(Duration::from_secs(10));
+    let holder = fx
+        .tenure
+        .lease(key)
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     let guard = holder.attempt().await.unwrap().into_guard().unwrap();
     let outcome = fx
         .tenure

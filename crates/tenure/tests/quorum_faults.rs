@@ -66,7 +66,10 @@ async fn five_nodes_two_down_still_grant_leases_with_increasing_fences() {
     nodes[1].kill();
     nodes[3].pause();
     let tenure = quorum(&nodes, Duration::from_millis(300));
-    let lease = tenure.lease("two-down").ttl(Duration::from_secs(10));
+    let lease = tenure
+        .lease("two-down")
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     let mut last = None;
     for _ in 0..3 {
         let guard = lease
@@ -94,7 +97,10 @@ async fn five_nodes_three_down_never_grant_and_name_every_node() {
     nodes[4].pause();
     let node_timeout = Duration::from_millis(300);
     let tenure = quorum(&nodes, node_timeout);
-    let lease = tenure.lease("three-down").ttl(Duration::from_secs(10));
+    let lease = tenure
+        .lease("three-down")
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     let give_up = Instant::now() + Duration::from_secs(1);
     let mut attempts = 0;
     while Instant::now() < give_up {
@@ -146,7 +152,10 @@ async fn a_frozen_node_does_not_slow_down_acquire_extend_or_release() {
     // frozen node even once would show.
     let node_timeout = Duration::from_secs(3);
     let tenure = quorum(&nodes, node_timeout);
-    let lease = tenure.lease("frozen").ttl(Duration::from_secs(20));
+    let lease = tenure
+        .lease("frozen")
+        .watchdog(false)
+        .ttl(Duration::from_secs(20));
     // Connect to every node first, then freeze one.
     let warm_up = lease.attempt().await.unwrap().into_guard().unwrap();
     warm_up.release().await.unwrap();
@@ -179,7 +188,10 @@ async fn split_vote_ten_clients_at_most_one_holder_and_no_keys_left() {
         let barrier = Arc::new(tokio::sync::Barrier::new(clients.len()));
         let mut tasks = Vec::new();
         for w in &clients {
-            let lease = w.lease(key.clone()).ttl(Duration::from_secs(30));
+            let lease = w
+                .lease(key.clone())
+                .watchdog(false)
+                .ttl(Duration::from_secs(30));
             let barrier = Arc::clone(&barrier);
             tasks.push(tokio::spawn(async move {
                 barrier.wait().await;
@@ -264,7 +276,10 @@ async fn fences_strictly_increase_while_minority_nodes_are_killed_and_restarted(
 
     // A node killed before our release comes back with our key: a short TTL
     // frees it soon.
-    let lease = tenure.lease("chaos").ttl(Duration::from_millis(500));
+    let lease = tenure
+        .lease("chaos")
+        .watchdog(false)
+        .ttl(Duration::from_millis(500));
     let (mut fences, mut refused, mut errors) = (Vec::with_capacity(1000), 0, 0);
     let give_up = Instant::now() + Duration::from_secs(120);
     while fences.len() < 1000 {
@@ -313,11 +328,22 @@ async fn a_holds_nodes_0_and_1(ttl: Duration) -> (Vec<RedisServer>, LeaseGuard) 
     let mut nodes = start_nodes(3);
     let tenure = quorum(&nodes, Duration::from_millis(300));
     for _ in 0..10 {
-        let g = tenure.lease("restart").attempt().await.unwrap();
+        let g = tenure
+            .lease("restart")
+            .watchdog(false)
+            .attempt()
+            .await
+            .unwrap();
         g.into_guard().unwrap().release().await.unwrap();
     }
     nodes[2].kill();
-    let a = tenure.lease("restart").ttl(ttl).attempt().await.unwrap();
+    let a = tenure
+        .lease("restart")
+        .watchdog(false)
+        .ttl(ttl)
+        .attempt()
+        .await
+        .unwrap();
     let a = a.into_guard().expect("nodes 0 and 1 are a majority");
     nodes[2].start_again();
     (nodes, a)
@@ -340,7 +366,13 @@ async fn documented_limit_a_node_restarted_without_persistence_allows_a_double_g
     let other = quorum(&nodes, Duration::from_secs(2));
     let give_up = Instant::now() + Duration::from_secs(10);
     let b = loop {
-        if let Ok(Attempt::Acquired(b)) = other.lease("restart").ttl(ttl).attempt().await {
+        if let Ok(Attempt::Acquired(b)) = other
+            .lease("restart")
+            .watchdog(false)
+            .ttl(ttl)
+            .attempt()
+            .await
+        {
             break b;
         }
         assert!(Instant::now() < give_up, "expected the double grant");
@@ -368,7 +400,7 @@ async fn delayed_restart_prevents_the_double_grant() {
     nodes[0].kill(); // it granted A and loses its data: it stays down for a TTL
 
     let other = quorum(&nodes, Duration::from_millis(300));
-    let lease = other.lease("restart").ttl(ttl);
+    let lease = other.lease("restart").watchdog(false).ttl(ttl);
     let mut tries = 0;
     // Node 1 keeps A's key at least as long as A's own validity lasts.
     while a.remaining() > Duration::from_millis(50) {
@@ -400,7 +432,10 @@ async fn a_slow_node_behind_a_proxy_is_not_waited_for() {
     )
     .unwrap();
     let tenure = Coordinator::with_backend(backend);
-    let lease = tenure.lease("slow").ttl(Duration::from_secs(20));
+    let lease = tenure
+        .lease("slow")
+        .watchdog(false)
+        .ttl(Duration::from_secs(20));
     let warm_up = lease.attempt().await.unwrap().into_guard().unwrap();
     warm_up.release().await.unwrap();
     // The warm-up opened every connection; a vote that went out while a
@@ -435,7 +470,10 @@ async fn a_cancelled_acquire_leaves_no_key_behind() {
     )
     .unwrap();
     let tenure = Coordinator::with_backend(backend);
-    let lease = tenure.lease("cancelled").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("cancelled")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let warm_up = lease.attempt().await.unwrap().into_guard().unwrap();
     warm_up.release().await.unwrap();
     // The warm-up opened every connection; a vote that went out while a
@@ -495,7 +533,12 @@ async fn a_node_with_foreign_data_is_outvoted_and_reported() {
     nodes[0]
         .command("HSET tenure:{foreign} field value")
         .unwrap();
-    let guard = tenure.lease("foreign").attempt().await.unwrap();
+    let guard = tenure
+        .lease("foreign")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap();
     assert!(guard.is_acquired(), "two of three nodes are a majority");
     drop(guard);
     nodes[1]
@@ -504,7 +547,12 @@ async fn a_node_with_foreign_data_is_outvoted_and_reported() {
     nodes[2]
         .command("HSET tenure:{foreign2} field value")
         .unwrap();
-    let err = tenure.lease("foreign2").attempt().await.unwrap_err();
+    let err = tenure
+        .lease("foreign2")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap_err();
     let Error::QuorumUnavailable { ref votes, .. } = err else {
         panic!("{err}");
     };
@@ -569,7 +617,10 @@ async fn a_winner_settles_its_fence_on_a_majority_so_any_next_majority_exceeds_i
     nodes[0].command("SET tenure:{settle}:fence 10").unwrap();
     nodes[1].command("SET tenure:{settle}:fence 2").unwrap();
     nodes[2].command("SET tenure:{settle}:fence 2").unwrap();
-    let lease = tenure.lease("settle").ttl(Duration::from_secs(10));
+    let lease = tenure
+        .lease("settle")
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     let first = lease.attempt().await.unwrap().into_guard().unwrap();
     let fence = first.fence().get();
     let at_least = counters(&nodes, "settle").await;

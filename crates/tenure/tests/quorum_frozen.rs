@@ -38,6 +38,7 @@ async fn a_holder_on_exactly_a_majority_survives_one_of_its_nodes_freezing() {
     // connection was being established may still be undone in the background).
     tenure
         .lease("exact-majority-warm-up")
+        .watchdog(false)
         .ttl(ttl)
         .attempt()
         .await
@@ -111,7 +112,10 @@ async fn contended(clients: &[Coordinator], key: &str, job: Duration) -> (Durati
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in clients {
-        let lease = w.lease(key.to_string()).ttl(Duration::from_secs(10));
+        let lease = w
+            .lease(key.to_string())
+            .watchdog(false)
+            .ttl(Duration::from_secs(10));
         let (spans, barrier) = (Arc::clone(&spans), Arc::clone(&barrier));
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;

@@ -62,7 +62,10 @@ async fn concurrent_cycles_leave_no_lease_key_on_any_node() {
         let tenure = Arc::clone(&tenure);
         tasks.push(tokio::spawn(async move {
             // One key per task, as in the throughput benchmark.
-            let lease = tenure.lease(format!("leftover-{t}")).ttl(TTL);
+            let lease = tenure
+                .lease(format!("leftover-{t}"))
+                .watchdog(false)
+                .ttl(TTL);
             let (mut cycles, mut errors) = (0u32, 0u32);
             loop {
                 let now = tokio::time::Instant::now();

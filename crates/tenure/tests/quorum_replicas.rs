@@ -39,7 +39,10 @@ async fn replica_acknowledged_lease_fails_cleanly_when_the_link_is_cut() {
     // Generous: a loaded machine must not make the healthy replica look absent.
     let wait = Duration::from_secs(1);
     let tenure = with_acks(&master, wait).await;
-    let lease = tenure.lease("acked").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("acked")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
 
     // Link up: the replica acknowledges acquire and extend.
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
@@ -113,7 +116,12 @@ async fn replica_acknowledged_lease_fails_cleanly_when_the_link_is_cut() {
 async fn without_replicas_an_acknowledged_lease_is_refused() {
     let master = RedisServer::start();
     let tenure = with_acks(&master, Duration::from_millis(100)).await;
-    let err = tenure.lease("lonely").attempt().await.unwrap_err();
+    let err = tenure
+        .lease("lonely")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, Error::ReplicasUnacknowledged { acked: 0, .. }),
         "{err}"

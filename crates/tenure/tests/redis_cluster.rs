@@ -100,7 +100,10 @@ async fn keys_with_braces_keep_a_lease_with_its_fence_on_a_cluster() {
         .chain((0..12).map(|i| format!("spread:{i}")))
         .collect();
     for key in &keys {
-        let lease = w.lease(key.as_str()).ttl(Duration::from_secs(10));
+        let lease = w
+            .lease(key.as_str())
+            .watchdog(false)
+            .ttl(Duration::from_secs(10));
         let first = lease.attempt().await.unwrap().into_guard().unwrap();
         assert!(matches!(
             lease.attempt().await.unwrap(),
@@ -156,10 +159,16 @@ async fn a_release_wakes_its_waiter_on_every_master() {
         if !seen.insert(master) {
             continue;
         }
-        let lease = holder.lease(key.as_str()).ttl(Duration::from_secs(30));
+        let lease = holder
+            .lease(key.as_str())
+            .watchdog(false)
+            .ttl(Duration::from_secs(30));
         let guard = lease.attempt().await.unwrap().into_guard().unwrap();
         let waiting = tokio::spawn({
-            let lease = waiter.lease(key.as_str()).ttl(Duration::from_secs(30));
+            let lease = waiter
+                .lease(key.as_str())
+                .watchdog(false)
+                .ttl(Duration::from_secs(30));
             async move {
                 let start = tokio::time::Instant::now();
                 let got = lease.attempt_within(Duration::from_secs(20)).await.unwrap();
@@ -188,7 +197,7 @@ async fn semaphores_elections_and_run_once_work_on_a_cluster() {
     let w = connect(&cluster).await;
     for key in ["sem", "}sem"] {
         let sem = w.semaphore(key, nz(2)).unwrap();
-        let lease = sem.lease().ttl(Duration::from_secs(10));
+        let lease = sem.lease().watchdog(false).ttl(Duration::from_secs(10));
         let a = lease.attempt().await.unwrap().into_guard().unwrap();
         let b = lease.attempt().await.unwrap().into_guard().unwrap();
         assert!(matches!(

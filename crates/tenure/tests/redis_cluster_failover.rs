@@ -145,7 +145,7 @@ async fn a_killed_master_is_replaced_and_leases_limits_and_fences_resume() {
     cluster.kill(master);
     let (_, limit_back) = until_ok("limit", || limiter.check("failover:acked")).await;
     for (key, _) in fences {
-        let second = other.lease(key);
+        let second = other.lease(key).watchdog(false);
         let (held, _) = until_ok("try_acquire", || second.attempt()).await;
         assert!(
             matches!(held, Attempt::Held { .. }),
@@ -188,7 +188,12 @@ async fn a_killed_master_is_replaced_and_leases_limits_and_fences_resume() {
     plain_guard.release().await.unwrap();
     drop(acked_guard);
     for (key, fence) in fences {
-        let next = other.lease(key).attempt_within(ttl * 2).await.unwrap();
+        let next = other
+            .lease(key)
+            .watchdog(false)
+            .attempt_within(ttl * 2)
+            .await
+            .unwrap();
         let next = next.into_guard().unwrap();
         assert!(
             next.fence() > fence,

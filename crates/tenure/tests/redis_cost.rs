@@ -70,13 +70,18 @@ async fn an_acquire_and_release_costs_at_most_seven_commands() {
     let server = RedisServer::start();
     let tenure = connect(&server).await;
     // Warm up: connection setup and script loading are not per-cycle costs.
-    let g = tenure.lease("warm").attempt().await.unwrap();
+    let g = tenure
+        .lease("warm")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap();
     g.into_guard().unwrap().release().await.unwrap();
     server.command("CONFIG RESETSTAT").unwrap();
 
     const CYCLES: u64 = 1000;
     for i in 0..CYCLES {
-        let lease = tenure.lease(format!("cost-{i}"));
+        let lease = tenure.lease(format!("cost-{i}")).watchdog(false);
         let guard = lease.attempt().await.unwrap().into_guard().unwrap();
         guard.release().await.unwrap();
     }
@@ -110,6 +115,7 @@ async fn a_wait_that_finds_the_key_free_costs_one_command_more() {
     let tenure = connect(&server).await;
     let g = tenure
         .lease("warm")
+        .watchdog(false)
         .attempt_within(Duration::from_secs(1))
         .await;
     g.unwrap().into_guard().unwrap().release().await.unwrap();
@@ -117,7 +123,7 @@ async fn a_wait_that_finds_the_key_free_costs_one_command_more() {
 
     const CYCLES: u64 = 200;
     for i in 0..CYCLES {
-        let lease = tenure.lease(format!("wait-{i}"));
+        let lease = tenure.lease(format!("wait-{i}")).watchdog(false);
         let guard = lease.attempt_within(Duration::from_secs(1)).await.unwrap();
         guard.into_guard().unwrap().release().await.unwrap();
     }
@@ -137,7 +143,12 @@ async fn a_release_with_nobody_waiting_publishes_nothing() {
         .unwrap();
     let tenure = Coordinator::with_backend(backend);
     for i in 0..20 {
-        let guard = tenure.lease(format!("quiet-{i}")).attempt().await.unwrap();
+        let guard = tenure
+            .lease(format!("quiet-{i}"))
+            .watchdog(false)
+            .attempt()
+            .await
+            .unwrap();
         guard.into_guard().unwrap().release().await.unwrap();
     }
     assert_eq!(calls_of(&server, "publish"), 0);
@@ -155,7 +166,10 @@ async fn a_contended_hand_off_wakes_one_waiter() {
     const TASKS: usize = 16;
     const TURNS: usize = 40;
     // Warm up: connection, scripts, the subscriber.
-    let lease = tenure.lease("turns").ttl(Duration::from_secs(10));
+    let lease = tenure
+        .lease("turns")
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     let g = lease.attempt().await.unwrap().into_guard().unwrap();
     let waiter = {
         let lease = lease.clone();
@@ -252,7 +266,12 @@ async fn a_fence_counter_that_is_not_a_fence_is_still_a_clear_error() {
         .unwrap();
     let tenure = Coordinator::with_backend(backend);
     server.command("RPUSH tenure:{listed}:fence 1").unwrap();
-    let err = tenure.lease("listed").attempt().await.unwrap_err();
+    let err = tenure
+        .lease("listed")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap_err();
     assert!(matches!(err, tenure::Error::WrongType { .. }), "{err}");
     assert_eq!(
         server.command("EXISTS tenure:{listed}").unwrap().trim(),
@@ -260,7 +279,12 @@ async fn a_fence_counter_that_is_not_a_fence_is_still_a_clear_error() {
     );
 
     server.command("SET tenure:{negative}:fence -1").unwrap();
-    let err = tenure.lease("negative").attempt().await.unwrap_err();
+    let err = tenure
+        .lease("negative")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap_err();
     assert!(matches!(err, tenure::Error::WrongType { .. }), "{err}");
     assert_eq!(
         server.command("EXISTS tenure:{negative}").unwrap().trim(),
@@ -296,14 +320,19 @@ async fn the_single_node_path_sends_evalsha_and_no_wait() {
         .unwrap();
     let tenure = Coordinator::with_backend(backend);
     // Warm up all three scripts: a first EVALSHA answered NOSCRIPT is a call too.
-    let g = tenure.lease("warm").attempt().await.unwrap();
+    let g = tenure
+        .lease("warm")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap();
     let g = g.into_guard().unwrap();
     let _ = g.extend().await.unwrap();
     g.release().await.unwrap();
     server.command("CONFIG RESETSTAT").unwrap();
 
     for i in 0..50 {
-        let lease = tenure.lease(format!("sha-{i}"));
+        let lease = tenure.lease(format!("sha-{i}")).watchdog(false);
         let guard = lease.attempt().await.unwrap().into_guard().unwrap();
         let _ = guard.extend().await.unwrap();
         guard.release().await.unwrap();
@@ -341,7 +370,7 @@ fn cpu_per_cycle_loop() {
                 .unwrap();
             let tenure = Coordinator::with_backend(backend);
             for i in 0..n {
-                let lease = tenure.lease(format!("cpu-{i}"));
+                let lease = tenure.lease(format!("cpu-{i}")).watchdog(false);
                 let guard = lease.attempt().await.unwrap().into_guard().unwrap();
                 guard.release().await.unwrap();
             }

@@ -35,6 +35,7 @@ async fn an_unacknowledged_extend_keeps_the_key_so_no_second_holder_gets_in() {
     let other = Coordinator::connect(&master.url()).await.unwrap();
     let guard = tenure
         .lease("acked")
+        .watchdog(false)
         .ttl(Duration::from_secs(30))
         .attempt()
         .await
@@ -60,7 +61,12 @@ async fn an_unacknowledged_extend_keeps_the_key_so_no_second_holder_gets_in() {
         redis_get(&master.url(), "tenure:{acked}").await.as_deref(),
         Some(token.as_str())
     );
-    let second = other.lease("acked").attempt().await.unwrap();
+    let second = other
+        .lease("acked")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap();
     assert!(
         matches!(second, Attempt::Held { .. }),
         "a second holder got in while the guard still has {:?}",
@@ -153,7 +159,10 @@ async fn wait_is_sent_with_the_write_before_its_reply_is_read() {
         .await
         .unwrap();
     let tenure = Coordinator::with_backend(backend);
-    let lease = tenure.lease("together").ttl(Duration::from_secs(30));
+    let lease = tenure
+        .lease("together")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let guard = lease
         .attempt()
         .await
@@ -181,7 +190,12 @@ async fn a_fence_counter_at_its_maximum_fails_the_acquire_and_leaves_no_lease() 
     server
         .command("SET tenure:{full}:fence 9223372036854775807")
         .unwrap();
-    let err = tenure.lease("full").attempt().await.unwrap_err();
+    let err = tenure
+        .lease("full")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("fence"), "{err}");
     assert!(
         server
@@ -247,6 +261,7 @@ async fn a_lease_key_replaced_by_another_type_makes_status_an_error() {
     let tenure = Coordinator::connect(&server.url()).await.unwrap();
     let guard = tenure
         .lease("swapped")
+        .watchdog(false)
         .attempt()
         .await
         .unwrap()
@@ -275,6 +290,7 @@ async fn a_password_with_delimiters_authenticates_and_is_never_printed() {
         .expect("one master, not a quorum");
     let guard = tenure
         .lease("auth")
+        .watchdog(false)
         .attempt()
         .await
         .unwrap()
@@ -320,6 +336,7 @@ async fn quorum_urls_split_only_before_a_scheme() {
     let tenure = Coordinator::connect(&urls.join(",")).await.unwrap();
     let guard = tenure
         .lease("quorum-auth")
+        .watchdog(false)
         .attempt()
         .await
         .unwrap()

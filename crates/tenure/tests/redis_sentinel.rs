@@ -61,7 +61,7 @@ where
 async fn the_master_is_found_by_name_for_leases_limits_and_fences() {
     let group = RedisSentinels::start();
     let w = Coordinator::connect(&group.url()).await.unwrap();
-    let lease = w.lease("job").ttl(Duration::from_secs(30));
+    let lease = w.lease("job").watchdog(false).ttl(Duration::from_secs(30));
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert_eq!(
         group.master.command("EXISTS tenure:{job}").unwrap().trim(),
@@ -156,7 +156,7 @@ async fn tenure_follows_a_failover_and_held_leases_are_renewed_or_reported_lost(
     let (_, back) = until_ok("limit", || limiter.check("k")).await;
     group.wait_for_failover();
     for (key, _) in fences {
-        let second = other.lease(key);
+        let second = other.lease(key).watchdog(false);
         let (held, _) = until_ok("try_acquire", || second.attempt()).await;
         assert!(
             matches!(held, Attempt::Held { .. }),
@@ -181,7 +181,12 @@ async fn tenure_follows_a_failover_and_held_leases_are_renewed_or_reported_lost(
     plain_guard.release().await.unwrap();
     drop(acked_guard);
     for (key, fence) in fences {
-        let next = other.lease(key).attempt_within(ttl * 2).await.unwrap();
+        let next = other
+            .lease(key)
+            .watchdog(false)
+            .attempt_within(ttl * 2)
+            .await
+            .unwrap();
         let next = next.into_guard().unwrap();
         assert!(
             next.fence() > fence,

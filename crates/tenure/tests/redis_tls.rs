@@ -25,6 +25,7 @@ async fn release_succeeds_for_a_user_without_channel_rights() {
     let tenure = Coordinator::with_backend(store);
     let guard = tenure
         .lease("acl")
+        .watchdog(false)
         .ttl(Duration::from_secs(30))
         .attempt()
         .await
@@ -60,6 +61,7 @@ async fn the_documented_minimal_acl_user_is_enough() {
     let ttl = Duration::from_secs(60);
     let holder = tenure
         .lease("min")
+        .watchdog(false)
         .ttl(ttl)
         .attempt()
         .await
@@ -71,6 +73,7 @@ async fn the_documented_minimal_acl_user_is_enough() {
         tokio::spawn(async move {
             tenure
                 .lease("min")
+                .watchdog(false)
                 .ttl(ttl)
                 .attempt_within(ttl / 2)
                 .await
@@ -123,6 +126,7 @@ mod tls {
         let tenure = Coordinator::with_backend(store).with_limits(limits);
         let guard = tenure
             .lease("tls")
+            .watchdog(false)
             .ttl(Duration::from_secs(30))
             .attempt()
             .await
@@ -159,6 +163,7 @@ mod tls {
         let tenure = Coordinator::with_backend(store);
         let guard = tenure
             .lease("tls-push")
+            .watchdog(false)
             .ttl(Duration::from_secs(30))
             .attempt()
             .await

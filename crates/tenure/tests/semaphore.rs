@@ -17,7 +17,7 @@ fn n(v: u32) -> NonZeroU32 {
 
 async fn at_most_n_hold_and_fences_increase(fx: &Fixture) {
     let sem = fx.tenure.semaphore("sem:n", n(3)).unwrap();
-    let lease = sem.lease().ttl(Duration::from_secs(10));
+    let lease = sem.lease().watchdog(false).ttl(Duration::from_secs(10));
     let mut guards = Vec::new();
     for _ in 0..3 {
         guards.push(
@@ -47,13 +47,14 @@ async fn lowering_n_never_admits_more_than_the_new_n(fx: &Fixture) {
         .semaphore("sem:lower", n(5))
         .unwrap()
         .lease()
+        .watchdog(false)
         .ttl(Duration::from_secs(10));
     let mut old = Vec::new();
     for _ in 0..5 {
         old.push(five.attempt().await.unwrap().into_guard().unwrap());
     }
     let two_sem = fx.tenure.semaphore("sem:lower", n(2)).unwrap();
-    let two = two_sem.lease().ttl(Duration::from_secs(10));
+    let two = two_sem.lease().watchdog(false).ttl(Duration::from_secs(10));
     // Old holders leave one by one; nobody new gets in until fewer than 2 hold.
     for left in (2..5).rev() {
         old.pop().unwrap().release().await.unwrap();
@@ -89,11 +90,11 @@ async fn lowering_n_never_admits_more_than_the_new_n(fx: &Fixture) {
 
 async fn a_silent_holders_permit_expires_with_its_ttl(fx: &Fixture) {
     let sem = fx.tenure.semaphore("sem:expire", n(1)).unwrap();
-    let short = sem.lease().ttl(Duration::from_millis(200));
+    let short = sem.lease().watchdog(false).ttl(Duration::from_millis(200));
     let crashed = short.attempt().await.unwrap().into_guard().unwrap();
     // No renewal and no release, as after a crash.
     std::mem::forget(crashed);
-    let other = sem.lease().ttl(Duration::from_secs(10));
+    let other = sem.lease().watchdog(false).ttl(Duration::from_secs(10));
     assert!(other.attempt().await.unwrap().into_guard().is_none());
     let got = tokio::time::timeout(
         Duration::from_secs(5),
@@ -107,7 +108,7 @@ async fn a_silent_holders_permit_expires_with_its_ttl(fx: &Fixture) {
 
 async fn a_waiter_gets_a_released_permit(fx: &Fixture) {
     let sem = fx.tenure.semaphore("sem:wait", n(1)).unwrap();
-    let lease = sem.lease().ttl(Duration::from_secs(30));
+    let lease = sem.lease().watchdog(false).ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let waiting = {
         let lease = lease.clone();
@@ -123,6 +124,7 @@ async fn an_empty_key_is_refused(fx: &Fixture) {
     let sem = fx.tenure.semaphore("", n(2)).unwrap();
     let e = sem
         .lease()
+        .watchdog(false)
         .ttl(Duration::from_secs(10))
         .attempt()
         .await
@@ -165,6 +167,7 @@ async fn release_succeeds_for_a_user_without_channel_rights_on_redis() {
     let sem = tenure.semaphore("sem:acl", n(2)).unwrap();
     let guard = sem
         .lease()
+        .watchdog(false)
         .ttl(Duration::from_secs(30))
         .attempt()
         .await
@@ -196,7 +199,7 @@ async fn every_semaphore_key_of_a_foreign_type_is_refused_and_left_alone_on_redi
     for (i, (suffix, foreign)) in cases.into_iter().enumerate() {
         let name = format!("sem:foreign{i}");
         let sem = fx.tenure.semaphore(&name, n(3)).unwrap();
-        let lease = sem.lease().ttl(Duration::from_secs(30));
+        let lease = sem.lease().watchdog(false).ttl(Duration::from_secs(30));
         // A holder from before the damage (none when the permits key itself
         // is foreign: there is no set to hold a permit in).
         let earlier = if suffix == ":permits:fence" {
@@ -255,6 +258,7 @@ async fn a_release_is_pushed_to_waiters_on_redis() {
     let sem = fx.tenure.semaphore("sem:push", n(1)).unwrap();
     let guard = sem
         .lease()
+        .watchdog(false)
         .ttl(Duration::from_secs(60))
         .attempt()
         .await

@@ -293,7 +293,8 @@ async fn a_stale_holder_s_write_is_rejected_by_the_fence() {
     let ledger = Ledger::connect(&bank.pg.url()).await.unwrap();
     let lease = tenure
         .lease(bank::app::lease_key("acct"))
-        .ttl(Duration::from_millis(300));
+        .ttl(Duration::from_millis(300))
+        .watchdog(false); // A's pause below would stop a renewal too
 
     // Holder A takes the lease and reads the balance…
     let a = lease.attempt().await.unwrap().into_guard().unwrap();

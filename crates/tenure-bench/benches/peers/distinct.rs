@@ -63,7 +63,7 @@ const CYCLES: usize = 1000;
 /// cycles on distinct keys, counted by the server; recorded as `cost.<peer>`.
 pub async fn cost(p: &Peers, stats: &ServerStats, out: &mut Samples) {
     // Warm up: connections and loaded scripts are not per-cycle costs.
-    let warm = p.tenure.lease("cost-warm").ttl(TTL);
+    let warm = p.tenure.lease("cost-warm").watchdog(false).ttl(TTL);
     warm.attempt()
         .await
         .unwrap()
@@ -74,7 +74,7 @@ pub async fn cost(p: &Peers, stats: &ServerStats, out: &mut Samples) {
         .unwrap();
     stats.reset().await;
     for i in 0..CYCLES {
-        let lease = p.tenure.lease(format!("cost:{i}")).ttl(TTL);
+        let lease = p.tenure.lease(format!("cost:{i}")).watchdog(false).ttl(TTL);
         let g = lease.attempt().await.unwrap().into_guard().unwrap();
         g.release().await.unwrap();
     }

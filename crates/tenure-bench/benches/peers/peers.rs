@@ -35,7 +35,10 @@ impl Peers {
 
     /// tenure leases on `keys`, one per task.
     pub fn leases(&self, keys: impl Iterator<Item = String>) -> Arc<Vec<Lease>> {
-        Arc::new(keys.map(|k| self.tenure.lease(k).ttl(TTL)).collect())
+        Arc::new(
+            keys.map(|k| self.tenure.lease(k).watchdog(false).ttl(TTL))
+                .collect(),
+        )
     }
 }
 

@@ -37,7 +37,7 @@ pub async fn run(urls: &[String], nodes: &[ServerStats], run_for: Duration, out:
         let errors = Arc::new(AtomicU64::new(0));
         let leases: Arc<Vec<_>> = Arc::new(
             (0..TASKS)
-                .map(|t| tenure.lease(format!("q{n}:{t}")).ttl(TTL))
+                .map(|t| tenure.lease(format!("q{n}:{t}")).watchdog(false).ttl(TTL))
                 .collect(),
         );
         let errs = Arc::clone(&errors);

@@ -18,25 +18,26 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Settings of an [`EtcdStore`](super::EtcdStore).
 #[derive(Clone)]
 #[must_use]
+#[non_exhaustive]
 pub struct EtcdOptions {
     /// Prefix of every key tenure writes (default [`DEFAULT_PREFIX`]).
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// Time budget of one call (default 2 s). A call that runs out of it is an
     /// [`Error::Timeout`].
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Time budget of one connection attempt (default 1 s).
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// User name and password for etcd's authentication (default none), as
     /// etcdctl's `--user name:password`. Never printed.
-    pub user: Option<(String, String)>,
+    pub(crate) user: Option<(String, String)>,
     /// PEM file of the certificate authorities that may sign the members'
     /// certificates, for `etcds://` (etcdctl's `--cacert`; default: the
     /// system's trusted roots).
-    pub ca_file: Option<PathBuf>,
+    pub(crate) ca_file: Option<PathBuf>,
     /// PEM files of a client certificate and its private key, for `etcds://`
     /// members that check clients (`--client-cert-auth`; etcdctl's `--cert`
     /// and `--key`).
-    pub client_cert: Option<(PathBuf, PathBuf)>,
+    pub(crate) client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for EtcdOptions {

@@ -68,7 +68,11 @@ pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
 #[cfg(any(feature = "redis", feature = "sqlite", feature = "etcd"))]
 pub(crate) use holder::elapsed_ms;
 pub use holder::{Holder, HolderInfo, MAX_LABEL_LEN};
+// The implementer types, under short paths for the stores of this crate (which
+// use a different subset with each set of cargo features).
+#[allow(unused_imports)]
 pub(crate) use release_watch::{Handoff, ReleaseWatch};
+#[allow(unused_imports)]
 pub(crate) use store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, valid_until};
 pub use store::{LeaseStatus, ReleaseOutcome, drift};
 
@@ -118,9 +122,10 @@ const MIN_ERROR_BACKOFF: Duration = Duration::from_millis(20);
 /// restarted server is noticed within about this long.
 const MAX_ERROR_BACKOFF: Duration = Duration::from_millis(500);
 
-/// [`Lease::acquire`] waits in slices this long (a fresh stand in line each),
-/// so a waiter whose notifications were lost while reconnecting looks again.
-const WAIT_SLICE: Duration = Duration::from_secs(60);
+/// [`Lease::acquire`] waits in slices this long, each one stand in line (a
+/// wait looks again at least every second anyway, so a lost notification
+/// costs no more than that). Long, so that FIFO order holds for any real wait.
+const WAIT_SLICE: Duration = MAX_TTL;
 
 /// Longest wait for a pushed release notification before trying again anyway
 /// (a notification can be lost while the subscriber reconnects).
@@ -166,8 +171,7 @@ impl Attempt {
 /// let tenure = Coordinator::memory();
 /// let lease = tenure
 ///     .lease("reports:daily")
-///     .ttl(Duration::from_secs(10))
-///     .watchdog(true); // renew every ttl/3 until released
+///     .ttl(Duration::from_secs(10)); // renewed every ttl/3 until released
 /// match lease.attempt().await? {
 ///     Attempt::Acquired(guard) => {
 ///         let fence = guard.fence(); // pass it to the resource you write
@@ -195,7 +199,9 @@ impl Lease {
             backend,
             key,
             ttl: DEFAULT_TTL,
-            renew_every: None,
+            // Renewal on, as for elections and run-once: a holder whose work
+            // outlasts the TTL keeps its lease instead of silently losing it.
+            renew_every: Some(Duration::ZERO),
             holder: None,
         }
     }
@@ -251,7 +257,13 @@ impl Lease {
         self
     }
 
-    /// Turns automatic renewal on (every ttl/3) or off (the default).
+    /// Turns automatic renewal on (every ttl/3, the default) or off.
+    ///
+    /// With renewal on, a guard keeps its lease until released, dropped or
+    /// lost (the store unreachable past the local deadline, the key taken
+    /// over); [`LeaseGuard::run`] and [`Lease::with`] stop the work at the
+    /// loss. Off, the lease lapses after its TTL whatever the work does, and
+    /// the same calls stop the work then: choose it for a fixed budget.
     ///
     /// Renewals are counted from the validity the store granted, which starts
     /// when the request was sent: after a slow acquire or renewal the next one

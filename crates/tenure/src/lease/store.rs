@@ -252,7 +252,7 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// (`place` `None`) is also its first attempt. A lease taken here counts
     /// its validity from this call, not from when the wait began, and records
     /// `holder` as [`try_acquire`](Self::try_acquire) does. A store whose
-    /// turn watch announces a [`Handoff`](crate::lease::store::Handoff)
+    /// turn watch announces a [`Handoff`]
     /// promises that the hand-off ran after the look that returned its place
     /// (the waiter then takes the lease without another look).
     ///

@@ -202,7 +202,7 @@ impl Limiter {
     /// Invalid key or policies, and store failures. A refusal is `Ok` with
     /// `allowed == false`.
     pub async fn check(&self, key: &str) -> Result<Decision> {
-        self.run(key, 1, Mode::Consume, None).await
+        self.decide(key, 1, Mode::Consume, None).await
     }
 
     /// Takes `cost` units for `key` if all are allowed (none are taken otherwise).
@@ -211,7 +211,7 @@ impl Limiter {
     /// As [`check`](Self::check); also [`Error::InvalidArgument`] for a zero cost
     /// and [`Error::CostExceedsCapacity`] for a cost no policy could ever admit.
     pub async fn check_n(&self, key: &str, cost: u32) -> Result<Decision> {
-        self.run(key, cost, Mode::Consume, None).await
+        self.decide(key, cost, Mode::Consume, None).await
     }
 
     /// What [`check`](Self::check) would answer now, without taking anything;
@@ -220,7 +220,7 @@ impl Limiter {
     /// # Errors
     /// As [`check`](Self::check).
     pub async fn peek(&self, key: &str) -> Result<Decision> {
-        self.run(key, 1, Mode::Peek, None).await
+        self.decide(key, 1, Mode::Peek, None).await
     }
 
     /// What [`check_n`](Self::check_n) would answer now, without taking anything.
@@ -228,7 +228,7 @@ impl Limiter {
     /// # Errors
     /// As [`check_n`](Self::check_n).
     pub async fn peek_n(&self, key: &str, cost: u32) -> Result<Decision> {
-        self.run(key, cost, Mode::Peek, None).await
+        self.decide(key, cost, Mode::Peek, None).await
     }
 
     /// The general form: `cost` units, consume or peek, at the store's clock or
@@ -236,7 +236,7 @@ impl Limiter {
     ///
     /// # Errors
     /// As [`check_n`](Self::check_n).
-    pub async fn run(
+    pub async fn decide(
         &self,
         key: &str,
         cost: u32,
@@ -256,12 +256,12 @@ impl Limiter {
         Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))
     }
 
-    /// Like [`run`](Self::run), but returns each policy's decision, in the
+    /// Like [`decide`](Self::decide), but returns each policy's decision, in the
     /// order the policies were added.
     ///
     /// # Errors
     /// As [`check_n`](Self::check_n).
-    pub async fn run_each(
+    pub async fn decide_each(
         &self,
         key: &str,
         cost: u32,
@@ -293,7 +293,7 @@ impl Limiter {
         let (result, fell_back) = match (answer, &self.inner.fallback) {
             (Err(e), Some(fallback)) if e.is_infrastructure() => {
                 tracing::warn!(parent: &span, error = %e, key, "rate-limit store failed; using the fallback limiter");
-                let result = Box::pin(fallback.run_each(key, cost, mode, now))
+                let result = Box::pin(fallback.decide_each(key, cost, mode, now))
                     .instrument(span.clone())
                     .await;
                 (result, true)

@@ -26,19 +26,20 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
 /// Settings of a [`QuorumStore`](super::QuorumStore).
 #[derive(Debug, Clone)]
 #[must_use]
+#[non_exhaustive]
 pub struct QuorumOptions {
     /// Prefix of every key tenure writes on each node (default `tenure:`).
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// Time budget of one node's answer, connecting included (default
     /// [`DEFAULT_NODE_TIMEOUT`]). It never extends past the lease's validity.
-    pub node_timeout: Duration,
+    pub(crate) node_timeout: Duration,
     /// Time budget of one TCP connect (default: the node timeout).
-    pub connect_timeout: Option<Duration>,
+    pub(crate) connect_timeout: Option<Duration>,
     /// The clock-drift margin (default 1% of the TTL + 2 ms).
-    pub drift: DriftMargin,
+    pub(crate) drift: DriftMargin,
     /// Upper bound of the random retry delay reported after a split vote (default
     /// [`DEFAULT_RETRY_DELAY`]).
-    pub retry_delay: Duration,
+    pub(crate) retry_delay: Duration,
 }
 
 impl Default for QuorumOptions {

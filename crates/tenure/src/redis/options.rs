@@ -14,22 +14,23 @@ pub const DEFAULT_PREFIX: &str = "tenure:";
 /// Settings of a [`RedisStore`](super::RedisStore).
 #[derive(Debug, Clone)]
 #[must_use]
+#[non_exhaustive]
 pub struct RedisOptions {
     /// Prefix of every key tenure writes (default [`DEFAULT_PREFIX`]).
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// Time budget of one call, reconnection included (default 2 s).
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Time budget of one TCP connect (default 1 s).
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// Replica acknowledgements required after acquire and extend (default none);
     /// see [`require_replicas`](Self::require_replicas).
-    pub replicas: Option<ReplicaAcks>,
+    pub(crate) replicas: Option<ReplicaAcks>,
     /// Connect to a server whose `maxmemory-policy` may evict keys (default
     /// `false`); see [`allow_eviction`](Self::allow_eviction).
-    pub allow_eviction: bool,
+    pub(crate) allow_eviction: bool,
     /// Certificates for `rediss://` URLs (default: the system's trusted roots,
     /// no client certificate); see [`ca_file`](Self::ca_file).
-    pub tls: RedisTls,
+    pub(crate) tls: RedisTls,
 }
 
 /// The certificate files of a `rediss://` connection. Read at connect; an

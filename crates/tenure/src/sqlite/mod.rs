@@ -39,17 +39,18 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Settings of a [`SqliteStore`].
 #[derive(Debug, Clone)]
 #[must_use]
+#[non_exhaustive]
 pub struct SqliteOptions {
     /// How long one operation waits for the write lock held by another
     /// connection before failing with [`Error::Timeout`] (default
     /// [`DEFAULT_BUSY_TIMEOUT`]).
-    pub busy_timeout: Duration,
+    pub(crate) busy_timeout: Duration,
     /// How often this process re-reads the leases it waits for when the OS
     /// does not report changes of the database file (no inotify: not Linux,
     /// or its instances used up); default [`DEFAULT_POLL_INTERVAL`]. Where
     /// changes are reported, waiters are woken by them and this is unused.
     /// The first store of a file in a process sets it for that file.
-    pub poll_interval: Duration,
+    pub(crate) poll_interval: Duration,
 }
 
 impl Default for SqliteOptions {

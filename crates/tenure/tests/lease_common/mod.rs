@@ -63,7 +63,7 @@ pub async fn second_acquire_fails_while_held_then_succeeds_after_expiry(
     w: &Coordinator,
     t: &Timing,
 ) {
-    let lease = w.lease("two-tasks").ttl(t.short);
+    let lease = w.lease("two-tasks").watchdog(false).ttl(t.short);
     let start = Instant::now();
     let first = lease.attempt().await.expect("acquire");
     assert!(first.is_acquired(), "the key is free");
@@ -87,10 +87,13 @@ pub async fn second_acquire_fails_while_held_then_succeeds_after_expiry(
 }
 
 pub async fn release_and_extend_by_a_stale_holder_change_nothing(w: &Coordinator, t: &Timing) {
-    let lease = w.lease("stale").ttl(t.short);
+    let lease = w.lease("stale").watchdog(false).ttl(t.short);
     let a = lease.attempt().await.unwrap().into_guard().unwrap();
     until_expired(w, "stale", t).await;
-    let long = w.lease("stale").ttl(Duration::from_secs(20));
+    let long = w
+        .lease("stale")
+        .watchdog(false)
+        .ttl(Duration::from_secs(20));
     let b = long.attempt().await.unwrap().into_guard().unwrap();
     assert!(b.fence() > a.fence());
 
@@ -114,7 +117,7 @@ pub async fn watchdog_keeps_the_lease_for_several_ttls(w: &Coordinator, t: &Timi
     let ttl = t.watchdog_ttl;
     let lease = w.lease("watchdog").ttl(ttl).watchdog(true);
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
-    let other = w.lease("watchdog").ttl(ttl);
+    let other = w.lease("watchdog").watchdog(false).ttl(ttl);
     let start = Instant::now();
     while start.elapsed() < ttl * t.watchdog_ttls {
         tokio::time::sleep(ttl / 2).await;
@@ -127,7 +130,7 @@ pub async fn watchdog_keeps_the_lease_for_several_ttls(w: &Coordinator, t: &Timi
 }
 
 pub async fn lost_signal_fires_at_the_local_deadline_without_renewal(w: &Coordinator, t: &Timing) {
-    let lease = w.lease("deadline").ttl(t.short);
+    let lease = w.lease("deadline").watchdog(false).ttl(t.short);
     let start = Instant::now();
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     // The local deadline is counted from before the request was sent and is
@@ -151,7 +154,7 @@ pub async fn lost_signal_fires_at_the_local_deadline_without_renewal(w: &Coordin
 }
 
 pub async fn extend_never_revives_an_expired_lease(w: &Coordinator, t: &Timing) {
-    let lease = w.lease("revive").ttl(t.short);
+    let lease = w.lease("revive").watchdog(false).ttl(t.short);
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert!(matches!(
         guard.extend().await.unwrap(),
@@ -164,7 +167,10 @@ pub async fn extend_never_revives_an_expired_lease(w: &Coordinator, t: &Timing) 
 }
 
 pub async fn release_hands_over_to_a_waiter_quickly(w: &Coordinator, _: &Timing) {
-    let lease = w.lease("handoff").ttl(Duration::from_secs(30));
+    let lease = w
+        .lease("handoff")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let waiter = {
         let lease = lease.clone();
@@ -188,7 +194,7 @@ pub async fn release_hands_over_to_a_waiter_quickly(w: &Coordinator, _: &Timing)
 }
 
 pub async fn waiter_gets_an_expiring_lease_when_its_ttl_runs_out(w: &Coordinator, t: &Timing) {
-    let lease = w.lease("expiring").ttl(t.waiter_ttl);
+    let lease = w.lease("expiring").watchdog(false).ttl(t.waiter_ttl);
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let start = Instant::now();
     let got = lease.attempt_within(Duration::from_secs(10)).await.unwrap();
@@ -203,7 +209,10 @@ pub async fn waiter_gets_an_expiring_lease_when_its_ttl_runs_out(w: &Coordinator
 }
 
 pub async fn acquire_within_gives_up_at_its_deadline(w: &Coordinator, _: &Timing) {
-    let lease = w.lease("deadline-wait").ttl(Duration::from_secs(30));
+    let lease = w
+        .lease("deadline-wait")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let _holder = lease.attempt().await.unwrap().into_guard().unwrap();
     let start = Instant::now();
     let out = lease
@@ -217,7 +226,10 @@ pub async fn acquire_within_gives_up_at_its_deadline(w: &Coordinator, _: &Timing
 }
 
 pub async fn dropping_a_guard_releases_in_the_background(w: &Coordinator, _: &Timing) {
-    let lease = w.lease("dropped").ttl(Duration::from_secs(30));
+    let lease = w
+        .lease("dropped")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     drop(lease.attempt().await.unwrap());
     let again = lease.attempt_within(Duration::from_secs(5)).await.unwrap();
     assert!(
@@ -232,7 +244,10 @@ pub async fn sixty_four_tasks_lose_no_increment_and_fences_increase(w: &Coordina
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for _ in 0..64 {
-        let lease = w.lease("counter").ttl(Duration::from_secs(10));
+        let lease = w
+            .lease("counter")
+            .watchdog(false)
+            .ttl(Duration::from_secs(10));
         let (counter, log) = (Arc::clone(&counter), Arc::clone(&log));
         tasks.push(tokio::spawn(async move {
             let guard = lease
@@ -265,6 +280,7 @@ pub async fn sixty_four_tasks_lose_no_increment_and_fences_increase(w: &Coordina
 pub async fn run_cancels_work_when_the_lease_is_lost(w: &Coordinator, t: &Timing) {
     let guard = w
         .lease("run")
+        .watchdog(false)
         .ttl(t.short)
         .attempt()
         .await
@@ -278,19 +294,20 @@ pub async fn run_cancels_work_when_the_lease_is_lost(w: &Coordinator, t: &Timing
         })
         .await;
     assert!(matches!(out, Err(Error::LeaseLost { .. })), "{out:?}");
-    let quick = w.lease("run2").attempt().await.unwrap();
+    let quick = w.lease("run2").watchdog(false).attempt().await.unwrap();
     let guard = quick.into_guard().unwrap();
     assert_eq!(guard.run(async { 7 }).await.unwrap(), 7);
 }
 
 pub async fn bad_input_is_a_clear_error(w: &Coordinator, _: &Timing) {
-    let err = w.lease("").attempt().await.unwrap_err();
+    let err = w.lease("").watchdog(false).attempt().await.unwrap_err();
     assert!(matches!(err, Error::InvalidKey { .. }), "{err}");
     let huge = "k".repeat(5000);
-    let err = w.lease(huge).attempt().await.unwrap_err();
+    let err = w.lease(huge).watchdog(false).attempt().await.unwrap_err();
     assert!(err.to_string().contains("5000 bytes"), "{err}");
     let err = w
         .lease("zero")
+        .watchdog(false)
         .ttl(Duration::ZERO)
         .attempt()
         .await
@@ -298,6 +315,7 @@ pub async fn bad_input_is_a_clear_error(w: &Coordinator, _: &Timing) {
     assert!(err.to_string().contains("ttl"), "{err}");
     let err = w
         .lease("forever")
+        .watchdog(false)
         .ttl(Duration::MAX)
         .attempt_within(Duration::MAX)
         .await
@@ -308,6 +326,7 @@ pub async fn bad_input_is_a_clear_error(w: &Coordinator, _: &Timing) {
     );
     let err = w
         .lease("renew")
+        .watchdog(false)
         .ttl(Duration::from_secs(1))
         .renew_every(Duration::from_secs(2))
         .attempt()
@@ -324,6 +343,7 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
     for ms in [1, 2, 3, 9] {
         let err = w
             .lease("short")
+            .watchdog(false)
             .ttl(Duration::from_millis(ms))
             .attempt()
             .await
@@ -334,6 +354,7 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
         );
         let err = w
             .lease("short")
+            .watchdog(false)
             .ttl(Duration::from_millis(ms))
             .attempt_within(Duration::from_secs(1))
             .await
@@ -354,7 +375,13 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
     // never counted as more than asked for.
     let mut won = None;
     for _ in 0..50 {
-        match w.lease("shortest").ttl(MIN_TTL).attempt().await {
+        match w
+            .lease("shortest")
+            .watchdog(false)
+            .ttl(MIN_TTL)
+            .attempt()
+            .await
+        {
             Ok(reply) => won = reply.into_guard(),
             // Votes not all back within that validity: unavailable, not bad input.
             Err(e) => assert!(e.is_transient(), "{e}"),
@@ -372,6 +399,7 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
     // report the lease lost before the first renewal.
     let err = w
         .lease("renew-late")
+        .watchdog(false)
         .ttl(Duration::from_secs(1))
         .renew_every(Duration::from_millis(990))
         .attempt()
@@ -380,6 +408,7 @@ pub async fn a_ttl_or_renewal_that_leaves_no_validity_is_refused(w: &Coordinator
     assert!(err.to_string().contains("renewal interval"), "{err}");
     let guard = w
         .lease("renew-late")
+        .watchdog(false)
         .ttl(Duration::from_secs(1))
         .renew_every(Duration::from_millis(900))
         .attempt()
@@ -398,7 +427,11 @@ pub async fn holder_is_recorded_read_by_anyone_and_released_with_the_lease(
     _t: &Timing,
 ) {
     let ttl = Duration::from_secs(30);
-    let lease = w.lease("holder:labelled").ttl(ttl).label("POST /orders/42");
+    let lease = w
+        .lease("holder:labelled")
+        .watchdog(false)
+        .ttl(ttl)
+        .label("POST /orders/42");
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     let status = w.status("holder:labelled").await.unwrap();
     assert!(status.held);
@@ -426,19 +459,26 @@ pub async fn holder_is_recorded_read_by_anyone_and_released_with_the_lease(
     assert!(!free.held && free.holder.is_none(), "{free:?}");
 
     // Recording without a label, and not recording at all.
-    let plain = w.lease("holder:labelled").ttl(ttl).record_holder(true);
+    let plain = w
+        .lease("holder:labelled")
+        .watchdog(false)
+        .ttl(ttl)
+        .record_holder(true);
     let guard = plain.attempt().await.unwrap().into_guard().unwrap();
     let holder = w.status("holder:labelled").await.unwrap().holder.unwrap();
     assert_eq!((holder.pid, holder.label), (me.pid, None));
     guard.release().await.unwrap();
-    let silent = w.lease("holder:labelled").ttl(ttl);
+    let silent = w.lease("holder:labelled").watchdog(false).ttl(ttl);
     let guard = silent.attempt().await.unwrap().into_guard().unwrap();
     let status = w.status("holder:labelled").await.unwrap();
     assert!(status.held && status.holder.is_none(), "{status:?}");
     guard.release().await.unwrap();
 
     // A bad label is refused by name before anything is written.
-    let bad = w.lease("holder:labelled").label("two\nlines");
+    let bad = w
+        .lease("holder:labelled")
+        .watchdog(false)
+        .label("two\nlines");
     match bad.attempt().await {
         Err(Error::InvalidArgument { what: "label", .. }) => {}
         other => panic!("expected an invalid label, got {other:?}"),
@@ -448,7 +488,11 @@ pub async fn holder_is_recorded_read_by_anyone_and_released_with_the_lease(
 
 /// A holder's record ends with its lease when the TTL runs out.
 pub async fn holder_record_expires_with_the_lease(w: &Coordinator, t: &Timing) {
-    let lease = w.lease("holder:expiring").ttl(t.short).label("short");
+    let lease = w
+        .lease("holder:expiring")
+        .watchdog(false)
+        .ttl(t.short)
+        .label("short");
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     assert!(w.status("holder:expiring").await.unwrap().holder.is_some());
     until_expired(w, "holder:expiring", t).await;
@@ -456,7 +500,10 @@ pub async fn holder_record_expires_with_the_lease(w: &Coordinator, t: &Timing) {
     let status = w.status("holder:expiring").await.unwrap();
     assert!(status.holder.is_none(), "{status:?}");
     // The next holder that records nothing is not shown the old record.
-    let next = w.lease("holder:expiring").ttl(Duration::from_secs(30));
+    let next = w
+        .lease("holder:expiring")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
     let guard = next.attempt().await.unwrap().into_guard().unwrap();
     let status = w.status("holder:expiring").await.unwrap();
     assert!(status.held && status.holder.is_none(), "{status:?}");
@@ -467,10 +514,34 @@ pub async fn holder_record_expires_with_the_lease(w: &Coordinator, t: &Timing) {
 /// holders; a store that cannot list says so with a configuration error.
 pub async fn list_shows_the_held_leases_under_a_prefix(w: &Coordinator, _t: &Timing) {
     let ttl = Duration::from_secs(30);
-    let b = w.lease("ls:b").ttl(ttl).attempt().await.unwrap();
-    let a = w.lease("ls:a").ttl(ttl).label("first").attempt().await;
-    let other = w.lease("lx").ttl(ttl).attempt().await.unwrap();
-    let free = w.lease("ls:c").ttl(ttl).attempt().await.unwrap();
+    let b = w
+        .lease("ls:b")
+        .watchdog(false)
+        .ttl(ttl)
+        .attempt()
+        .await
+        .unwrap();
+    let a = w
+        .lease("ls:a")
+        .watchdog(false)
+        .ttl(ttl)
+        .label("first")
+        .attempt()
+        .await;
+    let other = w
+        .lease("lx")
+        .watchdog(false)
+        .ttl(ttl)
+        .attempt()
+        .await
+        .unwrap();
+    let free = w
+        .lease("ls:c")
+        .watchdog(false)
+        .ttl(ttl)
+        .attempt()
+        .await
+        .unwrap();
     free.into_guard().unwrap().release().await.unwrap();
     let listed = match w.list("ls:").await {
         Ok(listed) => listed,
@@ -505,10 +576,18 @@ pub async fn list_shows_the_held_leases_under_a_prefix(w: &Coordinator, _t: &Tim
 /// records itself, not the previous holder.
 pub async fn a_waiter_that_gets_the_lease_records_itself(w: &Coordinator, _t: &Timing) {
     let ttl = Duration::from_secs(30);
-    let first = w.lease("holder:handoff").ttl(ttl).label("first");
+    let first = w
+        .lease("holder:handoff")
+        .watchdog(false)
+        .ttl(ttl)
+        .label("first");
     let guard = first.attempt().await.unwrap().into_guard().unwrap();
     let waiter = {
-        let lease = w.lease("holder:handoff").ttl(ttl).label("second");
+        let lease = w
+            .lease("holder:handoff")
+            .watchdog(false)
+            .ttl(ttl)
+            .label("second");
         tokio::spawn(async move { lease.attempt_within(Duration::from_secs(10)).await })
     };
     // Let the waiter stand in line before the release.

@@ -26,14 +26,14 @@ pub fn at(us: u64) -> Option<Timestamp> {
 
 /// Consumes `cost` at `T0 + us`.
 pub async fn take(l: &Limiter, key: &str, cost: u32, us: u64) -> Decision {
-    l.run(key, cost, Mode::Consume, at(us))
+    l.decide(key, cost, Mode::Consume, at(us))
         .await
         .expect("check")
 }
 
 /// Peeks `cost` at `T0 + us`.
 pub async fn look(l: &Limiter, key: &str, cost: u32, us: u64) -> Decision {
-    l.run(key, cost, Mode::Peek, at(us)).await.expect("peek")
+    l.decide(key, cost, Mode::Peek, at(us)).await.expect("peek")
 }
 
 const DAY_US: u64 = 86_400_000_000;
@@ -125,7 +125,7 @@ pub async fn bad_input_is_a_clear_error(tenure: &Coordinator) {
     let l = tenure.limiter(Quota::per_second(nz(5)), Algorithm::Gcra);
     let far = Some(Timestamp::from_micros(1 << 60));
     assert!(matches!(
-        l.run("bad", 1, Mode::Consume, far).await,
+        l.decide("bad", 1, Mode::Consume, far).await,
         Err(Error::InvalidArgument { what: "now", .. })
     ));
     // The burst is the capacity of GCRA and the token bucket only.
@@ -154,7 +154,7 @@ pub async fn compound_policies_commit_all_or_nothing(tenure: &Coordinator) {
         assert!(!d.allowed, "{alg}");
         assert_eq!(d.limit, 5, "{alg}: the refusing policy is reported");
         let each = both
-            .run_each(&key, 1, Mode::Peek, at(20))
+            .decide_each(&key, 1, Mode::Peek, at(20))
             .await
             .expect("peek");
         assert_eq!(
@@ -167,7 +167,7 @@ pub async fn compound_policies_commit_all_or_nothing(tenure: &Coordinator) {
         assert!(d.allowed);
         assert_eq!(d.remaining, 0, "{alg}: the tightest policy is reported");
         let each = both
-            .run_each(&key, 1, Mode::Peek, at(40))
+            .decide_each(&key, 1, Mode::Peek, at(40))
             .await
             .expect("peek");
         assert_eq!((each[0].remaining, each[1].remaining), (2, 0), "{alg}");

@@ -73,7 +73,10 @@ pub async fn play() -> Played {
     let mut tokens = Vec::new();
 
     // A holds the key; B is refused, then waits and is handed the lease.
-    let lease = tenure.lease(KEY).ttl(Duration::from_secs(10));
+    let lease = tenure
+        .lease(KEY)
+        .watchdog(false)
+        .ttl(Duration::from_secs(10));
     let a = lease.attempt().await.unwrap().into_guard().unwrap();
     let storage_key = tenure.status(KEY).await.unwrap().storage_key;
     tokens.push(get(&server, &storage_key));
@@ -102,6 +105,7 @@ pub async fn play() -> Played {
     // C's lease is never renewed: its local deadline passes.
     let c = tenure
         .lease(SHORT_KEY)
+        .watchdog(false)
         .ttl(Duration::from_millis(100))
         .attempt()
         .await
@@ -138,6 +142,7 @@ pub async fn play() -> Played {
     nodes[2].kill();
     let q = quorum
         .lease(QUORUM_KEY)
+        .watchdog(false)
         .ttl(Duration::from_secs(10))
         .attempt()
         .await

@@ -95,12 +95,12 @@ pub async fn run(url: &str, resource: Resource) -> Result<Outcome, BoxError> {
         start: Instant::now(),
         lines: Vec::new(),
     };
-    let lease = tenure.lease(name).ttl(TTL);
+    // No renewal: a real pause (GC, SIGSTOP) would stop the renewal task too.
+    let lease = tenure.lease(name).ttl(TTL).watchdog(false);
 
     let a = lease
-        .attempt()
+        .try_acquire()
         .await?
-        .into_guard()
         .ok_or("the scenario's key was already held")?;
     t.note("A", format!("acquires, fence {}, TTL {TTL:?}", a.fence()));
     t.note(
@@ -111,9 +111,8 @@ pub async fn run(url: &str, resource: Resource) -> Result<Outcome, BoxError> {
     tokio::time::sleep(TTL * 2).await;
 
     let b = lease
-        .attempt()
+        .try_acquire()
         .await?
-        .into_guard()
         .ok_or("B could not acquire after A's TTL")?;
     t.note(
         "B",
