@@ -31,7 +31,8 @@
 //! let mut fenced_write = |fence: Fence| fence >= last && { last = fence; true };
 //!
 //! let tenure = Coordinator::memory(); // or Coordinator::sqlite(path), ::connect(url)
-//! let lease = tenure.lease("account:7").ttl(Duration::from_millis(100));
+//! // No renewal: it stands in for a process so stalled it renews nothing.
+//! let lease = tenure.lease("account:7").ttl(Duration::from_millis(100)).watchdog(false);
 //! // A takes the lease, then stalls past its TTL.
 //! let a = lease.try_acquire().await?.expect("free");
 //! tokio::time::sleep(Duration::from_millis(300)).await;
@@ -54,8 +55,8 @@
 //! - The tests run Redis 7.0; on 6.x (≥ 6.0.6) scripts stand in for the
 //!   Redis 7 functions and options, untested; Valkey is not tested. Run
 //!   Redis with `maxmemory-policy noeviction`.
-//! - Renewal is off by default for a plain lease ([`Lease::watchdog`]);
-//!   elections and run-once renew on their own.
+//! - Renewal is on by default (every ttl/3) for leases, elections and
+//!   run-once; [`Lease::watchdog`] turns it off for a fixed budget.
 //! - Fence counters are kept forever, one per key ever leased (none on etcd):
 //!   use a bounded set of keys.
 //!
