@@ -19,7 +19,7 @@
 //!   reports an id only when both name the same term. Between a new leader's
 //!   win and its id's write (one round trip) the id reads as `None`.
 //! - **Candidates are served in arrival order where leases are.** A campaign
-//!   waits as [`Lease::acquire_within`] does: first come, first served on
+//!   waits as [`Lease::acquire`] does: first come, first served on
 //!   Redis (one master, Sentinel, Cluster), SQLite and etcd; in memory and on
 //!   a quorum, woken candidates race.
 //! - **Changes are pushed.** [`Election::observe`] wakes on every release of
