@@ -36,7 +36,7 @@ pub struct Outcome {
 /// Where the two holders write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resource {
-    /// A Redis value written with a fencing check ([`RedisFencedStore`]).
+    /// A Redis value written with a fencing check ([`RedisFencedStore`](tenure::redis::RedisFencedStore)).
     Fenced,
     /// A plain Redis `SET`: last writer wins.
     Unfenced,
