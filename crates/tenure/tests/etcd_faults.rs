@@ -419,7 +419,10 @@ async fn a_waiter_keeps_waiting_through_a_leader_kill() {
     let mut cluster = EtcdCluster::start(3);
     let tenure = connect(&cluster.url(), Duration::from_secs(2)).await;
     // Not renewed: the holder's lease runs out during the failover.
-    let lease = tenure.lease("failover").ttl(Duration::from_secs(3)).watchdog(false);
+    let lease = tenure
+        .lease("failover")
+        .ttl(Duration::from_secs(3))
+        .watchdog(false);
     let _holder = lease.try_acquire().await.unwrap().unwrap();
     let waiters: Vec<_> = (0..3)
         .map(|_| {
