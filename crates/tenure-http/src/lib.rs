@@ -58,6 +58,12 @@
 //! no key and requests get `400` (or the [`MissingKey::Bucket`] you configured).
 
 #![forbid(unsafe_code)]
+// The public surface stays honest: nothing `pub` that a user cannot reach, no
+// type in a public signature that a user cannot name, and `Debug` on every
+// public type. Here rather than in Cargo.toml's `[lints]`: that table already
+// takes the workspace's lints (`workspace = true`), which Cargo does not let a
+// crate extend, and these lints are about a library's surface, not the binaries'.
+#![warn(unreachable_pub, unnameable_types, missing_debug_implementations)]
 // docs.rs builds with `--cfg docsrs` on nightly: each item shows the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -363,6 +363,9 @@ struct Wired {
 
 impl Wired {
     /// What `backend` brings, when it is one of tenure's stores.
+    // `..Wired::default()` fills the `redis` field, which builds without the
+    // `redis` feature do not have.
+    #[cfg_attr(not(feature = "redis"), allow(clippy::needless_update))]
     fn of(backend: &dyn Any) -> Self {
         if backend.is::<MemoryStore>() {
             return Wired {

@@ -30,7 +30,7 @@ impl EtcdConn {
     /// within the time budgets, so a dead or wrong endpoint list, a cluster
     /// without a majority or missing permissions fail here with a clear error
     /// rather than on the first lease.
-    pub async fn connect(url: &EtcdUrl, options: &EtcdOptions) -> Result<Self> {
+    pub(super) async fn connect(url: &EtcdUrl, options: &EtcdOptions) -> Result<Self> {
         let display = url.display();
         let tls = if url.tls {
             Some(tls_config(&display, options)?)
@@ -85,12 +85,12 @@ impl EtcdConn {
     }
 
     /// The endpoints, for messages (never a password).
-    pub fn display(&self) -> &str {
+    pub(super) fn display(&self) -> &str {
         &self.display
     }
 
     /// Runs `f` with a client within the call budget and maps its error.
-    pub async fn call<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T>
+    pub(super) async fn call<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T>
     where
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, Status>>,

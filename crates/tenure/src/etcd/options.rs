@@ -125,7 +125,7 @@ impl fmt::Debug for EtcdUrl {
 
 impl EtcdUrl {
     /// `etcd://h1:2379,h2:2379`, with the user but never the password.
-    pub fn display(&self) -> String {
+    pub(super) fn display(&self) -> String {
         let user = match &self.user {
             Some((name, _)) => format!("{name}:***@"),
             None => String::new(),
@@ -139,7 +139,7 @@ impl EtcdUrl {
     /// The user-info part follows etcdctl's `--user name[:password]`; `@ : / ? #
     /// % ,` in a password are percent-encoded. A missing port is etcd's client
     /// port, 2379. `etcds://` speaks TLS to every member.
-    pub fn parse(url: &str) -> Result<Self> {
+    pub(super) fn parse(url: &str) -> Result<Self> {
         let bad = |reason: &str| Error::Config {
             url: redact(url),
             reason: reason.to_string(),

@@ -17,17 +17,17 @@ use crate::error::{Error, Result};
 use crate::url::redact;
 
 /// Default time budget of one Redis call, connection included.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Default time budget of establishing a TCP connection.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What a call runs on: one server (reconnecting by itself) or a Redis Cluster
 /// (each command sent to the master of its key's slot, `MOVED`/`ASK` and
 /// failovers followed by the client). Both are [`ConnectionLike`], so every
 /// script and pipeline runs unchanged on either.
 #[derive(Clone)]
-pub enum Link {
+pub(crate) enum Link {
     /// One server.
     Node(ConnectionManager),
     /// A Redis Cluster.
@@ -127,7 +127,7 @@ pub(super) enum Origin {
 
 /// A cloneable, auto-reconnecting Redis connection.
 #[derive(Clone)]
-pub struct RedisConn {
+pub(crate) struct RedisConn {
     link: Link,
     origin: Origin,
     display: String,
@@ -435,12 +435,12 @@ impl RedisConn {
     }
 
     /// The URL without credentials.
-    pub fn display(&self) -> &str {
+    pub(crate) fn display(&self) -> &str {
         &self.display
     }
 
     /// The per-call time budget.
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
 
@@ -450,12 +450,12 @@ impl RedisConn {
     }
 
     /// The connection-establishment budget.
-    pub fn connect_timeout(&self) -> Duration {
+    pub(crate) fn connect_timeout(&self) -> Duration {
         self.connect_timeout
     }
 
     /// Runs one Redis call under the time budget and maps its error.
-    pub async fn call<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T>
+    pub(crate) async fn call<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T>
     where
         F: FnOnce(Link) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
@@ -465,7 +465,7 @@ impl RedisConn {
 
     /// Like [`call`](Self::call) with another time budget, for commands that block
     /// on the server on purpose (`WAIT`).
-    pub async fn call_within<T, F, Fut>(
+    pub(crate) async fn call_within<T, F, Fut>(
         &self,
         op: &'static str,
         key: &str,
@@ -490,7 +490,7 @@ impl RedisConn {
 
     /// Runs a prepared script (EVALSHA, with a load-and-retry on NOSCRIPT) under
     /// the time budget.
-    pub async fn script<T: redis::FromRedisValue>(
+    pub(crate) async fn script<T: redis::FromRedisValue>(
         &self,
         op: &'static str,
         key: &str,
@@ -503,7 +503,7 @@ impl RedisConn {
     }
 
     /// Maps a Redis error to tenure's [`Error`].
-    pub fn map_error(&self, op: &'static str, key: &str, e: RedisError) -> Error {
+    pub(crate) fn map_error(&self, op: &'static str, key: &str, e: RedisError) -> Error {
         if e.code() == Some("WRONGTYPE") {
             return Error::WrongType {
                 key: key.to_string(),

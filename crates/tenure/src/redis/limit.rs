@@ -155,11 +155,6 @@ impl RedisLimits {
         Self::with_conn(backend.conn().clone(), backend.prefix())
     }
 
-    /// The connection.
-    pub fn conn(&self) -> &RedisConn {
-        &self.conn
-    }
-
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix

@@ -126,7 +126,7 @@ struct Inner {
 /// A connection to the master the sentinels name, re-discovered after a
 /// failed call. Cheap to clone.
 #[derive(Clone)]
-pub struct SentinelLink {
+pub(crate) struct SentinelLink {
     inner: Arc<Inner>,
 }
 

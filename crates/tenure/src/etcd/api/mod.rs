@@ -7,11 +7,13 @@
 //! the replies.
 
 // Generated code: every message and client is public within this module,
-// and not every field or call is used.
+// and not every field or call is used. prost's enums are reachable through
+// their trait impls, though nothing outside the crate can name them.
 #![allow(
     dead_code,
     missing_docs,
     unreachable_pub,
+    unnameable_types,
     clippy::all,
     clippy::pedantic,
     clippy::unwrap_used
