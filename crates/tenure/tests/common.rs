@@ -9,7 +9,7 @@ use std::time::Duration;
 use tenure::quorum::{QuorumOptions, QuorumStore};
 use tenure::redis::{RedisOptions, RedisStore};
 use tenure::sqlite::{SqliteOptions, SqliteStore};
-use tenure::{Coordinator, LeaseGuard};
+use tenure::{Coordinator, Fence, LeaseGuard};
 use tenure_test::{Proxy, RedisServer};
 
 /// A tenure handle plus the server (or database directory) behind it, kept
@@ -84,6 +84,26 @@ pub async fn freed(tenure: &Coordinator, key: &str) -> bool {
 pub async fn warm_guard(tenure: &Coordinator, key: &str) -> LeaseGuard {
     let attempt = tenure.lease(key).watchdog(false).attempt().await.unwrap();
     attempt.into_guard().expect("the warm-up key is free")
+}
+
+/// Takes each `(key, fence)` again through `other` (waiting at most `within`)
+/// and checks that the new fence is above the old one: fences go on after a
+/// failover instead of repeating.
+pub async fn assert_fences_go_on(other: &Coordinator, fences: &[(&str, Fence)], within: Duration) {
+    for &(key, fence) in fences {
+        let next = other
+            .lease(key)
+            .watchdog(false)
+            .attempt_within(within)
+            .await
+            .unwrap();
+        let next = next.into_guard().unwrap();
+        assert!(
+            next.fence() > fence,
+            "{key}: fence {} after {fence}",
+            next.fence()
+        );
+    }
 }
 
 /// `n` fresh redis-servers (quorum nodes).
