@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, alive, output, pid_in, stderr, stdout};
+use common::{Sandbox, alive, output, pid_in, start_run, stderr, stdout};
 use nix::sys::signal::{Signal, kill};
 use tenure_test::RedisServer;
 
@@ -27,19 +27,7 @@ fn until_go(sandbox: &Sandbox) -> String {
 /// notice what was done to the key.
 fn start_long_run(sandbox: &Sandbox, url: &str, key: &str) -> common::Running {
     let script = until_go(sandbox);
-    let run = sandbox.start(&[
-        "--backend",
-        url,
-        "run",
-        "--key",
-        key,
-        "--ttl",
-        "30s",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let run = start_run(sandbox, url, key, &["--ttl", "30s"], &script);
     pid_in(&sandbox.path("child"));
     run
 }
@@ -89,18 +77,7 @@ fn a_lease_taken_by_another_holder_while_the_command_ran_exits_76() {
     server.command("DEL tenure:{taken}").unwrap();
     let second_marker = sandbox.path("second");
     let script = format!("echo $$ > {}; sleep 300", second_marker.display());
-    let mut second = sandbox.start(&[
-        "--backend",
-        &server.url(),
-        "run",
-        "--key",
-        "taken",
-        "--no-wait",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let mut second = start_run(&sandbox, &server.url(), "taken", &["--no-wait"], &script);
     pid_in(&second_marker);
     let (code, err) = finish(&sandbox, &mut first);
     assert_eq!(code, Some(76), "{err}");
@@ -123,21 +100,8 @@ fn a_command_ignoring_sigterm_is_dead_before_a_frozen_store_could_regrant() {
         "trap '' TERM; echo $$ > {}; while :; do sleep 0.05; done",
         marker.display()
     );
-    let mut run = sandbox.start(&[
-        "--backend",
-        &server.url(),
-        "run",
-        "--key",
-        "frozen",
-        "--ttl",
-        "10s",
-        "--grace",
-        "3s",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let options = ["--ttl", "10s", "--grace", "3s"];
+    let mut run = start_run(&sandbox, &server.url(), "frozen", &options, &script);
     let pid = pid_in(&marker);
     // The store's expiry is at least `sent + PTTL`; a renewal slipping in
     // between only moves it later.

@@ -110,22 +110,24 @@ fn a_command_that_handles_the_signal_reports_its_status(backend: &str) {
     assert_eq!(out, "cleaned\n");
 }
 
+/// Every signal that ends a runner, then a command that handles it, on `backend`.
+fn signals_on(backend: &str) {
+    for sig in [Signal::SIGTERM, Signal::SIGHUP, Signal::SIGINT] {
+        a_signalled_runner_leaves_nothing_running(backend, sig);
+    }
+    a_command_that_handles_the_signal_reports_its_status(backend);
+}
+
 #[test]
 fn signals_on_sqlite() {
     let sandbox = Sandbox::new();
-    for sig in [Signal::SIGTERM, Signal::SIGHUP, Signal::SIGINT] {
-        a_signalled_runner_leaves_nothing_running(&sandbox.sqlite(), sig);
-    }
-    a_command_that_handles_the_signal_reports_its_status(&sandbox.sqlite());
+    signals_on(&sandbox.sqlite());
 }
 
 #[test]
 fn signals_on_redis() {
     let server = RedisServer::start();
-    for sig in [Signal::SIGTERM, Signal::SIGHUP, Signal::SIGINT] {
-        a_signalled_runner_leaves_nothing_running(&server.url(), sig);
-    }
-    a_command_that_handles_the_signal_reports_its_status(&server.url());
+    signals_on(&server.url());
 }
 
 /// A background process that inherited the captured stdout does not keep the

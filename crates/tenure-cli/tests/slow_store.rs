@@ -10,7 +10,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, stderr, wait_for_file};
+use common::{Sandbox, start_run, stderr, wait_for_file};
 use tenure_test::RedisServer;
 
 /// Writes are paused for 1.5 s just before `run --ttl 3s`: the acquire comes
@@ -73,19 +73,7 @@ fn a_store_frozen_at_release_is_not_a_lost_lease() {
         "kill -STOP {pid}; echo frozen > {}; exit 3",
         marker.display()
     );
-    let mut runner = sandbox.start(&[
-        "--backend",
-        &server.url(),
-        "run",
-        "--key",
-        "frozen",
-        "--ttl",
-        "2s",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let mut runner = start_run(&sandbox, &server.url(), "frozen", &["--ttl", "2s"], &script);
     wait_for_file(&marker, Duration::from_secs(10));
     std::thread::sleep(Duration::from_secs(4));
     server.resume();

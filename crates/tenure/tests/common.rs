@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use tenure::Coordinator;
 use tenure::quorum::{QuorumOptions, QuorumStore};
 use tenure::redis::{RedisOptions, RedisStore};
 use tenure::sqlite::{SqliteOptions, SqliteStore};
+use tenure::{Coordinator, Fence, LeaseGuard};
 use tenure_test::{Proxy, RedisServer};
 
 /// A tenure handle plus the server (or database directory) behind it, kept
@@ -63,6 +63,47 @@ pub async fn connect_redis(server: &RedisServer) -> Coordinator {
     .await
     .expect("connect to the test redis-server");
     Coordinator::with_backend(backend)
+}
+
+/// Waits (at most 10 s) until `key` is free; `true` if it became free.
+pub async fn freed(tenure: &Coordinator, key: &str) -> bool {
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < until {
+        if !tenure.status(key).await.unwrap().held {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// Takes the free lease `key` without a watchdog and hands back its guard.
+/// The first calls on a fresh server load the scripts (an `EVALSHA` answered
+/// `NOSCRIPT` is a call too, and grants nothing), so tests that count or
+/// freeze calls make this one first.
+pub async fn warm_guard(tenure: &Coordinator, key: &str) -> LeaseGuard {
+    let attempt = tenure.lease(key).watchdog(false).attempt().await.unwrap();
+    attempt.into_guard().expect("the warm-up key is free")
+}
+
+/// Takes each `(key, fence)` again through `other` (waiting at most `within`)
+/// and checks that the new fence is above the old one: fences go on after a
+/// failover instead of repeating.
+pub async fn assert_fences_go_on(other: &Coordinator, fences: &[(&str, Fence)], within: Duration) {
+    for &(key, fence) in fences {
+        let next = other
+            .lease(key)
+            .watchdog(false)
+            .attempt_within(within)
+            .await
+            .unwrap();
+        let next = next.into_guard().unwrap();
+        assert!(
+            next.fence() > fence,
+            "{key}: fence {} after {fence}",
+            next.fence()
+        );
+    }
 }
 
 /// `n` fresh redis-servers (quorum nodes).

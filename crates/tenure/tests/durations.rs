@@ -9,13 +9,14 @@ use std::future::Future;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use tenure::election::Election;
 #[cfg(feature = "etcd")]
 use tenure::etcd::EtcdOptions;
 use tenure::limit::{Algorithm, Quota};
 use tenure::quorum::{QuorumOptions, QuorumStore};
 use tenure::redis::{RedisOptions, RedisStore};
 use tenure::sqlite::{SqliteOptions, SqliteStore};
-use tenure::{Attempt, Coordinator, Error};
+use tenure::{Attempt, Coordinator, Error, Lease};
 use tenure_test::RedisServer;
 
 const CENTURY: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
@@ -46,12 +47,23 @@ where
     }
 }
 
-/// Takes and gives back a lease on `tenure`, with TTL 2 s unless the test
-/// sets its own.
+/// Takes and gives back a lease on `tenure`, with TTL 2 s.
 async fn lease_round_trip(tenure: &Coordinator, key: &str) -> tenure::Result<()> {
-    let lease = tenure.lease(key).ttl(Duration::from_secs(2));
+    take_and_release(tenure.lease(key).ttl(Duration::from_secs(2))).await
+}
+
+/// Takes `lease` if it is free, and gives it back.
+async fn take_and_release(lease: Lease) -> tenure::Result<()> {
     if let Some(guard) = lease.try_acquire().await? {
         guard.release().await?;
+    }
+    Ok(())
+}
+
+/// Campaigns once as `a` on `election`, and resigns if elected.
+async fn campaign_and_resign(election: Election) -> tenure::Result<()> {
+    if let Some(leader) = election.try_campaign("a").await? {
+        leader.resign().await?;
     }
     Ok(())
 }
@@ -61,23 +73,12 @@ async fn lease_election_and_once_parameters() {
     let tenure = Coordinator::memory();
     for (i, d) in EXTREMES.into_iter().enumerate() {
         let lease = tenure.lease(format!("ttl-{i}"));
-        works_or_refuses("Lease::ttl", d, async {
-            if let Some(g) = lease.ttl(d).try_acquire().await? {
-                g.release().await?;
-            }
-            Ok(())
-        })
-        .await;
+        works_or_refuses("Lease::ttl", d, take_and_release(lease.ttl(d))).await;
         let lease = tenure
             .lease(format!("renew-{i}"))
             .ttl(Duration::from_secs(2));
-        works_or_refuses("Lease::renew_every", d, async {
-            if let Some(g) = lease.renew_every(d).try_acquire().await? {
-                g.release().await?;
-            }
-            Ok(())
-        })
-        .await;
+        let renewed = take_and_release(lease.renew_every(d));
+        works_or_refuses("Lease::renew_every", d, renewed).await;
         let lease = tenure.lease(format!("within-{i}"));
         works_or_refuses("Lease::attempt_within", d, async {
             if let Attempt::Acquired(g) = lease.attempt_within(d).await? {
@@ -88,21 +89,10 @@ async fn lease_election_and_once_parameters() {
         .await;
 
         let election = tenure.election(format!("e-ttl-{i}"));
-        works_or_refuses("Election::ttl", d, async {
-            if let Some(l) = election.ttl(d).try_campaign("a").await? {
-                l.resign().await?;
-            }
-            Ok(())
-        })
-        .await;
+        works_or_refuses("Election::ttl", d, campaign_and_resign(election.ttl(d))).await;
         let election = tenure.election(format!("e-poll-{i}"));
-        works_or_refuses("Election::poll_every", d, async {
-            if let Some(l) = election.poll_every(d).try_campaign("a").await? {
-                l.resign().await?;
-            }
-            Ok(())
-        })
-        .await;
+        let polled = campaign_and_resign(election.poll_every(d));
+        works_or_refuses("Election::poll_every", d, polled).await;
         let election = tenure.election(format!("e-within-{i}"));
         works_or_refuses("Election::campaign_timeout", d, async {
             election.campaign_timeout("a", d).await?.resign().await?;

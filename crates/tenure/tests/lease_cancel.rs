@@ -13,29 +13,15 @@ use tenure_test::RedisServer;
 /// Long enough that "still held" can only mean "orphaned".
 const TTL: Duration = Duration::from_secs(120);
 
-/// Waits (bounded) until `key` is free; `true` if it became free.
-async fn freed(tenure: &Coordinator, key: &str) -> bool {
-    let until = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokio::time::Instant::now() < until {
-        if !tenure.status(key).await.unwrap().held {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 async fn connect(server: &RedisServer) -> Coordinator {
     let tenure = common::connect_redis(server).await;
     // Loads the scripts: a first EVALSHA answered NOSCRIPT grants nothing, and
     // the test wants the frozen request to be one that grants.
-    let warm = tenure
-        .lease("warm-up")
-        .watchdog(false)
-        .attempt()
+    common::warm_guard(&tenure, "warm-up")
+        .await
+        .release()
         .await
         .unwrap();
-    warm.into_guard().unwrap().release().await.unwrap();
     tenure
 }
 
@@ -55,7 +41,10 @@ async fn redis_a_cancelled_acquire_is_undone() {
         status.fence.is_some(),
         "the request was granted: {status:?}"
     );
-    assert!(freed(&tenure, "cancelled").await, "the grant was orphaned");
+    assert!(
+        common::freed(&tenure, "cancelled").await,
+        "the grant was orphaned"
+    );
     // And the key is usable at once.
     let guard = lease.attempt().await.unwrap().into_guard().unwrap();
     guard.release().await.unwrap();
@@ -76,7 +65,10 @@ async fn redis_a_timed_out_acquire_is_undone() {
         status.fence.is_some(),
         "the request was granted: {status:?}"
     );
-    assert!(freed(&tenure, "timed-out").await, "the grant was orphaned");
+    assert!(
+        common::freed(&tenure, "timed-out").await,
+        "the grant was orphaned"
+    );
 }
 
 /// SQLite: the attempt waits for another process's write lock, the caller
@@ -100,7 +92,7 @@ async fn sqlite_a_cancelled_acquire_is_undone() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
-        freed(&fx.tenure, "cancelled").await,
+        common::freed(&fx.tenure, "cancelled").await,
         "the grant was orphaned"
     );
 }

@@ -10,6 +10,8 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -187,20 +189,7 @@ async fn a_killed_master_is_replaced_and_leases_limits_and_fences_resume() {
     }
     plain_guard.release().await.unwrap();
     drop(acked_guard);
-    for (key, fence) in fences {
-        let next = other
-            .lease(key)
-            .watchdog(false)
-            .attempt_within(ttl * 2)
-            .await
-            .unwrap();
-        let next = next.into_guard().unwrap();
-        assert!(
-            next.fence() > fence,
-            "{key}: fence {} after {fence}",
-            next.fence()
-        );
-    }
+    common::assert_fences_go_on(&other, &fences, ttl * 2).await;
 }
 
 /// What one failover did to `acquired` lease writes each answered `Acquired`

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Duration;
 
 use tenure::Coordinator;
@@ -70,13 +72,11 @@ async fn an_acquire_and_release_costs_at_most_seven_commands() {
     let server = RedisServer::start();
     let tenure = connect(&server).await;
     // Warm up: connection setup and script loading are not per-cycle costs.
-    let g = tenure
-        .lease("warm")
-        .watchdog(false)
-        .attempt()
+    common::warm_guard(&tenure, "warm")
+        .await
+        .release()
         .await
         .unwrap();
-    g.into_guard().unwrap().release().await.unwrap();
     server.command("CONFIG RESETSTAT").unwrap();
 
     const CYCLES: u64 = 1000;
@@ -320,13 +320,7 @@ async fn the_single_node_path_sends_evalsha_and_no_wait() {
         .unwrap();
     let tenure = Coordinator::with_backend(backend);
     // Warm up all three scripts: a first EVALSHA answered NOSCRIPT is a call too.
-    let g = tenure
-        .lease("warm")
-        .watchdog(false)
-        .attempt()
-        .await
-        .unwrap();
-    let g = g.into_guard().unwrap();
+    let g = common::warm_guard(&tenure, "warm").await;
     let _ = g.extend().await.unwrap();
     g.release().await.unwrap();
     server.command("CONFIG RESETSTAT").unwrap();

@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -180,18 +182,5 @@ async fn tenure_follows_a_failover_and_held_leases_are_renewed_or_reported_lost(
     );
     plain_guard.release().await.unwrap();
     drop(acked_guard);
-    for (key, fence) in fences {
-        let next = other
-            .lease(key)
-            .watchdog(false)
-            .attempt_within(ttl * 2)
-            .await
-            .unwrap();
-        let next = next.into_guard().unwrap();
-        assert!(
-            next.fence() > fence,
-            "{key}: fence {} after {fence}",
-            next.fence()
-        );
-    }
+    common::assert_fences_go_on(&other, &fences, ttl * 2).await;
 }

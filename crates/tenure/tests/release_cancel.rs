@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Duration;
 
 use tenure::Coordinator;
@@ -11,18 +13,6 @@ use tenure_test::{Proxy, RedisServer};
 
 /// Long enough that "still held" can only mean "the release was lost".
 const TTL: Duration = Duration::from_secs(120);
-
-/// Waits (bounded) until `key` is free; `true` if it became free.
-async fn freed(tenure: &Coordinator, key: &str) -> bool {
-    let until = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokio::time::Instant::now() < until {
-        if !tenure.status(key).await.unwrap().held {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
 
 /// A holder reaching a fresh server through a slow link (200 ms per chunk),
 /// and a direct handle to look. On a fresh server the release script is not
@@ -45,7 +35,7 @@ async fn redis_a_cancelled_release_still_releases() {
     let cut = tokio::time::timeout(Duration::from_millis(50), guard.release()).await;
     assert!(cut.is_err(), "the slow link cannot answer in 50 ms");
     assert!(
-        freed(&direct, "cut-release").await,
+        common::freed(&direct, "cut-release").await,
         "the cut-short release left the key held"
     );
 }

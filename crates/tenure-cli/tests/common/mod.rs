@@ -74,6 +74,21 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Starts `tenure --backend BACKEND run --key KEY OPTIONS -- sh -c SCRIPT`
+/// in the background, stderr captured.
+pub fn start_run(
+    sandbox: &Sandbox,
+    backend: &str,
+    key: &str,
+    options: &[&str],
+    script: &str,
+) -> Running {
+    let mut args = vec!["--backend", backend, "run", "--key", key];
+    args.extend_from_slice(options);
+    args.extend(["--", "sh", "-c", script]);
+    sandbox.start(&args)
+}
+
 /// Starts a holder of `key` on the sandbox's default store that keeps the
 /// lease until `release` exists; returns once it holds the lease.
 pub fn hold(sandbox: &Sandbox, key: &str, release: &Path) -> Running {
