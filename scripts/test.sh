@@ -104,6 +104,12 @@ echo "== cargo publish --dry-run (the publishable crates, each built from its pa
 # Examples, tenure-test, tenure-chaos and tenure-bench have publish = false.
 # Verification builds every crate from its .crate file against the others
 # (a local registry cargo makes for the run), as crates.io would.
+# Cargo unpacks each of them under $CARGO_HOME/registry/src/ to build it, and
+# would reuse a copy of the same version unpacked by an earlier run (stale
+# sources): remove ours first. No crate of these names comes from crates.io.
+for unpacked in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/tenure-{,http-,cli-}[0-9]*; do
+  if [ -e "$unpacked" ]; then rm -rf "$unpacked"; fi
+done
 cargo publish --dry-run --allow-dirty --quiet -p tenure -p tenure-http -p tenure-cli
 echo "== dependency audit (sources and licences, offline)"
 ./scripts/audit-deps
