@@ -16,8 +16,8 @@ pub(super) struct Target {
     /// The host as the URL names it, in a canonical spelling (lowercase, no
     /// trailing dot, IP literals normalised), with its port; or a socket path.
     place: String,
-    /// `host:port` to resolve, for TCP nodes.
-    resolve: Option<String>,
+    /// Whether `place` is a `host:port` to resolve (a TCP node).
+    tcp: bool,
     /// The database number.
     db: i64,
 }
@@ -28,20 +28,20 @@ impl Target {
     pub(super) fn of(url: &str) -> Option<Target> {
         let info = url.into_connection_info().ok()?;
         let db = info.redis_settings().db();
-        let (place, resolve) = match info.addr() {
+        let (place, tcp) = match info.addr() {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
                 let host = canonical_host(host);
                 let hostport = match host.parse::<IpAddr>() {
                     Ok(IpAddr::V6(_)) => format!("[{host}]:{port}"),
                     _ => format!("{host}:{port}"),
                 };
-                (hostport.clone(), Some(hostport))
+                (hostport, true)
             }
-            ConnectionAddr::Unix(path) => (format!("unix:{}", path.display()), None),
+            ConnectionAddr::Unix(path) => (format!("unix:{}", path.display()), false),
             // A kind of address this check does not know: compared as written.
-            other => (format!("{other:?}"), None),
+            other => (format!("{other:?}"), false),
         };
-        Some(Target { place, resolve, db })
+        Some(Target { place, tcp, db })
     }
 }
 
@@ -86,14 +86,14 @@ pub(super) async fn check_resolved(nodes: &[(String, Option<Target>)]) -> Result
     let mut seen: Vec<(HashSet<SocketAddr>, i64)> = Vec::new();
     for (name, target) in nodes {
         let Some(Target {
-            resolve: Some(hostport),
+            place,
+            tcp: true,
             db,
-            ..
         }) = target
         else {
             continue;
         };
-        let Ok(addrs) = tokio::net::lookup_host(hostport.as_str()).await else {
+        let Ok(addrs) = tokio::net::lookup_host(place.as_str()).await else {
             continue;
         };
         let addrs: HashSet<SocketAddr> = addrs.collect();
