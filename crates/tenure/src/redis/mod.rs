@@ -42,6 +42,7 @@
 
 mod cluster;
 mod conn;
+mod counter;
 mod fenced;
 mod function;
 mod holder;
@@ -62,4 +63,4 @@ pub use conn::split_redis_urls;
 pub use fenced::RedisFencedStore;
 pub use lease::RedisStore;
 pub use limit::RedisLimits;
-pub use options::{DEFAULT_PREFIX, RedisOptions, RedisTls, ReplicaAcks};
+pub use options::{DEFAULT_FENCE_RETENTION, DEFAULT_PREFIX, RedisOptions, RedisTls, ReplicaAcks};
