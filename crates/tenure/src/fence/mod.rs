@@ -27,6 +27,10 @@
 
 use std::fmt;
 
+mod floor;
+
+pub(crate) use floor::{next_fence, wall_clock_us};
+
 /// A fencing token: strictly increasing per lease key across all holders.
 ///
 /// Pass it to the protected resource with every write; see the [module
