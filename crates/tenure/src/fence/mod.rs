@@ -31,6 +31,13 @@ mod floor;
 
 pub(crate) use floor::{next_fence, wall_clock_us};
 
+/// How long a store keeps a fence counter after its last grant by default: a
+/// day. After that the counter is dropped and the key's next fence starts
+/// from the store's clock (see the Redis and SQLite options'
+/// `fence_retention`).
+pub const DEFAULT_FENCE_RETENTION: std::time::Duration =
+    std::time::Duration::from_secs(24 * 60 * 60);
+
 /// A fencing token: strictly increasing per lease key across all holders.
 ///
 /// Pass it to the protected resource with every write; see the [module

@@ -11,8 +11,7 @@ use crate::error::{Error, Result};
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "tenure:";
 
-/// How long a fence counter outlives its last grant by default: a day.
-pub const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+pub use crate::fence::DEFAULT_FENCE_RETENTION;
 
 /// The longest fence retention accepted: 100 years.
 const MAX_FENCE_RETENTION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
