@@ -70,6 +70,19 @@ async fn a_volatile_redis_restart_does_not_restart_the_fences() {
     assert_increasing(&before, &after);
 }
 
+/// A quorum whose nodes all restart without their data (each node runs the
+/// same floored script; the ballot settles on the maximum).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_whose_nodes_all_lost_their_data_goes_on_above_its_fences() {
+    let mut fixture = common::quorum().await;
+    let before = cycle(&fixture.tenure, "q", 4).await;
+    for node in &mut fixture.nodes {
+        node.restart();
+    }
+    let after = cycle(&fixture.tenure, "q", 3).await;
+    assert_increasing(&before, &after);
+}
+
 #[tokio::test]
 async fn fences_start_at_the_server_clock_and_are_stored_as_integers() {
     let server = RedisServer::start();
@@ -153,4 +166,75 @@ async fn a_fence_retention_redis_cannot_set_is_refused() {
             .unwrap_err();
         assert!(err.to_string().contains("fence_retention"), "{err}");
     }
+}
+
+// ---- an equal fence needs the same acquisition ----
+
+/// Two acquisitions that were handed the same fence (a store that lost its
+/// counter while its clock stepped back): the resource applies the first
+/// one's writes and its retries, never the second one's.
+#[tokio::test]
+async fn a_reused_fence_does_not_let_a_second_holder_write() {
+    use tenure::fence::{AcquisitionId, FenceStamp, FencedWrite};
+    use tenure::redis::RedisFencedStore;
+
+    let server = RedisServer::start();
+    let store = RedisFencedStore::connect(&server.url()).await.unwrap();
+    let fence = Fence::new(43);
+    let first = FenceStamp::new(fence, AcquisitionId::from(0xa));
+    let second = FenceStamp::new(fence, AcquisitionId::from(0xb));
+    assert_eq!(
+        store.write("acct", first, "1").await.unwrap(),
+        FencedWrite::Applied
+    );
+    assert_eq!(
+        store.write("acct", second, "2").await.unwrap(),
+        FencedWrite::Rejected { current: fence }
+    );
+    assert_eq!(
+        store.write("acct", first, "3").await.unwrap(),
+        FencedWrite::Applied
+    );
+    assert_eq!(
+        store.read("acct").await.unwrap(),
+        Some((fence, b"3".to_vec()))
+    );
+    // A newer fence goes through, and then the old acquisition is stale.
+    let newer = FenceStamp::new(Fence::new(44), AcquisitionId::from(0xb));
+    assert_eq!(
+        store.write("acct", newer, "4").await.unwrap(),
+        FencedWrite::Applied
+    );
+    assert_eq!(
+        store.write("acct", first, "5").await.unwrap(),
+        FencedWrite::Rejected {
+            current: Fence::new(44)
+        }
+    );
+}
+
+/// A guard's stamp carries its own acquisition id: two guards of one key
+/// never share one, and the stamp's fence is the guard's.
+#[tokio::test]
+async fn every_guard_has_its_own_acquisition_id() {
+    let tenure = Coordinator::memory();
+    let a = take(&tenure, "k").await;
+    let (a_id, a_stamp) = (a.acquisition(), a.stamp());
+    a.release().await.unwrap();
+    let b = take(&tenure, "k").await;
+    assert_ne!(b.acquisition(), a_id);
+    assert_eq!(b.stamp().fence(), b.fence());
+    assert_eq!(b.stamp().acquisition(), Some(b.acquisition()));
+    assert!(b.stamp().fence() > a_stamp.fence());
+}
+
+// ---- memory ----
+
+/// A memory store forgets everything with its process; the next one (a
+/// restarted process) still hands out greater fences.
+#[tokio::test]
+async fn a_new_memory_store_goes_on_above_the_fences_of_the_last() {
+    let before = cycle(&Coordinator::memory(), "m", 3).await;
+    let after = cycle(&Coordinator::memory(), "m", 2).await;
+    assert_increasing(&before, &after);
 }

@@ -256,14 +256,16 @@ async fn fenced_store_rejects_stale_tokens() {
             current: Fence::new(5)
         }
     );
-    // The same fence is the same holder (a retry or a second write): applied.
+    // A bare fence names no acquisition: an equal one could be anyone's.
     assert_eq!(
         store.write("acct", Fence::new(5), "again").await.unwrap(),
-        FencedWrite::Applied
+        FencedWrite::Rejected {
+            current: Fence::new(5)
+        }
     );
     assert_eq!(
         store.read("acct").await.unwrap(),
-        Some((Fence::new(5), b"again".to_vec()))
+        Some((Fence::new(5), b"500".to_vec()))
     );
     assert_eq!(
         store.write("acct", Fence::new(6), "600").await.unwrap(),
