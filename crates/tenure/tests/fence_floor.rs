@@ -235,6 +235,8 @@ async fn every_guard_has_its_own_acquisition_id() {
 #[tokio::test]
 async fn a_new_memory_store_goes_on_above_the_fences_of_the_last() {
     let before = cycle(&Coordinator::memory(), "m", 3).await;
+    // A process takes more than a millisecond to start again.
+    tokio::time::sleep(Duration::from_millis(2)).await;
     let after = cycle(&Coordinator::memory(), "m", 2).await;
     assert_increasing(&before, &after);
 }
