@@ -27,6 +27,7 @@ use redis::Script;
 
 use super::keys::millis;
 use super::lease::{Grant, RedisStore, line_script};
+use super::subscriber::TurnWatch;
 use crate::error::Result;
 use crate::lease::{AcquireReply, HolderInfo, QueuePlace, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
@@ -130,7 +131,7 @@ impl RedisStore {
         let channel = self.keys().released(key);
         if let Some(token) = token {
             return match sub.watch_turn(channel, token.as_str()).await {
-                Some(rx) => ReleaseWatch::for_turn(rx, self.trusts_handoffs()),
+                Some(turn) => self.turn_release_watch(turn),
                 None => ReleaseWatch::polling(),
             };
         }
@@ -158,8 +159,14 @@ impl RedisStore {
     /// [`LeaseStore::ready_turn_watch`]: crate::lease::LeaseStore::ready_turn_watch
     pub(super) fn ready_watch(&self, key: &str, token: &OwnerToken) -> Option<ReleaseWatch> {
         let sub = self.subscriber_if_open()?;
-        let rx = sub.ready_turn(&self.keys().released(key), token.as_str())?;
-        Some(ReleaseWatch::for_turn(rx, self.trusts_handoffs()))
+        let turn = sub.ready_turn(&self.keys().released(key), token.as_str())?;
+        Some(self.turn_release_watch(turn))
+    }
+
+    /// A waiter's watch that takes its watcher away when dropped.
+    fn turn_release_watch(&self, turn: TurnWatch) -> ReleaseWatch {
+        ReleaseWatch::for_turn(turn.receiver, self.trusts_handoffs())
+            .keeping(Box::new(turn.unwatch))
     }
 
     /// Puts (or refreshes) an observer's marker in the line of `key`.
