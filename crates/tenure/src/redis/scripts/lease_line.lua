@@ -14,6 +14,38 @@ local function server_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Makes the line live at least `ttl` ms from now without ever shortening it
+-- (another waiter's entry may live longer): one `PEXPIRE … GT` where the
+-- server has it (Redis 7), else a look at its TTL first.
+local function outlive(queue, ttl)
+  local set = redis.pcall('PEXPIRE', queue, ttl, 'GT')
+  if type(set) == 'table' and set.err then
+    if redis.call('PTTL', queue) < tonumber(ttl) then
+      redis.call('PEXPIRE', queue, ttl)
+    end
+  end
+end
+
+-- Puts `entries` back into the line (with `front` at its head, else at its
+-- end). A line that the pops before emptied is re-created by the push: it
+-- gets its TTL again (PEXPIRE … GT never adds one to a key without), as long
+-- as the longest-lived entry; a line that lives on is made to outlive it.
+local function put_back(queue, entries, front, now)
+  local longest = 1
+  for _, entry in ipairs(entries) do
+    local expires = tonumber(string.match(entry, '^(%d+) '))
+    if expires and expires - now > longest then
+      longest = expires - now
+    end
+  end
+  redis.call(front and 'LPUSH' or 'RPUSH', queue, unpack(entries))
+  if redis.call('PTTL', queue) == -1 then
+    redis.call('PEXPIRE', queue, longest)
+  else
+    outlive(queue, longest)
+  end
+end
+
 -- Pops the line's first live waiter: entries that expired are dropped,
 -- observers' markers are put back at the end. Returns the waiter ({token, ttl,
 -- entry}, or nil when nobody waits) and whether an observer watches; or nil,
@@ -34,7 +66,7 @@ local function pop_waiter(queue)
       if tonumber(expires) > now then
         if ttl ~= '0' then
           if #markers > 0 then
-            redis.call('RPUSH', queue, unpack(markers))
+            put_back(queue, markers, false, now)
           end
           return {token = token, ttl = ttl, entry = entry}, observed
         end
@@ -44,7 +76,7 @@ local function pop_waiter(queue)
     end
   end
   if #markers > 0 then
-    redis.call('RPUSH', queue, unpack(markers))
+    put_back(queue, markers, false, now)
   end
   return nil, observed
 end
@@ -61,7 +93,7 @@ end
 local function hand_off(keys, waiter, channel)
   local fence, err = take_fence(keys[1], keys[2])
   if not fence then
-    redis.call('LPUSH', keys[3], waiter.entry)
+    put_back(keys[3], {waiter.entry}, true, server_ms())
     redis.pcall('PUBLISH', channel, waiter.token)
     return err
   end
@@ -89,18 +121,6 @@ local function release_to_next(keys, channel)
     redis.pcall('PUBLISH', channel, '1')
   end
   return 1
-end
-
--- Makes the line live at least `ttl` ms from now without ever shortening it
--- (another waiter's entry may live longer): one `PEXPIRE … GT` where the
--- server has it (Redis 7), else a look at its TTL first.
-local function outlive(queue, ttl)
-  local set = redis.pcall('PEXPIRE', queue, ttl, 'GT')
-  if type(set) == 'table' and set.err then
-    if redis.call('PTTL', queue) < tonumber(ttl) then
-      redis.call('PEXPIRE', queue, ttl)
-    end
-  end
 end
 
 -- Puts `entry` in line for its waiter: in place of `old` (its last entry)
