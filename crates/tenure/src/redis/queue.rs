@@ -13,9 +13,12 @@
 //! the lease from the message (see `lease/line.rs`).
 //!
 //! Each entry carries the waiter's token, its TTL and an expiry on the
-//! server's clock that every look of the waiter pushes forward: a waiter that
-//! disappears without leaving the line (killed, cut off) is skipped once its
-//! entry has gone unrefreshed for its TTL. A release with nobody in line
+//! server's clock that every look of the waiter (its heartbeat, every
+//! 250 ms) pushes forward: a waiter that disappears without leaving the line
+//! (killed, cut off) is skipped once its entry has gone a second without a
+//! look. A lease handed to a waiter is set for it for its TTL or half a
+//! second, whichever is shorter, and the waiter's look claims the rest: a
+//! waiter that died just before its hand-off holds the lease no longer. A release with nobody in line
 //! publishes nothing; so that observers of releases (an election's observer,
 //! a run-once waiter) are still woken, [`watch_releases`](RedisStore) puts an
 //! observer's marker in the line while it watches.
@@ -247,5 +250,20 @@ impl Drop for Observer {
                 })
                 .await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::lease::{CLAIM_WINDOW, PLACE_LIFETIME};
+
+    /// The scripts' timings are the lease layer's.
+    #[test]
+    fn the_line_scripts_use_the_lease_layers_timings() {
+        let ms = crate::duration::millis;
+        let place = format!("local PLACE_MS = {}\n", ms(PLACE_LIFETIME));
+        let claim = format!("local CLAIM_MS = {}\n", ms(CLAIM_WINDOW));
+        assert!(super::WAIT_LUA.contains(&place), "{place}");
+        assert!(super::WAIT_LUA.contains(&claim), "{claim}");
     }
 }

@@ -4,9 +4,16 @@
 -- The waiting line of a lease is a list, KEYS[3] (`…:queue`), of entries
 -- "<expires_ms> <ttl_ms> <token>": a waiter's owner token, the TTL it asked
 -- for and, on the server's clock, when the entry dies unless its waiter
--- refreshes it. An entry whose TTL is 0 is an observer's marker, not a waiter:
--- it asks releases to wake every watcher (a release with nobody in line
--- publishes nothing otherwise).
+-- refreshes it (PLACE_MS after its last look: the waiter's heartbeat keeps
+-- it, not the lease's TTL). An entry whose TTL is 0 is an observer's marker,
+-- not a waiter: it asks releases to wake every watcher (a release with nobody
+-- in line publishes nothing otherwise).
+
+-- How long a waiter's entry lives without a look, and how long a lease
+-- handed to a waiter is set for it until its look claims the full TTL
+-- (`PLACE_LIFETIME` and `CLAIM_WINDOW` in lease/line.rs).
+local PLACE_MS = 1000
+local CLAIM_MS = 500
 
 -- The server's clock in milliseconds.
 local function server_ms()
@@ -82,10 +89,13 @@ local function pop_waiter(queue)
 end
 
 -- Hands the lease (ours, or free) to `waiter`: a fresh fence, the key set to
--- its token with its TTL, and a message on the release channel,
+-- its token for its TTL or CLAIM_MS, whichever is shorter (a waiter that died
+-- just before leaves the key free again soon), and a message on the release
+-- channel. When the key has the waiter's full TTL the message is
 -- "<token> <fence> <entry>": the waiter it names may hold the lease with that
 -- fence without a claim, counting its validity from the look that wrote
--- `entry` (it was sent before this hand-off ran). Best-effort: an ACL user
+-- `entry` (it was sent before this hand-off ran). Otherwise it is the bare
+-- token: the waiter claims the full TTL with its next look. Best-effort: an ACL user
 -- without channel rights still hands over, and the waiter finds out when it
 -- next looks. If the fence cannot be taken, no key is left, the waiter goes
 -- back to the head of the line and is woken (its bare token: no hand-off) so
@@ -97,8 +107,13 @@ local function hand_off(keys, waiter, channel)
     redis.pcall('PUBLISH', channel, waiter.token)
     return err
   end
-  redis.call('SET', keys[1], waiter.token, 'PX', waiter.ttl)
-  redis.pcall('PUBLISH', channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
+  if tonumber(waiter.ttl) <= CLAIM_MS then
+    redis.call('SET', keys[1], waiter.token, 'PX', waiter.ttl)
+    redis.pcall('PUBLISH', channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
+  else
+    redis.call('SET', keys[1], waiter.token, 'PX', CLAIM_MS)
+    redis.pcall('PUBLISH', channel, waiter.token)
+  end
   return nil
 end
 
@@ -138,8 +153,8 @@ local function keep_place(queue, entry, old, ttl)
   outlive(queue, ttl)
 end
 
--- An entry for `token`, alive for `ttl` ms from now.
+-- An entry for `token` (asking for `ttl`), alive for PLACE_MS from now.
 local function entry_for(token, ttl)
-  return string.format('%d %s %s', server_ms() + tonumber(ttl), ttl, token)
+  return string.format('%d %s %s', server_ms() + PLACE_MS, ttl, token)
 end
 
