@@ -101,6 +101,9 @@ async fn a_waiter_whose_wait_ends_leaves_the_line() {
     .await;
 }
 
+/// How long a place lives without its waiter's heartbeat.
+const PLACE_LIFETIME: Duration = Duration::from_secs(1);
+
 /// The TTL of the waiter that is killed.
 const KILLED_TTL: Duration = Duration::from_millis(600);
 
@@ -136,7 +139,9 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let dead = fifo_common::DeadPlace::SkippedAfter(KILLED_TTL);
+    // A place lives a second without a look (the waiter's heartbeat), not
+    // its waiter's TTL.
+    let dead = fifo_common::DeadPlace::SkippedAfter(PLACE_LIFETIME);
     fifo_common::a_killed_waiter_is_skipped(&lease, holder, child, dead, || {
         std::future::ready(in_line(&server, "killed"))
     })
