@@ -439,15 +439,16 @@ impl LeaseGuard {
     }
 
     /// How long the holder may still assume it is alone: the local deadline
-    /// (or the end of the [maximum hold](super::Lease::max_hold), when that is
-    /// sooner) minus now, zero once lost. Use it to bound I/O done under the
-    /// lease.
+    /// minus now, zero once lost. Use it to bound I/O done under the lease.
+    /// (The end of a [maximum hold](super::Lease::max_hold) is not counted:
+    /// the lease stays valid in the store past it until its TTL lapses, but
+    /// the guard is lost from then on and `remaining` is zero.)
     pub fn remaining(&self) -> Duration {
         if self.is_lost() {
             return Duration::ZERO;
         }
         self.shared
-            .end()
+            .deadline()
             .saturating_duration_since(self.shared.now())
     }
 
