@@ -32,6 +32,7 @@
 
 mod faults;
 mod fold;
+mod handoff;
 mod holders;
 mod limits;
 mod report;
@@ -77,6 +78,7 @@ pub fn check(events: &[Event], bad_lines: usize) -> Report {
     holders.check(&faults, &mut report);
     writes.check(&granted, &faults, ttl_ns, &mut report);
     limits.check(&faults, &mut report);
+    handoff::check(events, &mut report);
     report
 }
 

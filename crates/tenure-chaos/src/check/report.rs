@@ -79,6 +79,19 @@ pub struct Report {
     pub detect_p99_ms: f64,
     /// Lease keys still held TTL + ε after the run.
     pub orphan_keys: u64,
+    /// Head waiters killed while they waited (`waiter-kill`) whose key was
+    /// handed on afterwards.
+    #[serde(default)]
+    pub waiter_kills: u64,
+    /// After such a kill: from the holder's release to the next grant, p50, ms.
+    #[serde(default)]
+    pub waiter_kill_stall_p50_ms: u64,
+    /// The same, p99, ms.
+    #[serde(default)]
+    pub waiter_kill_stall_p99_ms: u64,
+    /// The same, longest, ms.
+    #[serde(default)]
+    pub waiter_kill_stall_max_ms: u64,
     /// History lines that did not parse.
     pub bad_lines: u64,
     /// Findings per fault class (`none` for no fault nearby).
