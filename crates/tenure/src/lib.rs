@@ -108,6 +108,7 @@ pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod fence;
+pub mod gate;
 mod key;
 pub mod lease;
 pub mod limit;
@@ -118,6 +119,7 @@ pub mod quorum;
 pub mod record;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod rwlease;
 pub mod semaphore;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

@@ -44,6 +44,7 @@ mod cluster;
 mod conn;
 mod fenced;
 mod function;
+mod gate;
 mod holder;
 mod keys;
 mod lease;
@@ -54,7 +55,6 @@ mod node;
 mod options;
 mod queue;
 mod record;
-mod semaphore;
 mod sentinel;
 mod subscriber;
 
