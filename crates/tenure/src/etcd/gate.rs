@@ -229,7 +229,13 @@ impl GateStore for EtcdStore {
         }
         self.forget(&member, ask.token);
         self.revoke_in_background(granted.id);
-        Ok((AcquireReply::Held { ttl_left: None }, None))
+        // The oldest member leaves first or with the others.
+        let oldest = members.iter().find(|m| m.key != member.as_bytes());
+        let ttl_left = match oldest {
+            Some(m) => self.lease_ttl_left("look", key, m.kv.lease).await?,
+            None => Some(Duration::ZERO),
+        };
+        Ok((AcquireReply::Held { ttl_left }, None))
     }
 
     async fn extend(
