@@ -133,6 +133,7 @@ pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
 pub use crate::lease::{Attempt, ExtendOutcome, Lease, LeaseGuard, LostSignal};
 pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
+pub use crate::rwlease::RwLease;
 
 /// The crates.io README's examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -153,4 +154,6 @@ mod docs_doctests {
     struct Quorum;
     #[doc = include_str!("../../../docs/redis.md")]
     struct Redis;
+    #[doc = include_str!("../../../docs/leases.md")]
+    struct Leases;
 }

@@ -31,16 +31,31 @@ struct Inside {
 impl Inside {
     fn enter(&self, write: bool, fence: u64) {
         if write {
-            assert_eq!(self.writers.fetch_add(1, Ordering::SeqCst), 0, "two writers");
-            assert_eq!(self.readers.load(Ordering::SeqCst), 0, "a writer with readers");
+            assert_eq!(
+                self.writers.fetch_add(1, Ordering::SeqCst),
+                0,
+                "two writers"
+            );
+            assert_eq!(
+                self.readers.load(Ordering::SeqCst),
+                0,
+                "a writer with readers"
+            );
             let highest = self.highest.fetch_max(fence, Ordering::SeqCst);
             assert!(fence > highest, "writer fence {fence} not above {highest}");
             self.last_writer.store(fence, Ordering::SeqCst);
         } else {
             self.readers.fetch_add(1, Ordering::SeqCst);
-            assert_eq!(self.writers.load(Ordering::SeqCst), 0, "a reader with a writer");
+            assert_eq!(
+                self.writers.load(Ordering::SeqCst),
+                0,
+                "a reader with a writer"
+            );
             let writer = self.last_writer.load(Ordering::SeqCst);
-            assert!(fence > writer, "reader fence {fence} not above writer's {writer}");
+            assert!(
+                fence > writer,
+                "reader fence {fence} not above writer's {writer}"
+            );
             self.highest.fetch_max(fence, Ordering::SeqCst);
         }
     }
@@ -81,12 +96,24 @@ async fn readers_and_writers_never_overlap(fx: &Fixture) {
         let write = i % 3 == 0;
         let lease = if write { rw.write() } else { rw.read() }.ttl(TTL);
         let hold = Duration::from_millis(5 + (i * 3) % 11);
-        tasks.push(tokio::spawn(hold_rounds(lease, write, 6, hold, Arc::clone(&inside))));
+        tasks.push(tokio::spawn(hold_rounds(
+            lease,
+            write,
+            6,
+            hold,
+            Arc::clone(&inside),
+        )));
     }
     for task in tasks {
         task.await.unwrap();
     }
-    let status = fx.tenure.rw_lease("rw:overlap").unwrap().status().await.unwrap();
+    let status = fx
+        .tenure
+        .rw_lease("rw:overlap")
+        .unwrap()
+        .status()
+        .await
+        .unwrap();
     assert!(status.holders.is_empty(), "{status:?}");
     assert!(status.waiting.is_empty(), "{status:?}");
 }
@@ -97,7 +124,12 @@ async fn a_waiting_writer_is_not_starved_by_readers(fx: &Fixture) {
     let mut readers = Vec::new();
     // Four readers that overlap: the key is never free of readers.
     for _ in 0..4 {
-        let read = client(fx).await.rw_lease("rw:starve").unwrap().read().ttl(TTL);
+        let read = client(fx)
+            .await
+            .rw_lease("rw:starve")
+            .unwrap()
+            .read()
+            .ttl(TTL);
         let stop = Arc::clone(&stop);
         readers.push(tokio::spawn(async move {
             let mut rounds = 0_u32;
@@ -142,10 +174,18 @@ async fn semaphore_waiters_are_served_in_arrival_order(fx: &Fixture) {
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for i in 0..5 {
-        let lease = client(fx).await.semaphore("sem:fifo", n).unwrap().lease().ttl(TTL);
+        let lease = client(fx)
+            .await
+            .semaphore("sem:fifo", n)
+            .unwrap()
+            .lease()
+            .ttl(TTL);
         let order = Arc::clone(&order);
         waiters.push(tokio::spawn(async move {
-            let guard = lease.acquire_timeout(Duration::from_secs(60)).await.unwrap();
+            let guard = lease
+                .acquire_timeout(Duration::from_secs(60))
+                .await
+                .unwrap();
             order.lock().unwrap().push(i);
             tokio::time::sleep(Duration::from_millis(10)).await;
             guard.release().await.unwrap();
@@ -170,11 +210,23 @@ async fn semaphore_waiters_are_served_in_arrival_order(fx: &Fixture) {
 async fn a_single_attempt_reports_readers_and_writers(fx: &Fixture) {
     let rw = fx.tenure.rw_lease("rw:try").unwrap();
     let r1 = rw.read().ttl(TTL).try_acquire().await.unwrap().unwrap();
-    let r2 = rw.read().ttl(TTL).label("r2").try_acquire().await.unwrap().unwrap();
+    let r2 = rw
+        .read()
+        .ttl(TTL)
+        .label("r2")
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
     assert!(rw.write().ttl(TTL).try_acquire().await.unwrap().is_none());
     let status = rw.status().await.unwrap();
     assert_eq!(status.holders.len(), 2, "{status:?}");
-    assert!(status.holders.iter().all(|h| h.mode == tenure::gate::Mode::Read));
+    assert!(
+        status
+            .holders
+            .iter()
+            .all(|h| h.mode == tenure::gate::Mode::Read)
+    );
     assert!(
         status.holders.iter().any(|h| h
             .holder

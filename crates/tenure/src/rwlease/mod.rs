@@ -46,10 +46,11 @@
 //! let a = read.try_acquire().await?.expect("readers share");
 //! let b = read.try_acquire().await?.expect("readers share");
 //! assert!(config.write().try_acquire().await?.is_none()); // readers hold
+//! let read_fence = b.fence();
 //! a.release().await?;
 //! b.release().await?;
 //! let w = config.write().try_acquire().await?.expect("free now");
-//! assert!(w.fence() > b.fence()); // above every earlier fence
+//! assert!(w.fence() > read_fence); // above every earlier fence
 //! # Ok(()) }
 //! ```
 
