@@ -45,6 +45,7 @@ mod conn;
 mod counter;
 mod fenced;
 mod function;
+mod gate;
 mod holder;
 mod keys;
 mod lease;
@@ -55,7 +56,6 @@ mod node;
 mod options;
 mod queue;
 mod record;
-mod semaphore;
 mod sentinel;
 mod subscriber;
 

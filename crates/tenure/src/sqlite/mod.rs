@@ -11,13 +11,13 @@
 
 mod clock;
 mod file_events;
+mod gate;
 mod lease;
 mod limit;
 mod line;
 mod notify;
 mod record;
 mod schema;
-mod semaphore;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
