@@ -192,10 +192,9 @@ impl RedisStore {
         };
         let channel = channel.to_string();
         let watch = match token {
-            Some(token) => sub
-                .watch_turn(channel, token.as_str())
-                .await
-                .map(|rx| ReleaseWatch::for_turn(rx, false)),
+            Some(token) => sub.watch_turn(channel, token.as_str()).await.map(|turn| {
+                ReleaseWatch::for_turn(turn.receiver, false).keeping(Box::new(turn.unwatch))
+            }),
             None => sub
                 .watch_all(channel)
                 .await
