@@ -418,12 +418,11 @@ impl Lease {
     /// waiting is FIFO: the
     /// wait's first attempt, refused, already stands the waiter in line, with
     /// one owner token for the whole wait ([`LeaseStore::wait_turn`]); a
-    /// release hands the lease to the first live waiter and wakes only it,
-    /// with a message that carries the fence. The waiter then holds the lease
-    /// without another round trip and counts its validity from when it sent
-    /// its last look (the hand-off ran after that look); when that look is
-    /// older than 1/16 of the validity, or the lease records its holder, it
-    /// claims the lease instead and counts from the claim. A free key with
+    /// release hands the lease to the first live waiter and wakes only it;
+    /// the waiter claims the lease with one look and counts its validity from
+    /// that look (with a TTL of at most half a second, the message carries
+    /// the fence and the waiter holds the lease without another round trip,
+    /// counting from its last look, which the hand-off followed). A free key with
     /// waiters in line (its holder's TTL ran out) goes to the first of them,
     /// not to a newcomer's wait. Waiting ends by leaving the line; a lease
     /// handed over meanwhile is passed on. FIFO does not cover a plain

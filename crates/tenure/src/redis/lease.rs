@@ -74,8 +74,8 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 /// release hands the lease to the first live one, publishing its token, the
 /// fence and its place in line on `tenure:{orders:42}:released`, which
 /// waiters subscribe to (RESP3 pub/sub): a contended lease changes hands in
-/// FIFO order without polling, waking one waiter per hand-off, which holds
-/// the lease without another round trip. The line's entries and costs are described in
+/// FIFO order without polling, waking one waiter per hand-off, which claims
+/// the lease with one script. The line's entries and costs are described in
 /// `docs/redis.md`.
 ///
 /// The fence counter has no TTL on purpose: if it expired, fences would start over
