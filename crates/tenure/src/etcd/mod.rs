@@ -86,6 +86,7 @@
 mod api;
 mod client;
 mod conn;
+mod gate;
 mod holder;
 mod keys;
 mod lease;
@@ -94,7 +95,6 @@ mod line;
 mod ops;
 mod options;
 mod record;
-mod semaphore;
 mod turn;
 
 pub use lease::EtcdStore;

@@ -39,16 +39,14 @@ use crate::token::OwnerToken;
 
 /// A waiter's look may grant, and record the holder: the line's helpers
 /// and `scripts/lease_holder.lua`.
-const WAIT_LUA: &str = concat!(
+pub(super) const WAIT_LUA: &str = concat!(
     include_str!("scripts/lease_fence.lua"),
     include_str!("scripts/lease_holder.lua"),
     include_str!("scripts/lease_line.lua"),
     include_str!("scripts/lease_wait.lua")
 );
-const LEAVE_LUA: &str = line_script!("lease_leave.lua");
+pub(super) const LEAVE_LUA: &str = line_script!("lease_leave.lua");
 const OBSERVE_LUA: &str = line_script!("lease_observe.lua");
-static WAIT: LazyLock<Script> = LazyLock::new(|| Script::new(WAIT_LUA));
-static LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_LUA));
 static OBSERVE: LazyLock<Script> = LazyLock::new(|| Script::new(OBSERVE_LUA));
 
 /// How long an observer's marker lives without a refresh.
@@ -85,7 +83,7 @@ impl RedisStore {
         };
         self.run_grant(
             grant,
-            (&WAIT, WAIT_LUA),
+            self.counters().wait.pair(),
             &keys,
             &args,
             |(won, value, place): (i64, i64, String)| (won, value, Some(place)),
@@ -111,7 +109,7 @@ impl RedisStore {
             place.map_or("", QueuePlace::as_str),
         ];
         let passed: i64 = self
-            .run_script("leave", (&LEAVE, LEAVE_LUA), &keys, &args)
+            .run_script("leave", self.counters().leave.pair(), &keys, &args)
             .await?;
         Ok(if passed == 1 {
             ReleaseOutcome::Released
