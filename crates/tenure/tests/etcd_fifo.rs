@@ -160,9 +160,9 @@ async fn a_hand_off_costs_the_release_and_one_look() {
     );
 }
 
-/// Waiters that nothing concerns do not ask etcd: their once-a-second looks
-/// are answered by their watches, and their places are refreshed every third
-/// of their TTL; they are still served in order when the lease comes free.
+/// Waiters that nothing concerns run no transactions: their heartbeat looks
+/// are answered by their watches and only keep their etcd leases alive;
+/// they are still served in order when the lease comes free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_waiters_do_not_ask_etcd_every_second() {
     let etcd = EtcdCluster::single();

@@ -156,9 +156,10 @@ async fn a_release_with_nobody_waiting_publishes_nothing() {
 }
 
 /// Tasks taking turns on one key, as the peers bench does (16 tasks, 1 ms of
-/// "work" between turns): every hand-off wakes one waiter, which takes the
-/// lease from the hand-off message; the releaser stands in line again with
-/// its first script. Counted over whole cycles, every command of every task
+/// "work" between turns): every hand-off wakes one waiter, which claims the
+/// lease with one look (a hand-off sets the key for half a second only, so
+/// that a waiter that died holds up the line no longer); the releaser stands
+/// in line again with its first script. Counted over whole cycles, every command of every task
 /// (the waiting line's upkeep too), and printed by command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contended_hand_off_wakes_one_waiter() {
@@ -220,16 +221,16 @@ async fn a_contended_hand_off_wakes_one_waiter() {
         by_command.join(", ")
     );
     // A hand-off is the release (EVALSHA GET LPOP TIME SET INCR TIME PUBLISH,
-    // and a SET of the counter when its second has passed);
-    // the woken waiter takes the lease from the message, without a script.
-    // The releaser comes back and stands in line with its first script
-    // (EVALSHA, SET NX GET, TIME RPUSH PEXPIRE PTTL). A claim script per hand-off
-    // (4 more) or a second script to stand in line (5-6 more) fails this.
+    // and a SET of the counter when its second has passed); the woken
+    // waiter claims it (EVALSHA GET PEXPIRE GET). The releaser comes back
+    // and stands in line with its first script (EVALSHA, SET NX GET, TIME
+    // RPUSH PEXPIRE PTTL). A second script to stand in line (5-6 more) fails
+    // this.
     assert!(
-        per_cycle <= 16.0,
+        per_cycle <= 20.0,
         "{per_cycle} commands per contended cycle"
     );
-    assert!(scripts <= 2.2, "{scripts} scripts per contended cycle");
+    assert!(scripts <= 3.2, "{scripts} scripts per contended cycle");
     assert!(
         calls_of(&server, "publish") as f64 <= cycles,
         "at most one notification per cycle"

@@ -2,33 +2,38 @@
 //! stood in line, by create revision, as with etcd's own concurrency mutex.
 //!
 //! - **A place** is the key `{lease key}\0line\0{token}`, bound to an etcd
-//!   lease of the waiter's own with the lease's TTL (rounded up to whole
-//!   seconds); its create revision is its position. Every look that asks
-//!   etcd refreshes that etcd lease, so a waiter that is killed loses its
-//!   place when the TTL runs out; a waiter whose wait ends (or is cancelled)
-//!   deletes it at once.
+//!   lease of the waiter's own with etcd's shortest TTL, one second; its
+//!   create revision is its position. Every look that asks etcd (one per
+//!   heartbeat, every 250 ms) refreshes that etcd lease, so a waiter that is
+//!   killed loses its place within about a second and a half (the TTL plus
+//!   etcd's expiry sweep), whatever the lease's TTL; a waiter whose wait
+//!   ends (or is cancelled) deletes it at once.
+//! - **The holder's etcd lease**, with the lease's TTL (rounded up to whole
+//!   seconds), is granted with the place and refreshed by the same looks: a
+//!   look that takes the lease binds the key to it.
 //! - **A look** is one transaction: if the lease key does not exist, our place
 //!   is still there, and every place in the line was created no earlier than
 //!   ours (etcd's range compares hold for every key in the range), it creates
 //!   the lease key on our etcd lease (and the holder record), deletes our
 //!   place and reads the fence back; otherwise it reads our place and the one
-//!   just ahead of it. The etcd lease of the place becomes the holder's, and
+//!   just ahead of it. The waiter's holder etcd lease becomes the holder's, and
 //!   the look's keep-alive of it, sent with the transaction, is what lets the
 //!   holder count its validity from the look.
-//! - **The first look** grants that etcd lease and, in one transaction, takes
-//!   the lease when it is free with nobody in line, else puts our place at
-//!   the end.
+//! - **The first look** grants both etcd leases (at once) and, in one
+//!   transaction, takes the lease when it is free with nobody in line, else
+//!   puts our place at the end.
 //! - **A plain acquire** (`try_acquire`) does not jump a line that is not
 //!   empty: it creates the key only when nobody stands in line. A line whose
 //!   first waiter died frees itself when that waiter's TTL runs out.
 //! - **Waking** is filtered in this process (see `turn.rs`): each waiter's
 //!   watch wakes it only on the lease key's deletion when it is first in
 //!   line, or on the deletion of the place just ahead of it (or of its own).
-//! - **Quiet looks**: the lease layer looks about once a second on its own.
-//!   While the watch lives, nothing has concerned the waiter since its last
-//!   look and its place was refreshed within a third of its TTL, such a look
-//!   is answered here (held, same place) without asking etcd: it could only
-//!   find what the last one found.
+//! - **Quiet looks**: the lease layer looks every 250 ms on its own. While
+//!   the watch lives and nothing has concerned the waiter since its last
+//!   look, such a look is answered here (held, same place) without a
+//!   transaction: it could only find what the last one found. It only
+//!   refreshes the waiter's two etcd leases (keep-alives) when the place was
+//!   refreshed more than a quarter of its TTL ago.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -49,7 +54,7 @@ use super::lease::{EtcdStore, Granted, first_kv, lease_not_found};
 use super::turn::{Change, Standing, Turn};
 use crate::error::{Error, Result};
 use crate::lease::{
-    AcquireReply, HolderInfo, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, HolderInfo, PLACE_LIFETIME, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
 };
 use crate::token::OwnerToken;
 
@@ -60,29 +65,37 @@ pub(super) type Turns = Arc<Mutex<HashMap<(String, String), Arc<Mutex<Turn>>>>>;
 type Looked = (AcquireReply, Option<QueuePlace>);
 
 /// A waiter's place, as the lease layer keeps it between looks:
-/// `{etcd lease id} {granted ttl in seconds} {create revision}`.
+/// `{place's etcd lease} {its ttl in seconds} {create revision} {holder's
+/// etcd lease} {its ttl in seconds}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Place {
+    /// The short etcd lease the place is bound to.
     granted: Granted,
     rev: i64,
+    /// The etcd lease a look that takes the lease binds it to.
+    holder: Granted,
 }
 
 impl Place {
     fn parse(place: &QueuePlace) -> Option<Place> {
         let mut parts = place.as_str().split(' ');
-        let id = parts.next()?.parse().ok()?;
-        let ttl_secs = parts.next()?.parse().ok()?;
-        let rev = parts.next()?.parse().ok()?;
+        let mut number = || parts.next()?.parse::<i64>().ok();
+        let (id, ttl_secs, rev) = (number()?, number()?, number()?);
+        let holder = Granted {
+            id: number()?,
+            ttl_secs: number()?,
+        };
         Some(Place {
             granted: Granted { id, ttl_secs },
             rev,
+            holder,
         })
     }
 
     fn queued(self) -> QueuePlace {
         QueuePlace::new(format!(
-            "{} {} {}",
-            self.granted.id, self.granted.ttl_secs, self.rev
+            "{} {} {} {} {}",
+            self.granted.id, self.granted.ttl_secs, self.rev, self.holder.id, self.holder.ttl_secs
         ))
     }
 }
@@ -172,9 +185,10 @@ impl EtcdStore {
     ) -> Result<Looked> {
         let keys = LineKeys::new(self, key, token);
         if let Some(place) = place.and_then(Place::parse) {
-            if self.is_quiet(&keys, token, place) {
-                // Nothing concerned us since the last look: it would find the
-                // lease held or someone ahead, as that one did.
+            // Nothing concerned us since the last look: it would find the
+            // lease held or someone ahead, as that one did. Only the place
+            // (and the holder's etcd lease) may need a refresh.
+            if self.is_quiet(&keys, token, place) || self.refresh(key, &keys, token, place).await {
                 let held = AcquireReply::Held { ttl_left: None };
                 return Ok((held, Some(place.queued())));
             }
@@ -196,20 +210,22 @@ impl EtcdStore {
         holder: Option<&HolderInfo>,
     ) -> Result<Looked> {
         let (start, sent) = (crate::clock::now(), Instant::now());
-        let granted = self.grant("wait", key, ttl).await?;
-        let txn = join_txn(keys, token, holder, granted.id);
+        let (held, placed) = self.grant_both(key, ttl).await?;
+        let txn = join_txn(keys, token, holder, held.id, placed.id);
         let reply = match self.txn("wait", key, txn).await {
             Ok(reply) => reply,
             Err(e) => {
-                // Its fate is unknown: whatever it wrote is bound to this
-                // lease, so revoking it undoes the look.
-                self.revoke_in_background(granted.id);
+                // Its fate is unknown: whatever it wrote is bound to these
+                // leases, so revoking them undoes the look.
+                self.revoke_in_background(held.id);
+                self.revoke_in_background(placed.id);
                 return Err(e);
             }
         };
         if reply.succeeded {
+            // (The place's etcd lease, unused, ends within a second.)
             let fence = self.created_fence(&keys.lease, first_kv(reply.responses))?;
-            self.remember(&keys.lease, token, granted);
+            self.remember(&keys.lease, token, held);
             let valid_until = valid_until(start, ttl);
             return Ok((AcquireReply::Acquired { fence, valid_until }, None));
         }
@@ -230,8 +246,29 @@ impl EtcdStore {
             _ => None,
         };
         self.stands(keys, token, Standing { as_of, ahead }, Some(sent));
-        let place = Place { granted, rev };
+        let place = Place {
+            granted: placed,
+            rev,
+            holder: held,
+        };
         Ok((AcquireReply::Held { ttl_left: None }, Some(place.queued())))
+    }
+
+    /// The holder's etcd lease (the lease's TTL) and the place's (etcd's
+    /// shortest), granted at once; neither is left behind on an error.
+    async fn grant_both(&self, key: &str, ttl: Duration) -> Result<(Granted, Granted)> {
+        let (held, placed) = tokio::join!(
+            self.grant("wait", key, ttl),
+            self.grant("wait", key, PLACE_LIFETIME)
+        );
+        match (held, placed) {
+            (Ok(held), Ok(placed)) => Ok((held, placed)),
+            (Ok(g), Err(e)) | (Err(e), Ok(g)) => {
+                self.revoke_in_background(g.id);
+                Err(e)
+            }
+            (Err(e), Err(_)) => Err(e),
+        }
     }
 
     /// A look from our place: `None` when the place is gone (its etcd lease
@@ -247,22 +284,23 @@ impl EtcdStore {
     ) -> Result<Option<Looked>> {
         let (start, sent) = (crate::clock::now(), Instant::now());
         let txn = look_txn(keys, token, holder, place);
-        // The keep-alive keeps the place and, when the look takes the lease,
-        // makes it the holder's until at least a TTL after `start`: the
-        // lease lived when the transaction bound the key to it, and etcd
-        // never revives an ended lease.
-        let (reply, alive) = tokio::join!(
+        // The keep-alives keep the place and the holder's etcd lease; when
+        // the look takes the lease, the latter is the holder's until at least
+        // a TTL after `start`: it lived when the transaction bound the key to
+        // it, and etcd never revives an ended lease.
+        let (reply, placed, held) = tokio::join!(
             self.txn_on_lease("wait", key, txn),
-            self.keep_alive("wait", key, place.granted.id)
+            self.keep_alive("wait", key, place.granted.id),
+            self.keep_alive("wait", key, place.holder.id)
         );
         let Some(reply) = reply? else {
             return Ok(None);
         };
         if reply.succeeded {
-            return match alive {
+            return match held {
                 Ok(true) => {
                     let fence = self.created_fence(&keys.lease, first_kv(reply.responses))?;
-                    self.remember(&keys.lease, token, place.granted);
+                    self.remember(&keys.lease, token, place.holder);
                     let valid_until = valid_until(start, ttl);
                     Ok(Some((AcquireReply::Acquired { fence, valid_until }, None)))
                 }
@@ -274,6 +312,10 @@ impl EtcdStore {
                 Err(e) => Err(e),
             };
         }
+        let alive = match (placed, held) {
+            (Ok(placed), Ok(held)) => Ok(placed && held),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
         let refreshed = match alive {
             Ok(true) => Some(sent),
             Ok(false) => return Ok(None),
@@ -319,12 +361,14 @@ impl EtcdStore {
         let reply = self.txn("leave", key, txn).await?;
         let succeeded = reply.succeeded;
         self.forget(&keys.lease, token);
-        let lease = place
-            .and_then(Place::parse)
-            .map(|p| p.granted.id)
-            .or_else(|| first_kv(reply.responses).map(|kv| kv.lease))
-            .filter(|id| *id != 0);
-        if let Some(id) = lease {
+        let leases = match place.and_then(Place::parse) {
+            Some(p) => vec![p.granted.id, p.holder.id],
+            None => first_kv(reply.responses)
+                .map(|kv| kv.lease)
+                .into_iter()
+                .collect(),
+        };
+        for id in leases.into_iter().filter(|id| *id != 0) {
             self.revoke_in_background(id);
         }
         Ok(if succeeded {
@@ -396,11 +440,35 @@ impl EtcdStore {
     }
 
     /// Whether `token`'s watch says a look now would find what the last one
-    /// found, its place being refreshed within a third of its TTL.
+    /// found, its place being refreshed within a quarter of its TTL (a
+    /// heartbeat, for the place's one second).
     fn is_quiet(&self, keys: &LineKeys, token: &OwnerToken, place: Place) -> bool {
         let ttl = Duration::from_secs(u64::try_from(place.granted.ttl_secs).unwrap_or(0));
         self.turn(keys, token)
-            .is_some_and(|turn| lock(&turn).is_quiet(ttl / 3))
+            .is_some_and(|turn| lock(&turn).is_quiet(ttl / 4))
+    }
+
+    /// The heartbeat of a waiter that nothing concerned since its last look:
+    /// keeps its place's and its holder's etcd leases alive, without a
+    /// transaction. `false` when the waiter is concerned, or a lease ended
+    /// or could not be refreshed (then it looks).
+    async fn refresh(&self, key: &str, keys: &LineKeys, token: &OwnerToken, place: Place) -> bool {
+        let Some(turn) = self.turn(keys, token) else {
+            return false;
+        };
+        if !lock(&turn).is_undisturbed() {
+            return false;
+        }
+        let sent = Instant::now();
+        let (placed, held) = tokio::join!(
+            self.keep_alive("wait", key, place.granted.id),
+            self.keep_alive("wait", key, place.holder.id)
+        );
+        let alive = matches!((placed, held), (Ok(true), Ok(true)));
+        if alive {
+            lock(&turn).refreshed(sent);
+        }
+        alive
     }
 
     /// Runs `txn`; `None` when it names an etcd lease that is gone.
@@ -425,14 +493,16 @@ impl EtcdStore {
     }
 }
 
-/// The first look, on the fresh etcd lease `lease`: if the lease key does not
-/// exist and nobody stands in line, take the lease; else put our place at the
-/// end and read it and the newest two places (ours, and the one ahead).
+/// The first look, on the fresh etcd leases `lease` (the holder's) and
+/// `place` (the place's): if the lease key does not exist and nobody stands
+/// in line, take the lease; else put our place at the end and read it and
+/// the newest two places (ours, and the one ahead).
 fn join_txn(
     keys: &LineKeys,
     token: &OwnerToken,
     holder: Option<&HolderInfo>,
     lease: i64,
+    place: i64,
 ) -> TxnRequest {
     let newest_two = by_arrival(&keys.prefix, &keys.end, SortOrder::Descend, 2);
     TxnRequest::new()
@@ -442,7 +512,7 @@ fn join_txn(
         ])
         .and_then(take(&keys.lease, token, lease, holder))
         .or_else([
-            RequestOp::put(PutRequest::new(keys.place.as_str(), "").with_lease(lease)),
+            RequestOp::put(PutRequest::new(keys.place.as_str(), "").with_lease(place)),
             RequestOp::get(RangeRequest::new(keys.place.as_str())),
             RequestOp::get(newest_two),
         ])
@@ -450,7 +520,7 @@ fn join_txn(
 
 /// One look from `place`: if the lease key does not exist, our place is
 /// still there and no place in line was created before ours, take the lease
-/// (on the place's etcd lease) and delete the place; else read our place and
+/// (on the waiter's holder etcd lease) and delete the place; else read our place and
 /// the one just ahead of it.
 fn look_txn(
     keys: &LineKeys,
@@ -458,7 +528,7 @@ fn look_txn(
     holder: Option<&HolderInfo>,
     place: Place,
 ) -> TxnRequest {
-    let mut grant = take(&keys.lease, token, place.granted.id, holder);
+    let mut grant = take(&keys.lease, token, place.holder.id, holder);
     grant.push(RequestOp::delete(keys.place.as_str()));
     // Revisions start at 1, and a place is a write: `rev - 1` is at least 1
     // (0 would mean "no bound").

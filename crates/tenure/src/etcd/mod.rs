@@ -29,8 +29,9 @@
 //!   then our etcd lease is revoked.
 //! - **Waiting** is first-in-first-out by create revision, like etcd's own
 //!   concurrency mutex: a waiter stands in line with a key of its own,
-//!   `{prefix}{key}\0line\0{token}`, bound to an etcd lease of its own (so a
-//!   killed waiter's place dies with its TTL); each look is one transaction
+//!   `{prefix}{key}\0line\0{token}`, bound to a one-second etcd lease of its
+//!   own that its heartbeat keeps alive (so a killed waiter's place dies
+//!   within about 1.5 s, whatever the lease's TTL); each look is one transaction
 //!   that takes the lease only when it is free and no place in line is older
 //!   than ours (a range compare), and a watch filtered in this process wakes
 //!   only the waiter whose turn it may be. A plain attempt does not jump a

@@ -140,10 +140,18 @@ impl Turn {
     /// lives, nothing concerned the waiter since its last look, and its
     /// place was refreshed less than `refresh_every` ago.
     pub(super) fn is_quiet(&self, refresh_every: Duration) -> bool {
-        self.tx.is_some()
-            && self.standing.is_some()
-            && !self.woken
-            && self.refreshed.is_some_and(|r| r.elapsed() < refresh_every)
+        self.is_undisturbed() && self.refreshed.is_some_and(|r| r.elapsed() < refresh_every)
+    }
+
+    /// Whether the watch lives and nothing concerned the waiter since its
+    /// last look (its place may still need a refresh).
+    pub(super) fn is_undisturbed(&self) -> bool {
+        self.tx.is_some() && self.standing.is_some() && !self.woken
+    }
+
+    /// The waiter's place was refreshed at `at`, without a look.
+    pub(super) fn refreshed(&mut self, at: Instant) {
+        self.refreshed = Some(at);
     }
 
     /// The watch has ended: the waiter falls back to polling (and asks etcd

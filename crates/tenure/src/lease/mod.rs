@@ -47,6 +47,13 @@
 //! broken) is undone repeatedly for up to a minute; a server frozen for longer
 //! than that which then applies the request leaves the grant to its TTL.
 //!
+//! An acquire never returns a guard whose validity is already spent: a grant
+//! whose answer arrives after its validity (a server that froze after
+//! running the request, a stalled link) is confirmed with an extend under the
+//! same token, counted from the extend's send, or — the key no longer ours,
+//! or the extend late too — undone and reported as a transient
+//! [`Error::Timeout`], which a wait retries within its budget.
+//!
 //! # What a lease does not guarantee
 //!
 //! A lease limits concurrency; it does not guarantee exclusive execution once it
@@ -371,6 +378,9 @@ impl Lease {
     }
 
     /// Tries once, without waiting: `None` when someone else holds the key.
+    /// A grant whose answer came back after its validity is confirmed, or
+    /// reported as a transient [`Error::Timeout`] (see the module docs):
+    /// never a guard that is already lost.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
@@ -441,19 +451,21 @@ impl Lease {
     /// waiting is FIFO: the
     /// wait's first attempt, refused, already stands the waiter in line, with
     /// one owner token for the whole wait ([`LeaseStore::wait_turn`]); a
-    /// release hands the lease to the first live waiter and wakes only it,
-    /// with a message that carries the fence. The waiter then holds the lease
-    /// without another round trip and counts its validity from when it sent
-    /// its last look (the hand-off ran after that look); when that look is
-    /// older than 1/16 of the validity, or the lease records its holder, it
-    /// claims the lease instead and counts from the claim. A free key with
+    /// release hands the lease to the first live waiter and wakes only it;
+    /// the waiter claims the lease with one look and counts its validity from
+    /// that look (with a TTL of at most half a second, the message carries
+    /// the fence and the waiter holds the lease without another round trip,
+    /// counting from its last look, which the hand-off followed). A free key with
     /// waiters in line (its holder's TTL ran out) goes to the first of them,
     /// not to a newcomer's wait. Waiting ends by leaving the line; a lease
     /// handed over meanwhile is passed on. FIFO does not cover a plain
     /// [`try_acquire`](Self::try_acquire), which does not look at the line (it
     /// can take a key whose TTL just ran out before the waiters notice), or a
     /// waiter that hit a transient error (it stands in line again at the
-    /// end). On etcd waiting is FIFO too, by the create revision of each
+    /// end). A waiter's place is kept by its looks, one every 250 ms (its
+    /// heartbeat), and lapses a second after the last one, so a killed
+    /// waiter holds up the line for about that long, not for its TTL. On
+    /// etcd waiting is FIFO too, by the create revision of each
     /// waiter's place: a release wakes the first waiter, which takes the lease
     /// with one transaction, and a plain `try_acquire` does not jump a line
     /// that is not empty (see `docs/etcd.md`). On SQLite waiting is FIFO as

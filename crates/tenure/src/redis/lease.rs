@@ -73,8 +73,8 @@ static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 /// release hands the lease to the first live one, publishing its token, the
 /// fence and its place in line on `tenure:{orders:42}:released`, which
 /// waiters subscribe to (RESP3 pub/sub): a contended lease changes hands in
-/// FIFO order without polling, waking one waiter per hand-off, which holds
-/// the lease without another round trip. The line's entries and costs are described in
+/// FIFO order without polling, waking one waiter per hand-off, which claims
+/// the lease with one script. The line's entries and costs are described in
 /// `docs/redis.md`.
 ///
 /// A fence is never below the server's clock (`TIME`), so the counter can

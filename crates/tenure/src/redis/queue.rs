@@ -9,8 +9,10 @@
 //! it takes a free key when nobody lives in line and otherwise stands in
 //! line at once; `ready_watch` gives it a watch before that look when
 //! the release channel is subscribed already. A hand-off publishes
-//! `<token> <fence> <entry>`: the waiter whose last look wrote `entry` takes
-//! the lease from the message (see `lease/line.rs`).
+//! the waiter's token, and the waiter claims the lease with its next look; for
+//! a TTL of at most half a second it publishes `<token> <fence> <entry>`, and
+//! the waiter whose last look wrote `entry` takes the lease from the message
+//! (see `lease/line.rs`).
 //!
 //! Each entry carries the waiter's token, its TTL and an expiry on the
 //! server's clock that every look of the waiter (its heartbeat, every
