@@ -57,8 +57,9 @@
 //!   Redis with `maxmemory-policy noeviction`.
 //! - Renewal is on by default (every ttl/3) for leases, elections and
 //!   run-once; [`Lease::watchdog`] turns it off for a fixed budget.
-//! - Fence counters are kept forever, one per key ever leased (none on etcd):
-//!   use a bounded set of keys.
+//! - Fences are large numbers, floored by the store's clock (µs since the
+//!   epoch), so they never repeat even after a store lost its data; fence
+//!   counters are dropped a day after a key's last grant (none on etcd).
 //!
 //! ## Where to go next
 //!
