@@ -454,6 +454,7 @@ fn spawn(args: &RunArgs, guard: &LeaseGuard) -> Result<Child, Failure> {
     command
         .args(rest)
         .env("TENURE_FENCE", guard.fence().to_string())
+        .env("TENURE_ACQUISITION", guard.acquisition().to_string())
         .env("TENURE_KEY", &args.key)
         // Its own process group, so that a lost lease stops the command's
         // children too, not only the shell that started them.
