@@ -26,9 +26,11 @@
 //! use std::time::Duration;
 //! use tenure::{Coordinator, Fence};
 //!
-//! // The protected resource remembers the highest fence it accepted.
+//! // The protected resource remembers the highest fence it accepted, and
+//! // takes only greater ones (an equal fence is a retry only with the same
+//! // acquisition id: `guard.stamp()`, see `fence`).
 //! let mut last = Fence::new(0);
-//! let mut fenced_write = |fence: Fence| fence >= last && { last = fence; true };
+//! let mut fenced_write = |fence: Fence| fence > last && { last = fence; true };
 //!
 //! let tenure = Coordinator::memory(); // or Coordinator::sqlite(path), ::connect(url)
 //! // No renewal: it stands in for a process so stalled it renews nothing.
