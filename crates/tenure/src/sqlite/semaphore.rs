@@ -85,10 +85,9 @@ impl SemaphoreStore for SqliteStore {
                         return Ok(Err(left));
                     }
                     let last = fence_of(tx, &owned)?;
-                    let fence = last
-                        .checked_add(1)
-                        .filter(|f| *f > 0)
-                        .ok_or_else(|| Fault::Data(format!("semaphore fence counter is {last}")))?;
+                    // Floored by the wall clock, like a lease's fence.
+                    let fence = super::lease::next_fence(last)
+                        .map_err(|_| Fault::Data(format!("semaphore fence counter is {last}")))?;
                     tx.execute(
                         "INSERT INTO tenure_semaphores (key, fence) VALUES (?1, ?2)
                      ON CONFLICT (key) DO UPDATE SET fence = excluded.fence",
