@@ -10,7 +10,7 @@ use clap_mangen::roff::{Roff, bold, roman};
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::exit;
 
-pub const ENVIRONMENT: [(&str, &str); 9] = [
+pub const ENVIRONMENT: [(&str, &str); 10] = [
     (
         "TENURE_BACKEND",
         "store URL(s), comma-separated; --backend wins over it",
@@ -41,6 +41,11 @@ pub const ENVIRONMENT: [(&str, &str); 9] = [
         "TENURE_FENCE",
         "set for the command of run, elect and once: the fencing token (elect: the \
          term), decimal",
+    ),
+    (
+        "TENURE_ACQUISITION",
+        "set for the command of run and elect: the acquisition's id (32 hex digits), \
+         which a fenced resource stores with the fence to tell a retry from another holder",
     ),
     (
         "TENURE_KEY",

@@ -58,10 +58,11 @@ impl Grant {
     /// order) for a set.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         let fences = self.fences();
-        if let (Grant::One(_), [(key, fence)]) = (self, fences.as_slice()) {
+        if let (Grant::One(guard), [(key, fence)]) = (self, fences.as_slice()) {
             return vec![
                 ("TENURE_KEY", key.clone()),
                 ("TENURE_FENCE", fence.to_string()),
+                ("TENURE_ACQUISITION", guard.acquisition().to_string()),
             ];
         }
         let keys: Vec<&str> = fences.iter().map(|(k, _)| k.as_str()).collect();

@@ -47,7 +47,7 @@ fn run_on_a_cluster_holds_the_lease_and_releases_it() {
             .command("GET tenure:{job}:fence")
             .unwrap()
             .trim(),
-        "$1\r\n1"
+        format!("${}\r\n{fence}", fence.len())
     );
     // While one run holds the key, a second one with no wait exits 75.
     let mut holder = sandbox

@@ -26,9 +26,11 @@
 //! use std::time::Duration;
 //! use tenure::{Coordinator, Fence};
 //!
-//! // The protected resource remembers the highest fence it accepted.
+//! // The protected resource remembers the highest fence it accepted, and
+//! // takes only greater ones (an equal fence is a retry only with the same
+//! // acquisition id: `guard.stamp()`, see `fence`).
 //! let mut last = Fence::new(0);
-//! let mut fenced_write = |fence: Fence| fence >= last && { last = fence; true };
+//! let mut fenced_write = |fence: Fence| fence > last && { last = fence; true };
 //!
 //! let tenure = Coordinator::memory(); // or Coordinator::sqlite(path), ::connect(url)
 //! // No renewal: it stands in for a process so stalled it renews nothing.
@@ -57,8 +59,9 @@
 //!   Redis with `maxmemory-policy noeviction`.
 //! - Renewal is on by default (every ttl/3) for leases, elections and
 //!   run-once; [`Lease::watchdog`] turns it off for a fixed budget.
-//! - Fence counters are kept forever, one per key ever leased (none on etcd):
-//!   use a bounded set of keys.
+//! - Fences are large numbers, floored by the store's clock (µs since the
+//!   epoch), so they never repeat even after a store lost its data; fence
+//!   counters are dropped a day after a key's last grant (none on etcd).
 //!
 //! ## Where to go next
 //!

@@ -351,7 +351,7 @@ impl RedisConn {
 
     /// Reads `maxmemory-policy` and refuses (or, with `allow`, warns about) a
     /// policy that may evict tenure's keys: an evicted lease key lets a second
-    /// holder in, an evicted fence counter makes fences start over. Where
+    /// holder in. Where
     /// `CONFIG` is disabled or denied (managed services), the policy cannot be
     /// read and the check is skipped.
     pub(crate) async fn check_eviction_policy(&self, allow: bool) -> Result<()> {
@@ -387,7 +387,7 @@ impl RedisConn {
             url: self.display.clone(),
             reason: format!(
                 "maxmemory-policy is {policy}: when memory runs full Redis may evict a lease \
-                 key (a second holder gets in) or a fence counter (fences start over at 1); \
+                 key (a second holder gets in); \
                  set maxmemory-policy noeviction, or accept the risk with \
                  RedisOptions::allow_eviction(true)"
             ),

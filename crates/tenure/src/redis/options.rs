@@ -157,8 +157,8 @@ impl RedisOptions {
     /// [`RedisFencedStore::connect`](crate::redis::RedisFencedStore::connect) read
     /// `CONFIG GET maxmemory-policy` and refuse such a server: when memory runs
     /// full it may evict a lease key (a second holder gets in while the first
-    /// still holds it) and the fence counter (fences start over at 1, so a stale
-    /// holder's token looks new). `noeviction` is the requirement. With this set,
+    /// still holds it). (An evicted fence counter does no harm: fences are
+    /// floored by the server's clock.) `noeviction` is the requirement. With this set,
     /// the connection is made and a warning is logged instead. Where `CONFIG` is
     /// disabled or denied (many managed services), the policy cannot be read and
     /// the check is skipped: make sure of `noeviction` yourself.

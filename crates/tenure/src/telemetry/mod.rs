@@ -32,7 +32,7 @@
 //! DEBUG wait{key=orders store=redis://127.0.0.1:6379 max_wait_ms=20000}:acquire{… ttl_left_ms=9999 outcome="held" latency_us=207}: held
 //! DEBUG wait{key=orders store=redis://127.0.0.1:6379 max_wait_ms=20000}: held by another holder; waiting ttl_left_ms=9999
 //! DEBUG wait{key=orders …}: woken by a release
-//! DEBUG release{key=orders store=redis://127.0.0.1:6379 fence=1 held_ms=321 outcome="released" latency_us=651}: released
+//! DEBUG release{key=orders store=redis://127.0.0.1:6379 fence=1764673200123000 held_ms=321 outcome="released" latency_us=651}: released
 //! DEBUG wait{key=orders …}:acquire{… fence=2 outcome="acquired" latency_us=305}: acquired
 //! DEBUG wait{key=orders … attempts=3 fence=2 outcome="acquired" latency_us=321883}: acquired
 //! ```

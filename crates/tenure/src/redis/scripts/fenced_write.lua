@@ -4,7 +4,8 @@
 -- acquisition (or from a writer that names none) is refused, so no reuse of a
 -- fence can let a second holder in.
 -- KEYS[1] resource hash {fence, acquisition, value}; ARGV[1] token (decimal),
--- ARGV[2] value, ARGV[3] acquisition id ('' when the writer names none)
+-- ARGV[2] value, ARGV[3] acquisition id ('' or absent when the writer names
+-- none)
 -- Returns {1, token} when applied, {0, current} when refused.
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then
@@ -16,11 +17,12 @@ if current == nil then
   return redis.error_reply('WRONGTYPE fenced resource ' .. KEYS[1] .. ' has a non-numeric fence')
 end
 local token = tonumber(ARGV[1])
-local retry = token == current and ARGV[3] ~= '' and stored[2] == ARGV[3]
+local acquisition = ARGV[3] or ''
+local retry = token == current and acquisition ~= '' and stored[2] == acquisition
 if token > current or retry then
   redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
-  if ARGV[3] ~= '' then
-    redis.call('HSET', KEYS[1], 'acquisition', ARGV[3])
+  if acquisition ~= '' then
+    redis.call('HSET', KEYS[1], 'acquisition', acquisition)
   else
     redis.call('HDEL', KEYS[1], 'acquisition')
   end
