@@ -15,7 +15,7 @@ use super::monitor;
 use super::store::{ExtendReply, LeaseStore, ReleaseOutcome};
 use crate::clock::Moment;
 use crate::error::{Error, Result};
-use crate::fence::Fence;
+use crate::fence::{AcquisitionId, Fence, FenceStamp};
 use crate::telemetry;
 use crate::token::OwnerToken;
 
@@ -387,6 +387,7 @@ impl LostSignal {
 pub struct LeaseGuard {
     shared: Arc<Shared>,
     fence: Fence,
+    acquisition: AcquisitionId,
     released: bool,
 }
 
@@ -418,6 +419,7 @@ impl LeaseGuard {
         LeaseGuard {
             shared,
             fence,
+            acquisition: AcquisitionId::random(),
             released: false,
         }
     }
@@ -426,6 +428,19 @@ impl LeaseGuard {
     /// before for this key. Send it with every write to the protected resource.
     pub fn fence(&self) -> Fence {
         self.fence
+    }
+
+    /// The id of this acquisition: public, unique to it (see
+    /// [`AcquisitionId`]).
+    pub fn acquisition(&self) -> AcquisitionId {
+        self.acquisition
+    }
+
+    /// The fence with this acquisition's id, for a fenced resource: an equal
+    /// fence is accepted only from the acquisition that wrote it (see
+    /// [`crate::fence`]).
+    pub fn stamp(&self) -> FenceStamp {
+        FenceStamp::new(self.fence, self.acquisition)
     }
 
     /// The lease's key.

@@ -73,6 +73,8 @@ pub use set::{LeaseSet, LeaseSetGuard};
 // The implementer types, under short paths for the stores of this crate (which
 // use a different subset with each set of cargo features).
 #[allow(unused_imports)]
+pub(crate) use line::{CLAIM_WINDOW, PLACE_LIFETIME};
+#[allow(unused_imports)]
 pub(crate) use release_watch::{Handoff, ReleaseWatch};
 #[allow(unused_imports)]
 pub(crate) use store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, valid_until};
@@ -611,8 +613,9 @@ impl Lease {
         };
         let mut pause = held_pause(watch, ttl_left, backoff);
         if has_place {
-            // A place that is not refreshed within the TTL is given up.
-            pause = pause.min(self.ttl / 2);
+            // The look is the heartbeat that keeps the place: a place that
+            // misses a few is given up, so a dead waiter stalls nobody long.
+            pause = pause.min(line::HEARTBEAT);
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if watch.wait(pause.min(left)).await {
