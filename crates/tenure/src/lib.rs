@@ -152,12 +152,12 @@ mod docs_doctests {
     struct RepositoryReadme;
     #[doc = include_str!("../../../docs/recipes.md")]
     struct Recipes;
+    #[doc = include_str!("../../../docs/leases.md")]
+    struct Leases;
     #[doc = include_str!("../../../docs/limiters.md")]
     struct Limiters;
     #[doc = include_str!("../../../docs/quorum.md")]
     struct Quorum;
     #[doc = include_str!("../../../docs/redis.md")]
     struct Redis;
-    #[doc = include_str!("../../../docs/leases.md")]
-    struct Leases;
 }

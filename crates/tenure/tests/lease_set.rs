@@ -184,7 +184,14 @@ macro_rules! on_every_store {
     };
 }
 
+/// A handle on `cluster`, whose masters share the keys the holders draw from.
 async fn cluster_fixture(cluster: &RedisCluster) -> Fixture {
+    let masters: std::collections::HashSet<usize> =
+        KEYS.iter().map(|k| cluster.master_of(k)).collect();
+    assert!(
+        masters.len() > 1,
+        "the keys must span several slots and masters"
+    );
     Fixture {
         tenure: Coordinator::connect(&cluster.url()).await.unwrap(),
         server: None,

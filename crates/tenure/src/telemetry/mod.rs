@@ -15,7 +15,7 @@
 //! | span `wait`: `attempt_within` | `tenure::lease` | debug | key, store, max_wait_ms, outcome, fence, attempts, latency_us; events "held by another holder; waiting" and "woken by a release" inside |
 //! | span `extend`: watchdog or `extend` | `tenure::lease::guard` | trace | key, store, fence, outcome (`extended`, `not_held`, `error`), latency_us |
 //! | span `release`: release or drop | `tenure::lease::guard` | debug | key, store, fence, held_ms, outcome (`released`, `not_held`, `error`), latency_us |
-//! | event "lease lost" | `tenure::lease::guard` | warn | key, store, fence, cause (`not_held`, `deadline`) |
+//! | event "lease lost" | `tenure::lease::guard` | warn | key, store, fence, cause (`not_held`, `deadline`, `max_hold`) |
 //! | span `limit`: one check or peek | `tenure::limit` | debug | key, store, cost, peek, outcome (`allowed`, `refused`, `fallback`, `error`), remaining, latency_us |
 //! | event "quorum reply": one node's answer | `tenure::quorum` | trace | op, key, node, outcome (`answered`, `timed_out`, `unreachable`, `failed`), latency_us |
 //!
@@ -56,7 +56,7 @@
 //! | `tenure_lease_wait_seconds` | histogram | store, outcome | how long an acquire call took to answer (the wait, for `attempt_within`) |
 //! | `tenure_lease_hold_seconds` | histogram | store | from the grant until the guard let go (release or drop) |
 //! | `tenure_lease_renewals_total` | counter | store, outcome (`extended`, `not_held`, `error`) | renewals, by the watchdog or `extend` |
-//! | `tenure_lease_losses_total` | counter | store, cause (`not_held`, `deadline`) | leases their holder lost |
+//! | `tenure_lease_losses_total` | counter | store, cause (`not_held`, `deadline`, `max_hold`) | leases their holder lost |
 //! | `tenure_lease_handoff_seconds` | histogram | store | from a release notification reaching a waiter to its grant |
 //! | `tenure_limit_decisions_total` | counter | store, outcome (`allowed`, `refused`, `fallback`, `error`) | rate-limit checks and peeks |
 //! | `tenure_limit_store_seconds` | histogram | store | one rate-limit store call |

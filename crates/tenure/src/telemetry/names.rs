@@ -19,7 +19,8 @@ pub const LEASE_RENEWALS: &str = "tenure_lease_renewals_total";
 
 /// Counter: leases lost by their holder, by cause (`not_held`: a renewal found
 /// the key gone or taken; `deadline`: the local deadline passed without a
-/// confirmed renewal). Labels: [`STORE`], [`CAUSE`].
+/// confirmed renewal; `max_hold`: the lease's maximum hold was over). Labels:
+/// [`STORE`], [`CAUSE`].
 pub const LEASE_LOSSES: &str = "tenure_lease_losses_total";
 
 /// Histogram, seconds: from a release notification reaching a waiter to that
