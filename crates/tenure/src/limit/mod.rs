@@ -49,12 +49,14 @@
 //! [`apply`](store::apply) and the shared read/step/write loop — is in
 //! [`store`]. Nothing here imports from a store: stores import from here.
 
+mod blocked;
 mod decision;
 pub mod fixed_window;
 pub mod gcra;
 mod limiter;
 mod policy;
 mod quota;
+mod shadow;
 pub mod sliding_log;
 pub mod sliding_window;
 mod step;
