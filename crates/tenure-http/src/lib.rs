@@ -72,6 +72,8 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod access;
+pub mod concurrency;
 pub mod headers;
 pub mod key;
 pub mod limiter;
@@ -79,6 +81,10 @@ mod problem;
 pub mod rate_limit;
 mod tenure_limiter;
 
+pub use access::{Access, AccessList};
+pub use concurrency::{
+    ConcurrencyBody, ConcurrencyFuture, ConcurrencyLimit, ConcurrencyLimitLayer,
+};
 pub use headers::{InvalidPolicyName, PolicyName};
 pub use key::{
     ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, KeyExtractor, PeerAddr, PeerIp, RequestHead,

@@ -101,6 +101,14 @@ pub trait RateLimiter: Send + Sync + 'static {
 
     /// The quota advertised in `RateLimit-Policy`; `None` leaves the header out.
     fn policy(&self) -> Option<QuotaPolicy>;
+
+    /// This limiter in shadow mode, for [`RateLimitLayer::shadow`](crate::RateLimitLayer::shadow):
+    /// one that decides, consumes and counts as this one does but answers a
+    /// refusal as an admission with `would_refuse` set. `None` (the default)
+    /// lets the middleware turn refusals into admissions itself.
+    fn shadowed(&self) -> Option<Box<dyn RateLimiter>> {
+        None
+    }
 }
 
 impl<T: RateLimiter + ?Sized> RateLimiter for std::sync::Arc<T> {
@@ -110,5 +118,9 @@ impl<T: RateLimiter + ?Sized> RateLimiter for std::sync::Arc<T> {
 
     fn policy(&self) -> Option<QuotaPolicy> {
         (**self).policy()
+    }
+
+    fn shadowed(&self) -> Option<Box<dyn RateLimiter>> {
+        (**self).shadowed()
     }
 }

@@ -51,4 +51,9 @@ impl RateLimiter for Limiter {
             window: first.period().max(Duration::from_secs(1)),
         })
     }
+
+    /// [`Limiter::shadow`]: counted as `would_refuse` by tenure's telemetry.
+    fn shadowed(&self) -> Option<Box<dyn RateLimiter>> {
+        Some(Box::new(self.clone().shadow(true)))
+    }
 }

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::access::AccessList;
 use crate::headers::HeaderStyle;
 use crate::key::KeyExtractor;
 use crate::limiter::{QuotaPolicy, RateLimiter};
@@ -55,4 +56,10 @@ pub(crate) struct Settings {
     pub(crate) on_failure: FailurePolicy,
     pub(crate) budget: Duration,
     pub(crate) cost: u32,
+    /// Refusals are let through (a dry run); see `RateLimitLayer::shadow`.
+    pub(crate) shadow: bool,
+    /// In a dry run, the rate-limit headers still go on responses.
+    pub(crate) shadow_headers: bool,
+    /// Keys and networks that skip the limiter or are refused outright.
+    pub(crate) access: AccessList,
 }

@@ -61,6 +61,17 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
         }
     }
 
+    /// Calls the inner service without a decision (an allowed key).
+    pub(crate) fn calling(fut: F, settings: Arc<Settings>) -> Self {
+        ResponseFuture {
+            state: State::Calling {
+                fut,
+                decision: None,
+            },
+            settings,
+        }
+    }
+
     pub(crate) fn checking(
         check: Check,
         key: String,

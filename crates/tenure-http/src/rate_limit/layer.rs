@@ -10,6 +10,7 @@ use tower_layer::Layer;
 
 use super::config::{DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
 use super::service::RateLimit;
+use crate::access::AccessList;
 use crate::headers::{HeaderStyle, PolicyName, policy_value};
 use crate::key::KeyExtractor;
 use crate::limiter::RateLimiter;
@@ -68,6 +69,9 @@ pub struct RateLimitLayer {
     on_failure: FailurePolicy,
     budget: Duration,
     cost: NonZeroU32,
+    shadow: bool,
+    shadow_headers: bool,
+    access: AccessList,
 }
 
 impl std::fmt::Debug for RateLimitLayer {
@@ -80,6 +84,8 @@ impl std::fmt::Debug for RateLimitLayer {
             .field("on_failure", &self.on_failure)
             .field("budget", &self.budget)
             .field("cost", &self.cost)
+            .field("shadow", &self.shadow)
+            .field("access", &self.access)
             .finish_non_exhaustive()
     }
 }
@@ -99,7 +105,39 @@ impl RateLimitLayer {
             on_failure: FailurePolicy::default(),
             budget: DEFAULT_BUDGET,
             cost: NonZeroU32::MIN,
+            shadow: false,
+            shadow_headers: false,
+            access: AccessList::default(),
         }
+    }
+
+    /// A dry run (off by default): the limiter decides and counts as usual,
+    /// but a refusal lets the request through — a tenure `Limiter` is asked
+    /// in its shadow mode, so its telemetry counts `would_refuse`, and the
+    /// middleware logs the would-be refusal at `debug`. The rate-limit
+    /// headers stay off the responses unless [`shadow_headers`](Self::shadow_headers)
+    /// turns them on; `Retry-After` is never sent. Whether the dry run
+    /// consumes: it consumes exactly what enforcing would (see tenure's
+    /// `Limiter::shadow`), so its counts are the refusals enforcing would
+    /// produce.
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.shadow = on;
+        self
+    }
+
+    /// In a dry run, writes the rate-limit headers of each decision
+    /// (`RateLimit: …;r=0` when it would refuse), so clients can see the
+    /// coming limit before it is enforced. Off by default.
+    pub fn shadow_headers(mut self, on: bool) -> Self {
+        self.shadow_headers = on;
+        self
+    }
+
+    /// Keys and networks that skip the limiter, and ones refused with `403`
+    /// and a problem body (see [`AccessList`]).
+    pub fn access(mut self, list: AccessList) -> Self {
+        self.access = list;
+        self
     }
 
     /// The policy name in `RateLimit-Policy` and `RateLimit`.
@@ -145,8 +183,12 @@ impl<S> Layer<S> for RateLimitLayer {
 
     fn layer(&self, inner: S) -> RateLimit<S> {
         let policy = self.store.policy();
+        let store = match self.shadow.then(|| self.store.shadowed()).flatten() {
+            Some(shadowed) => Arc::from(shadowed),
+            None => Arc::clone(&self.store),
+        };
         let settings = Settings {
-            store: Arc::clone(&self.store),
+            store,
             key: Arc::clone(&self.key),
             policy,
             style: HeaderStyle {
@@ -158,6 +200,9 @@ impl<S> Layer<S> for RateLimitLayer {
             on_failure: self.on_failure,
             budget: self.budget,
             cost: self.cost.get(),
+            shadow: self.shadow,
+            shadow_headers: self.shadow_headers,
+            access: self.access.clone(),
         };
         RateLimit::new(inner, Arc::new(settings))
     }
