@@ -359,8 +359,11 @@ impl Limiter {
     /// most `max_wait`: a [`reserve`](Self::reserve) followed by a sleep until
     /// the booked instant. Returns the admitting decision, or at once the
     /// refusal when the wait would exceed `max_wait` (it does not sleep in
-    /// vain). Waiters are served in the order they booked, at the quota's
-    /// rate: no polling, no thundering herd.
+    /// vain). Under GCRA, the token bucket and the sliding log, waiters are
+    /// served in the order they booked, at the quota's rate, with one store
+    /// call each; window counters book nothing, so there a waiter sleeps
+    /// until the refusal's `retry_after` and asks again (no order among
+    /// waiters).
     ///
     /// Dropping the future while it sleeps leaves the units booked (taken, as
     /// by an admitted request that was then abandoned); use
@@ -385,8 +388,22 @@ impl Limiter {
     /// # Errors
     /// As [`check_n`](Self::check_n).
     pub async fn wait_n(&self, key: &str, cost: u32, max_wait: Duration) -> Result<Decision> {
-        let max_wait = crate::duration::capped(max_wait);
-        Ok(self.reserve(key, cost, max_wait).await?.ready().await)
+        let deadline = Instant::now() + crate::duration::capped(max_wait);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let reservation = self.reserve(key, cost, left).await?;
+            if reservation.is_granted() {
+                return Ok(reservation.ready().await);
+            }
+            // Window counters book nothing: sleep until the refusal says,
+            // then ask again.
+            let refusal = reservation.decision();
+            let left = deadline.saturating_duration_since(Instant::now());
+            match refusal.retry_after {
+                Some(retry) if retry <= left => tokio::time::sleep(retry).await,
+                _ => return Ok(refusal),
+            }
+        }
     }
 
     /// Books `cost` units for `key` at the first instant they are available,
