@@ -401,7 +401,7 @@ pub async fn reservations_book_in_order(tenure: &Coordinator) {
             .expect("refused");
         assert!(!far.allowed && far.retry_after == Some(Duration::from_millis(400)));
         // Giving one back: the next booking takes its place.
-        give(&l, &key, 1, 0).await;
+        let _ = give(&l, &key, 1, 0).await;
         let d = reserve(0).await.expect("booked again");
         assert_eq!(d.retry_after, Some(Duration::from_millis(300)), "{alg}");
     }
