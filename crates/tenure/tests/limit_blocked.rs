@@ -159,3 +159,20 @@ async fn injected_instants_are_never_cached() {
     // A simulated second later: the store decides, not a cached refusal.
     assert!(take(&limiter, "k", 1, 1_000_001).await.allowed);
 }
+
+#[tokio::test]
+async fn a_refund_or_reset_through_the_limiter_forgets_the_refusal() {
+    let (_server, tenure, mut raw) = start().await;
+    let limiter = tenure
+        .limiter(Quota::per_hour(nz(2)), Algorithm::FixedWindow)
+        .cache_blocked(NonZeroUsize::new(10).expect("nonzero"));
+    assert!(limiter.check_n("k", 2).await.expect("take 2").allowed);
+    assert!(!limiter.check("k").await.expect("refused").allowed);
+    let _ = limiter.refund("k", 1).await.expect("refund");
+    reset(&mut raw).await;
+    assert!(limiter.check("k").await.expect("after the refund").allowed);
+    assert!(!limiter.check("k").await.expect("refused again").allowed);
+    assert_eq!(calls(&mut raw).await, 2, "both asked the store");
+    limiter.reset("k").await.expect("reset");
+    assert!(limiter.check("k").await.expect("after the reset").allowed);
+}

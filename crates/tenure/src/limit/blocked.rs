@@ -13,9 +13,11 @@
 //! later than when the store decided, so it forgets a refusal no later than
 //! the store would lift it (up to the drift between the two clocks). A
 //! refund or reset by another process is not seen: the key stays refused
-//! here until `r` has passed.
+//! here until `r` has passed; a refund or reset through this limiter forgets
+//! the key's refusal.
 //!
-//! Not cached: requests at an injected instant (simulated time has nothing to
+//! Not cached: reservations and refunds (only checks and peeks are),
+//! requests at an injected instant (simulated time has nothing to
 //! do with this process's clock), and limiters with a sliding log that records
 //! refused requests (the store would record every refused request and stay
 //! refusing longer; answering locally would record none and shorten it).
@@ -29,7 +31,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use super::decision::{Decision, Timestamp};
+use super::decision::{Decision, Mode, Timestamp};
 use super::policy::Policy;
 use super::store::{LimitRequest, LimitStore};
 use crate::error::Result;
@@ -168,8 +170,15 @@ fn fingerprint(policies: &[Policy]) -> u64 {
 #[async_trait]
 impl LimitStore for BlockedKeys {
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
-        let cacheable =
-            request.now.is_none() && !request.policies.iter().any(Policy::records_rejected);
+        if request.mode == Mode::Refund {
+            // Units given back here may lift a refusal before its time.
+            let answer = self.inner.apply(request).await;
+            self.table().remove(request.key);
+            return answer;
+        }
+        let cacheable = matches!(request.mode, Mode::Consume | Mode::Peek)
+            && request.now.is_none()
+            && !request.policies.iter().any(Policy::records_rejected);
         if !cacheable {
             return self.inner.apply(request).await;
         }
@@ -180,6 +189,12 @@ impl LimitStore for BlockedKeys {
         let decisions = self.inner.apply(request).await?;
         self.remember(request, sent, &decisions);
         Ok(decisions)
+    }
+
+    async fn reset(&self, key: &str, policies: &[Policy]) -> Result<()> {
+        let answer = self.inner.reset(key, policies).await;
+        self.table().remove(key);
+        answer
     }
 
     async fn now(&self) -> Result<Timestamp> {
@@ -205,7 +220,7 @@ mod tests {
     use std::num::NonZeroU32;
 
     use super::*;
-    use crate::limit::{Algorithm, Mode, Quota};
+    use crate::limit::{Algorithm, Quota};
 
     fn entry(until_ms: u64, now: Instant) -> Entry {
         Entry {

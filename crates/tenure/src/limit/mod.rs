@@ -56,6 +56,7 @@ pub mod gcra;
 mod limiter;
 mod policy;
 mod quota;
+mod reservation;
 mod shadow;
 pub mod sliding_log;
 pub mod sliding_window;
@@ -64,7 +65,8 @@ pub mod store;
 pub mod token_bucket;
 
 pub use decision::{Decision, Mode, Timestamp};
-pub use limiter::{Limiter, MAX_JITTER};
+pub use limiter::Limiter;
 pub(crate) use policy::PolicyTag;
 pub use policy::{MAX_LOG_CAPACITY, MAX_SPAN, Policy};
 pub use quota::{Algorithm, Quota};
+pub use reservation::Reservation;
