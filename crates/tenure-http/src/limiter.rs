@@ -109,6 +109,18 @@ pub trait RateLimiter: Send + Sync + 'static {
     fn shadowed(&self) -> Option<Box<dyn RateLimiter>> {
         None
     }
+
+    /// Gives `cost` units of `key` back, for a cost known after the response
+    /// ([`RateLimitLayer::cost_after`](crate::RateLimitLayer::cost_after)).
+    /// The default cannot: [`LimiterError::Misconfigured`].
+    fn refund(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>> {
+        let _ = (key, cost);
+        Box::pin(async {
+            Err(LimiterError::Misconfigured(
+                "this limiter cannot refund".into(),
+            ))
+        })
+    }
 }
 
 impl<T: RateLimiter + ?Sized> RateLimiter for std::sync::Arc<T> {
@@ -122,5 +134,9 @@ impl<T: RateLimiter + ?Sized> RateLimiter for std::sync::Arc<T> {
 
     fn shadowed(&self) -> Option<Box<dyn RateLimiter>> {
         (**self).shadowed()
+    }
+
+    fn refund(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>> {
+        (**self).refund(key, cost)
     }
 }

@@ -56,4 +56,11 @@ impl RateLimiter for Limiter {
     fn shadowed(&self) -> Option<Box<dyn RateLimiter>> {
         Some(Box::new(self.clone().shadow(true)))
     }
+
+    /// [`Limiter::refund`]: never above a policy's capacity.
+    fn refund(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>> {
+        let limiter = self.clone();
+        let key = key.to_owned();
+        Box::pin(async move { limiter.refund(&key, cost).await.map_err(classify) })
+    }
 }

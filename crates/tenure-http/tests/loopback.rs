@@ -160,6 +160,68 @@ async fn at_most_n_requests_of_a_key_are_in_flight() {
     assert_eq!(status, 200);
 }
 
+/// Waits until `key` has `remaining` units left (a settled cost is applied
+/// in the background after the response).
+async fn until_remaining(limiter: &tenure::limit::Limiter, key: &str, remaining: u64) {
+    for _ in 0..500 {
+        if limiter.peek(key).await.unwrap().remaining == remaining {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("{key} never got to {remaining} left");
+}
+
+#[tokio::test]
+async fn server_errors_are_refunded_and_a_header_can_charge_more() {
+    let limiter = Coordinator::memory().limiter(
+        Quota::per_hour(NonZeroU32::new(3).unwrap()),
+        Algorithm::FixedWindow,
+    );
+    let app = Router::new()
+        .route(
+            "/fail",
+            get(|| async { (http::StatusCode::BAD_GATEWAY, "upstream down") }),
+        )
+        .route("/ok", get(|| async { "ok" }))
+        .route("/heavy", get(|| async { ([("x-cost", "3")], "heavy") }));
+    let layer = RateLimitLayer::new(limiter.clone(), PeerIp).refund_server_errors();
+    let addr = serve(app.clone().layer(layer)).await;
+    let url = |path: &str| format!("http://{addr}{path}");
+    // Ten failures in a row never use up the three units.
+    for _ in 0..10 {
+        let res = client("127.0.0.5").get(url("/fail")).send().await.unwrap();
+        assert_eq!(res.status(), 502);
+        until_remaining(&limiter, "ip:127.0.0.5", 3).await;
+    }
+    for expected in [200, 200, 200, 429] {
+        let res = client("127.0.0.5").get(url("/ok")).send().await.unwrap();
+        assert_eq!(res.status(), expected);
+    }
+    // Charged by a response header: 1 before, 2 more after.
+    let by_header =
+        RateLimitLayer::new(limiter.clone(), PeerIp).cost_after(|_, headers, charged| {
+            headers
+                .get("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(charged)
+        });
+    let addr = serve(app.layer(by_header)).await;
+    let res = client("127.0.0.6")
+        .get(format!("http://{addr}/heavy"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    until_remaining(&limiter, "ip:127.0.0.6", 0).await;
+    let res = client("127.0.0.6")
+        .get(format!("http://{addr}/ok"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 429);
+}
+
 /// The body as JSON, for the problem documents.
 trait JsonOrText {
     async fn json_or_text(self) -> serde_json::Value;

@@ -62,4 +62,11 @@ pub(crate) struct Settings {
     pub(crate) shadow_headers: bool,
     /// Keys and networks that skip the limiter or are refused outright.
     pub(crate) access: AccessList,
+    /// The request's real cost from its response, when it is known only then.
+    pub(crate) cost_after: Option<CostAfter>,
 }
+
+/// The real cost of a request from its response's status and headers and
+/// the cost charged before (see `RateLimitLayer::cost_after`).
+pub(crate) type CostAfter =
+    Arc<dyn Fn(http::StatusCode, &http::HeaderMap, u32) -> u32 + Send + Sync>;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::config::{DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
+use super::config::{CostAfter, DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
 use super::service::RateLimit;
 use crate::access::AccessList;
 use crate::headers::{HeaderStyle, PolicyName, policy_value};
@@ -72,6 +72,7 @@ pub struct RateLimitLayer {
     shadow: bool,
     shadow_headers: bool,
     access: AccessList,
+    cost_after: Option<CostAfter>,
 }
 
 impl std::fmt::Debug for RateLimitLayer {
@@ -108,7 +109,42 @@ impl RateLimitLayer {
             shadow: false,
             shadow_headers: false,
             access: AccessList::default(),
+            cost_after: None,
         }
+    }
+
+    /// Settles each admitted request's cost after its response: `settle`
+    /// gets the response's status and headers and the cost charged, and
+    /// returns the real cost; less is refunded ([`RateLimiter::refund`]),
+    /// more is charged as an extra check. See
+    /// [`refund_server_errors`](Self::refund_server_errors) for the common
+    /// case.
+    ///
+    /// What it can and cannot guarantee: the adjustment runs in a task of its
+    /// own once the response head is ready, so the response is not delayed
+    /// and its rate-limit headers show the decision before the adjustment; it
+    /// is not atomic with the check, and is lost if the process dies in
+    /// between or the store fails (logged at `warn`). A refund never takes a
+    /// key above its capacity. An extra charge is all or nothing: when it does
+    /// not fit it is not taken (the response has gone out; nothing can refuse
+    /// it now). Nothing is settled for requests the limiter did not charge (an
+    /// allowed key, a dry-run refusal, a store failure let through).
+    pub fn cost_after(
+        mut self,
+        settle: impl Fn(http::StatusCode, &http::HeaderMap, u32) -> u32 + Send + Sync + 'static,
+    ) -> Self {
+        self.cost_after = Some(Arc::new(settle));
+        self
+    }
+
+    /// Refunds requests answered with a server error (`5xx`): a failure of
+    /// the service does not use up the client's quota. Replaces any
+    /// [`cost_after`](Self::cost_after).
+    pub fn refund_server_errors(self) -> Self {
+        self.cost_after(|status, _, charged| match status.is_server_error() {
+            true => 0,
+            false => charged,
+        })
     }
 
     /// A dry run (off by default): the limiter decides and counts as usual,
@@ -203,6 +239,7 @@ impl<S> Layer<S> for RateLimitLayer {
             shadow: self.shadow,
             shadow_headers: self.shadow_headers,
             access: self.access.clone(),
+            cost_after: self.cost_after.clone(),
         };
         RateLimit::new(inner, Arc::new(settings))
     }

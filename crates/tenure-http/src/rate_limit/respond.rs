@@ -164,6 +164,7 @@ mod tests {
             shadow: false,
             shadow_headers: false,
             access: crate::AccessList::default(),
+            cost_after: None,
         }
     }
 
