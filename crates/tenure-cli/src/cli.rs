@@ -96,7 +96,10 @@ const ONCE_USAGE: &str = "tenure once [OPTIONS] KEY [--] CMD [ARGS]...
        tenure once [OPTIONS] KEY -c 'SHELL COMMAND'
        tenure once [OPTIONS] -k KEY (-- CMD [ARGS]... | -c 'SHELL COMMAND')";
 const RELEASE_USAGE: &str = "tenure release [OPTIONS] --force (KEY | -k KEY)";
-const LIMIT_USAGE: &str = "tenure limit [OPTIONS] --rate N/PERIOD (KEY | -k KEY)";
+const LIMIT_USAGE: &str = "tenure limit [OPTIONS] --rate N/PERIOD (KEY | -k KEY)
+       tenure limit [OPTIONS] --rate N/PERIOD --reserve --max-delay D (KEY | -k KEY)
+       tenure limit [OPTIONS] --rate N/PERIOD --refund N (KEY | -k KEY)
+       tenure limit [OPTIONS] --reset (KEY | -k KEY)";
 const STATUS_USAGE: &str = "tenure status [OPTIONS] (KEY | -k KEY)";
 const LEADER_USAGE: &str = "tenure leader [OPTIONS] (KEY | -k KEY)";
 
@@ -128,7 +131,12 @@ const LIMIT_EXAMPLES: &str = "\
 Examples:
   tenure limit api:alice --rate 10/1m || exit 0   # skip when over the quota
   tenure limit mail --rate 100/1h --burst 20 --json
-  tenure limit -k upload --rate 1000/1d --cost 50 --algorithm sliding-window";
+  tenure limit -k upload --rate 1000/1d --cost 50 --algorithm sliding-window
+  tenure limit api:alice --rate 100/1m           # a new rate keeps what was taken
+  tenure limit api:alice --rate 10/1m --shadow --json   # what would happen; exit 0
+  tenure limit mail --rate 1/s --reserve --max-delay 30 && send-mail
+  tenure limit upload --rate 1000/1d --refund 50        # give 50 units back
+  tenure limit api:alice --reset";
 
 const ELECT_EXAMPLES: &str = "\
 Examples:
@@ -470,9 +478,10 @@ pub struct LimitArgs {
     #[command(flatten)]
     pub key: KeyArg,
 
-    /// N units per PERIOD, e.g. 10/1m, 5/s, 1000/1d.
-    #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate)]
-    pub rate: Rate,
+    /// N units per PERIOD, e.g. 10/1m, 5/s, 1000/1d. The key keeps its state
+    /// when the rate changes between calls.
+    #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate, required_unless_present = "reset")]
+    pub rate: Option<Rate>,
 
     /// Bucket size of gcra and token-bucket (default: N).
     #[arg(long, value_name = "B")]
@@ -486,7 +495,30 @@ pub struct LimitArgs {
     #[arg(long, value_name = "C", default_value = "1")]
     pub cost: NonZeroU32,
 
-    /// Print {"allowed","limit","remaining","retry_after_ms","reset_after_ms"}.
+    /// Decide without taking anything and exit 0; the output says what would
+    /// have happened ("would_allow").
+    #[arg(long, conflicts_with_all = ["reserve", "refund", "reset"])]
+    pub shadow: bool,
+
+    /// Book the units at the first instant they are available, print the wait,
+    /// sleep until then, exit 0; exit 75 at once if that is beyond --max-delay.
+    #[arg(long, requires = "max_delay", conflicts_with_all = ["refund", "reset"])]
+    pub reserve: bool,
+
+    /// The longest wait --reserve books (bare numbers are seconds).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, requires = "reserve")]
+    pub max_delay: Option<Duration>,
+
+    /// Give N units back to the key (never beyond its capacity); exit 0.
+    #[arg(long, value_name = "N", conflicts_with_all = ["reset", "cost"])]
+    pub refund: Option<NonZeroU32>,
+
+    /// Forget the key's state under --algorithm: it starts from a full budget.
+    #[arg(long, conflicts_with_all = ["cost", "burst"])]
+    pub reset: bool,
+
+    /// Print {"allowed","limit","remaining","retry_after_ms","reset_after_ms"}
+    /// (and "shadow"/"would_allow", "wait_ms", "refunded", "reset").
     #[arg(long)]
     pub json: bool,
 }

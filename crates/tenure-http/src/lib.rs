@@ -19,12 +19,18 @@
 //! - **failures** of the store are answered within a per-decision time budget,
 //!   by failing open or closed (`503`) as configured ([`FailurePolicy`]).
 //!
+//! Beside it: a dry run ([`RateLimitLayer::shadow`]), allow and deny lists
+//! ([`AccessList`]), costs settled after the response
+//! ([`RateLimitLayer::cost_after`]), and an in-flight limit per key on
+//! tenure's semaphores ([`ConcurrencyLimitLayer`]).
+//!
 //! What it does not guarantee: it is no flood shield (a refused request still
-//! costs a parse and a store round trip); per IP is not per person; the
-//! trusted ranges must be exactly your proxies; fail open is unlimited while
-//! the store is down; the [budget](RateLimitLayer::budget) bounds latency, not
-//! accounting; requests are counted before the handler runs and never
-//! refunded; `Retry-After` is advice.
+//! costs a parse, and a store round trip unless the limiter caches blocked
+//! keys); per IP is not per person; the trusted ranges must be exactly your
+//! proxies; fail open is unlimited while the store is down; the
+//! [budget](RateLimitLayer::budget) bounds latency, not accounting; requests
+//! are counted before the handler runs, and a cost settled after the response
+//! is not atomic with the check; `Retry-After` is advice.
 //!
 //! The crate's shape: [`rate_limit`] is the middleware in tower's layout (layer,
 //! service, future, and the pure decision-to-response functions); [`key`] holds
@@ -72,6 +78,8 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod access;
+pub mod concurrency;
 pub mod headers;
 pub mod key;
 pub mod limiter;
@@ -79,6 +87,10 @@ mod problem;
 pub mod rate_limit;
 mod tenure_limiter;
 
+pub use access::{Access, AccessList};
+pub use concurrency::{
+    ConcurrencyBody, ConcurrencyFuture, ConcurrencyLimit, ConcurrencyLimitLayer,
+};
 pub use headers::{InvalidPolicyName, PolicyName};
 pub use key::{
     ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, KeyExtractor, PeerAddr, PeerIp, RequestHead,

@@ -101,6 +101,26 @@ pub trait RateLimiter: Send + Sync + 'static {
 
     /// The quota advertised in `RateLimit-Policy`; `None` leaves the header out.
     fn policy(&self) -> Option<QuotaPolicy>;
+
+    /// This limiter in shadow mode, for [`RateLimitLayer::shadow`](crate::RateLimitLayer::shadow):
+    /// one that decides, consumes and counts as this one does but answers a
+    /// refusal as an admission with `would_refuse` set. `None` (the default)
+    /// lets the middleware turn refusals into admissions itself.
+    fn shadowed(&self) -> Option<Box<dyn RateLimiter>> {
+        None
+    }
+
+    /// Gives `cost` units of `key` back, for a cost known after the response
+    /// ([`RateLimitLayer::cost_after`](crate::RateLimitLayer::cost_after)).
+    /// The default cannot: [`LimiterError::Misconfigured`].
+    fn refund(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>> {
+        let _ = (key, cost);
+        Box::pin(async {
+            Err(LimiterError::Misconfigured(
+                "this limiter cannot refund".into(),
+            ))
+        })
+    }
 }
 
 impl<T: RateLimiter + ?Sized> RateLimiter for std::sync::Arc<T> {
@@ -110,5 +130,13 @@ impl<T: RateLimiter + ?Sized> RateLimiter for std::sync::Arc<T> {
 
     fn policy(&self) -> Option<QuotaPolicy> {
         (**self).policy()
+    }
+
+    fn shadowed(&self) -> Option<Box<dyn RateLimiter>> {
+        (**self).shadowed()
+    }
+
+    fn refund(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>> {
+        (**self).refund(key, cost)
     }
 }

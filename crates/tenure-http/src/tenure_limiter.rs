@@ -51,4 +51,16 @@ impl RateLimiter for Limiter {
             window: first.period().max(Duration::from_secs(1)),
         })
     }
+
+    /// [`Limiter::shadow`]: counted as `would_refuse` by tenure's telemetry.
+    fn shadowed(&self) -> Option<Box<dyn RateLimiter>> {
+        Some(Box::new(self.clone().shadow(true)))
+    }
+
+    /// [`Limiter::refund`]: never above a policy's capacity.
+    fn refund(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>> {
+        let limiter = self.clone();
+        let key = key.to_owned();
+        Box::pin(async move { limiter.refund(&key, cost).await.map_err(classify) })
+    }
 }

@@ -49,3 +49,23 @@ async fn memory_sliding_log_records_rejections_only_when_asked() {
 async fn memory_window_boundaries() {
     window_boundaries(&Coordinator::memory()).await;
 }
+
+#[tokio::test]
+async fn memory_refunds_never_exceed_the_capacity() {
+    refunds_never_exceed_the_capacity(&Coordinator::memory()).await;
+}
+
+#[tokio::test]
+async fn memory_quota_changes_keep_the_state() {
+    quota_changes_keep_the_state(&Coordinator::memory()).await;
+}
+
+#[tokio::test]
+async fn memory_reset_forgets_a_key() {
+    reset_forgets_a_key(&Coordinator::memory()).await;
+}
+
+#[tokio::test]
+async fn memory_reservations_book_in_order() {
+    reservations_book_in_order(&Coordinator::memory()).await;
+}

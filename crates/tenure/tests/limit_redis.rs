@@ -60,6 +60,21 @@ async fn redis_contract() {
     keys_are_independent(&w).await;
     sliding_log_records_rejections_only_when_asked(&w).await;
     window_boundaries(&w).await;
+    refunds_never_exceed_the_capacity(&w).await;
+    quota_changes_keep_the_state(&w).await;
+    reset_forgets_a_key(&w).await;
+    reservations_book_in_order(&w).await;
+}
+
+/// Eight tasks reserve at once on the server's clock: they proceed in
+/// booking order, one interval apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reservers_proceed_in_order_on_redis() {
+    let server = RedisServer::start();
+    let w = redis_tenure(&server).await;
+    for alg in [Algorithm::Gcra, Algorithm::TokenBucket] {
+        concurrent_reservers_proceed_in_order(&w, alg).await;
+    }
 }
 
 /// One request of a generated sequence.

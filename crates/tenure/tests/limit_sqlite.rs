@@ -39,7 +39,22 @@ on_sqlite!(
     keys_are_independent,
     sliding_log_records_rejections_only_when_asked,
     window_boundaries,
+    refunds_never_exceed_the_capacity,
+    quota_changes_keep_the_state,
+    reset_forgets_a_key,
+    reservations_book_in_order,
 );
+
+/// Eight tasks reserve at once on one file: they proceed in booking order,
+/// one interval apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reservers_proceed_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenure = open(&dir).await;
+    for alg in [Algorithm::Gcra, Algorithm::TokenBucket] {
+        limit_common::concurrent_reservers_proceed_in_order(&tenure, alg).await;
+    }
+}
 
 /// Two handles on one file (two connections, as two processes would have),
 /// eight tasks each: never more admitted than the limit, for every algorithm.

@@ -75,6 +75,11 @@ async fn limits_keep_their_contract_on_a_cluster() {
     limit_common::costs_take_several_units(&w).await;
     limit_common::keys_are_independent(&w).await;
     limit_common::sliding_log_records_rejections_only_when_asked(&w).await;
+    limit_common::refunds_never_exceed_the_capacity(&w).await;
+    limit_common::quota_changes_keep_the_state(&w).await;
+    limit_common::reset_forgets_a_key(&w).await;
+    limit_common::reservations_book_in_order(&w).await;
+    limit_common::concurrent_reservers_proceed_in_order(&w, Algorithm::Gcra).await;
 }
 
 /// Every awkward key works as a lease with increasing fences, as a limiter

@@ -139,7 +139,7 @@ async fn a_scripted_scenario_shows_in_the_counters() {
     assert_eq!(handoffs.len(), 1, "{handoffs:?}");
     assert!(handoffs[0] < 0.3, "{handoffs:?}");
 
-    // Limiter decisions: two allowed, one refused, an error and a fallback on
+    // Limiter decisions: two allowed, one refused, one would refuse (shadow), an error and a fallback on
     // the dead store, whose fallback (in memory) allowed.
     let decisions = names::LIMIT_DECISIONS;
     assert_eq!(
@@ -148,6 +148,10 @@ async fn a_scripted_scenario_shows_in_the_counters() {
     );
     assert_eq!(
         counter(&samples, decisions, &[redis, ("outcome", "refused")]),
+        1
+    );
+    assert_eq!(
+        counter(&samples, decisions, &[redis, ("outcome", "would_refuse")]),
         1
     );
     assert_eq!(
@@ -165,7 +169,7 @@ async fn a_scripted_scenario_shows_in_the_counters() {
     );
     assert_eq!(
         histogram(&samples, names::LIMIT_STORE_SECONDS, &[redis]).len(),
-        5
+        6
     );
 
     // Quorum nodes: the live ones answered the acquire and the release, the

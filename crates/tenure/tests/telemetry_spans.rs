@@ -249,9 +249,17 @@ async fn spans_and_events_tell_the_story_without_tokens_or_passwords() {
     assert_eq!(
         outcomes,
         [
-            "allowed", "allowed", "refused", "error", "allowed", "fallback"
+            "allowed",
+            "allowed",
+            "refused",
+            "would_refuse",
+            "error",
+            "allowed",
+            "fallback"
         ]
     );
+    assert_eq!(limits[3].field("would_refuse"), Some("true"));
+    assert_eq!(limits[2].field("would_refuse"), Some("false"));
     assert_eq!(limits[0].field("remaining"), Some("1"));
     assert_eq!(limits[2].field("remaining"), Some("0"));
     assert_eq!(limits[0].field("cost"), Some("1"));

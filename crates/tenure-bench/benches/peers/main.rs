@@ -8,12 +8,13 @@
 //!
 //! `TENURE_BENCH_ROUNDS` (default 3) and `TENURE_BENCH_SECONDS` (default 2,
 //! per workload and peer) shorten or lengthen the run; `TENURE_BENCH_ONLY`
-//! (comma-separated: `distinct`, `cost`, `contended`, `limiter`, `local`,
+//! (comma-separated: `distinct`, `cost`, `contended`, `limiter`, `blocked`, `local`,
 //! `quorum`, `cli`) runs only those workloads, and the table then shows the
 //! others as not measured.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod blocked;
 mod cli;
 mod contended;
 mod distinct;
@@ -130,6 +131,9 @@ async fn main() {
         if wanted("limiter") {
             stats.flush().await;
             limiter::run(&p, &stats, run_for, &mut s).await;
+        }
+        if wanted("blocked") {
+            blocked::run(&p, &stats, run_for, &mut s).await;
         }
         if wanted("local") {
             local::run(&mut s).await;

@@ -210,6 +210,28 @@ pub fn render(s: &Samples, setting: &Setting) -> String {
         );
     }
 
+    let (plain, cached) = (
+        t.m("blocked.plain.calls_per_refusal"),
+        t.m("blocked.cached.calls_per_refusal"),
+    );
+    t.row(
+        "flood of refused checks, store calls per refused request, cache_blocked".to_string(),
+        format!("{cached:.4}"),
+        format!("without the cache {plain:.2}"),
+        format!("{:.4}×", cached / plain),
+        "≤ 0.01×",
+        Some(cached <= 0.01 * plain),
+    );
+    let (plain, cached) = (t.m("blocked.plain.rate"), t.m("blocked.cached.rate"));
+    t.row(
+        "flood of refused checks, 64 tasks, checks/s, cache_blocked".to_string(),
+        rate(cached),
+        format!("without the cache {}", rate(plain)),
+        format!("{:.1}×", cached / plain),
+        "≥ 1×",
+        Some(cached >= plain),
+    );
+
     for keys in [1, 10_000] {
         let (w, g) = (
             t.m(&format!("local.tenure.{keys}")),
@@ -323,6 +345,10 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   policy, cost 1) is driven by `redis-benchmark -c64 -P1` on the same server
   and keys; server µs is `usec_per_call` in `INFO commandstats` of tenure's
   `FCALL` (a Redis 7 function) and of the minimal script's `EVALSHA`.
+- *blocked*: 64 tasks check random keys of 100 at 10 per minute (GCRA), so
+  nearly every check is refused, through a `Limiter` on Redis without and
+  with `cache_blocked`; store calls are the server's `FCALL` count (`INFO
+  commandstats`) less the admitted checks, per refused check.
 - *in-process*: 1 000 000 GCRA decisions on one thread through
   `Limiter::local` (1 000 000/s, so both allowed and refused decisions occur)
   against governor's keyed limiter with the same quota.

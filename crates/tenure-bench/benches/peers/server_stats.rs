@@ -58,6 +58,17 @@ impl ServerStats {
             .sum()
     }
 
+    /// Script and function calls (`EVALSHA`, `EVAL`, `FCALL`) since the last
+    /// reset: one per store call, whatever runs inside.
+    pub async fn script_calls(&self) -> u64 {
+        self.commands()
+            .await
+            .iter()
+            .filter(|(name, _, _)| name.starts_with("eval") || name.starts_with("fcall"))
+            .map(|(_, calls, _)| calls)
+            .sum()
+    }
+
     /// Server time per script or function call (`EVALSHA`, `FCALL`, the
     /// one that ran most) since the last reset, in µs.
     pub async fn usec_per_script_call(&self) -> f64 {

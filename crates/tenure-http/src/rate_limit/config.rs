@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::access::AccessList;
 use crate::headers::HeaderStyle;
 use crate::key::KeyExtractor;
 use crate::limiter::{QuotaPolicy, RateLimiter};
@@ -55,4 +56,17 @@ pub(crate) struct Settings {
     pub(crate) on_failure: FailurePolicy,
     pub(crate) budget: Duration,
     pub(crate) cost: u32,
+    /// Refusals are let through (a dry run); see `RateLimitLayer::shadow`.
+    pub(crate) shadow: bool,
+    /// In a dry run, the rate-limit headers still go on responses.
+    pub(crate) shadow_headers: bool,
+    /// Keys and networks that skip the limiter or are refused outright.
+    pub(crate) access: AccessList,
+    /// The request's real cost from its response, when it is known only then.
+    pub(crate) cost_after: Option<CostAfter>,
 }
+
+/// The real cost of a request from its response's status and headers and
+/// the cost charged before (see `RateLimitLayer::cost_after`).
+pub(crate) type CostAfter =
+    Arc<dyn Fn(http::StatusCode, &http::HeaderMap, u32) -> u32 + Send + Sync>;

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, ready};
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{HeaderMap, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tokio::time::Timeout;
 use tower_service::Service;
@@ -47,6 +47,9 @@ pin_project! {
             #[pin]
             fut: F,
             decision: Option<Decision>,
+            // The key, when the limiter charged the request: for a cost
+            // settled after the response.
+            charged: Option<String>,
         },
         /// Answered by the middleware itself.
         Ready { res: Option<Response<Bytes>> },
@@ -57,6 +60,18 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
     pub(crate) fn ready(res: Response<Bytes>, settings: Arc<Settings>) -> Self {
         ResponseFuture {
             state: State::Ready { res: Some(res) },
+            settings,
+        }
+    }
+
+    /// Calls the inner service without a decision (an allowed key).
+    pub(crate) fn calling(fut: F, settings: Arc<Settings>) -> Self {
+        ResponseFuture {
+            state: State::Calling {
+                fut,
+                decision: None,
+                charged: None,
+            },
             settings,
         }
     }
@@ -80,6 +95,45 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
     }
 }
 
+/// The key to settle the cost of after the response: when a cost is
+/// settled then and the limiter took units for this request (it admitted it,
+/// and not as a dry-run refusal, which takes nothing).
+fn charged_key(
+    outcome: &Option<Result<Decision, LimiterError>>,
+    key: &str,
+    settings: &Settings,
+) -> Option<String> {
+    settings.cost_after.as_ref()?;
+    match outcome {
+        Some(Ok(d)) if d.allowed && !(settings.shadow && d.would_refuse) => Some(key.to_owned()),
+        _ => None,
+    }
+}
+
+/// Refunds or charges the difference between the request's real cost (from
+/// its response) and the cost charged, in a task of its own.
+fn settle(settings: &Settings, key: String, status: StatusCode, headers: &HeaderMap) {
+    let Some(cost_after) = &settings.cost_after else {
+        return;
+    };
+    let charged = settings.cost;
+    let real = cost_after(status, headers, charged);
+    let adjust = match real.cmp(&charged) {
+        std::cmp::Ordering::Less => settings.store.refund(&key, charged - real),
+        std::cmp::Ordering::Greater => settings.store.check(&key, real - charged),
+        std::cmp::Ordering::Equal => return,
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(key, "no tokio runtime: the request's cost is not settled");
+        return;
+    };
+    runtime.spawn(async move {
+        if let Err(e) = adjust.await {
+            tracing::warn!(key, error = %e, "settling a request's cost after its response failed");
+        }
+    });
+}
+
 impl<S, ReqB, F, ResB, E> Future for ResponseFuture<S, ReqB, F>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>, Error = E, Future = F>,
@@ -98,19 +152,31 @@ where
                     req,
                 } => {
                     let outcome = ready!(check.poll(cx)).ok();
+                    let charged = charged_key(&outcome, key, this.settings);
                     match next_step(outcome, key, this.settings) {
                         Next::Call(decision) => {
                             let (Some(mut inner), Some(req)) = (inner.take(), req.take()) else {
                                 panic!("ResponseFuture polled after completion");
                             };
                             let fut = inner.call(req);
-                            this.state.set(State::Calling { fut, decision });
+                            this.state.set(State::Calling {
+                                fut,
+                                decision,
+                                charged,
+                            });
                         }
                         Next::Answer(res) => this.state.set(State::Ready { res: Some(res) }),
                     }
                 }
-                StateProj::Calling { fut, decision } => {
+                StateProj::Calling {
+                    fut,
+                    decision,
+                    charged,
+                } => {
                     let res = ready!(fut.poll(cx))?;
+                    if let Some(key) = charged.take() {
+                        settle(this.settings, key, res.status(), res.headers());
+                    }
                     let mut res = res.map(RateLimitBody::inner);
                     if let Some(decision) = decision.take() {
                         this.settings

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::config::{DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
+use super::config::{CostAfter, DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
 use super::service::RateLimit;
+use crate::access::AccessList;
 use crate::headers::{HeaderStyle, PolicyName, policy_value};
 use crate::key::KeyExtractor;
 use crate::limiter::RateLimiter;
@@ -68,6 +69,10 @@ pub struct RateLimitLayer {
     on_failure: FailurePolicy,
     budget: Duration,
     cost: NonZeroU32,
+    shadow: bool,
+    shadow_headers: bool,
+    access: AccessList,
+    cost_after: Option<CostAfter>,
 }
 
 impl std::fmt::Debug for RateLimitLayer {
@@ -80,6 +85,8 @@ impl std::fmt::Debug for RateLimitLayer {
             .field("on_failure", &self.on_failure)
             .field("budget", &self.budget)
             .field("cost", &self.cost)
+            .field("shadow", &self.shadow)
+            .field("access", &self.access)
             .finish_non_exhaustive()
     }
 }
@@ -99,7 +106,74 @@ impl RateLimitLayer {
             on_failure: FailurePolicy::default(),
             budget: DEFAULT_BUDGET,
             cost: NonZeroU32::MIN,
+            shadow: false,
+            shadow_headers: false,
+            access: AccessList::default(),
+            cost_after: None,
         }
+    }
+
+    /// Settles each admitted request's cost after its response: `settle`
+    /// gets the response's status and headers and the cost charged, and
+    /// returns the real cost; less is refunded ([`RateLimiter::refund`]),
+    /// more is charged as an extra check. See
+    /// [`refund_server_errors`](Self::refund_server_errors) for the common
+    /// case.
+    ///
+    /// What it can and cannot guarantee: the adjustment runs in a task of its
+    /// own once the response head is ready, so the response is not delayed
+    /// and its rate-limit headers show the decision before the adjustment; it
+    /// is not atomic with the check, and is lost if the process dies in
+    /// between or the store fails (logged at `warn`). A refund never takes a
+    /// key above its capacity. An extra charge is all or nothing: when it does
+    /// not fit it is not taken (the response has gone out; nothing can refuse
+    /// it now). Nothing is settled for requests the limiter did not charge (an
+    /// allowed key, a dry-run refusal, a store failure let through).
+    pub fn cost_after(
+        mut self,
+        settle: impl Fn(http::StatusCode, &http::HeaderMap, u32) -> u32 + Send + Sync + 'static,
+    ) -> Self {
+        self.cost_after = Some(Arc::new(settle));
+        self
+    }
+
+    /// Refunds requests answered with a server error (`5xx`): a failure of
+    /// the service does not use up the client's quota. Replaces any
+    /// [`cost_after`](Self::cost_after).
+    pub fn refund_server_errors(self) -> Self {
+        self.cost_after(|status, _, charged| match status.is_server_error() {
+            true => 0,
+            false => charged,
+        })
+    }
+
+    /// A dry run (off by default): the limiter decides and counts as usual,
+    /// but a refusal lets the request through — a tenure `Limiter` is asked
+    /// in its shadow mode, so its telemetry counts `would_refuse`, and the
+    /// middleware logs the would-be refusal at `debug`. The rate-limit
+    /// headers stay off the responses unless [`shadow_headers`](Self::shadow_headers)
+    /// turns them on; `Retry-After` is never sent. Whether the dry run
+    /// consumes: it consumes exactly what enforcing would (see tenure's
+    /// `Limiter::shadow`), so its counts are the refusals enforcing would
+    /// produce.
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.shadow = on;
+        self
+    }
+
+    /// In a dry run, writes the rate-limit headers of each decision
+    /// (`RateLimit: …;r=0` when it would refuse), so clients can see the
+    /// coming limit before it is enforced. Off by default.
+    pub fn shadow_headers(mut self, on: bool) -> Self {
+        self.shadow_headers = on;
+        self
+    }
+
+    /// Keys and networks that skip the limiter, and ones refused with `403`
+    /// and a problem body (see [`AccessList`]).
+    pub fn access(mut self, list: AccessList) -> Self {
+        self.access = list;
+        self
     }
 
     /// The policy name in `RateLimit-Policy` and `RateLimit`.
@@ -145,8 +219,12 @@ impl<S> Layer<S> for RateLimitLayer {
 
     fn layer(&self, inner: S) -> RateLimit<S> {
         let policy = self.store.policy();
+        let store = match self.shadow.then(|| self.store.shadowed()).flatten() {
+            Some(shadowed) => Arc::from(shadowed),
+            None => Arc::clone(&self.store),
+        };
         let settings = Settings {
-            store: Arc::clone(&self.store),
+            store,
             key: Arc::clone(&self.key),
             policy,
             style: HeaderStyle {
@@ -158,6 +236,10 @@ impl<S> Layer<S> for RateLimitLayer {
             on_failure: self.on_failure,
             budget: self.budget,
             cost: self.cost.get(),
+            shadow: self.shadow,
+            shadow_headers: self.shadow_headers,
+            access: self.access.clone(),
+            cost_after: self.cost_after.clone(),
         };
         RateLimit::new(inner, Arc::new(settings))
     }

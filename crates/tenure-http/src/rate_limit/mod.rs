@@ -25,6 +25,11 @@ pub use future::ResponseFuture;
 pub use layer::RateLimitLayer;
 pub use service::RateLimit;
 
+/// The `400` answer to a keyless request, for the other middlewares.
+pub(crate) fn missing_key_problem() -> http::Response<bytes::Bytes> {
+    respond::missing_key()
+}
+
 #[cfg(test)]
 mod tests {
     /// This file: which siblings exist (`mod name;`) and which names they

@@ -30,6 +30,11 @@ pub(crate) enum Next {
     Answer(Response<Bytes>),
 }
 
+/// The answer to a key on the deny list.
+pub(crate) fn denied() -> Response<Bytes> {
+    problem(StatusCode::FORBIDDEN, "this client is not allowed")
+}
+
 /// The answer to a request that carries no key and may not share a bucket.
 pub(crate) fn missing_key() -> Response<Bytes> {
     problem(
@@ -46,7 +51,9 @@ pub(crate) fn next_step(
     settings: &Settings,
 ) -> Next {
     let failure = match outcome {
-        Some(Ok(decision)) if decision.allowed => return Next::Call(Some(decision)),
+        Some(Ok(decision)) if decision.allowed || settings.shadow => {
+            return admitted(decision, key, settings);
+        }
         Some(Ok(decision)) => return Next::Answer(refusal(&decision, settings)),
         Some(Err(LimiterError::InvalidKey(reason))) => {
             return Next::Answer(problem(
@@ -65,6 +72,23 @@ pub(crate) fn next_step(
         None => format!("no decision within {:?}", settings.budget),
     };
     on_failure(settings.on_failure, key, &failure)
+}
+
+/// The next step for an admission, or a refusal in a dry run: the inner
+/// service, with the headers unless a dry run keeps them off.
+fn admitted(mut decision: Decision, key: &str, settings: &Settings) -> Next {
+    if !decision.allowed {
+        decision.allowed = true;
+        decision.would_refuse = true;
+    }
+    if decision.would_refuse {
+        tracing::debug!(
+            key,
+            "the rate limit would refuse this request (shadow mode)"
+        );
+    }
+    let headers = !settings.shadow || settings.shadow_headers;
+    Next::Call(headers.then_some(decision))
 }
 
 /// The next step when the limiter could not decide, by the failure policy.
@@ -137,6 +161,10 @@ mod tests {
             on_failure,
             budget: Duration::from_millis(5),
             cost: 1,
+            shadow: false,
+            shadow_headers: false,
+            access: crate::AccessList::default(),
+            cost_after: None,
         }
     }
 

@@ -12,6 +12,7 @@ use super::body::RateLimitBody;
 use super::config::{MissingKey, Settings};
 use super::future::ResponseFuture;
 use super::respond;
+use crate::access::Access;
 use crate::key::RequestHead;
 
 /// A service rate-limited by a [`RateLimitLayer`](super::RateLimitLayer).
@@ -56,7 +57,7 @@ where
         // The service that was driven to readiness is the one to call; keep a
         // fresh clone for the next request (tower's usual dance).
         let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = std::mem::replace(&mut self.inner, clone);
         let settings = Arc::clone(&self.settings);
         let key = match settings.key.extract(&RequestHead::new(&req)) {
             Some(key) => key,
@@ -67,6 +68,11 @@ where
                 }
             },
         };
+        match settings.access.verdict(&key) {
+            Access::Denied => return ResponseFuture::ready(respond::denied(), settings),
+            Access::Allowed => return ResponseFuture::calling(inner.call(req), settings),
+            _ => {}
+        }
         let check = settings.store.check(&key, settings.cost);
         ResponseFuture::checking(check, key, inner, req, settings)
     }

@@ -92,6 +92,10 @@ pub struct Decision {
     /// For a refusal: how long until the same request would be admitted, if no
     /// other request came in between. `None` when allowed.
     pub retry_after: Option<Duration>,
+    /// A policy in shadow mode would have refused this request (see
+    /// [`Limiter::shadow`](super::Limiter::shadow)); it was not refused for
+    /// that. `false` without shadow policies.
+    pub would_refuse: bool,
 }
 
 impl Decision {
@@ -114,6 +118,7 @@ impl Decision {
             remaining,
             reset_after,
             retry_after: None,
+            would_refuse: false,
         }
     }
 
@@ -126,6 +131,7 @@ impl Decision {
             remaining: 0,
             reset_after,
             retry_after: Some(retry_after),
+            would_refuse: false,
         }
     }
 
@@ -143,21 +149,29 @@ impl Decision {
             remaining,
             reset_after: Duration::from_micros(reset_us),
             retry_after: retry_us.map(Duration::from_micros),
+            would_refuse: false,
         }
     }
 
     /// Combines the decisions of the policies of a compound limiter into the one
-    /// the caller sees: when all allow, the one with the fewest units left; when
-    /// some refuse, the refusal with the longest wait.
+    /// the caller sees: when some refuse, the refusal with the longest wait;
+    /// when all admit, the one with the fewest units left among those no
+    /// shadow policy would have refused, or, when every policy is a shadow
+    /// policy that would refuse, the one with the longest wait (admitted).
+    /// `would_refuse` is set when any decision has it.
     pub fn combine(decisions: &[Decision]) -> Option<Decision> {
-        let refusals = decisions.iter().filter(|d| !d.allowed);
-        let worst_refusal = refusals.max_by_key(|d| (d.retry_after, d.reset_after));
-        worst_refusal
-            .or_else(|| {
-                decisions
-                    .iter()
-                    .min_by_key(|d| (d.remaining, std::cmp::Reverse(d.reset_after)))
-            })
-            .copied()
+        let longest = |d: &&Decision| (d.retry_after, d.reset_after);
+        let refused = decisions.iter().filter(|d| !d.allowed).max_by_key(longest);
+        let admitted = decisions
+            .iter()
+            .filter(|d| d.allowed && !d.would_refuse)
+            .min_by_key(|d| (d.remaining, std::cmp::Reverse(d.reset_after)));
+        let shadowed = decisions
+            .iter()
+            .filter(|d| d.would_refuse)
+            .max_by_key(longest);
+        let mut combined = *refused.or(admitted).or(shadowed)?;
+        combined.would_refuse = decisions.iter().any(|d| d.would_refuse);
+        Some(combined)
     }
 }

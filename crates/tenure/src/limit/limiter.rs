@@ -1,5 +1,6 @@
 //! The [`Limiter`] handle.
 
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,10 +8,12 @@ use tokio::time::Instant;
 use tracing::Instrument;
 use tracing::field::Empty;
 
+use super::blocked::BlockedKeys;
 use super::decision::{Decision, Mode, Timestamp};
 use super::policy::Policy;
 use super::quota::{Algorithm, Quota};
 use super::reservation::Reservation;
+use super::shadow::Shadowing;
 use super::step::check_request;
 use super::store::{LimitRequest, LimitStore};
 use crate::error::{Error, Result};
@@ -62,6 +65,8 @@ struct Inner {
     record_rejected: bool,
     /// Asked instead when the store fails (unreachable, timeout, server error).
     fallback: Option<Limiter>,
+    /// The policies whose refusals are counted but not enforced.
+    shadow: Shadowing,
     /// The checked policies, or why they are unusable (reported on every call:
     /// building a limiter never fails, like `Quota`'s const constructors).
     policies: std::result::Result<Vec<Policy>, (&'static str, String)>,
@@ -79,6 +84,7 @@ impl Inner {
             quotas,
             record_rejected,
             fallback: None,
+            shadow: Shadowing::default(),
             policies,
         }
     }
@@ -169,9 +175,69 @@ impl Limiter {
         }
     }
 
+    /// Puts every policy in shadow mode (a dry run, to roll out a limit):
+    /// decisions are computed, consume what they would consume if enforced,
+    /// and are counted (outcome `would_refuse`), but a refusal comes back
+    /// admitted with [`Decision::would_refuse`] set and its numbers. A
+    /// fallback's refusals are not enforced either. See `docs/limiters.md`.
+    #[must_use]
+    pub fn shadow(self, on: bool) -> Self {
+        self.edit(|inner| inner.shadow.set_all(on))
+    }
+
+    /// Adds a policy in shadow mode: checked with the others, consuming only
+    /// when the request is admitted and it allows it, never refusing.
+    #[must_use]
+    pub fn and_shadow(self, quota: Quota, algorithm: Algorithm) -> Self {
+        let index = self.inner.quotas.len();
+        self.and(quota, algorithm)
+            .edit(|inner| inner.shadow.add(index))
+    }
+
+    /// Remembers the store's refusals in this process, for at most
+    /// `max_keys` keys, and refuses a remembered key without asking the store
+    /// until the refusal's `retry_after` has passed: a flood of refused
+    /// requests costs one store call per key and `retry_after`, not one per
+    /// request. Off by default.
+    ///
+    /// It never admits what the store would refuse (it only answers with
+    /// refusals the store gave, for the same policies and at least the same
+    /// cost); a remembered refusal is stale only in the refusing direction,
+    /// and only until its `retry_after` — e.g. after a refund or reset made
+    /// by another process. When `max_keys` are remembered, the refusal that
+    /// ends soonest is forgotten. Requests at an injected instant and limiters
+    /// that [record rejected requests](Self::record_rejected) are not cached.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::num::{NonZeroU32, NonZeroUsize};
+    /// use tenure::limit::{Algorithm, Quota};
+    ///
+    /// let tenure = tenure::Coordinator::memory(); // in production: connect("redis://…")
+    /// let limiter = tenure
+    ///     .limiter(Quota::per_minute(NonZeroU32::new(1).unwrap()), Algorithm::Gcra)
+    ///     .cache_blocked(NonZeroUsize::new(10_000).unwrap());
+    /// assert!(limiter.check("ip:192.0.2.1").await?.allowed);
+    /// assert!(!limiter.check("ip:192.0.2.1").await?.allowed); // remembered for ~60 s
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn cache_blocked(self, max_keys: NonZeroUsize) -> Self {
+        self.edit(|inner| inner.store = BlockedKeys::wrap(Arc::clone(&inner.store), max_keys))
+    }
+
+    fn edit(&self, change: impl FnOnce(&mut Inner)) -> Self {
+        let mut inner = Inner::clone(&self.inner);
+        change(&mut inner);
+        Limiter {
+            inner: Arc::new(inner),
+        }
+    }
+
     fn rebuild(&self, quotas: Vec<(Quota, Algorithm)>, record_rejected: bool) -> Self {
         let mut inner = Inner::build(Arc::clone(&self.inner.store), quotas, record_rejected);
         inner.fallback = self.inner.fallback.clone();
+        inner.shadow = self.inner.shadow.clone();
         Limiter {
             inner: Arc::new(inner),
         }
@@ -259,12 +325,13 @@ impl Limiter {
         // in-process store answers at once: no future, no span, no timing.
         // Its errors are never infrastructure errors, so no fallback is due.
         if !observed()
+            && !self.inner.shadow.is_active()
             && let Some(Ok(decision)) = self.inner.store.decide_inline(&request)
         {
             return Ok(decision);
         }
-        let decisions = self.apply(&request).await?;
-        Decision::combine(&decisions).ok_or_else(|| Error::invalid("policy", "no policy"))
+        let (_, combined) = self.apply(&request).await?;
+        combined.ok_or_else(|| Error::invalid("policy", "no policy"))
     }
 
     /// Like [`decide`](Self::decide), but returns each policy's decision, in the
@@ -280,12 +347,13 @@ impl Limiter {
         now: Option<Timestamp>,
     ) -> Result<Vec<Decision>> {
         let request = Self::request(key, self.policies()?, cost, mode, now)?;
-        self.apply(&request).await
+        Ok(self.apply(&request).await?.0)
     }
 
     /// Asks the store (and the fallback, when the store fails) for a checked
-    /// request, inside the `limit` span.
-    async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+    /// request, inside the `limit` span: each policy's decision and the
+    /// combined one.
+    async fn apply(&self, request: &LimitRequest<'_>) -> Result<(Vec<Decision>, Option<Decision>)> {
         let (key, cost, mode, now) = (request.key, request.cost, request.mode, request.now);
         let store = &self.inner.store;
         let span = tracing::debug_span!(
@@ -296,10 +364,16 @@ impl Limiter {
             peek = matches!(mode, Mode::Peek),
             outcome = Empty,
             remaining = Empty,
+            would_refuse = Empty,
             latency_us = Empty,
         );
         let started = Instant::now();
-        let answer = store.apply(request).instrument(span.clone()).await;
+        let answer = self
+            .inner
+            .shadow
+            .ask(store.as_ref(), request)
+            .instrument(span.clone())
+            .await;
         telemetry::limit_store(|| store.describe(), started.elapsed());
         let (result, fell_back) = match (answer, &self.inner.fallback) {
             (Err(e), Some(fallback)) if e.is_infrastructure() => {
@@ -307,23 +381,33 @@ impl Limiter {
                 let result = Box::pin(fallback.decide_each(key, cost, mode, now))
                     .instrument(span.clone())
                     .await;
+                let result = match self.inner.shadow.is_total() {
+                    true => result.map(|d| self.inner.shadow.mark(d)),
+                    false => result,
+                };
                 (result, true)
             }
             (result, _) => (result, false),
         };
-        let combined = result.as_deref().ok().and_then(Decision::combine);
+        let combined = match &result {
+            Ok(each) if fell_back => Decision::combine(each),
+            Ok(each) => self.inner.shadow.combine(each),
+            Err(_) => None,
+        };
         if let Some(d) = &combined {
             span.record("remaining", d.remaining);
+            span.record("would_refuse", d.would_refuse);
         }
         let outcome = match (&combined, fell_back) {
             (_, true) => "fallback",
+            (Some(d), false) if d.allowed && d.would_refuse => "would_refuse",
             (Some(d), false) if d.allowed => "allowed",
             (Some(_), false) => "refused",
             (None, false) => "error",
         };
         telemetry::finish!(debug, &span, outcome, started);
         telemetry::limit_decision(|| store.describe(), outcome);
-        result
+        result.map(|each| (each, combined))
     }
 
     /// The checked request for `key`: bad input is refused here, before any
@@ -359,8 +443,11 @@ impl Limiter {
     /// most `max_wait`: a [`reserve`](Self::reserve) followed by a sleep until
     /// the booked instant. Returns the admitting decision, or at once the
     /// refusal when the wait would exceed `max_wait` (it does not sleep in
-    /// vain). Waiters are served in the order they booked, at the quota's
-    /// rate: no polling, no thundering herd.
+    /// vain). Under GCRA, the token bucket and the sliding log, waiters are
+    /// served in the order they booked, at the quota's rate, with one store
+    /// call each; window counters book nothing, so there a waiter sleeps
+    /// until the refusal's `retry_after` and asks again (no order among
+    /// waiters).
     ///
     /// Dropping the future while it sleeps leaves the units booked (taken, as
     /// by an admitted request that was then abandoned); use
@@ -385,8 +472,22 @@ impl Limiter {
     /// # Errors
     /// As [`check_n`](Self::check_n).
     pub async fn wait_n(&self, key: &str, cost: u32, max_wait: Duration) -> Result<Decision> {
-        let max_wait = crate::duration::capped(max_wait);
-        Ok(self.reserve(key, cost, max_wait).await?.ready().await)
+        let deadline = Instant::now() + crate::duration::capped(max_wait);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let reservation = self.reserve(key, cost, left).await?;
+            if reservation.is_granted() {
+                return Ok(reservation.ready().await);
+            }
+            // Window counters book nothing: sleep until the refusal says,
+            // then ask again.
+            let refusal = reservation.decision();
+            let left = deadline.saturating_duration_since(Instant::now());
+            match refusal.retry_after {
+                Some(retry) if retry <= left => tokio::time::sleep(retry).await,
+                _ => return Ok(refusal),
+            }
+        }
     }
 
     /// Books `cost` units for `key` at the first instant they are available,

@@ -49,6 +49,7 @@
 //! [`apply`](store::apply) and the shared read/step/write loop — is in
 //! [`store`]. Nothing here imports from a store: stores import from here.
 
+mod blocked;
 mod decision;
 pub mod fixed_window;
 pub mod gcra;
@@ -56,6 +57,7 @@ mod limiter;
 mod policy;
 mod quota;
 mod reservation;
+mod shadow;
 pub mod sliding_log;
 pub mod sliding_window;
 mod step;

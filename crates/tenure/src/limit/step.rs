@@ -356,7 +356,7 @@ pub fn step(
 ) -> Result<Step<State>> {
     match mode {
         Mode::Refund => refund(policy, key, state, now, cost),
-        Mode::Reserve(max_delay) => {
+        Mode::Reserve(max_delay) if books(policy.algorithm()) => {
             let first = step_at(policy, key, state, now, cost, Mode::Consume)?;
             let Some(delay) = reserve_delay(&[first.decision], max_delay) else {
                 return Ok(first);
@@ -370,13 +370,27 @@ pub fn step(
                 Mode::Consume,
             )?;
             Ok(if later.decision.allowed {
-                booked(later, delay)
+                booked(later, policy, state, now, delay)
             } else {
                 first
             })
         }
+        Mode::Reserve(_) => step_at(policy, key, state, now, cost, Mode::Consume),
         Mode::Consume | Mode::Peek => step_at(policy, key, state, now, cost, mode),
     }
+}
+
+/// Whether `algorithm` can book units ahead. GCRA and the token bucket book
+/// a slot (the arrival time, the next refill, move ahead) and the sliding log
+/// logs the units at the booked instant; the window counters cannot: a count
+/// moved into the next window would read as that window to a request made
+/// now, which would then pass before its time. A reservation under a window
+/// policy is a plain check.
+pub(crate) fn books(algorithm: Algorithm) -> bool {
+    matches!(
+        algorithm,
+        Algorithm::Gcra | Algorithm::TokenBucket | Algorithm::SlidingLog
+    )
 }
 
 /// The delay (µs) a reservation waits, given the decisions of taking its units
@@ -392,15 +406,50 @@ fn later_by(now: Timestamp, delay_us: u64) -> Timestamp {
     Timestamp::from_micros(now.as_micros() + delay_us)
 }
 
-/// A step taken `delay_us` ahead, seen from now: admitted, after that wait.
-fn booked<S>(mut step: Step<S>, delay_us: u64) -> Step<S> {
+/// A step taken `delay_us` ahead of `now` on `state`, seen from now:
+/// admitted, after that wait.
+fn booked(
+    mut step: Step<State>,
+    policy: &Policy,
+    state: Option<&State>,
+    now: Timestamp,
+    delay_us: u64,
+) -> Step<State> {
     let delay = Duration::from_micros(delay_us);
     step.decision.reset_after += delay;
     step.decision.retry_after = Some(delay);
     if let Some(next) = &mut step.next {
         next.ttl += delay;
+        if let (Some(State::SlidingLog(old)), State::SlidingLog(new)) = (state, &mut next.state) {
+            keep_logged(policy, old, now, &mut new.entries);
+        }
     }
     step
+}
+
+/// A log stepped ahead dropped the entries that left the window by then;
+/// those still in the window now are put back (the newest `capacity` of all
+/// decide every later request, so older ones still go).
+fn keep_logged(
+    policy: &Policy,
+    old: &sliding_log::SlidingLogState,
+    now: Timestamp,
+    entries: &mut Vec<u64>,
+) {
+    let (now, period) = (now.as_micros(), policy.period_micros());
+    let first = entries.first().copied().unwrap_or(u64::MAX);
+    let mut merged: Vec<u64> = old
+        .entries
+        .iter()
+        .copied()
+        .filter(|&ts| ts + period > now && ts < first)
+        .collect();
+    merged.append(entries);
+    let excess = merged
+        .len()
+        .saturating_sub(usize::try_from(policy.capacity()).unwrap_or(usize::MAX));
+    merged.drain(..excess);
+    *entries = merged;
 }
 
 /// Gives `cost` units back and decides like a peek of one unit afterwards.
@@ -530,12 +579,19 @@ pub fn apply(slots: &[Slot<'_>], now: Timestamp, cost: u32, mode: Mode) -> Resul
         Mode::Reserve(_) => run(now, Mode::Consume)?,
         _ => run(now, mode)?,
     };
-    if let Mode::Reserve(max_delay) = mode {
+    let all_book = slots.iter().all(|s| books(s.policy.algorithm()));
+    if let Mode::Reserve(max_delay) = mode
+        && all_book
+    {
         let decisions: Vec<Decision> = steps.iter().map(|s| s.decision).collect();
         if let Some(delay) = reserve_delay(&decisions, max_delay) {
             let later = run(later_by(now, delay), Mode::Consume)?;
             if later.iter().all(|s| s.decision.allowed) {
-                steps = later.into_iter().map(|s| booked(s, delay)).collect();
+                steps = later
+                    .into_iter()
+                    .zip(slots)
+                    .map(|(s, slot)| booked(s, slot.policy, slot.state.as_ref(), now, delay))
+                    .collect();
             }
         }
     }

@@ -16,7 +16,7 @@
 //! | span `extend`: watchdog or `extend` | `tenure::lease::guard` | trace | key, store, fence, outcome (`extended`, `not_held`, `error`), latency_us |
 //! | span `release`: release or drop | `tenure::lease::guard` | debug | key, store, fence, held_ms, outcome (`released`, `not_held`, `error`), latency_us |
 //! | event "lease lost" | `tenure::lease::guard` | warn | key, store, fence, cause (`not_held`, `deadline`, `max_hold`) |
-//! | span `limit`: one check or peek | `tenure::limit` | debug | key, store, cost, peek, outcome (`allowed`, `refused`, `fallback`, `error`), remaining, latency_us |
+//! | span `limit`: one check or peek | `tenure::limit` | debug | key, store, cost, peek, outcome (`allowed`, `refused`, `would_refuse`, `fallback`, `error`), remaining, would_refuse, latency_us |
 //! | event "quorum reply": one node's answer | `tenure::quorum` | trace | op, key, node, outcome (`answered`, `timed_out`, `unreachable`, `failed`), latency_us |
 //!
 //! So `info` is quiet while everything works (warnings are for lost leases,
@@ -58,7 +58,7 @@
 //! | `tenure_lease_renewals_total` | counter | store, outcome (`extended`, `not_held`, `error`) | renewals, by the watchdog or `extend` |
 //! | `tenure_lease_losses_total` | counter | store, cause (`not_held`, `deadline`, `max_hold`) | leases their holder lost |
 //! | `tenure_lease_handoff_seconds` | histogram | store | from a release notification reaching a waiter to its grant |
-//! | `tenure_limit_decisions_total` | counter | store, outcome (`allowed`, `refused`, `fallback`, `error`) | rate-limit checks and peeks |
+//! | `tenure_limit_decisions_total` | counter | store, outcome (`allowed`, `refused`, `would_refuse`, `fallback`, `error`) | rate-limit checks and peeks; `would_refuse`: admitted, but a policy in shadow mode would have refused |
 //! | `tenure_limit_store_seconds` | histogram | store | one rate-limit store call |
 //! | `tenure_quorum_node_replies_total` | counter | node, op, outcome (`answered`, `timed_out`, `unreachable`, `failed`) | each quorum node's replies |
 //!

@@ -27,8 +27,9 @@ pub const LEASE_LOSSES: &str = "tenure_lease_losses_total";
 /// waiter's grant. Label: [`STORE`].
 pub const LEASE_HANDOFF_SECONDS: &str = "tenure_lease_handoff_seconds";
 
-/// Counter: rate-limit decisions by outcome (`allowed`, `refused`, `fallback`:
-/// the store failed and the fallback limiter answered, `error`). Labels:
+/// Counter: rate-limit decisions by outcome (`allowed`, `refused`,
+/// `would_refuse`: admitted, but a policy in shadow mode would have refused,
+/// `fallback`: the store failed and the fallback limiter answered, `error`). Labels:
 /// [`STORE`], [`OUTCOME`].
 pub const LIMIT_DECISIONS: &str = "tenure_limit_decisions_total";
 

@@ -302,3 +302,182 @@ pub async fn window_boundaries(tenure: &Coordinator) {
         }
     }
 }
+
+/// Gives back at `T0 + us`.
+pub async fn give(l: &Limiter, key: &str, cost: u32, us: u64) -> Decision {
+    l.decide(key, cost, Mode::Refund, at(us))
+        .await
+        .expect("refund")
+}
+
+/// A refund gives units back, never beyond the capacity, for every algorithm;
+/// a refund of a key without state changes nothing.
+pub async fn refunds_never_exceed_the_capacity(tenure: &Coordinator) {
+    for alg in Algorithm::ALL {
+        let key = format!("refund:{alg}");
+        let l = tenure.limiter(Quota::per_hour(nz(5)), alg);
+        assert!(take(&l, &key, 4, 0).await.allowed);
+        assert_eq!(give(&l, &key, 3, 10).await.remaining, 4, "{alg}");
+        assert_eq!(look(&l, &key, 1, 20).await.remaining, 4, "{alg}");
+        let d = give(&l, &key, 50, 30).await;
+        assert_eq!(
+            (d.remaining, d.limit),
+            (5, 5),
+            "{alg}: never above the capacity"
+        );
+        assert!(take(&l, &key, 5, 40).await.allowed, "{alg}");
+        assert!(!take(&l, &key, 1, 50).await.allowed, "{alg}: 5, not more");
+        assert_eq!(give(&l, "refund:fresh", 2, 60).await.remaining, 5, "{alg}");
+        assert!(matches!(
+            l.decide(&key, 0, Mode::Refund, at(70)).await,
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+}
+
+/// A key keeps its state when its quota changes: taken units stay taken
+/// under the new quota; an upgrade admits at once, a downgrade refuses at
+/// once.
+pub async fn quota_changes_keep_the_state(tenure: &Coordinator) {
+    for alg in Algorithm::ALL {
+        let key = format!("requota:{alg}");
+        let five = tenure.limiter(Quota::per_hour(nz(5)), alg);
+        let ten = tenure.limiter(Quota::per_hour(nz(10)), alg);
+        assert!(take(&five, &key, 5, 0).await.allowed);
+        assert!(!take(&five, &key, 1, 10).await.allowed, "{alg}");
+        // Upgraded: the 5 taken still count; the other 5 are there at once.
+        let d = take(&ten, &key, 1, 20).await;
+        assert!(d.allowed, "{alg}: an upgrade admits at once");
+        assert_eq!(d.remaining, 4, "{alg}: the units taken stay taken");
+        // Downgraded again: 6 taken, over the 5 allowed.
+        assert!(!take(&five, &key, 1, 30).await.allowed, "{alg}");
+        assert_eq!(look(&ten, &key, 1, 40).await.remaining, 4, "{alg}");
+    }
+}
+
+/// `reset` forgets a key under every policy of the limiter, and nothing else.
+pub async fn reset_forgets_a_key(tenure: &Coordinator) {
+    for alg in Algorithm::ALL {
+        let (key, other) = (format!("reset:{alg}"), format!("reset:other:{alg}"));
+        let l = tenure
+            .limiter(Quota::per_hour(nz(3)), alg)
+            .and(Quota::per_day(nz(4)), Algorithm::FixedWindow);
+        assert!(take(&l, &key, 3, 0).await.allowed);
+        assert!(take(&l, &other, 3, 0).await.allowed);
+        l.reset(&key).await.expect("reset");
+        let each = l
+            .decide_each(&key, 1, Mode::Peek, at(10))
+            .await
+            .expect("peek");
+        assert_eq!((each[0].remaining, each[1].remaining), (3, 4), "{alg}");
+        assert_eq!(look(&l, &other, 1, 10).await.remaining, 0, "{alg}");
+        l.reset(&key).await.expect("a fresh key resets too");
+        assert!(l.reset("").await.is_err(), "an empty key is bad input");
+    }
+}
+
+/// Reservations book slots in order at the quota's rate, or refuse beyond
+/// their delay; a cancelled reservation's units go back.
+pub async fn reservations_book_in_order(tenure: &Coordinator) {
+    for alg in [Algorithm::Gcra, Algorithm::TokenBucket] {
+        let key = format!("reserve:{alg}");
+        let l = tenure.limiter(Quota::per_second(nz(10)).burst(nz(1)), alg);
+        let reserve = |us| l.decide(&key, 1, Mode::Reserve(Duration::from_secs(1)), at(us));
+        assert!(reserve(0).await.expect("now").retry_after.is_none());
+        let mut waits = Vec::new();
+        for _ in 0..3 {
+            let d = reserve(0).await.expect("booked");
+            assert!(d.allowed, "{alg}");
+            waits.push(d.retry_after.expect("a wait").as_millis());
+        }
+        assert_eq!(
+            waits,
+            [100, 200, 300],
+            "{alg}: one interval apart, in order"
+        );
+        let far = l
+            .decide(&key, 1, Mode::Reserve(Duration::from_millis(350)), at(0))
+            .await
+            .expect("refused");
+        assert!(!far.allowed && far.retry_after == Some(Duration::from_millis(400)));
+        // Giving one back: the next booking takes its place.
+        let _ = give(&l, &key, 1, 0).await;
+        let d = reserve(0).await.expect("booked again");
+        assert_eq!(d.retry_after, Some(Duration::from_millis(300)), "{alg}");
+    }
+    // The sliding log books its entries ahead.
+    let l = tenure.limiter(Quota::per_hour(nz(2)), Algorithm::SlidingLog);
+    assert!(take(&l, "reserve:log", 2, 0).await.allowed);
+    let d = l
+        .decide(
+            "reserve:log",
+            1,
+            Mode::Reserve(Duration::from_secs(7200)),
+            at(0),
+        )
+        .await
+        .expect("booked");
+    assert!(d.allowed && d.retry_after == Some(Duration::from_secs(3600)));
+    assert!(
+        !take(&l, "reserve:log", 1, 10).await.allowed,
+        "no one jumps the line"
+    );
+    // Window counters book nothing: a reservation is a check.
+    for alg in [Algorithm::FixedWindow, Algorithm::SlidingWindow] {
+        let key = format!("reserve:{alg}");
+        let l = tenure.limiter(Quota::per_hour(nz(2)), alg);
+        assert!(take(&l, &key, 2, 0).await.allowed);
+        let d = l
+            .decide(&key, 1, Mode::Reserve(Duration::from_secs(7200)), at(0))
+            .await
+            .expect("refused");
+        assert!(!d.allowed && d.retry_after.is_some(), "{alg}");
+        let d = take(&l, &key, 1, 10).await;
+        assert!(!d.allowed && d.remaining == 0, "{alg}: nothing was booked");
+    }
+}
+
+/// `n` tasks reserve one unit each at once, on the store's clock, at 4 per
+/// second: each may proceed one interval after the one booked before it
+/// (within a generous slack for a loaded machine), and they proceed in the
+/// order they booked.
+pub async fn concurrent_reservers_proceed_in_order(tenure: &Coordinator, alg: Algorithm) {
+    use tokio::time::Instant;
+    const N: usize = 8;
+    let interval = Duration::from_millis(250);
+    let key = format!("reservers:{alg}:{}", Timestamp::now_wall().as_micros());
+    let l = tenure.limiter(Quota::per_second(nz(4)).burst(nz(1)), alg);
+    let barrier = Arc::new(tokio::sync::Barrier::new(N));
+    let mut tasks = Vec::new();
+    for _ in 0..N {
+        let (l, key, barrier) = (l.clone(), key.clone(), Arc::clone(&barrier));
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let r = l
+                .reserve(&key, 1, Duration::from_secs(30))
+                .await
+                .expect("reserve");
+            assert!(r.is_granted());
+            let booked = r.ready_at();
+            let d = r.ready().await;
+            assert!(d.allowed && d.retry_after.is_none());
+            (booked, Instant::now())
+        }));
+    }
+    let mut runs = Vec::new();
+    for t in tasks {
+        runs.push(t.await.expect("task"));
+    }
+    runs.sort();
+    for pair in runs.windows(2) {
+        let ((b0, p0), (b1, p1)) = (pair[0], pair[1]);
+        let gap = b1 - b0;
+        let slack = Duration::from_millis(150);
+        assert!(
+            gap + slack >= interval && gap <= interval + slack,
+            "{alg}: booked {gap:?} apart, not {interval:?}"
+        );
+        assert!(p1 >= p0, "{alg}: proceeded out of booking order");
+        assert!(p0 >= b0, "{alg}: proceeded before its slot");
+    }
+}

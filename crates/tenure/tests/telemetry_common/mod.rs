@@ -1,6 +1,6 @@
 //! The scripted scenario behind the telemetry tests, on real redis-servers:
 //! a contended hand-off, a renewal, a lease lost to a deleted key and one lost
-//! to its deadline, rate-limit decisions (allowed, refused, a fallback, an
+//! to its deadline, rate-limit decisions (allowed, refused, would refuse, a fallback, an
 //! error) and a quorum with one node killed.
 
 #![allow(clippy::unwrap_used, dead_code, missing_docs)]
@@ -127,6 +127,9 @@ pub async fn play() -> Played {
     for allowed in [true, true, false] {
         assert_eq!(limiter.check(LIMIT_KEY).await.unwrap().allowed, allowed);
     }
+    // The same limit in shadow mode: admitted, but it would refuse.
+    let dry = limiter.clone().shadow(true).check(LIMIT_KEY).await.unwrap();
+    assert!(dry.allowed && dry.would_refuse);
     let mut gone = RedisServer::start();
     let down = Coordinator::connect(&gone.url()).await.unwrap();
     gone.kill();

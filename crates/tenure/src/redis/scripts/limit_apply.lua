@@ -2,7 +2,8 @@
 -- atomically (mirrors `apply` in limit/step.rs). When all policies allow,
 -- each consumes; when any refuses, none does (only sliding logs that record
 -- refusals write). A refund gives back to every policy; a reservation books
--- every policy at the first instant all admit, when that is close enough.
+-- every policy at the first instant all admit, when that is close enough
+-- (only GCRA, token bucket and sliding log policies book).
 -- Every written key gets a TTL: after it the state would read as fresh anyway.
 --
 -- keys[i]  storage key of policy i; all share one hash tag (one cluster slot)
@@ -139,6 +140,14 @@ local function apply(keys, args)
   local peek, max_delay = mode == '1', nil
   if string.byte(mode, 1) == 100 then -- 'd'
     max_delay = tonumber(string.sub(mode, 2))
+    -- Window counters cannot book ahead (see `books` in step.rs): then a
+    -- reservation is a plain check.
+    for i = 1, #keys do
+      local code = args[5 + (i - 1) * 5]
+      if code == '4' or code == '5' then
+        max_delay = nil
+      end
+    end
   end
   if #keys == 1 and not max_delay then
     return apply_one(keys[1], args, now, pad, cost, peek, nonce)

@@ -21,11 +21,13 @@ STEPS['3'] = function(key, now, cost, _, cap, period_arg)
     retry = field(key, e[2], 'entry time') + period - now
   end
   local until_empty = after + period - now
-  return cap - math.min(count, cap), retry, reset, until_empty, 0, now, cutoff, k, until_empty
+  return cap - math.min(count, cap), retry, reset, until_empty, 0, now, cutoff, cap, until_empty
 end
 
-WRITES['3'] = function(key, pad, skew, cost, nonce, now, cutoff, excess, ttl)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff))
+-- `skew` is how far ahead of the caller's now the units are logged (a
+-- reservation): entries are dropped only once they left the caller's window.
+WRITES['3'] = function(key, pad, skew, cost, nonce, now, cutoff, cap, ttl)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff - skew))
   local at = int(now)
   local i = 1
   if cost == 1 then -- the common case, without a table
@@ -43,10 +45,12 @@ WRITES['3'] = function(key, pad, skew, cost, nonce, now, cutoff, excess, ttl)
     i = last + 1
   end
   -- The log now holds the live entries and the `cost` new ones (members are
-  -- unique: the nonce is). Recorded refusals may overfill it; the newest `cap`
-  -- entries decide every future request, so the `excess` oldest can go.
-  if excess > 0 then
-    redis.call('ZREMRANGEBYRANK', key, 0, int(excess - 1))
+  -- unique: the nonce is). Recorded refusals and reservations may overfill
+  -- it; the newest `cap` entries decide every future request, so the oldest
+  -- others can go.
+  local n = redis.call('ZCARD', key)
+  if n > cap then
+    redis.call('ZREMRANGEBYRANK', key, 0, int(n - cap - 1))
   end
   -- The newest entry is now the later of the newest live one and `now`.
   redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
