@@ -11,7 +11,7 @@ use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::gate::{GateKind, GateStatus, GateStore};
 use crate::key::validate_key;
-use crate::lease::{Lease, LeaseStatus, LeaseStore, ReleaseOutcome};
+use crate::lease::{Lease, LeaseSet, LeaseStatus, LeaseStore, ReleaseOutcome};
 use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
 use crate::memory::{MemoryGates, MemoryLimits, MemoryRecords, MemoryStore};
@@ -324,6 +324,21 @@ impl Coordinator {
     /// Describes a lease on `key`; nothing is sent until it is acquired.
     pub fn lease(&self, key: impl Into<String>) -> Lease {
         Lease::new(Arc::clone(&self.backend), key.into())
+    }
+
+    /// Describes leases on several keys taken together, all or none
+    /// (duplicates count once): [`acquire`](LeaseSet::acquire) returns only
+    /// when every key is held, and nobody keeps part of the set after a
+    /// refusal, an error or a dropped future. The keys are taken one by one in
+    /// byte order, so callers asking for overlapping sets in any order cannot
+    /// deadlock; each key keeps its own fence, renewal and waiting line, so it
+    /// works on every store, and on a Redis Cluster across slots.
+    pub fn lease_all<I, K>(&self, keys: I) -> LeaseSet
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        LeaseSet::new(&self.backend, keys.into_iter().map(Into::into).collect())
     }
 
     /// Releases the lease on `key` whoever holds it: an operator's

@@ -131,8 +131,9 @@ pub use crate::coordinator::{Coordinator, CoordinatorBuilder};
 pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
-pub use crate::lease::{Attempt, ExtendOutcome, Lease, LeaseGuard, LostSignal};
+pub use crate::lease::{Attempt, ExtendOutcome, Lease, LeaseGuard, LossCause, LostSignal};
 pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
+pub use crate::lease::{LeaseSet, LeaseSetGuard};
 pub use crate::rwlease::RwLease;
 
 /// The crates.io README's examples, compiled and run as doctests.
