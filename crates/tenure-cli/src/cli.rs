@@ -439,6 +439,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub permits: Option<NonZeroU32>,
 
+    /// Hold a shared (read) grant of the key's read-write lease: any number
+    /// of --shared runs hold it together, never with an --exclusive one.
+    #[arg(long, conflicts_with_all = ["permits", "exclusive"])]
+    pub shared: bool,
+
+    /// Hold the exclusive (write) grant of the key's read-write lease: alone,
+    /// after the --shared runs that came before it; those that come after
+    /// wait for it.
+    #[arg(long, conflicts_with = "permits")]
+    pub exclusive: bool,
+
     /// Hold the lease at most this long (a bare number is seconds): then
     /// renewal stops and the command is stopped as on any loss (SIGTERM,
     /// SIGKILL after --grace; exit 76).

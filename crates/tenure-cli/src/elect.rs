@@ -91,6 +91,8 @@ fn run_terms(args: &ElectArgs) -> RunArgs {
         json: false,
         json_file: None,
         permits: None,
+        shared: false,
+        exclusive: false,
         max_hold: None,
         argv: args.command.clone(),
     }

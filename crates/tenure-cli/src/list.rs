@@ -10,7 +10,7 @@ use tenure::{Coordinator, LeaseStatus};
 
 use crate::cli::{Global, ListArgs};
 use crate::exit::Failure;
-use crate::{duration, output, status, store};
+use crate::{duration, output, rw, status, store};
 
 /// How often `--watch` redraws.
 const REFRESH: Duration = Duration::from_secs(1);
@@ -28,12 +28,17 @@ pub async fn list(global: &Global, args: &ListArgs) -> Result<u8, Failure> {
     if args.watch {
         return watch(&tenure, &args.prefix).await;
     }
-    let leases = tenure.list(&args.prefix).await?;
+    let mut leases = tenure.list(&args.prefix).await?;
+    let shared = rw::list(&tenure, &args.prefix).await;
     if args.json {
         for (key, s) in &leases {
             output::json(&status::to_json(key, s));
         }
+        for (key, s) in &shared {
+            output::json(&rw::to_json(key, s));
+        }
     } else if !global.quiet {
+        leases.extend(rw::rows(&shared));
         for line in table(&leases, None) {
             output::line(&line);
         }
@@ -53,7 +58,8 @@ async fn watch(tenure: &Coordinator, prefix: &str) -> Result<u8, Failure> {
             _ = &mut stop => return Ok(0),
             _ = tick.tick() => {}
         }
-        let leases = tenure.list(prefix).await?;
+        let mut leases = tenure.list(prefix).await?;
+        leases.extend(rw::rows(&rw::list(tenure, prefix).await));
         longest.retain(|(key, fence), _| {
             leases
                 .iter()

@@ -24,6 +24,7 @@ mod output;
 mod reference;
 mod release;
 mod run;
+mod rw;
 mod secrets;
 mod status;
 mod store;

@@ -147,11 +147,14 @@ enum Taken {
     },
 }
 
-/// The lease `run` takes on its one key: a permit with --permits.
+/// The lease `run` takes on its one key: a permit with --permits, a grant
+/// of the read-write lease with --shared or --exclusive.
 fn one_lease(args: &RunArgs, tenure: &Coordinator) -> Result<Lease, Failure> {
-    let lease = match args.permits {
-        Some(n) => tenure.semaphore(&args.key, n)?.lease(),
-        None => tenure.lease(&args.key),
+    let lease = match (args.permits, args.shared, args.exclusive) {
+        (Some(n), ..) => tenure.semaphore(&args.key, n)?.lease(),
+        (None, true, _) => tenure.rw_lease(&args.key)?.read(),
+        (None, _, true) => tenure.rw_lease(&args.key)?.write(),
+        (None, false, false) => tenure.lease(&args.key),
     }
     .ttl(args.ttl)
     .watchdog(true)
@@ -246,9 +249,9 @@ async fn take(global: &Global, args: &RunArgs, tenure: &Coordinator) -> Result<T
 
 /// Takes every key of `-k A -k B …`, all or none, waiting as `--wait` says.
 async fn take_all(args: &RunArgs, tenure: &Coordinator) -> Result<Taken, Failure> {
-    if args.permits.is_some() {
+    if args.permits.is_some() || args.shared || args.exclusive {
         return Err(Failure::usage(
-            "--permits holds a permit on one key; give a single key with it",
+            "--permits, --shared and --exclusive hold one key; give a single key with them",
         ));
     }
     let set = tenure

@@ -7,14 +7,20 @@ use tenure::{Holder, LeaseStatus};
 
 use crate::cli::{Global, StatusArgs};
 use crate::exit::{self, Failure};
-use crate::{duration, output, store};
+use crate::{duration, output, rw, store};
 
 pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
     tenure::validate_key(args.key.get())?;
     let tenure = store::connect(global).await?;
     let s = tenure.status(args.key.get()).await?;
+    // Readers and writers of the key's read-write lease, when there are any.
+    let rw = rw::status_of(&tenure, args.key.get()).await;
     if args.json {
-        output::json(&to_json(args.key.get(), &s));
+        let mut json = to_json(args.key.get(), &s);
+        json["rw"] = rw
+            .as_ref()
+            .map_or(serde_json::Value::Null, |r| rw::to_json(args.key.get(), r));
+        output::json(&json);
     } else if !global.quiet {
         let state = match (s.held, s.ttl_left) {
             (true, Some(ttl)) => format!("held, {} left", duration::show(ttl)),
@@ -46,9 +52,17 @@ pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
         output::line(&format!("waiting  {waiting}"));
         output::line(&format!("storage  {}", s.storage_key));
         output::line(&format!("backend  {}", tenure.backend().describe()));
+        for line in rw.iter().flat_map(rw::lines) {
+            output::line(&line);
+        }
     }
     // Scripts branch on it as on `leader`: 0 held, 75 free.
-    Ok(if s.held { 0 } else { exit::NOT_ACQUIRED })
+    let rw_held = rw.is_some_and(|r| !r.holders.is_empty());
+    Ok(if s.held || rw_held {
+        0
+    } else {
+        exit::NOT_ACQUIRED
+    })
 }
 
 /// The JSON of one lease: `key`, `held`, `ttl_ms`, `fence`, `storage_key`,

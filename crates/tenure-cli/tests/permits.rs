@@ -275,6 +275,12 @@ fn killed_holders_permits_come_back_after_their_ttl_on_redis() {
 }
 
 #[test]
+fn killed_holders_permits_come_back_after_their_ttl_on_etcd() {
+    let etcd = tenure_test::EtcdCluster::single();
+    killed_holders_permits_come_back_after_their_ttl(&etcd.url());
+}
+
+#[test]
 fn killed_holders_permits_come_back_after_their_ttl_on_sqlite() {
     let sandbox = Sandbox::new();
     killed_holders_permits_come_back_after_their_ttl(&sandbox.sqlite());

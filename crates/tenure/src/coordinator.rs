@@ -9,7 +9,7 @@ pub use builder::CoordinatorBuilder;
 
 use crate::election::Election;
 use crate::error::{Error, Result};
-use crate::gate::GateStore;
+use crate::gate::{GateKind, GateStatus, GateStore};
 use crate::key::validate_key;
 use crate::lease::{Lease, LeaseSet, LeaseStatus, LeaseStore, ReleaseOutcome};
 use crate::limit::store::LimitStore;
@@ -265,6 +265,14 @@ impl Coordinator {
                 .into(),
         })?;
         Ok(RwLease::new(store, key.into()))
+    }
+
+    /// The read-write leases held now whose key starts with `prefix`, in key
+    /// order, with their readers or writer. Fails where the store cannot
+    /// list (a Redis Cluster, a quorum).
+    pub async fn list_rw_leases(&self, prefix: &str) -> Result<Vec<(String, GateStatus)>> {
+        let store = self.rw_lease(prefix)?.into_store();
+        store.list(GateKind::ReadWrite, prefix).await
     }
 
     /// A run-once operation on `key`; see [`once`](crate::once).

@@ -243,16 +243,46 @@ async fn a_single_attempt_reports_readers_and_writers(fx: &Fixture) {
     w.release().await.unwrap();
 }
 
-on_store!(memory: readers_and_writers_never_overlap, a_waiting_writer_is_not_starved_by_readers,
+async fn held_read_write_leases_are_listed(fx: &Fixture) {
+    let a = fx.tenure.rw_lease("list:a").unwrap();
+    let r1 = a.read().ttl(TTL).label("one").acquire().await.unwrap();
+    let r2 = a.read().ttl(TTL).label("two").acquire().await.unwrap();
+    let b = fx.tenure.rw_lease("list:b").unwrap();
+    let w = b.write().ttl(TTL).label("writer").acquire().await.unwrap();
+    let other = fx.tenure.rw_lease("other").unwrap();
+    let o = other.write().ttl(TTL).acquire().await.unwrap();
+    let listed = fx.tenure.list_rw_leases("list:").await.unwrap();
+    let keys: Vec<&str> = listed.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["list:a", "list:b"]);
+    let labels = |i: usize| {
+        let mut l: Vec<String> = listed[i]
+            .1
+            .holders
+            .iter()
+            .filter_map(|h| h.holder.as_ref()?.label.clone())
+            .collect();
+        l.sort();
+        l
+    };
+    assert_eq!(labels(0), ["one", "two"]);
+    assert_eq!(labels(1), ["writer"]);
+    assert_eq!(listed[1].1.holders[0].mode, tenure::gate::Mode::Write);
+    for g in [r1, r2, w, o] {
+        g.release().await.unwrap();
+    }
+    assert!(fx.tenure.list_rw_leases("list:").await.unwrap().is_empty());
+}
+
+on_store!(memory: held_read_write_leases_are_listed, readers_and_writers_never_overlap, a_waiting_writer_is_not_starved_by_readers,
     semaphore_waiters_are_served_in_arrival_order, a_single_attempt_reports_readers_and_writers);
-on_store!(sqlite: readers_and_writers_never_overlap, a_waiting_writer_is_not_starved_by_readers,
+on_store!(sqlite: held_read_write_leases_are_listed, readers_and_writers_never_overlap, a_waiting_writer_is_not_starved_by_readers,
     semaphore_waiters_are_served_in_arrival_order, a_single_attempt_reports_readers_and_writers);
-on_store!(redis: readers_and_writers_never_overlap, a_waiting_writer_is_not_starved_by_readers,
+on_store!(redis: held_read_write_leases_are_listed, readers_and_writers_never_overlap, a_waiting_writer_is_not_starved_by_readers,
     semaphore_waiters_are_served_in_arrival_order, a_single_attempt_reports_readers_and_writers);
 on_store!(cluster: readers_and_writers_never_overlap, a_waiting_writer_is_not_starved_by_readers,
     semaphore_waiters_are_served_in_arrival_order, a_single_attempt_reports_readers_and_writers);
 #[cfg(feature = "etcd")]
-on_store!(etcd: readers_and_writers_never_overlap, a_waiting_writer_is_not_starved_by_readers,
+on_store!(etcd: held_read_write_leases_are_listed, readers_and_writers_never_overlap, a_waiting_writer_is_not_starved_by_readers,
     semaphore_waiters_are_served_in_arrival_order, a_single_attempt_reports_readers_and_writers);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -310,6 +310,43 @@ impl GateStore for EtcdStore {
         .await
     }
 
+    async fn list(&self, kind: GateKind, prefix: &str) -> Result<Vec<(String, GateStatus)>> {
+        let start = self.lease_key(prefix);
+        let range = RangeRequest::new(start.as_str())
+            .with_range(range_end(&start))
+            .with_keys_only();
+        let reply = self
+            .conn
+            .call("list", prefix, |c| {
+                let range = range.clone();
+                async move { c.range(range).await }
+            })
+            .await?;
+        let store_prefix = self.lease_key("");
+        let infix = self.gate_prefix(kind, "");
+        let infix = infix.strip_prefix(store_prefix.as_str()).unwrap_or(&infix);
+        let mut keys: Vec<String> = reply
+            .kvs
+            .iter()
+            .filter_map(|kv| {
+                let name = std::str::from_utf8(&kv.key).ok()?;
+                let rest = name.strip_prefix(store_prefix.as_str())?;
+                let (key, _) = rest.split_once(infix)?;
+                Some(key.to_string())
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let mut held = Vec::new();
+        for key in keys {
+            let status = GateStore::status(self, kind, &key).await?;
+            if !status.holders.is_empty() {
+                held.push((key, status));
+            }
+        }
+        Ok(held)
+    }
+
     fn describe_gates(&self) -> String {
         LeaseStore::describe(self)
     }

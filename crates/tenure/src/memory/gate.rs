@@ -131,6 +131,22 @@ impl GateStore for MemoryGates {
         ReleaseWatch::from_channel(entry.changed.subscribe(), None)
     }
 
+    async fn list(&self, kind: GateKind, prefix: &str) -> Result<Vec<(String, GateStatus)>> {
+        let map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let now = now_ms();
+        let mut held: Vec<(String, GateStatus)> = map
+            .iter()
+            .filter(|((k, key), _)| *k == kind && key.starts_with(prefix))
+            .map(|((_, key), entry)| {
+                let storage = format!("{key} ({})", kind.name());
+                (key.clone(), gate::status_of(&entry.state, now, storage))
+            })
+            .filter(|(_, status)| !status.holders.is_empty())
+            .collect();
+        held.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(held)
+    }
+
     fn describe_gates(&self) -> String {
         "memory:".into()
     }

@@ -78,7 +78,7 @@ impl RedisStore {
 }
 
 /// The user key of a lease key `PREFIX{TAG}`, or `None` for any other name.
-fn user_key(store_prefix: &str, redis_key: &str) -> Option<String> {
+pub(super) fn user_key(store_prefix: &str, redis_key: &str) -> Option<String> {
     let tag = redis_key
         .strip_prefix(store_prefix)?
         .strip_prefix('{')?
@@ -96,7 +96,7 @@ fn user_key(store_prefix: &str, redis_key: &str) -> Option<String> {
 }
 
 /// `text` with the glob characters of `SCAN MATCH` escaped.
-fn glob_escape(text: &str) -> String {
+pub(super) fn glob_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
