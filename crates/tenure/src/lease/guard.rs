@@ -415,11 +415,14 @@ impl LeaseGuard {
     /// A lost guard stays lost: once the lost signal has fired or the local
     /// deadline has passed, `extend` sends no renewal — even if the store,
     /// whose TTL ends a drift margin later, would still grant one — answers
-    /// [`ExtendOutcome::NotHeld`], and releases the key in the background, so
-    /// that it is not held for a holder that may no longer use it.
+    /// [`ExtendOutcome::NotHeld`] once it has released the key (a failed
+    /// release is left to the TTL), so that it is not held for a holder that
+    /// may no longer use it.
     pub async fn extend(&self) -> Result<ExtendOutcome> {
         if self.shared.check_lost() {
-            release_in_background(&self.shared);
+            if let Err(e) = release_cancel_safe(&self.shared).await {
+                tracing::debug!(key = %self.shared.key, error = %e, "release of a lost lease failed; the TTL will free the key");
+            }
             return Ok(ExtendOutcome::NotHeld);
         }
         let reply = self.shared.extend().await?;
@@ -437,13 +440,7 @@ impl LeaseGuard {
     /// has it.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         self.let_go();
-        let mut releasing = Releasing {
-            shared: Arc::clone(&self.shared),
-            answered: false,
-        };
-        let result = releasing.shared.release().await;
-        releasing.answered = true;
-        result
+        release_cancel_safe(&self.shared).await
     }
 
     /// Stops the monitor, after reporting a loss by the deadline that nobody
@@ -453,6 +450,18 @@ impl LeaseGuard {
         self.shared.check_lost();
         self.shared.stop.cancel();
     }
+}
+
+/// Sends the release; if the caller drops this future before the answer, the
+/// release is sent again from a task of its own.
+async fn release_cancel_safe(shared: &Arc<Shared>) -> Result<ReleaseOutcome> {
+    let mut releasing = Releasing {
+        shared: Arc::clone(shared),
+        answered: false,
+    };
+    let result = releasing.shared.release().await;
+    releasing.answered = true;
+    result
 }
 
 /// A release on its way: sent again in the background if its caller drops it
