@@ -22,7 +22,7 @@ fn usage() -> ExitCode {
          tenure-chaos run --scenario NAME [--seconds N] [--seed S] [--out DIR] [--no-fence-check] [--postgres] [--tenure-bin PATH]\n       \
          tenure-chaos check HISTORY\n       \
          tenure-chaos render --seed S --minutes N [--out DIR] [--doc PATH]\n\
-         scenarios: sqlite-processes, redis-master, redis-master-replica-acks, quorum-3, quorum-5"
+         scenarios: sqlite-processes, redis-master, redis-master-replica-acks, quorum-3, quorum-5,\n           etcd-3, redis-cluster, redis-sentinel, redis-line"
     );
     ExitCode::from(64)
 }
@@ -103,8 +103,14 @@ fn settings(
         clients: o
             .num("--clients")?
             .unwrap_or(if scenario == Scenario::Sqlite { 3 } else { 4 }),
-        keys: o.num("--keys")?.unwrap_or(2),
-        ttl: Duration::from_millis(o.num("--ttl-ms")?.unwrap_or(1000)),
+        keys: o
+            .num("--keys")?
+            .unwrap_or(if scenario == Scenario::Line { 1 } else { 2 }),
+        ttl: Duration::from_millis(o.num("--ttl-ms")?.unwrap_or(if scenario == Scenario::Line {
+            5000
+        } else {
+            1000
+        })),
         fence_check: !o.flag("--no-fence-check"),
         postgres: o.flag("--postgres"),
         only: None,

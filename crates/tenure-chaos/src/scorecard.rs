@@ -41,7 +41,34 @@ pub fn render(date: &str, redis_version: &str, how: &str, rows: &[Row]) -> Strin
         "\nBy fault class (all scenarios; `none`: no fault in force or just healed):\n"
     );
     class_table(&mut s, rows);
+    waiter_table(&mut s, rows);
     s
+}
+
+/// The hand-off after a head waiter was killed, per run that killed one.
+fn waiter_table(s: &mut String, rows: &[Row]) {
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.report.waiter_kills > 0).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nA head waiter killed while it waits (`waiter-kill`): from the holder's release to the next grant of the key:\n"
+    );
+    let _ = writeln!(s, "| scenario | kills | p50 | p99 | max |");
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for r in rows {
+        let rep = &r.report;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} ms | {} ms | {} ms |",
+            r.scenario,
+            rep.waiter_kills,
+            rep.waiter_kill_stall_p50_ms,
+            rep.waiter_kill_stall_p99_ms,
+            rep.waiter_kill_stall_max_ms
+        );
+    }
 }
 
 /// One line per run.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use crate::disk::LoopDisk;
 use crate::{TlsCerts, free_port};
 
 /// Environment variable naming the `etcd` binary to run.
@@ -194,8 +195,22 @@ pub struct EtcdCluster {
     members: Vec<EtcdMember>,
     initial_cluster: String,
     token: String,
+    /// Per member, its own filesystem (see [`start_on_disks`](Self::start_on_disks)).
+    disks: Vec<LoopDisk>,
+    /// Why the members have no disks of their own, when that was asked for.
+    no_disks: Option<String>,
     // Last: removed after the processes are gone.
     dir: tempfile::TempDir,
+}
+
+/// How a member's disk stall was made (see [`EtcdCluster::stall_disk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskStall {
+    /// The member's own filesystem was frozen (`fsfreeze`): writes and fsyncs
+    /// block, the process and its sockets run on.
+    Frozen,
+    /// The member has no filesystem of its own: it was frozen (SIGSTOP) instead.
+    Paused,
 }
 
 impl EtcdCluster {
@@ -209,7 +224,46 @@ impl EtcdCluster {
     /// # Panics
     /// When the cluster could not be started: a test cannot go on without it.
     pub fn start(size: usize) -> Self {
-        Self::start_with(size, None, false)
+        Self::start_with(size, None, false, false)
+    }
+
+    /// Like [`start`](Self::start), each member's data directory on an ext4
+    /// filesystem of its own (a loop-mounted image), so that
+    /// [`stall_disk`](Self::stall_disk) can freeze one member's disk. Where
+    /// that cannot be done (not root, no loop devices), the members share the
+    /// temporary directory and [`no_disks`](Self::no_disks) says why.
+    ///
+    /// # Panics
+    /// When the cluster could not be started.
+    pub fn start_on_disks(size: usize) -> Self {
+        Self::start_with(size, None, false, true)
+    }
+
+    /// Why [`start_on_disks`](Self::start_on_disks) gave the members no disks
+    /// of their own (`None` when it did, or was not asked to).
+    pub fn no_disks(&self) -> Option<&str> {
+        self.no_disks.as_deref()
+    }
+
+    /// Stalls member `i`'s disk: its filesystem is frozen, so every write and
+    /// fsync blocks until [`unstall_disk`](Self::unstall_disk); without a
+    /// filesystem of its own the member is paused instead. Says which.
+    pub fn stall_disk(&mut self, i: usize) -> DiskStall {
+        match self.disks.get_mut(i).map(LoopDisk::freeze) {
+            Some(Ok(())) => DiskStall::Frozen,
+            _ => {
+                self.pause(i);
+                DiskStall::Paused
+            }
+        }
+    }
+
+    /// Ends [`stall_disk`](Self::stall_disk) of member `i`.
+    pub fn unstall_disk(&mut self, i: usize) {
+        match self.disks.get_mut(i) {
+            Some(disk) => disk.thaw(),
+            None => self.resume(i),
+        }
     }
 
     /// Starts `size` members that also serve TLS clients with `certs`' server
@@ -220,15 +274,15 @@ impl EtcdCluster {
     /// # Panics
     /// When the cluster could not be started.
     pub fn start_tls(size: usize, certs: &TlsCerts, client_auth: bool) -> Self {
-        Self::start_with(size, Some(certs), client_auth)
+        Self::start_with(size, Some(certs), client_auth, false)
     }
 
-    fn start_with(size: usize, certs: Option<&TlsCerts>, client_auth: bool) -> Self {
+    fn start_with(size: usize, certs: Option<&TlsCerts>, client_auth: bool, disks: bool) -> Self {
         assert!(size > 0, "a cluster has at least one member");
         let mut last_error = String::new();
         // Ports found free may be taken by someone else before etcd binds them.
         for _ in 0..5 {
-            match Self::try_start(size, certs, client_auth) {
+            match Self::try_start(size, certs, client_auth, disks) {
                 Ok(cluster) => return cluster,
                 Err(e) => last_error = e,
             }
@@ -236,7 +290,12 @@ impl EtcdCluster {
         panic!("could not start an etcd cluster of {size}: {last_error}");
     }
 
-    fn try_start(size: usize, certs: Option<&TlsCerts>, client_auth: bool) -> Result<Self, String> {
+    fn try_start(
+        size: usize,
+        certs: Option<&TlsCerts>,
+        client_auth: bool,
+        disks: bool,
+    ) -> Result<Self, String> {
         // etcd preallocates 64 MB of write-ahead log per member and fsyncs every
         // commit: in memory (tmpfs, where the system has one) that costs neither
         // disk space nor seconds, and a killed member still finds its data.
@@ -252,6 +311,14 @@ impl EtcdCluster {
             builder.tempdir()
         }
         .map_err(|e| format!("create a temporary directory: {e}"))?;
+        let (own, no_disks) = if disks {
+            match member_disks(dir.path(), size) {
+                Ok(d) => (d, None),
+                Err(e) => (Vec::new(), Some(e)),
+            }
+        } else {
+            (Vec::new(), None)
+        };
         let mut ports = std::collections::HashSet::new();
         let mut members = Vec::with_capacity(size);
         for i in 0..size {
@@ -273,7 +340,10 @@ impl EtcdCluster {
                 name: format!("m{i}"),
                 client_port,
                 peer_port,
-                data_dir: dir.path().join(format!("m{i}.etcd")),
+                data_dir: own
+                    .get(i)
+                    .map_or_else(|| dir.path().to_path_buf(), |d| d.path().to_path_buf())
+                    .join(format!("m{i}.etcd")),
                 log_path: dir.path().join(format!("m{i}.log")),
                 child: None,
             });
@@ -292,6 +362,8 @@ impl EtcdCluster {
             members,
             initial_cluster,
             token,
+            disks: own,
+            no_disks,
             dir,
         };
         for i in 0..size {
@@ -476,6 +548,20 @@ impl Drop for EtcdCluster {
             m.kill();
         }
     }
+}
+
+/// One ext4 filesystem per member under `dir` (images of 256 MiB, sparse:
+/// etcd preallocates 64 MB of write-ahead log).
+fn member_disks(dir: &Path, size: usize) -> Result<Vec<LoopDisk>, String> {
+    (0..size)
+        .map(|i| {
+            LoopDisk::create(
+                &dir.join(format!("m{i}.img")),
+                &dir.join(format!("m{i}.disk")),
+                256,
+            )
+        })
+        .collect()
 }
 
 /// Whether every thread of `pid` is stopped (state `T`); `true` where `/proc`

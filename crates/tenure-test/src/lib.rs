@@ -30,6 +30,7 @@
 //! ```
 
 mod cluster;
+mod disk;
 mod etcd_server;
 mod failover;
 mod fake_clock;
@@ -42,7 +43,7 @@ mod sentinel;
 mod tls;
 
 pub use cluster::RedisCluster;
-pub use etcd_server::{ETCD_ENV, EtcdCluster, EtcdMember};
+pub use etcd_server::{DiskStall, ETCD_ENV, EtcdCluster, EtcdMember};
 pub use failover::ReplicatedRedis;
 pub use fake_clock::{FakeClock, LIBFAKETIME_ENV, libfaketime};
 pub use postgres_server::{PG_BIN_ENV, PostgresServer};

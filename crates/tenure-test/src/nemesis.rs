@@ -100,11 +100,27 @@ pub enum FaultKind {
     ResourcePause,
     /// The protected resource's server (PostgreSQL) crashes and restarts.
     ResourceRestart,
+    /// The etcd leader is killed (-9) and restarted after the fault.
+    LeaderKill,
+    /// An etcd member's disk stops completing writes (its filesystem frozen
+    /// with `fsfreeze`, or the member frozen where that is not possible).
+    DiskStall,
+    /// A Redis Cluster or Sentinel master is killed (-9) while leases are held;
+    /// its replica is promoted, and it comes back as a replica.
+    MasterKill,
+    /// A Redis Cluster master is cut off from its clients and the cluster bus
+    /// (its replica is promoted when the cut outlasts the node timeout).
+    MasterPartition,
+    /// The slot of a lease key moves to another Redis Cluster master while
+    /// leases are held.
+    SlotMigration,
+    /// The first waiter in a key's line is killed (-9) while it waits.
+    WaiterKill,
 }
 
 impl FaultKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 22] = [
         FaultKind::Latency,
         FaultKind::PartitionToServerDrop,
         FaultKind::PartitionToServerStall,
@@ -121,6 +137,12 @@ impl FaultKind {
         FaultKind::ClientClockJump,
         FaultKind::ResourcePause,
         FaultKind::ResourceRestart,
+        FaultKind::LeaderKill,
+        FaultKind::DiskStall,
+        FaultKind::MasterKill,
+        FaultKind::MasterPartition,
+        FaultKind::SlotMigration,
+        FaultKind::WaiterKill,
     ];
 
     /// A short stable name, as written in histories and the scorecard.
@@ -142,6 +164,12 @@ impl FaultKind {
             FaultKind::ClientClockJump => "client-clock-jump",
             FaultKind::ResourcePause => "resource-pause",
             FaultKind::ResourceRestart => "resource-restart",
+            FaultKind::LeaderKill => "leader-kill",
+            FaultKind::DiskStall => "disk-stall",
+            FaultKind::MasterKill => "master-kill",
+            FaultKind::MasterPartition => "master-partition",
+            FaultKind::SlotMigration => "slot-migration",
+            FaultKind::WaiterKill => "waiter-kill",
         }
     }
 
@@ -153,9 +181,11 @@ impl FaultKind {
     /// Whether tenure's leases are meant to stay exclusive under this fault
     /// (one at a time, on a minority of a quorum): double grants must be 0.
     /// The others — a client frozen past its TTL, a server forgetting or
-    /// jumping its clock, a failover to a replica that missed writes — can
-    /// hand a lease to two holders; there only the fenced resource protects,
-    /// and the suite measures how often.
+    /// jumping its clock, a failover to a replica that missed writes (Redis
+    /// replication is asynchronous: a killed or partitioned master's last
+    /// grants may never reach the replica promoted in its place) — can hand a
+    /// lease to two holders; there only the fenced resource protects, and the
+    /// suite measures how often.
     pub fn tolerated(self) -> bool {
         !matches!(
             self,
@@ -163,6 +193,8 @@ impl FaultKind {
                 | FaultKind::ServerRestartVolatile
                 | FaultKind::ServerClockJump
                 | FaultKind::Failover
+                | FaultKind::MasterKill
+                | FaultKind::MasterPartition
         )
     }
 }

@@ -5,6 +5,7 @@ mod finals;
 mod nemesis;
 mod plan;
 mod procs;
+mod stores;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,7 +15,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tenure_test::nemesis::{FaultKind, Rng, schedule};
-use tenure_test::{FakeClock, PostgresServer, Proxy, RedisServer, ReplicatedRedis};
+use tenure_test::{
+    EtcdCluster, FakeClock, PostgresServer, Proxy, RedisCluster, RedisSentinels, RedisServer,
+    ReplicatedRedis,
+};
 
 use self::nemesis::Targets;
 pub use self::plan::plan;
@@ -38,16 +42,31 @@ pub enum Scenario {
     Quorum3,
     /// A quorum of 5 independent masters.
     Quorum5,
+    /// An etcd cluster of 3 members, each behind a client proxy and on a
+    /// disk of its own.
+    Etcd3,
+    /// A Redis Cluster of 3 masters with a replica each, every node behind
+    /// proxies (clients, replicas and the cluster bus).
+    Cluster,
+    /// A Redis master and replica watched by 3 Sentinels.
+    Sentinel,
+    /// `tenure run` processes waiting in one key's line on one Redis master
+    /// (TTL 5 s), their head waiter killed while it waits.
+    Line,
 }
 
 impl Scenario {
     /// Every scenario, in scorecard order.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Sqlite,
         Scenario::Redis,
         Scenario::Replicated,
         Scenario::Quorum3,
         Scenario::Quorum5,
+        Scenario::Etcd3,
+        Scenario::Cluster,
+        Scenario::Sentinel,
+        Scenario::Line,
     ];
 
     /// Its name on the command line and in the scorecard.
@@ -58,6 +77,10 @@ impl Scenario {
             Scenario::Replicated => "redis-master-replica-acks",
             Scenario::Quorum3 => "quorum-3",
             Scenario::Quorum5 => "quorum-5",
+            Scenario::Etcd3 => "etcd-3",
+            Scenario::Cluster => "redis-cluster",
+            Scenario::Sentinel => "redis-sentinel",
+            Scenario::Line => "redis-line",
         }
     }
 
@@ -68,11 +91,16 @@ impl Scenario {
 
     fn nodes(self) -> usize {
         match self {
-            Scenario::Quorum3 => 3,
+            Scenario::Quorum3 | Scenario::Etcd3 | Scenario::Cluster => 3,
             Scenario::Quorum5 => 5,
             Scenario::Sqlite => 0,
             _ => 1,
         }
+    }
+
+    /// Whether its clients are `tenure run` processes (else threads).
+    pub fn processes(self) -> bool {
+        matches!(self, Scenario::Sqlite | Scenario::Line)
     }
 }
 
@@ -117,6 +145,10 @@ pub struct RunResult {
 }
 
 const MS: Duration = Duration::from_millis(1);
+
+/// The Redis Cluster scenario's `cluster-node-timeout`: a master cut off for
+/// longer is replaced by its replica.
+pub(crate) const CLUSTER_NODE_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// The version line of `redis-server`.
 pub fn redis_version() -> String {
@@ -242,6 +274,41 @@ fn start_store(s: &Settings, tmp: &Path, targets: &mut Targets) -> StoreSpec {
             targets.pair = Some(pair);
             StoreSpec::Replicated(url)
         }
+        Scenario::Etcd3 => {
+            let etcd = EtcdCluster::start_on_disks(3);
+            if let Some(why) = etcd.no_disks() {
+                targets.history.record(
+                    &Event::new("nemesis", Op::Config, Kind::Info)
+                        .note(format!("disk-stall pauses the member instead: {why}")),
+                );
+            }
+            targets.proxies = etcd.endpoints().iter().map(|a| Proxy::start(a)).collect();
+            targets.etcd = Some(etcd);
+            let addrs: Vec<String> = targets.proxies.iter().map(Proxy::addr).collect();
+            StoreSpec::Url(format!("etcd://{}", addrs.join(",")))
+        }
+        Scenario::Cluster => {
+            let cluster = RedisCluster::start_proxied(
+                3,
+                &RedisServer::builder().persistent(true),
+                CLUSTER_NODE_TIMEOUT,
+            );
+            let url = cluster.url();
+            targets.cluster = Some(cluster);
+            StoreSpec::Url(url)
+        }
+        Scenario::Sentinel => {
+            let group = RedisSentinels::start_with(RedisServer::builder().persistent(true));
+            let url = group.url();
+            targets.sentinels = Some(group);
+            StoreSpec::Url(url)
+        }
+        Scenario::Line => {
+            let server = RedisServer::builder().persistent(true).start();
+            let url = server.url();
+            targets.servers.push(server);
+            StoreSpec::Url(url)
+        }
         Scenario::Redis | Scenario::Quorum3 | Scenario::Quorum5 => {
             for _ in 0..s.scenario.nodes() {
                 let server = RedisServer::builder().persistent(true).start();
@@ -277,8 +344,10 @@ impl Launch<'_> {
         rng: &mut Rng,
     ) -> Result<Vec<JoinHandle<()>>, String> {
         let start_ns = now_ns();
-        if self.s.scenario == Scenario::Sqlite {
-            targets.clock = FakeClock::new(tmp);
+        if self.s.scenario.processes() {
+            if self.s.scenario == Scenario::Sqlite {
+                targets.clock = FakeClock::new(tmp);
+            }
             self.processes(targets, rng)
         } else {
             Ok(self.threads(targets, start_ns, rng))
@@ -290,7 +359,7 @@ impl Launch<'_> {
         let bin = s
             .tenure_bin
             .clone()
-            .ok_or("the SQLite scenario needs the tenure binary (--tenure-bin)")?;
+            .ok_or("a scenario of `tenure run` processes needs the tenure binary (--tenure-bin)")?;
         let me = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut handles = Vec::new();
         for slot in 0..s.clients {

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use tenure_test::nemesis::{Fault, FaultKind, Rng};
 use tenure_test::{
-    Direction, FakeClock, Partition, PostgresServer, Proxy, RedisServer, ReplicatedRedis,
+    Direction, EtcdCluster, FakeClock, Partition, PostgresServer, Proxy, RedisCluster,
+    RedisSentinels, RedisServer, ReplicatedRedis,
 };
 
+use super::stores::cluster_master;
 use super::{MS, Settings};
 use crate::history::{Event, History, Kind, Op};
 use crate::workload::Shared;
@@ -20,8 +22,11 @@ pub(super) struct Targets {
     pub(super) proxies: Vec<Proxy>,
     pub(super) pair: Option<ReplicatedRedis>,
     pub(super) pg: Option<PostgresServer>,
-    /// Live `tenure run` process ids, per client slot.
-    pub(super) procs: Arc<Mutex<Vec<Option<u32>>>>,
+    pub(super) etcd: Option<EtcdCluster>,
+    pub(super) cluster: Option<RedisCluster>,
+    pub(super) sentinels: Option<RedisSentinels>,
+    /// Live `tenure run` processes, per client slot.
+    pub(super) procs: Arc<Mutex<Vec<Option<LiveProc>>>>,
     pub(super) clock: Option<FakeClock>,
     pub(super) shared: Option<Arc<Shared>>,
     pub(super) history: History,
@@ -29,8 +34,18 @@ pub(super) struct Targets {
     pub(super) ttl: Duration,
 }
 
+/// A running `tenure run` process of a client slot.
+#[derive(Debug, Clone)]
+pub(super) struct LiveProc {
+    pub(super) pid: u32,
+    /// The key it acquires.
+    pub(super) key: String,
+    /// When it was started (waiters are served in this order).
+    pub(super) since: Instant,
+}
+
 /// The history marks of one fault, and its waits (cut short by `stop`).
-struct Marks<'a> {
+pub(super) struct Marks<'a> {
     history: History,
     note: &'static str,
     target: u64,
@@ -38,7 +53,7 @@ struct Marks<'a> {
 }
 
 impl Marks<'_> {
-    fn start(&self) {
+    pub(super) fn start(&self) {
         self.history.record(
             &Event::new("nemesis", Op::Fault, Kind::Info)
                 .note(self.note)
@@ -46,17 +61,37 @@ impl Marks<'_> {
         );
     }
 
-    fn heal(&self) {
+    /// Starts the fault on lease key `key` (what it aimed at).
+    pub(super) fn start_on(&self, key: &str) {
+        self.history.record(
+            &Event::new("nemesis", Op::Fault, Kind::Info)
+                .note(self.note)
+                .value(self.target)
+                .key(key),
+        );
+    }
+
+    /// Records how the fault was made, or why it was not.
+    pub(super) fn say(&self, what: impl Into<String>) {
+        self.history
+            .record(&Event::new("nemesis", Op::Config, Kind::Info).note(format!(
+                "{}: {}",
+                self.note,
+                what.into()
+            )));
+    }
+
+    pub(super) fn heal(&self) {
         self.history
             .record(&Event::new("nemesis", Op::Heal, Kind::Info).note(self.note));
     }
 
-    fn wait(&self, d: Duration) {
+    pub(super) fn wait(&self, d: Duration) {
         sleep_unless(self.stop, d);
     }
 
     /// A fault that lasts `d`: start, `act`, wait, `undo`, heal.
-    fn lasting(&self, d: Duration, act: impl FnOnce(), undo: impl FnOnce()) {
+    pub(super) fn lasting(&self, d: Duration, act: impl FnOnce(), undo: impl FnOnce()) {
         self.start();
         act();
         self.wait(d);
@@ -66,7 +101,7 @@ impl Marks<'_> {
 
     /// A fault that is over at once (its effects may last): start, `act`,
     /// heal, then wait `d` before the next.
-    fn instant(&self, d: Duration, act: impl FnOnce()) {
+    pub(super) fn instant(&self, d: Duration, act: impl FnOnce()) {
         self.start();
         act();
         self.heal();
@@ -95,6 +130,9 @@ impl Targets {
             proxies: Vec::new(),
             pair: None,
             pg,
+            etcd: None,
+            cluster: None,
+            sentinels: None,
             procs: Arc::new(Mutex::new(vec![None; s.clients])),
             clock: None,
             shared: None,
@@ -104,7 +142,7 @@ impl Targets {
         }
     }
 
-    fn server(&mut self, i: usize) -> Option<&mut RedisServer> {
+    pub(super) fn server(&mut self, i: usize) -> Option<&mut RedisServer> {
         match &mut self.pair {
             Some(pair) => Some(&mut pair.master),
             None => self.servers.get_mut(i),
@@ -112,6 +150,9 @@ impl Targets {
     }
 
     fn proxy(&self, i: usize) -> Option<&Proxy> {
+        if let Some(c) = &self.cluster {
+            return cluster_master(c, i).and_then(|m| c.proxy(m));
+        }
         match &self.pair {
             Some(pair) => Some(&pair.front),
             None => self.proxies.get(i),
@@ -120,7 +161,7 @@ impl Targets {
 
     fn live_proc(&self, slot: usize) -> Option<u32> {
         let procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
-        procs.get(slot).copied().flatten()
+        procs.get(slot).cloned().flatten().map(|p| p.pid)
     }
 
     /// Injects each of `faults` at its time, then waits out `duration`.
@@ -154,15 +195,7 @@ impl Targets {
             | FaultKind::PartitionToServerStall
             | FaultKind::PartitionToClientDrop
             | FaultKind::PartitionToClientStall => self.partition(f.kind, i, d, &m),
-            FaultKind::ServerPause => {
-                if let Some(s) = self.server(i) {
-                    m.start();
-                    s.pause();
-                    m.wait(d);
-                    s.resume();
-                    m.heal();
-                }
-            }
+            FaultKind::ServerPause => self.server_pause(i, d, &m),
             FaultKind::ServerRestartPersistent | FaultKind::ServerRestartVolatile => {
                 self.restart(f.kind == FaultKind::ServerRestartVolatile, i, d, &m);
             }
@@ -190,6 +223,12 @@ impl Targets {
                     m.instant(d, || pg.restart());
                 }
             }
+            FaultKind::LeaderKill => self.leader_kill(d, &m),
+            FaultKind::DiskStall => self.disk_stall(i, d, &m),
+            FaultKind::MasterKill => self.master_kill(i, d, &m),
+            FaultKind::MasterPartition => self.master_partition(i, d, &m),
+            FaultKind::SlotMigration => self.slot_migration(i, d, &m),
+            FaultKind::WaiterKill => self.waiter_kill(d, &m),
         }
     }
 

@@ -33,11 +33,13 @@ fn network_and_pause(nodes: usize, long: Span) -> Vec<FaultSpec> {
 /// The store's faults of scenario `s` (before the resource's and the filter).
 fn store_faults(s: &Settings, short: Span, long: Span) -> Vec<FaultSpec> {
     let (ttl, clients, nodes) = (s.ttl, s.clients, s.scenario.nodes());
+    let keys = usize::try_from(s.keys).unwrap_or(1);
     match s.scenario {
         Scenario::Sqlite => vec![
             client_pause(clients, ttl),
             FaultSpec::new(FaultKind::ClientKill, clients, short).weight(2),
             FaultSpec::new(FaultKind::ClientClockJump, clients, long).weight(2),
+            FaultSpec::new(FaultKind::WaiterKill, 1, short),
         ],
         Scenario::Redis | Scenario::Quorum3 | Scenario::Quorum5 => {
             let mut f = network_and_pause(nodes, long);
@@ -58,6 +60,41 @@ fn store_faults(s: &Settings, short: Span, long: Span) -> Vec<FaultSpec> {
             f.push(client_pause(clients, ttl));
             f
         }
+        Scenario::Etcd3 => {
+            // Partitions between the clients and one member (each member
+            // behind its own proxy), a member frozen, its disk frozen, the
+            // leader killed.
+            let mut f = network_and_pause(nodes, long);
+            f.push(FaultSpec::new(FaultKind::LeaderKill, 1, short).weight(2));
+            f.push(FaultSpec::new(FaultKind::DiskStall, nodes, long).weight(2));
+            f.push(client_pause(clients, ttl));
+            f
+        }
+        Scenario::Cluster => {
+            // Network faults on one master's client side; pauses shorter than
+            // the node timeout (longer ones are failovers: master-partition).
+            let mut f = network_and_pause(nodes, long);
+            f.retain(|spec| spec.kind != FaultKind::ServerPause);
+            let brief = (100 * MS, super::CLUSTER_NODE_TIMEOUT * 4 / 5);
+            let failover = (ttl / 2, super::CLUSTER_NODE_TIMEOUT * 3);
+            f.push(FaultSpec::new(FaultKind::ServerPause, nodes, brief));
+            f.push(FaultSpec::new(FaultKind::MasterKill, keys, failover).weight(2));
+            f.push(FaultSpec::new(FaultKind::MasterPartition, keys, failover).weight(2));
+            f.push(FaultSpec::new(FaultKind::SlotMigration, keys, short).weight(2));
+            f.push(client_pause(clients, ttl));
+            f
+        }
+        Scenario::Sentinel => vec![
+            // Sentinels declare the master down after 1 s: a kill longer
+            // than that is a failover while leases are held.
+            FaultSpec::new(FaultKind::MasterKill, 1, (ttl / 2, ttl * 4)).weight(3),
+            FaultSpec::new(FaultKind::ServerPause, 1, (100 * MS, 800 * MS)),
+            client_pause(clients, ttl),
+        ],
+        Scenario::Line => vec![
+            FaultSpec::new(FaultKind::WaiterKill, 1, short).weight(3),
+            FaultSpec::new(FaultKind::ClientKill, clients, short),
+        ],
     }
 }
 

@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tenure_test::FakeClock;
 use tenure_test::nemesis::Rng;
 
+use super::nemesis::LiveProc;
 use crate::history::{Event, History, Kind, Op};
 use crate::store::StoreSpec;
 
@@ -26,7 +27,7 @@ pub(super) struct ProcCtx {
     pub(super) keys: u64,
     pub(super) ttl: Duration,
     pub(super) fence_check: bool,
-    pub(super) procs: Arc<Mutex<Vec<Option<u32>>>>,
+    pub(super) procs: Arc<Mutex<Vec<Option<LiveProc>>>>,
     pub(super) clock: Option<FakeClock>,
     pub(super) stop: Arc<AtomicBool>,
 }
@@ -58,7 +59,12 @@ pub(super) fn proc_slot(c: &ProcCtx, rng: &mut Rng) {
                 continue;
             }
         };
-        set_slot(&c.procs, c.slot, Some(child.id()));
+        let live = LiveProc {
+            pid: child.id(),
+            key: key.clone(),
+            since: Instant::now(),
+        };
+        set_slot(&c.procs, c.slot, Some(live));
         let status = child.wait();
         set_slot(&c.procs, c.slot, None);
         c.record_exit(&me, &key, status);
@@ -115,9 +121,9 @@ impl ProcCtx {
     }
 }
 
-fn set_slot(procs: &Mutex<Vec<Option<u32>>>, slot: usize, pid: Option<u32>) {
+fn set_slot(procs: &Mutex<Vec<Option<LiveProc>>>, slot: usize, live: Option<LiveProc>) {
     let mut p = procs.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(s) = p.get_mut(slot) {
-        *s = pid;
+        *s = live;
     }
 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::holder::HolderInfo;
-use super::store::{AcquireReply, LeaseStore, QueuePlace, ReleaseOutcome};
+use super::store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome};
 use crate::error::{Error, Result};
 use crate::token::OwnerToken;
 
@@ -86,11 +86,13 @@ async fn send(
         ask,
         answered: false,
     };
+    let sent = pending.backend.clock().now();
     let reply = pending.request(holder.as_deref()).await;
+    let reply = pending.confirm_late(sent, reply).await;
     pending.answered = true;
     // A failure that may have happened after the store applied the request
-    // (a timeout, a reset connection) may have left a grant. (The quorum and
-    // the replica check undo their own grants.)
+    // (a timeout, a reset connection, a grant that came too late) may have
+    // left a grant. (The quorum and the replica check undo their own grants.)
     if matches!(
         &reply,
         Err(Error::Timeout { .. } | Error::Unreachable { .. } | Error::Backend { .. })
@@ -128,6 +130,19 @@ impl Pending {
         }
     }
 
+    /// Confirms a grant that arrived too late ([`confirm_late`]).
+    async fn confirm_late(&self, sent: crate::clock::Moment, reply: Reply) -> Reply {
+        confirm_late(
+            &*self.backend,
+            &self.key,
+            &self.token,
+            self.ttl,
+            sent,
+            reply,
+        )
+        .await
+    }
+
     /// Undoes a request of unknown fate from a task of its own (best effort:
     /// without a runtime, the TTL frees the key).
     fn undo_in_background(&self) {
@@ -149,6 +164,42 @@ impl Drop for Pending {
         if !self.answered {
             self.undo_in_background();
         }
+    }
+}
+
+/// A grant whose validity was already over when its reply arrived (a server
+/// that froze after running the request, a stalled link) is never handed
+/// out as it is: an extend with the same token — tokens are never reused —
+/// confirms it, its validity counting from the extend's send. When the key
+/// no longer holds the token, or the extend too comes back too late, the
+/// attempt failed: it becomes an [`Error::Timeout`] (transient, so a wait
+/// retries it within its budget) and the caller undoes whatever is left.
+async fn confirm_late(
+    backend: &dyn LeaseStore,
+    key: &str,
+    token: &OwnerToken,
+    ttl: Duration,
+    sent: crate::clock::Moment,
+    reply: Reply,
+) -> Reply {
+    let clock = backend.clock();
+    let Ok((AcquireReply::Acquired { fence, valid_until }, place)) = reply else {
+        return reply;
+    };
+    if valid_until > clock.now() {
+        return Ok((AcquireReply::Acquired { fence, valid_until }, place));
+    }
+    tracing::debug!(key, "the grant arrived after its validity; confirming it");
+    match backend.extend(key, token, ttl).await? {
+        ExtendReply::Extended { valid_until } if valid_until > clock.now() => {
+            Ok((AcquireReply::Acquired { fence, valid_until }, place))
+        }
+        _ => Err(Error::Timeout {
+            backend: backend.describe(),
+            op: "acquire",
+            key: key.to_string(),
+            after: clock.now().saturating_duration_since(sent),
+        }),
     }
 }
 
