@@ -18,7 +18,13 @@ impl OwnerToken {
     pub fn generate() -> Result<Self> {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).map_err(|e| Error::Rng { cause: e.into() })?;
-        Ok(OwnerToken(hex::encode(bytes)))
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = String::with_capacity(32);
+        for b in bytes {
+            hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+            hex.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        }
+        Ok(OwnerToken(hex))
     }
 
     /// Whether `s` has the form of a token (32 lowercase hex digits).

@@ -6,18 +6,22 @@
 //! and will still be granted. Such a grant has no guard: nobody renews or
 //! releases it, and the key stays taken until its TTL runs out (up to days).
 //!
-//! So the request runs in a task of its own that always sees the answer. When
-//! the caller is gone by then, or the request failed in a way that may still
-//! have been applied, the task releases the key with the attempt's own owner
-//! token — which can only ever delete this attempt's grant, never someone
-//! else's. Nothing blocks in `Drop`. A waiter's look in a store's waiting line
-//! ([`turn`]) is undone the same way, by leaving the line (which also passes on
-//! a lease handed to it).
+//! So the request runs in the caller's future with a [`Pending`] beside it.
+//! When that future is dropped before the answer arrives, `Pending`'s `Drop`
+//! starts the undo: a release with the attempt's own owner token — which can
+//! only ever delete this attempt's grant, never someone else's — sent after
+//! the request (on Redis, behind it on the same connection). The fate of a
+//! request dropped in flight is unknown, so the undo is repeated until it
+//! removes a grant or has answered "not held" a few times, spaced out
+//! ([`undo_unknown`]). A request that failed in a way that may still have been
+//! applied (a timeout, a reset connection) is undone the same way. Nothing
+//! blocks in `Drop`, and the common path — an answer read by its caller —
+//! spawns nothing. A waiter's look in a store's waiting line ([`turn`]) is
+//! undone the same way, by leaving the line (which also passes on a lease
+//! handed to it).
 
 use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::sync::oneshot;
 
 use super::holder::HolderInfo;
 use super::store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome};
@@ -36,7 +40,7 @@ enum Ask {
 }
 
 /// Sends one acquire request for `token` and returns its answer; if this future
-/// is dropped before the answer arrives, a grant that arrives later is undone.
+/// is dropped before the answer arrives, a grant is undone.
 pub(super) async fn acquire(
     backend: Arc<dyn LeaseStore>,
     key: String,
@@ -74,59 +78,93 @@ async fn send(
     holder: Option<Arc<HolderInfo>>,
     ask: Ask,
 ) -> Reply {
-    let (tx, rx) = oneshot::channel::<Reply>();
-    let mut waiting = Waiting {
-        rx,
-        backend: Arc::clone(&backend),
-        key: key.clone(),
-        token: token.clone(),
-        ask: ask.clone(),
+    let mut pending = Pending {
+        backend,
+        key,
+        token,
+        ttl,
+        ask,
         answered: false,
     };
-    tokio::spawn(async move {
-        let holder = holder.as_deref();
-        let sent = backend.clock().now();
-        let reply = match &ask {
+    let sent = pending.backend.clock().now();
+    let reply = pending.request(holder.as_deref()).await;
+    let reply = pending.confirm_late(sent, reply).await;
+    pending.answered = true;
+    // A failure that may have happened after the store applied the request
+    // (a timeout, a reset connection, a grant that came too late) may have
+    // left a grant. (The quorum and the replica check undo their own grants.)
+    if matches!(
+        &reply,
+        Err(Error::Timeout { .. } | Error::Unreachable { .. } | Error::Backend { .. })
+    ) {
+        pending.undo_in_background();
+    }
+    reply
+}
+
+/// An acquire request on its way: what undoing it needs.
+struct Pending {
+    backend: Arc<dyn LeaseStore>,
+    key: String,
+    token: OwnerToken,
+    ttl: Duration,
+    ask: Ask,
+    /// Set once the caller has the answer: nothing is left to undo then.
+    answered: bool,
+}
+
+impl Pending {
+    /// Sends the request and waits for its answer.
+    async fn request(&self, holder: Option<&HolderInfo>) -> Reply {
+        let (backend, key, token, ttl) = (&*self.backend, &self.key, &self.token, self.ttl);
+        match &self.ask {
             Ask::Acquire => backend
-                .try_acquire(&key, &token, ttl, holder)
+                .try_acquire(key, token, ttl, holder)
                 .await
                 .map(|r| (r, None)),
             Ask::Turn(place) => {
                 backend
-                    .wait_turn(&key, &token, ttl, holder, place.as_ref())
+                    .wait_turn(key, token, ttl, holder, place.as_ref())
                     .await
             }
-        };
-        let reply = confirm_late(&*backend, &key, &token, ttl, sent, reply).await;
-        // A failure that may have happened after the store applied the
-        // request (a timeout, a reset connection, a grant that came too late)
-        // may have left a grant. (The quorum and the replica check undo their
-        // own grants.)
-        let maybe_applied = matches!(
-            &reply,
-            Err(Error::Timeout { .. } | Error::Unreachable { .. } | Error::Backend { .. })
-        );
-        let unclaimed = match tx.send(reply) {
-            Ok(()) => None,
-            Err(Ok((reply, place))) => left_behind(&ask, &reply, place),
-            Err(Err(_)) => None,
-        };
-        if let Some(ask) = unclaimed {
-            undo(&*backend, &key, &token, &ask).await;
-        } else if maybe_applied {
-            undo_unknown(&*backend, &key, &token, ttl, &ask).await;
         }
-    });
-    let reply = (&mut waiting.rx).await;
-    waiting.answered = true;
-    reply.unwrap_or_else(|_| {
-        Err(Error::Backend {
-            backend: waiting.backend.describe(),
-            op: "acquire",
-            key: waiting.key.clone(),
-            cause: "the acquire task ended without an answer (runtime shutting down?)".into(),
-        })
-    })
+    }
+
+    /// Confirms a grant that arrived too late ([`confirm_late`]).
+    async fn confirm_late(&self, sent: crate::clock::Moment, reply: Reply) -> Reply {
+        confirm_late(
+            &*self.backend,
+            &self.key,
+            &self.token,
+            self.ttl,
+            sent,
+            reply,
+        )
+        .await
+    }
+
+    /// Undoes a request of unknown fate from a task of its own (best effort:
+    /// without a runtime, the TTL frees the key).
+    fn undo_in_background(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (backend, key, token) = (
+            Arc::clone(&self.backend),
+            self.key.clone(),
+            self.token.clone(),
+        );
+        let (ttl, ask) = (self.ttl, self.ask.clone());
+        handle.spawn(async move { undo_unknown(&*backend, &key, &token, ttl, &ask).await });
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.undo_in_background();
+        }
+    }
 }
 
 /// A grant whose validity was already over when its reply arrived (a server
@@ -165,15 +203,6 @@ async fn confirm_late(
     }
 }
 
-/// What an answer nobody read leaves to undo: a grant, or a place in line.
-fn left_behind(ask: &Ask, reply: &AcquireReply, place: Option<QueuePlace>) -> Option<Ask> {
-    match (ask, reply) {
-        (Ask::Acquire, AcquireReply::Acquired { .. }) => Some(Ask::Acquire),
-        (Ask::Acquire, _) => None,
-        (Ask::Turn(asked), _) => Some(Ask::Turn(place.or_else(|| asked.clone()))),
-    }
-}
-
 /// Undoes what `ask` may have left: releases a grant, or leaves the line
 /// (which passes on a lease handed to `token`).
 async fn take_back(
@@ -185,17 +214,6 @@ async fn take_back(
     match ask {
         Ask::Acquire => backend.release(key, token).await,
         Ask::Turn(place) => backend.leave_line(key, token, place.as_ref()).await,
-    }
-}
-
-async fn undo(backend: &dyn LeaseStore, key: &str, token: &OwnerToken, ask: &Ask) {
-    match take_back(backend, key, token, ask).await {
-        Ok(outcome) => {
-            tracing::debug!(key, ?outcome, "undid an acquire nobody waited for");
-        }
-        Err(e) => {
-            tracing::warn!(key, error = %e, "undoing an abandoned acquire failed; its TTL will free the key");
-        }
     }
 }
 
@@ -258,35 +276,3 @@ const UNDO_WINDOW: Duration = Duration::from_secs(60);
 /// "Not held" answers after which a request with an unknown fate is taken as
 /// never applied (spread over 100 + 200 ms after the first answer).
 const UNDO_CONFIRMATIONS: u32 = 3;
-
-/// The caller's side: undoes an answer that arrived but was never read.
-struct Waiting {
-    rx: oneshot::Receiver<Reply>,
-    backend: Arc<dyn LeaseStore>,
-    key: String,
-    token: OwnerToken,
-    ask: Ask,
-    answered: bool,
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        if self.answered {
-            return;
-        }
-        // After `close`, either the task's send fails (and the task undoes the
-        // grant itself) or the answer is already here and undone below.
-        self.rx.close();
-        if let Ok(Ok((reply, place))) = self.rx.try_recv()
-            && let Some(ask) = left_behind(&self.ask, &reply, place)
-            && let Ok(handle) = tokio::runtime::Handle::try_current()
-        {
-            let (backend, key, token) = (
-                Arc::clone(&self.backend),
-                self.key.clone(),
-                self.token.clone(),
-            );
-            handle.spawn(async move { undo(&*backend, &key, &token, &ask).await });
-        }
-    }
-}

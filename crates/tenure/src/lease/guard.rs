@@ -2,6 +2,7 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::Poll;
 use std::time::Duration;
@@ -42,6 +43,10 @@ pub(super) struct Shared {
     pub(super) lost: CancellationToken,
     /// Fired when the guard is released or dropped: stops the monitor.
     pub(super) stop: CancellationToken,
+    /// The renewal interval (`None`: no renewal).
+    renew_every: Option<Duration>,
+    /// Set once the monitor task runs.
+    monitoring: AtomicBool,
 }
 
 impl Shared {
@@ -109,6 +114,16 @@ impl Shared {
                 () = self.lost.cancelled() => return,
                 () = tokio::time::sleep(left.min(monitor::SLICE)) => {}
             }
+        }
+    }
+
+    /// Starts the monitor task unless it runs already. A guard that renews
+    /// starts it at once; one that does not needs it only to fire the lost
+    /// signal at the deadline for someone who watches it
+    /// ([`LeaseGuard::lost`]): every other check reads the deadline itself.
+    fn start_monitor(self: &Arc<Self>) {
+        if !self.monitoring.swap(true, Ordering::Relaxed) {
+            monitor::spawn(self, self.renew_every);
         }
     }
 
@@ -414,8 +429,12 @@ impl LeaseGuard {
             deadline: Mutex::new(valid_until),
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
+            renew_every: upkeep.renew_every,
+            monitoring: AtomicBool::new(false),
         });
-        monitor::spawn(&shared, upkeep.renew_every);
+        if upkeep.renew_every.is_some() || hold_until.is_some() {
+            shared.start_monitor();
+        }
         LeaseGuard {
             shared,
             fence,
@@ -482,6 +501,7 @@ impl LeaseGuard {
 
     /// A signal that fires when the lease is lost.
     pub fn lost(&self) -> LostSignal {
+        self.shared.start_monitor();
         LostSignal {
             keys: vec![KeyLoss {
                 lost: self.shared.lost.clone(),
@@ -522,62 +542,89 @@ impl LeaseGuard {
     /// A lost guard stays lost: once the lost signal has fired or the local
     /// deadline has passed, `extend` sends no renewal — even if the store,
     /// whose TTL ends a drift margin later, would still grant one — answers
-    /// [`ExtendOutcome::NotHeld`], and releases the key in the background, so
-    /// that it is not held for a holder that may no longer use it.
+    /// [`ExtendOutcome::NotHeld`] once it has released the key (a failed
+    /// release is left to the TTL), so that it is not held for a holder that
+    /// may no longer use it.
     pub async fn extend(&self) -> Result<ExtendOutcome> {
         if self.shared.check_lost() {
-            self.release_in_background();
+            if let Err(e) = release_cancel_safe(&self.shared).await {
+                tracing::debug!(key = %self.shared.key, error = %e, "release of a lost lease failed; the TTL will free the key");
+            }
             return Ok(ExtendOutcome::NotHeld);
         }
         let reply = self.shared.extend().await?;
         Ok(self.shared.apply(reply))
     }
 
-    /// Sends the release from a task of its own (best effort: without a
-    /// runtime, the TTL frees the key).
-    fn release_in_background(&self) {
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let shared = Arc::clone(&self.shared);
-            handle.spawn(async move {
-                if let Err(e) = shared.release().await {
-                    tracing::debug!(key = %shared.key, error = %e, "release in the background failed; the TTL will free the key");
-                }
-            });
-        }
-    }
-
     /// Releases the lease. [`ReleaseOutcome::NotHeld`] means it had already
     /// expired or been taken over; someone else's key is never deleted.
     ///
-    /// Cancel-safe: the release runs in a task of its own, so a caller that
-    /// stops waiting (a `timeout`, a `select!`, a dropped task) does not cut it
-    /// short — it finishes in the background, as a dropped guard's does, and
-    /// the key is free for others as soon as the store has it.
+    /// Cancel-safe: a caller that stops waiting (a `timeout`, a `select!`, a
+    /// dropped task) before the answer arrives does not cut the release short
+    /// — it is sent again from a task of its own, as a dropped guard's is
+    /// (a compare-and-delete with this guard's token, harmless if the first
+    /// one went through), and the key is free for others as soon as the store
+    /// has it.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
+        self.let_go();
+        release_cancel_safe(&self.shared).await
+    }
+
+    /// Stops the monitor, after reporting a loss by the deadline that nobody
+    /// has noticed yet (a guard without renewal runs no monitor).
+    fn let_go(&mut self) {
         self.released = true;
+        self.shared.check_lost();
         self.shared.stop.cancel();
-        let shared = Arc::clone(&self.shared);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return shared.release().await;
-        };
-        let task = runtime.spawn(async move { shared.release().await });
-        task.await.unwrap_or_else(|e| {
-            Err(Error::Backend {
-                backend: self.shared.backend.describe(),
-                op: "release",
-                key: self.shared.key.clone(),
-                cause: format!("the release task ended without an answer: {e}").into(),
-            })
-        })
+    }
+}
+
+/// Sends the release; if the caller drops this future before the answer, the
+/// release is sent again from a task of its own.
+async fn release_cancel_safe(shared: &Arc<Shared>) -> Result<ReleaseOutcome> {
+    let mut releasing = Releasing {
+        shared: Arc::clone(shared),
+        answered: false,
+    };
+    let result = releasing.shared.release().await;
+    releasing.answered = true;
+    result
+}
+
+/// A release on its way: sent again in the background if its caller drops it
+/// before the answer.
+struct Releasing {
+    shared: Arc<Shared>,
+    answered: bool,
+}
+
+impl Drop for Releasing {
+    fn drop(&mut self) {
+        if !self.answered {
+            release_in_background(&self.shared);
+        }
+    }
+}
+
+/// Sends the release from a task of its own (best effort: without a
+/// runtime, the TTL frees the key).
+fn release_in_background(shared: &Arc<Shared>) {
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        let shared = Arc::clone(shared);
+        handle.spawn(async move {
+            if let Err(e) = shared.release().await {
+                tracing::debug!(key = %shared.key, error = %e, "release in the background failed; the TTL will free the key");
+            }
+        });
     }
 }
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        self.shared.stop.cancel();
         if self.released {
             return;
         }
-        self.release_in_background();
+        self.let_go();
+        release_in_background(&self.shared);
     }
 }

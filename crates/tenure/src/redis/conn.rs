@@ -98,14 +98,17 @@ fn not_a_subscriber() -> RedisError {
     ))
 }
 
-/// A reconnecting connection to one server with tenure's time budgets.
+/// A reconnecting connection to one server with tenure's time budgets. A
+/// plain server's needs no `response_timeout`: every call runs under
+/// [`RedisConn::call_within`]'s budget (connection included), and a second
+/// timer per request would only double the timer work.
 pub(super) fn node_manager(
     client: &redis::Client,
-    timeout: Duration,
+    response_timeout: Option<Duration>,
     connect_timeout: Duration,
 ) -> redis::RedisResult<ConnectionManager> {
     let config = ConnectionManagerConfig::new()
-        .set_response_timeout(Some(timeout))
+        .set_response_timeout(response_timeout)
         .set_connection_timeout(Some(connect_timeout))
         .set_number_of_retries(1)
         .set_max_delay(Duration::from_millis(200));
@@ -271,6 +274,59 @@ pub(super) fn open_client(
     }
 }
 
+/// `EVALSHA` of `script` with `keys` and `args`, built in buffers of the
+/// right size (a growing command buffer costs a reallocation per doubling).
+pub(super) fn evalsha<K: AsRef<str>, A: AsRef<str>>(
+    script: &redis::Script,
+    keys: &[K],
+    args: &[A],
+) -> Cmd {
+    script_call("EVALSHA", script.get_hash(), keys, args)
+}
+
+/// `EVAL` of a script's text with `keys` and `args`.
+pub(super) fn eval<K: AsRef<str>, A: AsRef<str>>(source: &str, keys: &[K], args: &[A]) -> Cmd {
+    script_call("EVAL", source, keys, args)
+}
+
+/// `name script numkeys keys… args…`, in buffers sized for its arguments.
+fn script_call<K: AsRef<str>, A: AsRef<str>>(
+    name: &str,
+    script: &str,
+    keys: &[K],
+    args: &[A],
+) -> Cmd {
+    let bytes: usize = keys.iter().map(|k| k.as_ref().len()).sum::<usize>()
+        + args.iter().map(|a| a.as_ref().len()).sum::<usize>();
+    let mut cmd = Cmd::with_capacity(
+        3 + keys.len() + args.len(),
+        name.len() + script.len() + 4 + bytes,
+    );
+    cmd.arg(name).arg(script).arg(keys.len());
+    for k in keys {
+        cmd.arg(k.as_ref());
+    }
+    for a in args {
+        cmd.arg(a.as_ref());
+    }
+    cmd
+}
+
+/// Loads `script` and sends `call` (its `EVALSHA`) again.
+async fn load_and_retry<T: redis::FromRedisValue>(
+    script: &redis::Script,
+    call: &Cmd,
+    mut c: Link,
+) -> redis::RedisResult<T> {
+    script.load_async(&mut c).await?;
+    call.query_async(&mut c).await
+}
+
+/// Whether the server answered that it does not have the script asked for.
+pub(super) fn is_noscript(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
 /// Memory policies under which Redis may delete keys that tenure must keep.
 fn evicts(policy: &str) -> bool {
     policy.starts_with("allkeys-") || policy.starts_with("volatile-")
@@ -329,7 +385,7 @@ impl RedisConn {
             .map_err(|e| config(e.to_string()))?;
         let client = open_client(info, certs.clone(), &display)?;
         let manager =
-            node_manager(&client, timeout, connect_timeout).map_err(|e| config(e.to_string()))?;
+            node_manager(&client, None, connect_timeout).map_err(|e| config(e.to_string()))?;
         Ok(RedisConn {
             link: Link::Node(manager),
             origin: Origin::Node(client, certs.map(|c| NodeCertificates(c.into()))),
@@ -455,12 +511,19 @@ impl RedisConn {
     }
 
     /// Runs one Redis call under the time budget and maps its error.
-    pub(crate) async fn call<T, F, Fut>(&self, op: &'static str, key: &str, f: F) -> Result<T>
+    // Not an `async fn`: a layer of its own would only copy the future.
+    pub(crate) fn call<'a, T, F, Fut>(
+        &'a self,
+        op: &'static str,
+        key: &'a str,
+        f: F,
+    ) -> impl Future<Output = Result<T>> + 'a
     where
-        F: FnOnce(Link) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
+        F: FnOnce(Link) -> Fut + 'a,
+        Fut: Future<Output = redis::RedisResult<T>> + 'a,
+        T: 'a,
     {
-        self.call_within(op, key, self.timeout, f).await
+        self.call_within(op, key, self.timeout, f)
     }
 
     /// Like [`call`](Self::call) with another time budget, for commands that block
@@ -500,6 +563,33 @@ impl RedisConn {
             invocation.invoke_async(&mut c).await
         })
         .await
+    }
+
+    /// Runs `script` by `EVALSHA` with `keys` and `args` under the time budget;
+    /// on `NOSCRIPT` loads it and sends the call again. The command is built
+    /// at once, straight from the arguments. (Not an `async fn`, and the
+    /// reload boxed: the futures of every caller up to an `async_trait` box
+    /// hold this one, so its size is copied on every call.)
+    pub(crate) fn eval_sha<'a, T, K, A>(
+        &'a self,
+        op: &'static str,
+        key: &'a str,
+        script: &'a redis::Script,
+        keys: &[K],
+        args: &[A],
+    ) -> impl Future<Output = Result<T>> + 'a
+    where
+        T: redis::FromRedisValue + 'a,
+        K: AsRef<str>,
+        A: AsRef<str>,
+    {
+        let cmd = evalsha(script, keys, args);
+        self.call(op, key, move |mut c| async move {
+            match cmd.query_async(&mut c).await {
+                Err(e) if is_noscript(&e) => Box::pin(load_and_retry(script, &cmd, c)).await,
+                reply => reply,
+            }
+        })
     }
 
     /// Maps a Redis error to tenure's [`Error`].

@@ -23,6 +23,25 @@ use std::time::Duration;
 
 use crate::key::hash_tag;
 
+/// Several names of one lease in one string (see [`Keys::names`]).
+#[derive(Debug)]
+pub(crate) struct Names<const N: usize> {
+    text: String,
+    ends: [usize; N],
+}
+
+impl<const N: usize> Names<N> {
+    /// The names, in the order of their suffixes.
+    pub(crate) fn get(&self) -> [&str; N] {
+        let mut start = 0;
+        self.ends.map(|end| {
+            let name = &self.text[start..end];
+            start = end;
+            name
+        })
+    }
+}
+
 /// The key names of one prefix. Cheap to clone.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
@@ -53,6 +72,23 @@ impl Keys {
         name.push('}');
         name.push_str(suffix);
         name
+    }
+
+    /// Names of the lease `key` with each of `suffixes`, in one buffer (one
+    /// allocation for all, where each `String` would cost its own).
+    pub(crate) fn names<const N: usize>(&self, key: &str, suffixes: [&str; N]) -> Names<N> {
+        let tag = hash_tag(key);
+        let stem = self.prefix.len() + tag.len() + 2;
+        let mut text = String::with_capacity(suffixes.iter().map(|s| stem + s.len()).sum());
+        let ends = suffixes.map(|suffix| {
+            text.push_str(&self.prefix);
+            text.push('{');
+            text.push_str(&tag);
+            text.push('}');
+            text.push_str(suffix);
+            text.len()
+        });
+        Names { text, ends }
     }
 
     /// The key holding the lease `key`.

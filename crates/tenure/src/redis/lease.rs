@@ -87,9 +87,9 @@ pub struct RedisStore {
     keys: Keys,
     subscriber: Arc<OnceCell<Subscriber>>,
     replicas: Option<ReplicaAcks>,
-    /// Send scripts with `EVAL` instead of `EVALSHA`: see
-    /// [`inline_scripts`](Self::inline_scripts).
-    inline_scripts: bool,
+    /// As a quorum node, the scripts known to be loaded on the server: see
+    /// [`quorum_scripts`](Self::quorum_scripts). `None` off a quorum.
+    loaded: Option<Arc<LoadedScripts>>,
     /// The scripts that write fence counters, with this store's retention.
     counters: Arc<CounterScripts>,
 }
@@ -124,54 +124,86 @@ impl RedisStore {
             keys: Keys::new(options.prefix),
             subscriber: Arc::new(OnceCell::new()),
             replicas: options.replicas,
-            inline_scripts: false,
+            loaded: None,
             counters: CounterScripts::for_retention(options.fence_retention),
         }
     }
 
-    /// Sends every script with `EVAL` (the script's text) instead of `EVALSHA`.
-    /// A quorum needs it: a `NOSCRIPT` answer makes redis-rs load the script and
-    /// send the call again *later*, which can reorder it behind requests made
-    /// after it — an undo could then run before the vote it undoes (a later
-    /// attempt is safe either way: it carries a fresh owner token). `EVAL` is one
-    /// self-contained request, so requests reach a node in the order they were
-    /// made.
+    /// Runs every script as a quorum node must: never sent again after a
+    /// `NOSCRIPT`. redis-rs's load-and-retry sends the call again *later*,
+    /// which can reorder it behind requests made after it — an undo could then
+    /// run before the vote it undoes (a later attempt is safe either way: it
+    /// carries a fresh owner token). So a script this store has not seen
+    /// loaded goes as `SCRIPT LOAD` and `EVALSHA` in one pipeline (one
+    /// request, in order), later calls by `EVALSHA` alone, and a `NOSCRIPT`
+    /// (the server restarted or flushed its scripts) fails that one call,
+    /// which the server did not run, and forgets the script so the next call
+    /// loads it again.
     #[cfg(feature = "quorum")]
-    pub(super) fn inline_scripts(mut self) -> Self {
-        self.inline_scripts = true;
+    pub(super) fn quorum_scripts(mut self) -> Self {
+        self.loaded = Some(Arc::default());
         self
     }
 
-    /// Runs a lease script by `EVALSHA` (with NOSCRIPT recovery) or, with
-    /// [`inline_scripts`](Self::inline_scripts), by `EVAL`.
-    pub(super) async fn run_script<T: redis::FromRedisValue>(
+    /// Runs a lease script by `EVALSHA` (with NOSCRIPT recovery) or, as a
+    /// quorum node, as [`quorum_scripts`](Self::quorum_scripts) says.
+    pub(super) async fn run_script<T: redis::FromRedisValue, K: AsRef<str>>(
         &self,
         op: &'static str,
-        (script, source): (&Script, &str),
-        keys: &[String],
+        script: (&Script, &str),
+        keys: &[K],
         args: &[&str],
     ) -> Result<T> {
-        let key = keys.first().map_or("", String::as_str);
-        if self.inline_scripts {
-            let mut cmd = redis::cmd("EVAL");
-            cmd.arg(source).arg(keys.len()).arg(keys).arg(args);
-            return self
+        let key = keys.first().map_or("", AsRef::as_ref);
+        match &self.loaded {
+            None => self.conn.eval_sha(op, key, script.0, keys, args).await,
+            // Boxed: the single-node path's futures stay small.
+            Some(loaded) => {
+                let call = super::conn::evalsha(script.0, keys, args);
+                Box::pin(self.run_node_script(loaded, op, key, script, call)).await
+            }
+        }
+    }
+
+    /// Sends `call`, the `EVALSHA` of `script`, as a quorum node must (see
+    /// [`quorum_scripts`](Self::quorum_scripts)).
+    async fn run_node_script<T: redis::FromRedisValue>(
+        &self,
+        loaded: &LoadedScripts,
+        op: &'static str,
+        key: &str,
+        (script, source): (&Script, &str),
+        call: redis::Cmd,
+    ) -> Result<T> {
+        let hash = script.get_hash();
+        if !loaded.has(hash) {
+            let mut pipe = redis::pipe();
+            pipe.add_command(script_load(source))
+                .ignore()
+                .add_command(call);
+            let (reply,): (T,) = self
                 .conn
                 .call(
                     op,
                     key,
-                    |mut c| async move { cmd.query_async(&mut c).await },
+                    |mut c| async move { pipe.query_async(&mut c).await },
                 )
-                .await;
+                .await?;
+            loaded.add(hash);
+            return Ok(reply);
         }
-        let mut invocation = script.prepare_invoke();
-        for k in keys {
-            invocation.key(k);
+        let reply = self
+            .conn
+            .call(
+                op,
+                key,
+                |mut c| async move { call.query_async(&mut c).await },
+            )
+            .await;
+        if reply.as_ref().is_err_and(is_noscript) {
+            loaded.forget(hash);
         }
-        for a in args {
-            invocation.arg(a);
-        }
-        self.conn.script(op, key, &invocation).await
+        reply
     }
 
     /// The connection, shared with other Redis-based parts of tenure.
@@ -203,12 +235,14 @@ impl RedisStore {
     /// Releases `key` if it holds `token`: hands it to the first live waiter in
     /// line, or deletes it.
     async fn release_to_next(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        let names = self.keys.names(key, ["", ":fence", ":queue", ":released"]);
+        let [lease, fence, queue, channel] = names.get();
         let released: i64 = self
             .run_script(
                 "release",
                 self.counters.release.pair(),
-                &self.keys.lease_fence_queue(key),
-                &[token.as_str(), &self.keys.released(key)],
+                &[lease, fence, queue],
+                &[token.as_str(), channel],
             )
             .await?;
         Ok(if released == 1 {
@@ -228,26 +262,35 @@ impl RedisStore {
     ///
     /// Returns the script's reply and the number of acknowledging replicas
     /// (`None` without `require_replicas`).
-    async fn run_write<T: redis::FromRedisValue>(
+    async fn run_write<T: redis::FromRedisValue, K: AsRef<str>>(
         &self,
         op: &'static str,
         script: (&Script, &str),
-        keys: &[String],
+        keys: &[K],
         args: &[&str],
     ) -> Result<(T, Option<ReplicaReply>)> {
-        let Some(acks) = self.replicas else {
-            return Ok((self.run_script(op, script, keys, args).await?, None));
-        };
-        let key = keys.first().map_or("", String::as_str);
+        match self.replicas {
+            None => Ok((self.run_script(op, script, keys, args).await?, None)),
+            // Boxed: the path without acknowledgements keeps small futures.
+            Some(acks) => Box::pin(self.run_acknowledged(op, script, keys, args, acks)).await,
+        }
+    }
+
+    /// [`run_write`](Self::run_write) with replica acknowledgements.
+    async fn run_acknowledged<T: redis::FromRedisValue, K: AsRef<str>>(
+        &self,
+        op: &'static str,
+        script: (&Script, &str),
+        keys: &[K],
+        args: &[&str],
+        acks: ReplicaAcks,
+    ) -> Result<(T, Option<ReplicaReply>)> {
+        let key = keys.first().map_or("", AsRef::as_ref);
         // WAIT 0 would block forever: wait at least 1 ms.
         let wait_ms = millis(acks.timeout).max(1);
         let needed = acks.replicas.get();
         let mut pipe = redis::pipe();
-        pipe.cmd("EVAL")
-            .arg(script.1)
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args)
+        pipe.add_command(super::conn::eval(script.1, keys, args))
             .cmd("WAIT")
             .arg(needed)
             .arg(wait_ms);
@@ -324,6 +367,49 @@ impl RedisStore {
     }
 }
 
+/// The scripts a quorum node has loaded on its server (at most a handful:
+/// a list is the cheapest set).
+#[derive(Debug, Default)]
+pub(super) struct LoadedScripts(std::sync::Mutex<Vec<String>>);
+
+impl LoadedScripts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn has(&self, hash: &str) -> bool {
+        self.lock().iter().any(|h| h == hash)
+    }
+
+    fn add(&self, hash: &str) {
+        let mut loaded = self.lock();
+        if !loaded.iter().any(|h| h == hash) {
+            loaded.push(hash.to_string());
+        }
+    }
+
+    fn forget(&self, hash: &str) {
+        self.lock().retain(|h| h != hash);
+    }
+}
+
+/// `SCRIPT LOAD` of a script's text.
+fn script_load(source: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("SCRIPT");
+    cmd.arg("LOAD").arg(source);
+    cmd
+}
+
+/// Whether an error is the server's `NOSCRIPT`.
+pub(super) fn is_noscript(e: &Error) -> bool {
+    match e {
+        Error::Backend { cause, .. } => cause
+            .downcast_ref::<redis::RedisError>()
+            .is_some_and(super::conn::is_noscript),
+        _ => false,
+    }
+}
+
 /// A script call that may grant a lease: what [`RedisStore::run_grant`] needs
 /// to know to undo or report it.
 pub(super) struct Grant<'a> {
@@ -340,11 +426,11 @@ impl RedisStore {
     /// The validity counts from when the request was sent. A grant the
     /// replicas did not acknowledge is released again and reported as an
     /// error.
-    pub(super) async fn run_grant<T: redis::FromRedisValue>(
+    pub(super) async fn run_grant<T: redis::FromRedisValue, K: AsRef<str>>(
         &self,
         grant: Grant<'_>,
         script: (&Script, &str),
-        keys: &[String],
+        keys: &[K],
         args: &[&str],
         split: impl FnOnce(T) -> (i64, i64, Option<String>),
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
@@ -414,11 +500,20 @@ impl LeaseStore for RedisStore {
         ttl: Duration,
         holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
-        let keys = self.keys.lease_fence_holder(key);
+        let names = self.keys.names(key, ["", ":fence", ":holder"]);
         let ttl_ms = millis(ttl).to_string();
         let recorded = holder::acquire_args(holder);
-        let mut args = vec![token.as_str(), &ttl_ms];
-        args.extend(recorded.iter().map(String::as_str));
+        let plain = [token.as_str(), &ttl_ms];
+        let with_holder: Vec<&str>;
+        let args: &[&str] = if recorded.is_empty() {
+            &plain
+        } else {
+            with_holder = plain
+                .into_iter()
+                .chain(recorded.iter().map(String::as_str))
+                .collect();
+            &with_holder
+        };
         let script = self.counters.acquire.pair();
         let grant = Grant {
             op: "acquire",
@@ -427,9 +522,13 @@ impl LeaseStore for RedisStore {
             ttl,
         };
         let (reply, _) = self
-            .run_grant(grant, script, &keys, &args, |(won, value): (i64, i64)| {
-                (won, value, None)
-            })
+            .run_grant(
+                grant,
+                script,
+                &names.get(),
+                args,
+                |(won, value): (i64, i64)| (won, value, None),
+            )
             .await?;
         Ok(reply)
     }

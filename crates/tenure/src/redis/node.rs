@@ -26,11 +26,11 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
 impl RedisStore {
     /// A store for one quorum node at `url`, without connecting. Its scripts go
-    /// by `EVAL`, so that no `NOSCRIPT` retry sends a request again later (an
+    /// by `EVALSHA`, but none is sent again after a `NOSCRIPT` (an
     /// extend-or-take retried after the release could take the node); see
-    /// [`inline_scripts`](RedisStore::inline_scripts).
+    /// [`quorum_scripts`](RedisStore::quorum_scripts).
     pub(crate) fn quorum_node(url: &str, options: RedisOptions) -> Result<RedisStore> {
-        Ok(RedisStore::lazy(url, options)?.inline_scripts())
+        Ok(RedisStore::lazy(url, options)?.quorum_scripts())
     }
 
     /// Deletes one node's part of a quorum lease if it holds `token`; with
@@ -40,14 +40,16 @@ impl RedisStore {
     async fn release_vote(&self, key: &str, token: &OwnerToken, wake: bool) -> Result<bool> {
         let channel = self.keys().released(key);
         let args = [token.as_str(), &channel, if wake { "1" } else { "0" }];
-        let released: i64 = self
-            .run_script(
-                "release",
-                (&RELEASE, RELEASE_LUA),
-                &[self.keys().lease(key)],
-                &args,
-            )
-            .await?;
+        let keys = [self.keys().lease(key)];
+        let script = (&*RELEASE, RELEASE_LUA);
+        let released: i64 = match self.run_script("release", script, &keys, &args).await {
+            // Not run, and the store has forgotten the script: a release may
+            // go again at once (later than the vote it undoes is safe).
+            Err(e) if super::lease::is_noscript(&e) => {
+                self.run_script("release", script, &keys, &args).await?
+            }
+            reply => reply?,
+        };
         Ok(released == 1)
     }
 }

@@ -197,7 +197,11 @@ impl SentinelLink {
                 e.to_string(),
             ))
         })?;
-        let manager = node_manager(&client, self.inner.timeout, self.inner.connect_timeout)?;
+        let manager = node_manager(
+            &client,
+            Some(self.inner.timeout),
+            self.inner.connect_timeout,
+        )?;
         let mut slot = self.inner.current.lock().unwrap_or_else(|e| e.into_inner());
         let generation = slot.as_ref().map_or(0, |c| c.generation) + 1;
         tracing::debug!(master = %self.inner.spec.master, %addr, "master discovered through sentinel");

@@ -100,10 +100,13 @@ pub(crate) use meter::{acquisition, handoff, hold, limit_decision, limit_store, 
 macro_rules! finish {
     ($level:ident, $span:expr, $outcome:expr, $started:expr) => {{
         let span: &tracing::Span = $span;
-        let outcome: &'static str = $outcome;
-        span.record("outcome", outcome);
-        span.record("latency_us", $crate::duration::micros($started.elapsed()));
-        tracing::$level!(parent: span, "{outcome}");
+        // Nothing to record (not even the clock to read) when nobody listens.
+        if !span.is_disabled() {
+            let outcome: &'static str = $outcome;
+            span.record("outcome", outcome);
+            span.record("latency_us", $crate::duration::micros($started.elapsed()));
+            tracing::$level!(parent: span, "{outcome}");
+        }
     }};
 }
 pub(crate) use finish;
