@@ -88,7 +88,7 @@ pub struct Global {
 // Usage lines: clap's own would show KEY as optional (it may come as -k).
 const RUN_USAGE: &str = "tenure run [OPTIONS] KEY [--] CMD [ARGS]...
        tenure run [OPTIONS] KEY -c 'SHELL COMMAND'
-       tenure run [OPTIONS] -k KEY (-- CMD [ARGS]... | -c 'SHELL COMMAND')";
+       tenure run [OPTIONS] -k KEY [-k KEY]... (-- CMD [ARGS]... | -c 'SHELL COMMAND')";
 const ELECT_USAGE: &str = "tenure elect [OPTIONS] KEY [--] CMD [ARGS]...
        tenure elect [OPTIONS] KEY -c 'SHELL COMMAND'
        tenure elect [OPTIONS] -k KEY (-- CMD [ARGS]... | -c 'SHELL COMMAND')";
@@ -120,7 +120,9 @@ Examples:
   tenure run deploy --wait inf ./deploy.sh --prod   # wait as long as it takes
   tenure run cron -n -q -E 0 -- ./job      # already running: exit 0, quietly
   tenure run report -t 2m --json-file run.json ./report
-  tenure run -k job -w 30 -c 'curl -H \"Fence: $TENURE_FENCE\" -X PUT https://…'";
+  tenure run -k job -w 30 -c 'curl -H \"Fence: $TENURE_FENCE\" -X PUT https://…'
+  tenure run -k acct:1 -k acct:2 -- ./transfer.sh   # both keys or neither
+  tenure run nightly --max-hold 2h ./job   # stopped (exit 76) after 2 hours";
 
 const LIMIT_EXAMPLES: &str = "\
 Examples:
@@ -173,8 +175,9 @@ Examples:
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a command while holding a lease; TENURE_FENCE and TENURE_KEY are set
-    /// in its environment.
+    /// Run a command while holding a lease (or several, all or none: -k A -k
+    /// B); TENURE_FENCE and TENURE_KEY (for several: TENURE_FENCES and
+    /// TENURE_KEYS, one per line) are set in its environment.
     #[command(override_usage = RUN_USAGE, after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Take units from a rate limit: exit 0 when allowed, 75 when limited.
@@ -301,9 +304,10 @@ pub struct Invocation {
     #[arg(value_name = "KEY", required_unless_present = "key_flag")]
     key_pos: Option<String>,
 
-    /// The key, as an option (instead of KEY).
-    #[arg(short = 'k', long = "key", value_name = "KEY")]
-    key_flag: Option<String>,
+    /// The key, as an option (instead of KEY). `run` takes it several times
+    /// to hold every key at once (all or none): -k A -k B.
+    #[arg(short = 'k', long = "key", value_name = "KEY", action = ArgAction::Append)]
+    key_flag: Vec<String>,
 
     /// Run this shell command with `/bin/sh -c` (instead of CMD ARGS…).
     #[arg(short = 'c', long = "command", value_name = "SHELL_COMMAND")]
@@ -321,14 +325,27 @@ impl Invocation {
     /// for `-c` — the POSIX shell by its path, as `system(3)` does, so neither
     /// `$SHELL` nor a short `PATH` (cron's) changes what runs.
     pub fn resolve(&self) -> Result<(String, Vec<OsString>), String> {
+        let (mut keys, program) = self.resolve_keys()?;
+        if keys.len() > 1 {
+            return Err("one key only: -k is given once here (several keys are for `run`)".into());
+        }
+        Ok((keys.remove(0), program))
+    }
+
+    /// The keys (one positional KEY, or every -k KEY) and the program with its
+    /// arguments (see [`resolve`](Self::resolve)).
+    pub fn resolve_keys(&self) -> Result<(Vec<String>, Vec<OsString>), String> {
         let mut words = self.words.clone();
-        let key = match (&self.key_flag, &self.key_pos) {
-            (Some(flag), Some(first)) => {
-                words.insert(0, first.into());
-                flag.clone()
+        let keys = match (self.key_flag.as_slice(), &self.key_pos) {
+            ([], Some(key)) => vec![key.clone()],
+            ([], None) => return Err("a key is required: KEY or -k KEY".into()),
+            (flags, first) => {
+                // With -k, the first positional word is the command's.
+                if let Some(first) = first {
+                    words.insert(0, first.into());
+                }
+                flags.to_vec()
             }
-            (Some(key), None) | (None, Some(key)) => key.clone(),
-            (None, None) => return Err("a key is required: KEY or -k KEY".into()),
         };
         let program = match (&self.shell, words.is_empty()) {
             (Some(line), true) => vec!["/bin/sh".into(), "-c".into(), line.clone()],
@@ -349,7 +366,7 @@ impl Invocation {
             }
             (None, false) => words,
         };
-        Ok((key, program))
+        Ok((keys, program))
     }
 }
 
@@ -359,9 +376,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub invocation: Invocation,
 
-    /// The lease key (from `invocation`).
+    /// The lease key (from `invocation`): the first of `keys`.
     #[arg(skip)]
     pub key: String,
+
+    /// Every key to hold (from `invocation`): one, or several with -k A -k B.
+    #[arg(skip)]
+    pub keys: Vec<String>,
 
     /// How long the store keeps the lease without renewal (a bare number is
     /// seconds); tenure renews it
@@ -410,6 +431,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub permits: Option<NonZeroU32>,
 
+    /// Hold the lease at most this long (a bare number is seconds): then
+    /// renewal stops and the command is stopped as on any loss (SIGTERM,
+    /// SIGKILL after --grace; exit 76).
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
+    pub max_hold: Option<Duration>,
+
     /// The program and its arguments (from `invocation`).
     #[arg(skip)]
     pub argv: Vec<OsString>,
@@ -423,7 +450,16 @@ impl RunArgs {
 
     /// Fills `key` and `argv` from how they were written.
     pub fn resolve(&mut self) -> Result<(), String> {
-        (self.key, self.argv) = self.invocation.resolve()?;
+        let (keys, argv) = self.invocation.resolve_keys()?;
+        // A key given twice is held once.
+        self.keys = Vec::with_capacity(keys.len());
+        for key in keys {
+            if !self.keys.contains(&key) {
+                self.keys.push(key);
+            }
+        }
+        self.key = self.keys.first().cloned().unwrap_or_default();
+        self.argv = argv;
         Ok(())
     }
 }
@@ -631,6 +667,31 @@ mod tests {
         );
         assert!(run(&["-k", "k", "echo", "-c", "x"]).is_err());
         assert!(run(&[]).is_err());
+    }
+
+    #[test]
+    fn several_keys_come_as_repeated_dash_k() {
+        let r = run(&["-k", "b", "-k", "a", "--", "echo", "--flag"]).expect("parses");
+        assert_eq!(r.keys, ["b", "a"]);
+        assert_eq!(r.key, "b");
+        assert_eq!(r.argv, ["echo", "--flag"]);
+        let r = run(&["-k", "a", "--key", "b", "-k", "a", "-c", "exit 3"]).expect("parses");
+        assert_eq!(r.keys, ["a", "b"], "a key given twice is held once");
+        assert_eq!(r.program(), ["/bin/sh", "-c", "exit 3"]);
+        let r = run(&["-k", "a", "-k", "b", "echo", "x"]).expect("parses");
+        assert_eq!((r.keys.len(), r.argv.len()), (2, 2));
+        // One positional KEY: a `--` later on belongs to the command.
+        let r = run(&["k", "git", "checkout", "--", "f"]).expect("parses");
+        assert_eq!(r.keys, ["k"]);
+        assert_eq!(r.argv, ["git", "checkout", "--", "f"]);
+        let r = run(&["k", "--max-hold", "90", "true"]).expect("parses");
+        assert_eq!(r.max_hold, Some(Duration::from_secs(90)));
+        assert!(run(&["k", "--max-hold", "0", "true"]).is_err());
+        // Elections and run-once take one key.
+        for sub in ["elect", "once"] {
+            let err = parse(&[sub, "-k", "a", "-k", "b", "--", "true"]).unwrap_err();
+            assert!(err.contains("one key only"), "{sub}: {err}");
+        }
     }
 
     #[test]

@@ -81,6 +81,7 @@ fn run_terms(args: &ElectArgs) -> RunArgs {
     RunArgs {
         invocation: Invocation::default(),
         key: args.key.clone(),
+        keys: vec![args.key.clone()],
         ttl: args.ttl,
         wait: Wait::For(Duration::ZERO),
         no_wait: false,
@@ -90,6 +91,7 @@ fn run_terms(args: &ElectArgs) -> RunArgs {
         json: false,
         json_file: None,
         permits: None,
+        max_hold: None,
         argv: args.command.clone(),
     }
 }
@@ -138,7 +140,14 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
                 leadership.term()
             ));
         }
-        let held = run::hold(global, &run_args, &tenure, leadership.into_guard(), grace).await?;
+        let held = run::hold(
+            global,
+            &run_args,
+            &tenure,
+            leadership.into_guard().into(),
+            grace,
+        )
+        .await?;
         if !held.lost || args.exit_on_loss {
             return Ok(held.code);
         }

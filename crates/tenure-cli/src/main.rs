@@ -14,6 +14,7 @@ mod duration;
 mod elect;
 mod exit;
 mod generate;
+mod grant;
 mod leader;
 mod limit;
 mod list;

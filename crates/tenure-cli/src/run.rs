@@ -14,6 +14,13 @@
 //! `--grace` or at the deadline, whichever is first. Either way tenure exits
 //! 76, as it does when the final release finds the lease gone: 76 means the
 //! command may not have run alone.
+//!
+//! With several keys (`-k A -k B`) every key is taken, all or none (in one
+//! canonical order, so runs asking for overlapping keys cannot deadlock),
+//! `TENURE_KEYS` and `TENURE_FENCES` list them (one per line, in that order),
+//! and losing any key is losing the lease. `--max-hold D` stops renewing after
+//! D: the command is then stopped as on any loss (SIGTERM, SIGKILL after
+//! `--grace`, exit 76).
 
 use std::io::{ErrorKind, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -23,13 +30,14 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tenure::{Attempt, Coordinator, Lease, LeaseGuard, ReleaseOutcome};
+use tenure::{Attempt, Coordinator, Error, Lease, LossCause, ReleaseOutcome};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 
 use crate::cli::{Global, RunArgs, Wait};
 use crate::exit::{self, Failure};
+use crate::grant::Grant;
 use crate::{duration, output, secrets, store, terminal};
 
 /// `--grace` unless given (shortened to a third of the TTL when that is less).
@@ -96,13 +104,51 @@ pub fn timing(args: &RunArgs) -> Result<Duration, Failure> {
 }
 
 pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
-    tenure::validate_key(&args.key)?;
+    for key in &args.keys {
+        tenure::validate_key(key)?;
+    }
     let grace = timing(args)?;
     // Opened before anything else happens: a report that cannot be written
     // is found out before the lease is taken, not after the command ran.
     let mut report = Report::open(args)?;
     let tenure = store::connect(global).await?;
-    // With --permits the lease is a permit of an expiring semaphore.
+    let started = Instant::now();
+    let outcome = take(global, args, &tenure).await?;
+    report.waited = started.elapsed();
+    let grant = match outcome {
+        Taken::Granted(grant) => grant,
+        Taken::Held { key, ttl_left } => {
+            if !global.quiet {
+                // Who holds it, when it recorded itself: one read, best-effort.
+                let status = tenure.status(&key).await.ok();
+                let who = status.as_ref().and_then(output::holder_note);
+                note_held(args, &key, ttl_left, report.waited, who);
+            }
+            let code = args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED);
+            return Ok(report.finish("not_acquired", code));
+        }
+    };
+    let acquired = Instant::now();
+    report.fences = grant.fences();
+    tracing::info!(lease = %grant.name(), fences = ?report.fences, "lease acquired");
+    let held = hold(global, args, &tenure, grant, grace).await?;
+    report.ran = Some(held.ran);
+    report.command_status = held.command_status;
+    report.held = Some(acquired.elapsed());
+    Ok(report.finish(if held.lost { "lost" } else { "exited" }, held.code))
+}
+
+/// What `run` got: the lease(s), or the key someone else held all along.
+enum Taken {
+    Granted(Grant),
+    Held {
+        key: String,
+        ttl_left: Option<Duration>,
+    },
+}
+
+/// The lease `run` takes on its one key: a permit with --permits.
+fn one_lease(args: &RunArgs, tenure: &Coordinator) -> Result<Lease, Failure> {
     let lease = match args.permits {
         Some(n) => tenure.semaphore(&args.key, n)?.lease(),
         None => tenure.lease(&args.key),
@@ -115,30 +161,10 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
         Some(label) => lease.label(label),
         None => lease,
     };
-    let started = Instant::now();
-    let outcome = take(global, args, &tenure, &lease).await?;
-    report.waited = started.elapsed();
-    let guard = match outcome {
-        Attempt::Acquired(guard) => guard,
-        Attempt::Held { ttl_left } => {
-            if !global.quiet {
-                // Who holds it, when it recorded itself: one read, best-effort.
-                let status = tenure.status(&args.key).await.ok();
-                let who = status.as_ref().and_then(output::holder_note);
-                note_held(args, ttl_left, report.waited, who);
-            }
-            let code = args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED);
-            return Ok(report.finish("not_acquired", code));
-        }
-    };
-    let acquired = Instant::now();
-    report.fence = Some(guard.fence().get());
-    tracing::info!(key = %args.key, fence = %guard.fence(), "lease acquired");
-    let held = hold(global, args, &tenure, guard, grace).await?;
-    report.ran = Some(held.ran);
-    report.command_status = held.command_status;
-    report.held = Some(acquired.elapsed());
-    Ok(report.finish(if held.lost { "lost" } else { "exited" }, held.code))
+    Ok(match args.max_hold {
+        Some(max) => lease.max_hold(max),
+        None => lease,
+    })
 }
 
 /// How a command run by [`hold`] ended.
@@ -153,37 +179,37 @@ pub struct Held {
     pub ran: Duration,
 }
 
-/// Runs the command of `args` under an acquired `guard`: supervised as the
+/// Runs the command of `args` under an acquired `grant`: supervised as the
 /// module docs say, released at the end. (`tenure elect` runs its command
 /// through this too.)
 pub async fn hold(
     global: &Global,
     args: &RunArgs,
     tenure: &Coordinator,
-    guard: LeaseGuard,
+    grant: Grant,
     grace: Duration,
 ) -> Result<Held, Failure> {
-    if guard.remaining() <= grace {
+    if grant.remaining() <= grace {
         // The round trip ate the validity: the command would be terminated as
         // soon as it started.
-        let _ = guard.release().await;
+        let name = grant.name();
+        let _ = grant.release().await;
         return Err(Failure::new(
             exit::LEASE_LOST,
             format!(
-                "lease {:?} was acquired with too little validity left to run the command; \
-                 use a longer --ttl",
-                args.key
+                "{name} was acquired with too little validity left to run the command; \
+                 use a longer --ttl"
             ),
         ));
     }
     let started = Instant::now();
-    let ended = supervise(global, args, &guard, grace).await;
+    let ended = supervise(global, args, &grant, grace).await;
     let ran = started.elapsed();
     let command_status = match &ended {
         Ok(Ended::Exited(status)) => Some(exit_code(*status)),
         _ => None,
     };
-    let (code, lost) = finish(global, args, tenure, guard, ended).await?;
+    let (code, lost) = finish(global, tenure, grant, ended).await?;
     Ok(Held {
         code,
         lost,
@@ -194,25 +220,73 @@ pub async fn hold(
 
 /// One attempt with `--no-wait`; otherwise waits as `--wait` says, showing
 /// that it waits.
-async fn take(
-    global: &Global,
-    args: &RunArgs,
-    tenure: &Coordinator,
-    lease: &Lease,
-) -> Result<Attempt, Failure> {
-    if args.no_wait {
-        return Ok(lease.attempt().await?);
+async fn take(global: &Global, args: &RunArgs, tenure: &Coordinator) -> Result<Taken, Failure> {
+    if args.keys.len() > 1 {
+        return take_all(args, tenure).await;
     }
-    let wait = match args.wait {
-        Wait::For(d) => Some(d),
-        Wait::Forever => None,
+    let lease = one_lease(args, tenure)?;
+    let attempt = if args.no_wait {
+        lease.attempt().await?
+    } else {
+        let wait = match args.wait {
+            Wait::For(d) => Some(d),
+            Wait::Forever => None,
+        };
+        let show = !global.quiet;
+        output::while_waiting(tenure, &args.key, wait, show, acquire(&lease, wait)).await?
     };
-    let show = !global.quiet;
-    Ok(output::while_waiting(tenure, &args.key, wait, show, acquire(lease, wait)).await?)
+    Ok(match attempt {
+        Attempt::Acquired(guard) => Taken::Granted(guard.into()),
+        Attempt::Held { ttl_left } => Taken::Held {
+            key: args.key.clone(),
+            ttl_left,
+        },
+    })
+}
+
+/// Takes every key of `-k A -k B …`, all or none, waiting as `--wait` says.
+async fn take_all(args: &RunArgs, tenure: &Coordinator) -> Result<Taken, Failure> {
+    if args.permits.is_some() {
+        return Err(Failure::usage(
+            "--permits holds a permit on one key; give a single key with it",
+        ));
+    }
+    let set = tenure
+        .lease_all(args.keys.iter().cloned())
+        .ttl(args.ttl)
+        .watchdog(true)
+        .record_holder(true);
+    let set = match &args.label {
+        Some(label) => set.label(label),
+        None => set,
+    };
+    let set = match args.max_hold {
+        Some(max) => set.max_hold(max),
+        None => set,
+    };
+    let acquired = match (args.no_wait, args.wait) {
+        (true, _) => set.acquire_timeout(Duration::ZERO).await,
+        (false, Wait::For(d)) => set.acquire_timeout(d).await,
+        (false, Wait::Forever) => set.acquire().await,
+    };
+    match acquired {
+        Ok(set) => Ok(Taken::Granted(Grant::Set(set))),
+        Err(Error::Busy { key, retry_in }) => Ok(Taken::Held {
+            key,
+            ttl_left: retry_in,
+        }),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The one-line note that another process holds the lease.
-fn note_held(args: &RunArgs, ttl_left: Option<Duration>, waited: Duration, who: Option<String>) {
+fn note_held(
+    args: &RunArgs,
+    key: &str,
+    ttl_left: Option<Duration>,
+    waited: Duration,
+    who: Option<String>,
+) {
     let ttl = ttl_left.map_or(String::new(), |t| {
         format!(" (its TTL has {} left)", duration::show(t))
     });
@@ -225,9 +299,13 @@ fn note_held(args: &RunArgs, ttl_left: Option<Duration>, waited: Duration, who: 
         || "another process".to_string(),
         |w| w.replacen("held by ", "", 1),
     );
+    let set = if args.keys.len() > 1 {
+        " (none of the keys is held by this run)"
+    } else {
+        ""
+    };
     output::note(&format!(
-        "lease {:?} is held by {who}{ttl}; not acquired{waited}",
-        args.key
+        "lease {key:?} is held by {who}{ttl}; not acquired{waited}{set}"
     ));
 }
 
@@ -250,10 +328,11 @@ async fn acquire(lease: &tenure::Lease, wait: Option<Duration>) -> Result<Attemp
 
 /// What `--json` / `--json-file` report when `run` ends.
 struct Report {
-    key: String,
+    keys: Vec<String>,
     /// Where the report goes: `None` when neither flag was given.
     sink: Option<Sink>,
-    fence: Option<u64>,
+    /// Each key with its fence, once acquired.
+    fences: Vec<(String, u64)>,
     waited: Duration,
     held: Option<Duration>,
     ran: Option<Duration>,
@@ -281,9 +360,9 @@ impl Report {
             (None, false) => None,
         };
         Ok(Report {
-            key: args.key.clone(),
+            keys: args.keys.clone(),
             sink,
-            fence: None,
+            fences: Vec::new(),
             waited: Duration::ZERO,
             held: None,
             ran: None,
@@ -295,17 +374,23 @@ impl Report {
     fn finish(self, outcome: &str, code: u8) -> u8 {
         let Some(sink) = self.sink else { return code };
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let value = serde_json::json!({
-            "key": self.key,
+        let mut value = serde_json::json!({
+            "key": self.keys.first(),
             "outcome": outcome,
-            "acquired": self.fence.is_some(),
-            "fence": self.fence,
+            "acquired": !self.fences.is_empty(),
+            "fence": self.fences.first().map(|(_, f)| f),
             "exit_status": code,
             "command_status": self.command_status,
             "waited_ms": ms(self.waited),
             "held_ms": self.held.map(ms),
             "ran_ms": self.ran.map(ms),
         });
+        if self.keys.len() > 1 {
+            // Several keys: all of them, and their fences in the same order.
+            value["keys"] = serde_json::json!(self.keys);
+            let fences: Vec<u64> = self.fences.iter().map(|(_, f)| *f).collect();
+            value["fences"] = serde_json::json!(fences);
+        }
         let text = secrets::scrub_json(&value).to_string();
         match sink {
             Sink::Stderr => {
@@ -336,50 +421,57 @@ enum Ended {
 async fn supervise(
     global: &Global,
     args: &RunArgs,
-    guard: &LeaseGuard,
+    grant: &Grant,
     grace: Duration,
 ) -> Result<Ended, Failure> {
     let mut streams = signal_streams(&FORWARDED)?;
-    let mut child = spawn(args, guard)?;
+    let mut child = spawn(args, grant)?;
     let group = child_group(&child);
     // Interactive use: the command gets the terminal (and Ctrl-C) while it runs.
     let _terminal = group.and_then(terminal::hand_over);
-    let lost = guard.lost();
+    let lost = grant.lost();
     let quiet = global.quiet;
     loop {
         // The local deadline as of the last confirmed renewal.
         let now = Instant::now();
-        let deadline = now + guard.remaining();
+        let deadline = now + grant.remaining();
         let term_at = deadline.checked_sub(grace).unwrap_or(now).max(now);
         let any_signal = first_signal(&mut streams);
         tokio::select! {
             biased;
             () = lost.wait() => {
+                let max_hold = grant.loss_cause() == Some(LossCause::MaxHold);
                 if !quiet {
+                    let why = if max_hold {
+                        format!(": held for --max-hold {}", args.max_hold.map_or_else(String::new, duration::show))
+                    } else {
+                        " lost while the command ran (the store no longer holds it for us, or \
+                         renewal was not confirmed in time)"
+                            .to_string()
+                    };
                     output::note(&format!(
-                        "lease {:?} lost while the command ran (the store no longer holds it \
-                         for us, or renewal was not confirmed in time); terminating the \
-                         command (SIGTERM, SIGKILL after at most {})",
-                        args.key,
+                        "{}{why}; terminating the command (SIGTERM, SIGKILL after at most {})",
+                        grant.name(),
                         duration::show(grace),
                     ));
                 }
                 let at = Instant::now();
                 terminate(&mut child, group, (at + grace).min(deadline)).await;
-                // Before the local deadline only the store can have said so.
-                return Ok(if at < deadline { Ended::Gone } else { Ended::Lost });
+                // Before the local deadline only the store (or the maximum
+                // hold, which has said why already) can have said so.
+                return Ok(if at < deadline && !max_hold { Ended::Gone } else { Ended::Lost });
             }
-            status = child.wait() => return exited(args, quiet, guard, group, status).await,
+            status = child.wait() => return exited(quiet, grant, group, status).await,
             () = tokio::time::sleep_until(term_at) => {
-                let left = guard.remaining();
+                let left = grant.remaining();
                 if left > grace {
                     continue; // a renewal moved the deadline meanwhile
                 }
                 if !quiet {
                     output::note(&format!(
-                        "lease {:?}: no renewal confirmed and {} of validity left; terminating \
+                        "{}: no renewal confirmed and {} of validity left; terminating \
                          the command (SIGTERM now, SIGKILL at the lease's local deadline)",
-                        args.key,
+                        grant.name(),
                         duration::show(left),
                     ));
                 }
@@ -408,9 +500,8 @@ pub fn signal_streams(
 /// The command exited while supervised: what it left running in its group is
 /// killed, and an exit seen after the lease's validity ran out counts as lost.
 async fn exited(
-    args: &RunArgs,
     quiet: bool,
-    guard: &LeaseGuard,
+    grant: &Grant,
     group: Option<Pid>,
     status: std::io::Result<ExitStatus>,
 ) -> Result<Ended, Failure> {
@@ -420,11 +511,15 @@ async fn exited(
     kill_group(group).await;
     // Seen exiting after the lease's validity ran out (tenure itself
     // was paused past the TTL): it may not have run alone to the end.
-    if guard.is_lost() || guard.remaining().is_zero() {
+    if grant.is_lost() || grant.remaining().is_zero() {
         if !quiet {
+            let what = match grant.loss_cause() {
+                Some(LossCause::MaxHold) => "reached its --max-hold",
+                _ => "expired; another holder may have overlapped",
+            };
             output::note(&format!(
-                "lease {:?} expired before the command finished; another holder may have overlapped",
-                args.key
+                "{} {what} before the command finished",
+                grant.name()
             ));
         }
         return Ok(Ended::Lost);
@@ -445,7 +540,7 @@ pub async fn first_signal(streams: &mut [(Signal, tokio::signal::unix::Signal)])
     .await
 }
 
-fn spawn(args: &RunArgs, guard: &LeaseGuard) -> Result<Child, Failure> {
+fn spawn(args: &RunArgs, grant: &Grant) -> Result<Child, Failure> {
     let argv = args.program();
     let (program, rest) = argv
         .split_first()
@@ -453,8 +548,7 @@ fn spawn(args: &RunArgs, guard: &LeaseGuard) -> Result<Child, Failure> {
     let mut command = Command::new(program);
     command
         .args(rest)
-        .env("TENURE_FENCE", guard.fence().to_string())
-        .env("TENURE_KEY", &args.key)
+        .envs(grant.env())
         // Its own process group, so that a lost lease stops the command's
         // children too, not only the shell that started them.
         .process_group(0)
@@ -551,37 +645,36 @@ fn group_runs(group: Pid) -> bool {
 /// whether the lease was found lost (the status is then 76).
 async fn finish(
     global: &Global,
-    args: &RunArgs,
     tenure: &Coordinator,
-    guard: LeaseGuard,
+    grant: Grant,
     ended: Result<Ended, Failure>,
 ) -> Result<(u8, bool), Failure> {
     let ended = match ended {
         Ok(ended) => ended,
         Err(e) => {
-            let _ = guard.release().await;
+            let _ = grant.release().await;
             return Err(e);
         }
     };
     let status = match ended {
         Ended::Lost => {
-            let _ = guard.release().await;
+            let _ = grant.release().await;
             return Ok((exit::LEASE_LOST, true));
         }
         Ended::Gone => {
-            let _ = guard.release().await;
+            let key = grant.lost_key();
+            let _ = grant.release().await;
             if !global.quiet {
                 output::note(&format!(
-                    "lease {:?} {} while the command ran",
-                    args.key,
-                    what_happened(tenure, &args.key).await
+                    "lease {key:?} {} while the command ran",
+                    what_happened(tenure, &key).await
                 ));
             }
             return Ok((exit::LEASE_LOST, true));
         }
         Ended::Exited(status) => status,
     };
-    release_after_exit(global, args, tenure, guard, status).await
+    release_after_exit(global, tenure, grant, status).await
 }
 
 /// The command exited within the lease: checks that the lease is still ours,
@@ -594,16 +687,16 @@ async fn finish(
 /// stands, with a note.
 async fn release_after_exit(
     global: &Global,
-    args: &RunArgs,
     tenure: &Coordinator,
-    guard: LeaseGuard,
+    grant: Grant,
     status: ExitStatus,
 ) -> Result<(u8, bool), Failure> {
-    let gone = confirm_held(&guard).await;
+    let gone = confirm_held(&grant).await;
     // Whether the release is sent while the lease is still valid: only then
     // does "not held" mean it was gone before its validity ended.
-    let inside = !guard.is_lost();
-    let released = guard.release().await;
+    let inside = !grant.is_lost();
+    let (name, key) = (grant.name(), grant.lost_key());
+    let released = grant.release().await;
     let released = if gone {
         Ok(ReleaseOutcome::NotHeld)
     } else {
@@ -614,12 +707,11 @@ async fn release_after_exit(
         Ok(_) if gone || inside => {
             // The store no longer had our lease: someone may have held it while
             // the command ran. Say which, when the store can tell.
-            let what = what_happened(tenure, &args.key).await;
+            let what = what_happened(tenure, &key).await;
             if !global.quiet {
                 output::note(&format!(
-                    "lease {:?} {what} before the command finished; it may not have run \
+                    "lease {key:?} {what} before the command finished; it may not have run \
                      alone (exit 76; the command itself exited with {})",
-                    args.key,
                     exit_code(status)
                 ));
             }
@@ -628,9 +720,8 @@ async fn release_after_exit(
         Ok(_) => {
             if !global.quiet {
                 output::note(&format!(
-                    "lease {:?}: the store answered only after the lease's validity ran out, \
-                     and it had expired by then; the command ended within its validity",
-                    args.key
+                    "{name}: the store answered only after the lease's validity ran out, \
+                     and it had expired by then; the command ended within its validity"
                 ));
             }
             Ok((exit_code(status), false))
@@ -639,7 +730,7 @@ async fn release_after_exit(
             // The command finished within the lease's validity; only the
             // release failed, and the TTL frees the key.
             if !global.quiet {
-                output::note(&format!("could not release lease {:?}: {e}", args.key));
+                output::note(&format!("could not release {name}: {e}"));
             }
             Ok((exit_code(status), false))
         }
@@ -651,13 +742,13 @@ async fn release_after_exit(
 /// that (it never revives a lost lease); it is tried twice, because the first
 /// call after a store restart can fail on the broken connection, and a release
 /// that fails would leave the question open.
-async fn confirm_held(guard: &LeaseGuard) -> bool {
+async fn confirm_held(grant: &Grant) -> bool {
     for _ in 0..2 {
-        if guard.is_lost() {
+        if grant.is_lost() {
             // Past the validity: a renewal could no longer tell.
             return false;
         }
-        match guard.extend().await {
+        match grant.extend().await {
             Ok(tenure::ExtendOutcome::NotHeld) => return true,
             Ok(_) => return false,
             Err(e) => tracing::info!(error = %e, "checking the lease before release failed"),

@@ -171,7 +171,7 @@ fn run_json_reports_the_fence_and_timings_without_touching_stdout() {
     assert_eq!(json["key"], "j");
     assert_eq!(json["outcome"], "exited");
     assert_eq!(json["acquired"], true);
-    assert_eq!(json["fence"], 1);
+    let first = json["fence"].as_u64().expect("a whole number");
     assert_eq!(json["command_status"], 3);
     assert_eq!(json["exit_status"], 3);
     assert!(json["held_ms"].as_u64().unwrap() >= 200, "{json}");
@@ -193,7 +193,7 @@ fn run_json_reports_the_fence_and_timings_without_touching_stdout() {
     assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(json["fence"], 2, "{json}");
+    assert!(json["fence"].as_u64().unwrap() > first, "{json}");
     assert_eq!(json["exit_status"], 0, "{json}");
 
     // Not acquired: a report too, with no fence.

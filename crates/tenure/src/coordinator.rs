@@ -9,18 +9,20 @@ pub use builder::CoordinatorBuilder;
 
 use crate::election::Election;
 use crate::error::{Error, Result};
+use crate::gate::GateStore;
 use crate::key::validate_key;
-use crate::lease::{Lease, LeaseStatus, LeaseStore, ReleaseOutcome};
+use crate::lease::{Lease, LeaseSet, LeaseStatus, LeaseStore, ReleaseOutcome};
 use crate::limit::store::LimitStore;
 use crate::limit::{Algorithm, Limiter, Quota};
-use crate::memory::{MemoryLimits, MemoryRecords, MemorySemaphores, MemoryStore};
+use crate::memory::{MemoryGates, MemoryLimits, MemoryRecords, MemoryStore};
 use crate::once::Once;
 #[cfg(feature = "quorum")]
 use crate::quorum::QuorumStore;
 use crate::record::RecordStore;
 #[cfg(feature = "redis")]
 use crate::redis::{RedisLimits, RedisStore};
-use crate::semaphore::{Semaphore, SemaphoreStore};
+use crate::rwlease::RwLease;
+use crate::semaphore::Semaphore;
 #[cfg(feature = "sqlite")]
 use crate::sqlite::{SqliteOptions, SqliteStore};
 use crate::url::redact;
@@ -43,8 +45,9 @@ pub struct Coordinator {
     /// Where elections and run-once operations keep their records (none for
     /// a custom lease store unless given).
     records: Option<Arc<dyn RecordStore>>,
-    /// Where semaphores keep their permits (none on a quorum).
-    semaphores: Option<Arc<dyn SemaphoreStore>>,
+    /// Where semaphores and read-write leases keep their gates (none on a
+    /// quorum).
+    semaphores: Option<Arc<dyn GateStore>>,
     /// The Redis store behind the leases, for the fenced resource on it.
     #[cfg(feature = "redis")]
     redis: Option<RedisStore>,
@@ -227,10 +230,11 @@ impl Coordinator {
         self
     }
 
-    /// This handle with semaphore permits kept in `store` (connecting by URL
-    /// sets it to the leases' store, except on a quorum).
+    /// This handle with semaphore permits and read-write leases kept in
+    /// `store` (connecting by URL sets it to the leases' store, except on a
+    /// quorum).
     #[must_use]
-    pub fn with_semaphores(mut self, store: impl SemaphoreStore) -> Self {
+    pub fn with_semaphores(mut self, store: impl GateStore) -> Self {
         self.semaphores = Some(Arc::new(store));
         self
     }
@@ -247,6 +251,20 @@ impl Coordinator {
                 .into(),
         })?;
         Ok(Semaphore::new(store, key.into(), permits))
+    }
+
+    /// A read-write lease on `key`: many readers or one writer; see
+    /// [`rwlease`](crate::rwlease). Fails on a store without them (a
+    /// quorum), naming the alternative.
+    pub fn rw_lease(&self, key: impl Into<String>) -> Result<RwLease> {
+        let store = self.semaphores.clone().ok_or_else(|| Error::Unsupported {
+            store: self.backend.describe(),
+            what: "read-write leases",
+            instead: "a quorum of masters would need its own majority protocol for \
+                          shared grants; use one Redis master, a Redis Cluster, SQLite or etcd"
+                .into(),
+        })?;
+        Ok(RwLease::new(store, key.into()))
     }
 
     /// A run-once operation on `key`; see [`once`](crate::once).
@@ -298,6 +316,21 @@ impl Coordinator {
     /// Describes a lease on `key`; nothing is sent until it is acquired.
     pub fn lease(&self, key: impl Into<String>) -> Lease {
         Lease::new(Arc::clone(&self.backend), key.into())
+    }
+
+    /// Describes leases on several keys taken together, all or none
+    /// (duplicates count once): [`acquire`](LeaseSet::acquire) returns only
+    /// when every key is held, and nobody keeps part of the set after a
+    /// refusal, an error or a dropped future. The keys are taken one by one in
+    /// byte order, so callers asking for overlapping sets in any order cannot
+    /// deadlock; each key keeps its own fence, renewal and waiting line, so it
+    /// works on every store, and on a Redis Cluster across slots.
+    pub fn lease_all<I, K>(&self, keys: I) -> LeaseSet
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        LeaseSet::new(&self.backend, keys.into_iter().map(Into::into).collect())
     }
 
     /// Releases the lease on `key` whoever holds it: an operator's
@@ -367,7 +400,7 @@ impl Coordinator {
 struct Wired {
     limits: Option<Arc<dyn LimitStore>>,
     records: Option<Arc<dyn RecordStore>>,
-    semaphores: Option<Arc<dyn SemaphoreStore>>,
+    semaphores: Option<Arc<dyn GateStore>>,
     #[cfg(feature = "redis")]
     redis: Option<RedisStore>,
 }
@@ -381,7 +414,7 @@ impl Wired {
         if backend.is::<MemoryStore>() {
             return Wired {
                 records: Some(Arc::new(MemoryRecords::new())),
-                semaphores: Some(Arc::new(MemorySemaphores::new())),
+                semaphores: Some(Arc::new(MemoryGates::new())),
                 ..Wired::default()
             };
         }

@@ -108,6 +108,7 @@ pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod fence;
+pub mod gate;
 mod key;
 pub mod lease;
 pub mod limit;
@@ -118,6 +119,7 @@ pub mod quorum;
 pub mod record;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod rwlease;
 pub mod semaphore;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -129,8 +131,10 @@ pub use crate::coordinator::{Coordinator, CoordinatorBuilder};
 pub use crate::error::{Cause, Error, Result};
 pub use crate::fence::Fence;
 pub use crate::key::{MAX_KEY_LEN, validate_key};
-pub use crate::lease::{Attempt, ExtendOutcome, Lease, LeaseGuard, LostSignal};
+pub use crate::lease::{Attempt, ExtendOutcome, Lease, LeaseGuard, LossCause, LostSignal};
 pub use crate::lease::{Holder, HolderInfo, LeaseStatus, ReleaseOutcome};
+pub use crate::lease::{LeaseSet, LeaseSetGuard};
+pub use crate::rwlease::RwLease;
 
 /// The crates.io README's examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -151,4 +155,6 @@ mod docs_doctests {
     struct Quorum;
     #[doc = include_str!("../../../docs/redis.md")]
     struct Redis;
+    #[doc = include_str!("../../../docs/leases.md")]
+    struct Leases;
 }

@@ -255,7 +255,7 @@ proptest! {
 #[test]
 fn corrupt_or_foreign_state_is_an_error() {
     let gcra = policy(Algorithm::Gcra, 5, 1_000, 5);
-    let bucket = State::from_ints(Algorithm::TokenBucket, &[1, 2], "k").expect("valid");
+    let bucket = State::from_ints(Algorithm::TokenBucket, &[1, 2, 3], "k").expect("valid");
     let err = step(
         &gcra,
         "k",
@@ -269,7 +269,8 @@ fn corrupt_or_foreign_state_is_an_error() {
     assert!(State::decode(&[], "k").is_err());
     assert!(State::decode(&[1, 2, 3], "k").is_err());
     assert!(State::decode(&[9; 9], "k").is_err());
-    assert!(State::from_ints(Algorithm::Gcra, &[1 << 60], "k").is_err());
+    assert!(State::from_ints(Algorithm::Gcra, &[1 << 60, 1], "k").is_err());
+    assert!(State::from_ints(Algorithm::Gcra, &[1], "k").is_err()); // no interval
     assert!(State::from_ints(Algorithm::SlidingLog, &[3, 2], "k").is_err());
     assert!(State::from_ints(Algorithm::FixedWindow, &[1], "k").is_err());
 }

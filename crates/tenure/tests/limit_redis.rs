@@ -68,26 +68,64 @@ struct Req {
     /// Negative now and then: clocks step back (NTP, failover).
     dt: i64,
     cost: u32,
-    peek: bool,
+    mode: Mode,
+    /// Which quota of each policy this request is checked under (a bit per
+    /// policy): quotas change between calls.
+    variant: u8,
 }
 
-/// Policies as (algorithm, limit, period in ms, burst), whether refusals are
-/// recorded, and the requests.
-type Scenario = (Vec<(Algorithm, u32, u64, u32)>, bool, Vec<Req>);
+/// A policy as its algorithm and two quotas (limit, period in ms, burst).
+type Spec = (Algorithm, [(u32, u64, u32); 2]);
+
+/// Policies, whether refusals are recorded, and the requests.
+type Scenario = (Vec<Spec>, bool, Vec<Req>);
+
+fn modes() -> impl Strategy<Value = Mode> {
+    prop_oneof![
+        6 => Just(Mode::Consume),
+        2 => Just(Mode::Peek),
+        1 => Just(Mode::Refund),
+        2 => (0u64..4_000).prop_map(|ms| Mode::Reserve(Duration::from_millis(ms))),
+    ]
+}
 
 fn scenario() -> impl Strategy<Value = Scenario> {
+    let quota = (1u32..12, 1u64..3_000, 1u32..12);
     let policy = (
         prop::sample::select(Algorithm::ALL.to_vec()),
-        1u32..12,
-        1u64..3_000,
-        1u32..12,
+        [quota.clone(), quota],
     );
     let reqs = prop::collection::vec(
-        (-100_000i64..400_000, 1u32..6, prop::bool::weighted(0.2))
-            .prop_map(|(dt, cost, peek)| Req { dt, cost, peek }),
+        (-100_000i64..400_000, 1u32..6, modes(), any::<u8>()).prop_map(
+            |(dt, cost, mode, variant)| Req {
+                dt,
+                cost,
+                mode,
+                variant,
+            },
+        ),
         1..60,
     );
     (prop::collection::vec(policy, 1..4), any::<bool>(), reqs)
+}
+
+/// The policies of `specs` under the quotas `variant` picks, numbered in
+/// slots as a [`Limiter`] numbers them.
+fn policies_of(specs: &[Spec], record: bool, variant: u8) -> Vec<Policy> {
+    let mut policies: Vec<Policy> = Vec::new();
+    for (i, (alg, quotas)) in specs.iter().enumerate() {
+        let (limit, period_ms, burst) = quotas[usize::from(variant >> i & 1)];
+        let q = Quota::new(limit, Duration::from_millis(period_ms))
+            .expect("quota")
+            .burst(nz(burst));
+        let slot = policies.iter().filter(|p| p.algorithm() == *alg).count();
+        let p = Policy::new(q, *alg)
+            .expect("policy")
+            .record_rejected(record)
+            .slot(u32::try_from(slot).expect("few"));
+        policies.push(p);
+    }
+    policies
 }
 
 /// The Lua functions and the Rust functions give the same decisions, bit for
@@ -130,29 +168,19 @@ fn lua_and_rust_agree(url: &str, cases: u32) {
         .run(&scenario(), |(specs, record, reqs)| {
             let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let key = format!("diff:{n}");
-            let mut policies: Vec<Policy> = Vec::new();
-            for (alg, limit, period_ms, burst) in specs {
-                let q = Quota::new(limit, Duration::from_millis(period_ms))
-                    .expect("quota")
-                    .burst(nz(burst));
-                let p = Policy::new(q, alg).expect("policy").record_rejected(record);
-                if !policies.contains(&p) {
-                    policies.push(p);
-                }
-            }
-            let max_cost = policies.iter().map(Policy::capacity).min().unwrap_or(1);
             let local = MemoryLimits::new();
             let mut now = T0 + n * 7_919; // not aligned to anything
             rt.block_on(async {
                 for r in &reqs {
+                    let policies = policies_of(&specs, record, r.variant);
+                    let max_cost = policies.iter().map(Policy::capacity).min().unwrap_or(1);
                     now = now.saturating_add_signed(r.dt);
                     let cost = r.cost.min(u32::try_from(max_cost).unwrap_or(1));
-                    let mode = if r.peek { Mode::Peek } else { Mode::Consume };
-                    let req = LimitRequest::new(&key, &policies, cost, mode)
+                    let req = LimitRequest::new(&key, &policies, cost, r.mode)
                         .at(Some(Timestamp::from_micros(now)));
                     let want = local.apply(&req).await.expect("rust");
                     let got = redis.apply(&req).await.expect("lua");
-                    prop_assert_eq!(&got, &want, "at {} µs, cost {}, {:?}", now, cost, mode);
+                    prop_assert_eq!(&got, &want, "at {} µs, cost {}, {:?}", now, cost, r.mode);
                 }
                 Ok(())
             })
@@ -173,11 +201,14 @@ async fn the_server_clock_decides() {
     assert!(l.check("clock").await.expect("check").allowed);
     let after = w.limits().now().await.expect("time").as_micros();
     let key = l.policies().expect("policies")[0].storage_key("tenure:", "clock");
-    let tat: u64 = redis::cmd("GET")
+    let stored: String = redis::cmd("GET")
         .arg(&key)
         .query_async(&mut c)
         .await
         .expect("get");
+    let (tat, interval) = stored.split_once(':').expect("tat:interval");
+    assert_eq!(interval, "100000");
+    let tat: u64 = tat.parse().expect("tat");
     // TAT = server now + one interval (100 ms).
     assert!(
         (before + 100_000..=after + 100_000).contains(&tat),
@@ -239,16 +270,20 @@ async fn wrong_type_and_corrupted_keys_are_errors() {
     let server = RedisServer::start();
     let w = redis_tenure(&server).await;
     let mut c = raw(&server).await;
-    let corruptions: [(Algorithm, &[&str]); 11] = [
+    let corruptions: [(Algorithm, &[&str]); 12] = [
         (Algorithm::Gcra, &["HSET", "K", "a", "1"]),
         (Algorithm::Gcra, &["SET", "K", "soon"]),
-        (Algorithm::Gcra, &["SET", "K", "99999999999999999999"]),
+        (Algorithm::Gcra, &["SET", "K", "99999999999999999999:1"]),
+        (Algorithm::Gcra, &["SET", "K", "1700000000000000"]),
         (Algorithm::TokenBucket, &["SET", "K", "1"]),
         (
             Algorithm::TokenBucket,
             &["HSET", "K", "tokens", "-1", "last", "5"],
         ),
-        (Algorithm::TokenBucket, &["HSET", "K", "tokens", "1"]),
+        (
+            Algorithm::TokenBucket,
+            &["HSET", "K", "tokens", "1", "last", "5"],
+        ),
         // A hash of none of the algorithm's fields is someone else's hash:
         // an error, not a fresh start that would write into it.
         (Algorithm::TokenBucket, &["HSET", "K", "a", "1"]),
@@ -269,7 +304,12 @@ async fn wrong_type_and_corrupted_keys_are_errors() {
             command.arg(if *part == "K" { key.as_str() } else { part });
         }
         let () = command.query_async(&mut c).await.expect("corrupt the key");
-        for mode in [Mode::Consume, Mode::Peek] {
+        for mode in [
+            Mode::Consume,
+            Mode::Peek,
+            Mode::Refund,
+            Mode::Reserve(Duration::from_secs(1)),
+        ] {
             let err = l
                 .decide(&user_key, 1, mode, None)
                 .await
@@ -340,7 +380,7 @@ async fn sliding_log_members_are_unique_and_times_exact() {
         .query_async(&mut c)
         .await
         .expect("get");
-    assert_eq!(tat, (odd + 1_000_000).to_string());
+    assert_eq!(tat, format!("{}:1000000", odd + 1_000_000));
 }
 
 /// A compound limiter's keys share one hash tag (one Redis Cluster slot).

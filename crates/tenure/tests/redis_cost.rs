@@ -97,17 +97,18 @@ async fn an_acquire_and_release_costs_at_most_seven_commands() {
     }
     let raw = calls(&server) as f64 / CYCLES as f64;
     println!("Redis commands per acquire + release: tenure {per_cycle}, raw client {raw}");
-    // acquire: EVALSHA, SET NX PX, INCR; release: EVALSHA, GET, LPOP (nobody
-    // in line), DEL. Nothing is published when nobody waits.
+    // acquire: EVALSHA, SET NX PX, INCR, TIME, SET PX (the clock floor and
+    // retention of a new counter); release: EVALSHA, GET, LPOP (nobody in
+    // line), DEL. Nothing is published when nobody waits.
     assert!(
-        per_cycle <= 7.0,
+        per_cycle <= 9.0,
         "{per_cycle} Redis commands per acquire + release"
     );
 }
 
 /// A wait that finds the key free takes it with its first script, which also
 /// checks the waiting line (a free key with waiters in line goes to them):
-/// `EVALSHA`, `SET NX GET`, `LPOP`, `INCR` — one command more than a
+/// `EVALSHA`, `SET NX GET`, `LPOP`, `INCR`, `TIME`, `SET PX` — one command more than a
 /// `try_acquire`, for the line. Counted on distinct keys, with the release.
 #[tokio::test]
 async fn a_wait_that_finds_the_key_free_costs_one_command_more() {
@@ -130,7 +131,7 @@ async fn a_wait_that_finds_the_key_free_costs_one_command_more() {
     let per_cycle = calls(&server) as f64 / CYCLES as f64;
     println!("Redis commands per acquire_within (free key) + release: {per_cycle}");
     assert!(
-        per_cycle <= 8.0,
+        per_cycle <= 10.0,
         "{per_cycle} Redis commands per acquire_within + release"
     );
 }
@@ -218,13 +219,14 @@ async fn a_contended_hand_off_wakes_one_waiter() {
         "contended, {TASKS} tasks: {per_cycle:.1} Redis commands and {scripts:.2} scripts per cycle ({})",
         by_command.join(", ")
     );
-    // A hand-off is the release (EVALSHA GET LPOP TIME SET INCR PUBLISH);
+    // A hand-off is the release (EVALSHA GET LPOP TIME SET INCR TIME PUBLISH,
+    // and a SET of the counter when its second has passed);
     // the woken waiter takes the lease from the message, without a script.
     // The releaser comes back and stands in line with its first script
     // (EVALSHA, SET NX GET, TIME RPUSH PEXPIRE PTTL). A claim script per hand-off
     // (4 more) or a second script to stand in line (5-6 more) fails this.
     assert!(
-        per_cycle <= 14.0,
+        per_cycle <= 16.0,
         "{per_cycle} commands per contended cycle"
     );
     assert!(scripts <= 2.2, "{scripts} scripts per contended cycle");

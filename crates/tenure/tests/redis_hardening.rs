@@ -9,7 +9,7 @@ mod common;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use tenure::fence::FencedWrite;
+use tenure::fence::{AcquisitionId, FenceStamp, FencedWrite};
 use tenure::lease::store::LeaseStore;
 use tenure::redis::RedisFencedStore;
 use tenure::redis::{RedisOptions, RedisStore};
@@ -353,16 +353,17 @@ async fn quorum_urls_split_only_before_a_scheme() {
 async fn a_retried_fenced_write_is_applied_not_reported_as_a_newer_holder() {
     let server = RedisServer::start();
     let store = RedisFencedStore::connect(&server.url()).await.unwrap();
+    let mine = FenceStamp::new(Fence::new(7), AcquisitionId::from(1));
     assert_eq!(
-        store.write("acct", Fence::new(7), "700").await.unwrap(),
+        store.write("acct", mine, "700").await.unwrap(),
         FencedWrite::Applied
     );
-    // The reply of the first write was lost; the holder retries with its fence.
+    // The reply of the first write was lost; the holder retries with its stamp.
     assert_eq!(
-        store.write("acct", Fence::new(7), "700").await.unwrap(),
+        store.write("acct", mine, "700").await.unwrap(),
         FencedWrite::Applied
     );
-    // Only an older fence is stale.
+    // An older fence is stale.
     assert_eq!(
         store.write("acct", Fence::new(6), "600").await.unwrap(),
         FencedWrite::Rejected {

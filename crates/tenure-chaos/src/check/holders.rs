@@ -130,9 +130,9 @@ fn reused_fences(key: &str, hs: &[Hold], faults: &Faults, report: &mut Report) {
             let class = faults
                 .data_loss_between(prev.start, h.start)
                 .unwrap_or_else(|| faults.blame(h.start));
-            report.class(&class).fence_regressions += 1;
+            report.class(&class).reused_fences += 1;
             report.note(format!(
-                "fence {} of {key} handed to {} and again to {} [{class}]",
+                "reused fence {} of {key}: handed to {} and again to {} [{class}]",
                 h.fence, prev.lease, h.lease
             ));
         }
@@ -204,11 +204,11 @@ mod tests {
         let mut r = Report::default();
         let faults = Faults::collect(&events, TTL, &mut r);
         hs.check(&faults, &mut r);
-        assert_eq!(r.by_class["failover"].fence_regressions, 1);
+        assert_eq!(r.by_class["failover"].reused_fences, 1);
         assert_eq!(r.total().double_grants, 0);
         assert_eq!(
             r.examples,
-            ["fence 7 of k0 handed to a-1 and again to b-1 [failover]"]
+            ["reused fence 7 of k0: handed to a-1 and again to b-1 [failover]"]
         );
     }
 }

@@ -6,7 +6,10 @@
 //! - **Fence regression**: in a resource's order of applied writes (each write
 //!   names the value it read, so the write it followed is known), a write
 //!   carries a lower fence than its predecessor, or an equal fence of another
-//!   lease; and two acquisitions of one key that got the same fence.
+//!   lease.
+//! - **Reused fence**: two acquisitions of one key that got the same fence.
+//!   Like stale writes, fence regressions and reused fences fail a run under
+//!   every fault (fences are floored by the store's clock).
 //! - **Lost update**: an acknowledged write overwritten without being read (two
 //!   acknowledged writes of one value), or missing from the final value.
 //! - **Double grant**: two holders of one key whose belief intervals overlap:
@@ -140,7 +143,51 @@ mod tests {
         h.sort_by_key(|e| e.t);
         let r = check(&h, 0);
         // One reuse of the lease fence, one write following another lease's equal fence.
-        assert_eq!(r.total().fence_regressions, 2);
+        assert_eq!(r.total().reused_fences, 1);
+        assert_eq!(r.total().fence_regressions, 1);
+    }
+
+    /// A volatile restart of a store without the clock floor: the fences of
+    /// the grants after it start over, and the run fails on them.
+    #[test]
+    fn fences_that_start_over_after_a_volatile_restart_fail_the_run() {
+        let restart =
+            |t: u64, op: Op| ev(t, "nemesis", op, Kind::Info).note("server-restart-volatile");
+        let grant = |t: u64, lease: &str, fence: u64| {
+            [
+                ev(t, lease, Op::Acquire, Kind::Ok)
+                    .key("k0")
+                    .held(fence, lease),
+                ev(t + 1, lease, Op::Release, Kind::Invoke)
+                    .key("k0")
+                    .held(fence, lease),
+            ]
+        };
+        let floored = |fences: [u64; 5]| {
+            let mut h = Vec::new();
+            h.extend(grant(10, "a", fences[0]));
+            h.extend(grant(20, "b", fences[1]));
+            h.extend(grant(30, "c", fences[2]));
+            h.push(restart(40, Op::Fault));
+            h.push(restart(45, Op::Heal));
+            h.extend(grant(50, "d", fences[3]));
+            h.extend(grant(60, "e", fences[4]));
+            check(&h, 0)
+        };
+        // Without the floor: the counter starts over at 1.
+        let r = floored([1, 2, 3, 1, 2]);
+        assert_eq!(r.by_class["server-restart-volatile"].reused_fences, 2);
+        assert_eq!(r.violations(), ["2 reused fences"]);
+        // With it: the next fences are above the clock of the restart.
+        let r = floored([
+            1_764_673_200_000_000,
+            1_764_673_200_000_001,
+            1_764_673_200_000_002,
+            1_764_673_200_045_000,
+            1_764_673_200_045_001,
+        ]);
+        assert_eq!(r.total().reused_fences, 0);
+        assert!(r.violations().is_empty(), "{:?}", r.violations());
     }
 
     #[test]

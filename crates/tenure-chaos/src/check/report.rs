@@ -13,8 +13,13 @@ pub struct Counts {
     pub double_grants: u64,
     /// Fenced writes applied after a higher fence had been acknowledged.
     pub stale_accepted: u64,
-    /// Fence regressions (fenced resources and lease fences).
+    /// Fence regressions at fenced resources: an applied write that followed
+    /// one with a higher fence, or an equal fence of another lease.
     pub fence_regressions: u64,
+    /// Reused fences: acquisitions of one key granted a fence an earlier
+    /// acquisition of that key got.
+    #[serde(default)]
+    pub reused_fences: u64,
     /// Acknowledged updates of fenced resources that were lost.
     pub lost_updates: u64,
     /// The same checks on the unfenced control resource: stale writes applied.
@@ -34,6 +39,7 @@ impl Counts {
         self.double_grants += o.double_grants;
         self.stale_accepted += o.stale_accepted;
         self.fence_regressions += o.fence_regressions;
+        self.reused_fences += o.reused_fences;
         self.lost_updates += o.lost_updates;
         self.control_stale_accepted += o.control_stale_accepted;
         self.control_lost_updates += o.control_lost_updates;
@@ -120,10 +126,12 @@ impl Report {
 
     /// The safety violations that fail a run, one line each: any stale write
     /// accepted (under any fault: the fenced resource must refuse the stale
-    /// writer whatever happened to the lease), any orphan key; fence
-    /// regressions, double grants and limiter over-admission under tolerated
-    /// faults. (Under the others — a store that forgot its data, a jumped
-    /// clock — they are measured, not failures.)
+    /// writer whatever happened to the lease), any fence regression or reused
+    /// fence (under any fault too: fences are floored by the store's clock, so
+    /// not even a store that forgot its data repeats one), any orphan key;
+    /// double grants and limiter over-admission under tolerated faults.
+    /// (Under the others — a store that forgot its data, a jumped clock —
+    /// those are measured, not failures.)
     pub fn violations(&self) -> Vec<String> {
         let all = self.total();
         let tol = self.tolerated();
@@ -132,10 +140,8 @@ impl Report {
                 all.stale_accepted,
                 "stale writes accepted by a fenced resource",
             ),
-            (
-                tol.fence_regressions,
-                "fence regressions under tolerated faults",
-            ),
+            (all.fence_regressions, "fence regressions"),
+            (all.reused_fences, "reused fences"),
             (self.orphan_keys, "orphan lease keys after TTL + ε"),
             (tol.double_grants, "double grants under tolerated faults"),
             (
@@ -177,6 +183,7 @@ mod tests {
             double_grants: 2,
             stale_accepted: 3,
             fence_regressions: 4,
+            reused_fences: 9,
             lost_updates: 5,
             over_admission: 6,
             burst_after_loss: 7,
@@ -191,6 +198,8 @@ mod tests {
             r.violations(),
             [
                 "3 stale writes accepted by a fenced resource",
+                "4 fence regressions",
+                "9 reused fences",
                 "8 orphan lease keys after TTL + ε",
             ]
         );
@@ -199,7 +208,8 @@ mod tests {
             r.violations(),
             [
                 "6 stale writes accepted by a fenced resource",
-                "4 fence regressions under tolerated faults",
+                "8 fence regressions",
+                "18 reused fences",
                 "8 orphan lease keys after TTL + ε",
                 "2 double grants under tolerated faults",
                 "6 limiter over-admissions while the store was up",

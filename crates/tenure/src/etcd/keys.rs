@@ -31,6 +31,12 @@ pub(crate) fn permits_prefix(lease_key: &str) -> String {
     format!("{lease_key}\0permit\0")
 }
 
+/// The prefix of the member keys (holders and waiters) of the read-write
+/// lease on `lease_key`.
+pub(crate) fn rw_prefix(lease_key: &str) -> String {
+    format!("{lease_key}\0rw\0")
+}
+
 /// The prefix of the waiting line's places of the lease key `lease_key`.
 pub(crate) fn line_prefix(lease_key: &str) -> String {
     format!("{lease_key}\0line\0")

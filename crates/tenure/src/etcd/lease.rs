@@ -123,7 +123,7 @@ impl EtcdStore {
             .remove(&(storage_key.to_string(), token.as_str().to_string()))
     }
 
-    fn recall(&self, storage_key: &str, token: &OwnerToken) -> Option<Granted> {
+    pub(super) fn recall(&self, storage_key: &str, token: &OwnerToken) -> Option<Granted> {
         self.map()
             .get(&(storage_key.to_string(), token.as_str().to_string()))
             .copied()

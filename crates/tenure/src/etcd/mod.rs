@@ -85,6 +85,7 @@
 mod api;
 mod client;
 mod conn;
+mod gate;
 mod holder;
 mod keys;
 mod lease;
@@ -93,7 +94,6 @@ mod line;
 mod ops;
 mod options;
 mod record;
-mod semaphore;
 mod turn;
 
 pub use lease::EtcdStore;

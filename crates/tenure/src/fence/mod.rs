@@ -4,33 +4,60 @@
 //! lease has expired. A holder paused by GC, a VM migration or a slow disk can wake
 //! up after its lease expired and another holder has written. Only the protected
 //! resource can tell the two apart: every acquisition returns a [`Fence`] that is
-//! strictly greater than every fence handed out before for the same key, and the
-//! resource refuses a write whose fence is *older* than the last one it accepted.
-//! A fence equal to the stored one comes from the same acquisition — the same
-//! holder retrying a write whose reply was lost, or writing twice — and is
-//! accepted.
+//! strictly greater than every fence handed out before for the same key — even
+//! after the store lost its counters, since fences are floored by the store's
+//! clock (see `docs/leases.md`) — and the resource refuses a write whose fence
+//! is *older* than the last one it accepted.
+//!
+//! A fence *equal* to the stored one is the same holder retrying a write whose
+//! reply was lost, or writing twice — if it comes from the same acquisition.
+//! So a resource stores the [`AcquisitionId`] beside the fence and accepts an
+//! equal fence only with the same id ([`LeaseGuard::stamp`](crate::LeaseGuard::stamp)
+//! gives both): then no reuse of a fence, whatever its cause, lets a second
+//! holder in.
 //!
 //! - [`RedisFencedStore`](crate::redis::RedisFencedStore) is such a resource in Redis: a fenced `SET` done by one
 //!   atomic script.
-//! - For SQL, keep the last accepted fence in the row and make it part of the
-//!   update:
+//! - For SQL, keep the last accepted fence and its acquisition in the row and
+//!   make both part of the update:
 //!
 //! ```sql
 //! UPDATE accounts
-//!    SET balance = $2, fence = $3
-//!  WHERE id = $1 AND fence <= $3;  -- 0 rows updated: a newer holder wrote first
+//!    SET balance = $2, fence = $3, acquisition = $4
+//!  WHERE id = $1
+//!    AND (fence < $3 OR (fence = $3 AND acquisition = $4));
+//!  -- 0 rows updated: a newer holder wrote first (or another holder with this fence)
 //! ```
 //!
-//! An `UPDATE` that touches zero rows means the token is stale: a newer holder
-//! wrote, so the caller must give up (its lease is gone). Retrying with the same
-//! token after a lost reply is safe: it updates the row again.
+//! (`fence BIGINT NOT NULL DEFAULT 0, acquisition TEXT`, the id as its 32 hex
+//! digits; fences fit a `BIGINT`, see [`Fence`].) An `UPDATE` that touches zero
+//! rows means the token is stale: the caller must give up (its lease is gone).
+//! Retrying with the same stamp after a lost reply is safe: it updates the row
+//! again.
 
 use std::fmt;
+
+mod floor;
+mod stamp;
+
+pub(crate) use floor::{next_fence, wall_clock_us};
+pub use stamp::{AcquisitionId, AcquisitionIdError, FenceStamp};
+
+/// How long a store keeps a fence counter after its last grant by default: a
+/// day. After that the counter is dropped and the key's next fence starts
+/// from the store's clock (see the Redis and SQLite options'
+/// `fence_retention`).
+pub const DEFAULT_FENCE_RETENTION: std::time::Duration =
+    std::time::Duration::from_secs(24 * 60 * 60);
 
 /// A fencing token: strictly increasing per lease key across all holders.
 ///
 /// Pass it to the protected resource with every write; see the [module
-/// docs](crate::fence).
+/// docs](crate::fence). Fences are large numbers: at least the store's clock
+/// in microseconds since the Unix epoch (about 1.8·10¹⁵ today), below 2⁵³
+/// until the year 2255, so they are exact in a signed 64-bit column, in a Lua
+/// or JavaScript number and in JSON. Compare them; never assume they start at
+/// 1 or grow by 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Fence(u64);
 
@@ -126,13 +153,13 @@ impl TryFrom<i64> for Fence {
 #[non_exhaustive]
 #[must_use]
 pub enum FencedWrite {
-    /// The token was not older than any accepted before: the value was stored.
-    /// A token *equal* to the stored one is the same holder writing again (each
-    /// acquisition has its own fence): a retry whose first reply was lost, or a
-    /// second write under the same lease. Both are applied.
+    /// The token was newer than any accepted before, or equal to the last one
+    /// and from the same acquisition (a retry whose first reply was lost, or a
+    /// second write under the same lease): the value was stored.
     Applied,
-    /// A write with a newer token was accepted before: a newer holder wrote,
-    /// this holder's lease is gone, nothing changed.
+    /// A write with a newer token was accepted before — or one with this
+    /// token from another acquisition (or from a writer that named none): a
+    /// newer holder wrote, this holder's lease is gone, nothing changed.
     Rejected {
         /// The token of the last accepted write.
         current: Fence,

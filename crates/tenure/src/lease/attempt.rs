@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::holder::HolderInfo;
-use super::store::{AcquireReply, LeaseStore, QueuePlace, ReleaseOutcome};
+use super::store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome};
 use crate::error::{Error, Result};
 use crate::token::OwnerToken;
 
@@ -85,6 +85,7 @@ async fn send(
     };
     tokio::spawn(async move {
         let holder = holder.as_deref();
+        let sent = backend.clock().now();
         let reply = match &ask {
             Ask::Acquire => backend
                 .try_acquire(&key, &token, ttl, holder)
@@ -96,9 +97,11 @@ async fn send(
                     .await
             }
         };
+        let reply = confirm_late(&*backend, &key, &token, ttl, sent, reply).await;
         // A failure that may have happened after the store applied the
-        // request (a timeout, a reset connection) may have left a grant. (The
-        // quorum and the replica check undo their own grants.)
+        // request (a timeout, a reset connection, a grant that came too late)
+        // may have left a grant. (The quorum and the replica check undo their
+        // own grants.)
         let maybe_applied = matches!(
             &reply,
             Err(Error::Timeout { .. } | Error::Unreachable { .. } | Error::Backend { .. })
@@ -124,6 +127,42 @@ async fn send(
             cause: "the acquire task ended without an answer (runtime shutting down?)".into(),
         })
     })
+}
+
+/// A grant whose validity was already over when its reply arrived (a server
+/// that froze after running the request, a stalled link) is never handed
+/// out as it is: an extend with the same token — tokens are never reused —
+/// confirms it, its validity counting from the extend's send. When the key
+/// no longer holds the token, or the extend too comes back too late, the
+/// attempt failed: it becomes an [`Error::Timeout`] (transient, so a wait
+/// retries it within its budget) and the caller undoes whatever is left.
+async fn confirm_late(
+    backend: &dyn LeaseStore,
+    key: &str,
+    token: &OwnerToken,
+    ttl: Duration,
+    sent: crate::clock::Moment,
+    reply: Reply,
+) -> Reply {
+    let clock = backend.clock();
+    let Ok((AcquireReply::Acquired { fence, valid_until }, place)) = reply else {
+        return reply;
+    };
+    if valid_until > clock.now() {
+        return Ok((AcquireReply::Acquired { fence, valid_until }, place));
+    }
+    tracing::debug!(key, "the grant arrived after its validity; confirming it");
+    match backend.extend(key, token, ttl).await? {
+        ExtendReply::Extended { valid_until } if valid_until > clock.now() => {
+            Ok((AcquireReply::Acquired { fence, valid_until }, place))
+        }
+        _ => Err(Error::Timeout {
+            backend: backend.describe(),
+            op: "acquire",
+            key: key.to_string(),
+            after: clock.now().saturating_duration_since(sent),
+        }),
+    }
 }
 
 /// What an answer nobody read leaves to undo: a grant, or a place in line.

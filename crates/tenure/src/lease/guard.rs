@@ -2,8 +2,7 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use super::monitor;
 use super::store::{ExtendReply, LeaseStore, ReleaseOutcome};
 use crate::clock::Moment;
 use crate::error::{Error, Result};
-use crate::fence::Fence;
+use crate::fence::{AcquisitionId, Fence, FenceStamp};
 use crate::telemetry;
 use crate::token::OwnerToken;
 
@@ -32,7 +31,10 @@ pub(super) struct Shared {
     /// When the lease was granted (for the hold time).
     granted_at: Instant,
     /// Set by the first [`mark_lost`](Self::mark_lost), so a loss is reported once.
-    reported_lost: AtomicBool,
+    cause: Arc<OnceLock<LossCause>>,
+    /// The end of the [maximum hold](super::Lease::max_hold), if any: no
+    /// renewal after it, and the lease counts as lost from then on.
+    hold_until: Option<Moment>,
     /// Local validity deadline on the backend's clock, moved forward by each
     /// renewal.
     deadline: Mutex<Moment>,
@@ -51,6 +53,17 @@ impl Shared {
         *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = at;
     }
 
+    /// The earlier of the deadline and the end of the maximum hold.
+    pub(super) fn end(&self) -> Moment {
+        let deadline = self.deadline();
+        self.hold_until.map_or(deadline, |h| h.min(deadline))
+    }
+
+    /// Whether the maximum hold is over at `now`.
+    pub(super) fn hold_over(&self, now: Moment) -> bool {
+        self.hold_until.is_some_and(|h| now >= h)
+    }
+
     /// Now, on the clock the deadline is on.
     pub(super) fn now(&self) -> Moment {
         self.backend.clock().now()
@@ -64,10 +77,17 @@ impl Shared {
         if self.lost.is_cancelled() {
             return true;
         }
-        if self.stop.is_cancelled() || self.now() < self.deadline() {
+        if self.stop.is_cancelled() {
             return false;
         }
-        self.mark_lost(Loss::Deadline);
+        let now = self.now();
+        if self.hold_over(now) {
+            self.mark_lost(LossCause::MaxHold);
+        } else if now >= self.deadline() {
+            self.mark_lost(LossCause::Deadline);
+        } else {
+            return false;
+        }
         true
     }
 
@@ -84,7 +104,7 @@ impl Shared {
             if self.check_lost() {
                 return;
             }
-            let left = self.deadline().saturating_duration_since(self.now());
+            let left = self.end().saturating_duration_since(self.now());
             tokio::select! {
                 () = self.lost.cancelled() => return,
                 () = tokio::time::sleep(left.min(monitor::SLICE)) => {}
@@ -94,12 +114,15 @@ impl Shared {
 
     /// Marks the lease lost, unless the guard already let go of it on purpose;
     /// the first time, logs it at `warn` and counts it.
-    pub(super) fn mark_lost(&self, cause: Loss) {
+    pub(super) fn mark_lost(&self, cause: LossCause) {
         if self.stop.is_cancelled() {
             return;
         }
+        // The cause is set before the signal fires, so whoever the signal
+        // wakes reads it.
+        let first = self.cause.set(cause).is_ok();
         self.lost.cancel();
-        if self.reported_lost.swap(true, Ordering::Relaxed) {
+        if !first {
             return;
         }
         let cause = cause.label();
@@ -178,29 +201,56 @@ impl Shared {
                 }
             }
             ExtendReply::NotHeld => {
-                self.mark_lost(Loss::NotHeld);
+                self.mark_lost(LossCause::NotHeld);
                 ExtendOutcome::NotHeld
             }
         }
     }
 }
 
-/// Why a holder lost its lease (the `cause` of spans and metrics).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Loss {
-    /// A renewal found the key gone or taken.
+/// Why a holder lost its lease: [`LeaseGuard::loss_cause`] and
+/// [`LostSignal::cause`], and the `cause` of the "lease lost" event and the
+/// losses metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossCause {
+    /// A renewal found the key gone or taken (`not_held`).
     NotHeld,
-    /// The local deadline passed without a confirmed renewal.
+    /// The local deadline passed without a confirmed renewal (`deadline`).
     Deadline,
+    /// The [maximum hold](super::Lease::max_hold) was over: the watchdog
+    /// stopped renewing (`max_hold`).
+    MaxHold,
 }
 
-impl Loss {
-    fn label(self) -> &'static str {
+impl LossCause {
+    /// The cause as spans and metrics name it: `not_held`, `deadline` or
+    /// `max_hold`.
+    pub fn label(self) -> &'static str {
         match self {
-            Loss::NotHeld => "not_held",
-            Loss::Deadline => "deadline",
+            LossCause::NotHeld => "not_held",
+            LossCause::Deadline => "deadline",
+            LossCause::MaxHold => "max_hold",
         }
     }
+}
+
+impl std::fmt::Display for LossCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LossCause::NotHeld => "the store no longer held it for us",
+            LossCause::Deadline => "no renewal was confirmed before the local deadline",
+            LossCause::MaxHold => "its maximum hold was over",
+        })
+    }
+}
+
+/// How a guard is kept: renewed every so often (if at all), and for how long
+/// at most.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Upkeep {
+    pub(super) renew_every: Option<Duration>,
+    pub(super) max_hold: Option<Duration>,
 }
 
 /// The result of [`LeaseGuard::extend`].
@@ -225,25 +275,31 @@ pub enum ExtendOutcome {
 /// store expires the key (by the drift margin, at least). The deadline is
 /// checked by whoever asks, not only by the guard's background task: once it has
 /// passed, [`is_lost`](Self::is_lost) is true even if that task never ran.
+/// The signal of a [`LeaseSetGuard`](super::LeaseSetGuard) fires when any of
+/// its keys is lost.
 #[derive(Debug, Clone)]
 pub struct LostSignal {
+    /// One per key (one for a lease, one per key of a set).
+    keys: Vec<KeyLoss>,
+}
+
+/// The lost signal of one guard.
+#[derive(Debug, Clone)]
+struct KeyLoss {
     lost: CancellationToken,
+    cause: Arc<OnceLock<LossCause>>,
     shared: Weak<Shared>,
 }
 
-impl LostSignal {
-    /// Whether the lease is known or presumed lost (the local deadline passed).
-    pub fn is_lost(&self) -> bool {
+impl KeyLoss {
+    fn is_lost(&self) -> bool {
         match self.shared.upgrade() {
             Some(shared) => shared.check_lost(),
             None => self.lost.is_cancelled(),
         }
     }
 
-    /// Completes when the lease is lost, at the latest shortly after the local
-    /// deadline (the clock is re-read at least every 100 ms, so a resume from
-    /// suspend is noticed promptly).
-    pub async fn wait(&self) {
+    async fn wait(&self) {
         match self.shared.upgrade() {
             Some(shared) => {
                 // Stop waiting on the deadline once the guard is gone (released
@@ -258,6 +314,47 @@ impl LostSignal {
             }
             None => self.lost.cancelled().await,
         }
+    }
+}
+
+impl LostSignal {
+    /// One signal for several: it fires when any of them does.
+    pub(super) fn any(signals: impl IntoIterator<Item = LostSignal>) -> Self {
+        LostSignal {
+            keys: signals.into_iter().flat_map(|s| s.keys).collect(),
+        }
+    }
+
+    /// Whether the lease is known or presumed lost (the local deadline passed).
+    pub fn is_lost(&self) -> bool {
+        self.keys.iter().any(KeyLoss::is_lost)
+    }
+
+    /// Why the lease was lost, once it is (`None` while held, and for a guard
+    /// released or dropped without a loss).
+    pub fn cause(&self) -> Option<LossCause> {
+        self.keys
+            .iter()
+            .find(|k| k.is_lost())
+            .and_then(|k| k.cause.get().copied())
+    }
+
+    /// Completes when the lease is lost, at the latest shortly after the local
+    /// deadline (the clock is re-read at least every 100 ms, so a resume from
+    /// suspend is noticed promptly).
+    pub async fn wait(&self) {
+        if let [one] = self.keys.as_slice() {
+            return one.wait().await;
+        }
+        let mut waits: Vec<_> = self.keys.iter().map(|k| Box::pin(k.wait())).collect();
+        poll_fn(|cx| {
+            if waits.iter_mut().any(|w| w.as_mut().poll(cx).is_ready()) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
     }
 }
 
@@ -290,6 +387,7 @@ impl LostSignal {
 pub struct LeaseGuard {
     shared: Arc<Shared>,
     fence: Fence,
+    acquisition: AcquisitionId,
     released: bool,
 }
 
@@ -301,8 +399,9 @@ impl LeaseGuard {
         ttl: Duration,
         fence: Fence,
         valid_until: Moment,
-        renew_every: Option<Duration>,
+        upkeep: Upkeep,
     ) -> Self {
+        let hold_until = upkeep.max_hold.map(|d| backend.clock().now() + d);
         let shared = Arc::new(Shared {
             backend,
             key,
@@ -310,15 +409,17 @@ impl LeaseGuard {
             ttl,
             fence,
             granted_at: Instant::now(),
-            reported_lost: AtomicBool::new(false),
+            cause: Arc::default(),
+            hold_until,
             deadline: Mutex::new(valid_until),
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
         });
-        monitor::spawn(&shared, renew_every);
+        monitor::spawn(&shared, upkeep.renew_every);
         LeaseGuard {
             shared,
             fence,
+            acquisition: AcquisitionId::random(),
             released: false,
         }
     }
@@ -327,6 +428,19 @@ impl LeaseGuard {
     /// before for this key. Send it with every write to the protected resource.
     pub fn fence(&self) -> Fence {
         self.fence
+    }
+
+    /// The id of this acquisition: public, unique to it (see
+    /// [`AcquisitionId`]).
+    pub fn acquisition(&self) -> AcquisitionId {
+        self.acquisition
+    }
+
+    /// The fence with this acquisition's id, for a fenced resource: an equal
+    /// fence is accepted only from the acquisition that wrote it (see
+    /// [`crate::fence`]).
+    pub fn stamp(&self) -> FenceStamp {
+        FenceStamp::new(self.fence, self.acquisition)
     }
 
     /// The lease's key.
@@ -339,8 +453,11 @@ impl LeaseGuard {
         self.shared.ttl
     }
 
-    /// How long the holder may still assume it is alone: the local deadline minus
-    /// now, zero once lost. Use it to bound I/O done under the lease.
+    /// How long the holder may still assume it is alone: the local deadline
+    /// minus now, zero once lost. Use it to bound I/O done under the lease.
+    /// (The end of a [maximum hold](super::Lease::max_hold) is not counted:
+    /// the lease stays valid in the store past it until its TTL lapses, but
+    /// the guard is lost from then on and `remaining` is zero.)
     pub fn remaining(&self) -> Duration {
         if self.is_lost() {
             return Duration::ZERO;
@@ -348,6 +465,12 @@ impl LeaseGuard {
         self.shared
             .deadline()
             .saturating_duration_since(self.shared.now())
+    }
+
+    /// Why the lease was lost, once it is: `None` while it is held.
+    pub fn loss_cause(&self) -> Option<LossCause> {
+        self.is_lost();
+        self.shared.cause.get().copied()
     }
 
     /// Whether the lease is known or presumed lost: the lost signal fired, or
@@ -360,8 +483,11 @@ impl LeaseGuard {
     /// A signal that fires when the lease is lost.
     pub fn lost(&self) -> LostSignal {
         LostSignal {
-            lost: self.shared.lost.clone(),
-            shared: Arc::downgrade(&self.shared),
+            keys: vec![KeyLoss {
+                lost: self.shared.lost.clone(),
+                cause: Arc::clone(&self.shared.cause),
+                shared: Arc::downgrade(&self.shared),
+            }],
         }
     }
 

@@ -26,6 +26,22 @@ use crate::clock::Moment;
 use crate::error::Result;
 use crate::token::OwnerToken;
 
+/// How often a waiter with a place in line looks again, refreshing its
+/// place, while nothing wakes it.
+pub(crate) const HEARTBEAT: Duration = Duration::from_millis(250);
+
+/// How long a place in line lives without a look: four heartbeats. A waiter
+/// that is killed (or cut off) while it waits stops counting after this
+/// long, whatever its lease's TTL.
+#[cfg_attr(not(any(feature = "redis", feature = "sqlite")), allow(dead_code))]
+pub(crate) const PLACE_LIFETIME: Duration = Duration::from_millis(1000);
+
+/// How long a lease handed to a waiter stays set for it (at most its TTL)
+/// until the waiter claims it with a look, which sets the full TTL: a lease
+/// handed to a waiter that died meanwhile is free again after this long.
+#[cfg_attr(not(any(feature = "redis", feature = "sqlite")), allow(dead_code))]
+pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
+
 /// A hand-off is taken from its notification only while the validity it
 /// leaves is within this fraction (1/16) of a full one; older, the waiter
 /// claims the lease, which counts a full validity from the claim.
@@ -157,8 +173,8 @@ impl Line {
         self.watch = Some(self.backend.watch_turn(&self.key, &self.token).await);
     }
 
-    /// Leaves the line now (best effort: a place left behind dies after its
-    /// TTL).
+    /// Leaves the line now (best effort: a place left behind dies after
+    /// [`PLACE_LIFETIME`]).
     pub(super) async fn leave(mut self) {
         self.standing = false;
         if self.place.is_some() {
@@ -174,7 +190,7 @@ async fn leave(
     place: Option<&QueuePlace>,
 ) {
     if let Err(e) = backend.leave_line(key, token, place).await {
-        tracing::debug!(key, error = %e, "leaving the waiting line failed; the place dies after its TTL");
+        tracing::debug!(key, error = %e, "leaving the waiting line failed; the place dies within a second");
     }
 }
 

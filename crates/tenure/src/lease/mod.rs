@@ -62,14 +62,18 @@ mod holder;
 mod line;
 mod monitor;
 mod release_watch;
+mod set;
 pub mod store;
 
-pub use guard::{ExtendOutcome, LeaseGuard, LostSignal};
+pub use guard::{ExtendOutcome, LeaseGuard, LossCause, LostSignal};
 #[cfg(any(feature = "redis", feature = "sqlite", feature = "etcd"))]
 pub(crate) use holder::elapsed_ms;
 pub use holder::{Holder, HolderInfo, MAX_LABEL_LEN};
+pub use set::{LeaseSet, LeaseSetGuard};
 // The implementer types, under short paths for the stores of this crate (which
 // use a different subset with each set of cargo features).
+#[allow(unused_imports)]
+pub(crate) use line::{CLAIM_WINDOW, PLACE_LIFETIME};
 #[allow(unused_imports)]
 pub(crate) use release_watch::{Handoff, ReleaseWatch};
 #[allow(unused_imports)]
@@ -191,6 +195,8 @@ pub struct Lease {
     renew_every: Option<Duration>,
     /// What to record about the holder, if anything.
     holder: Option<Arc<HolderInfo>>,
+    /// The longest a guard keeps the lease, if bounded.
+    max_hold: Option<Duration>,
 }
 
 impl Lease {
@@ -203,6 +209,7 @@ impl Lease {
             // outlasts the TTL keeps its lease instead of silently losing it.
             renew_every: Some(Duration::ZERO),
             holder: None,
+            max_hold: None,
         }
     }
 
@@ -280,6 +287,34 @@ impl Lease {
     /// so acquiring fails with [`Error::InvalidArgument`].
     pub fn renew_every(mut self, interval: Duration) -> Self {
         self.renew_every = Some(interval);
+        self
+    }
+
+    /// Bounds how long a guard keeps the lease: once `max_hold` has passed
+    /// since the grant, the watchdog renews no more and the guard reports
+    /// the lease lost with [`LossCause::MaxHold`] (its lost signal fires,
+    /// [`LeaseGuard::run`] stops the work). The key itself is left to lapse
+    /// with its TTL, or freed when the guard is released or dropped. A guard
+    /// for a holder stuck in a loop thus does not keep the lease forever.
+    /// Zero is refused with [`Error::InvalidArgument`] naming `max_hold`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::time::Duration;
+    /// use tenure::{Coordinator, LossCause};
+    ///
+    /// let tenure = Coordinator::memory();
+    /// let guard = tenure
+    ///     .lease("reports:daily")
+    ///     .max_hold(Duration::from_millis(50))
+    ///     .acquire()
+    ///     .await?;
+    /// guard.lost().wait().await; // renewed until 50 ms, then reported lost
+    /// assert_eq!(guard.loss_cause(), Some(LossCause::MaxHold));
+    /// # Ok(()) }
+    /// ```
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
         self
     }
 
@@ -578,8 +613,9 @@ impl Lease {
         };
         let mut pause = held_pause(watch, ttl_left, backoff);
         if has_place {
-            // A place that is not refreshed within the TTL is given up.
-            pause = pause.min(self.ttl / 2);
+            // The look is the heartbeat that keeps the place: a place that
+            // misses a few is given up, so a dead waiter stalls nobody long.
+            pause = pause.min(line::HEARTBEAT);
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if watch.wait(pause.min(left)).await {
@@ -623,6 +659,12 @@ impl Lease {
                     "{:?} is below the minimum of {MIN_TTL:?}: the clock-drift margin (1% + 2ms) would leave the holder (almost) no validity",
                     self.ttl
                 ),
+            ));
+        }
+        if self.max_hold == Some(Duration::ZERO) {
+            return Err(Error::invalid(
+                "max_hold",
+                "a maximum hold of zero would report the lease lost the moment it is granted",
             ));
         }
         if self.ttl > MAX_TTL {
@@ -731,7 +773,10 @@ impl Lease {
             self.ttl,
             fence,
             valid_until,
-            renew,
+            guard::Upkeep {
+                renew_every: renew,
+                max_hold: self.max_hold,
+            },
         )
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::guard::{Loss, Shared};
+use super::guard::{LossCause, Shared};
 use super::store::{DriftMargin, ExtendReply};
 use crate::clock::Moment;
 
@@ -55,19 +55,26 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
         };
         let now = shared.now();
         let deadline = shared.deadline();
-        if now >= deadline {
-            shared.mark_lost(Loss::Deadline);
+        // Past the maximum hold: no more renewals, and the holder is told.
+        if shared.hold_over(now) {
+            shared.mark_lost(LossCause::MaxHold);
             return;
         }
+        if now >= deadline {
+            shared.mark_lost(LossCause::Deadline);
+            return;
+        }
+        // Wake at the end of the maximum hold too.
+        let deadline_or_hold = shared.end();
         let (Some(every), Some(lead), Some(due_at)) = (renew_every, lead, next_renewal) else {
             // No renewal: sleep towards the deadline (a manual extend may move it).
             drop(shared);
-            tokio::time::sleep(deadline.saturating_duration_since(now).min(SLICE)).await;
+            tokio::time::sleep(deadline_or_hold.saturating_duration_since(now).min(SLICE)).await;
             continue;
         };
         if now < due_at {
             drop(shared);
-            let wake = due_at.min(deadline);
+            let wake = due_at.min(deadline_or_hold);
             tokio::time::sleep(wake.saturating_duration_since(now).min(SLICE)).await;
             continue;
         }

@@ -84,6 +84,14 @@ impl ReleaseWatch {
         }
     }
 
+    /// The watch, keeping `subscription` alive as long as it lives (and
+    /// dropping it after the watch's feed): lets the store take the
+    /// watcher away when nobody waits any more.
+    pub fn keeping(mut self, subscription: Box<dyn std::any::Any + Send + Sync>) -> Self {
+        self._subscription = Some(subscription);
+        self
+    }
+
     /// Whether releases are pushed (as opposed to polled).
     pub fn is_push(&self) -> bool {
         self.feed.is_some()

@@ -105,9 +105,16 @@ pub enum AcquireReply {
 }
 
 /// A waiter's place in a store's waiting line, as the store last wrote it.
-/// Opaque: only the store that handed it out reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Opaque: only the store that handed it out reads it. Its `Debug` shows
+/// only its length: a place may hold the waiter's owner token.
+#[derive(Clone, PartialEq, Eq)]
 pub struct QueuePlace(String);
+
+impl Debug for QueuePlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "QueuePlace({} bytes)", self.0.len())
+    }
+}
 
 impl QueuePlace {
     /// A place as the store wrote it.

@@ -39,7 +39,7 @@ impl Timestamp {
     }
 }
 
-/// Whether a request takes units or only looks.
+/// Whether a request takes units, only looks, gives units back or books them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Mode {
@@ -47,6 +47,14 @@ pub enum Mode {
     Consume,
     /// Compute the decision without changing anything.
     Peek,
+    /// Give `cost` units back (never beyond the capacity). The decision is
+    /// what a peek of one unit sees afterwards.
+    Refund,
+    /// Take the units now if allowed, else book them at the first instant
+    /// they are, if that is at most this long from now. An admitted decision
+    /// then carries the wait in `retry_after` (see
+    /// [`Limiter::reserve`](super::Limiter::reserve)).
+    Reserve(Duration),
 }
 
 /// The answer of a limiter. Being refused is a decision with `allowed == false`,

@@ -24,6 +24,32 @@ pub struct FixedWindowState {
     pub count: u64,
 }
 
+/// The units counted in the window starting at `start`: the stored count when
+/// the stored window began in it (the same window, or a shorter one of an
+/// earlier quota — counts are kept across a quota change), else none.
+fn counted(state: Option<&FixedWindowState>, start: u64) -> u64 {
+    match state {
+        Some(s) if s.start >= start => s.count,
+        _ => 0,
+    }
+}
+
+/// The state after giving back `cost` units of the current window at `now`
+/// (never below zero); `None` when there is nothing to change.
+pub fn refund(
+    policy: &Policy,
+    state: Option<&FixedWindowState>,
+    now: Timestamp,
+    cost: u32,
+) -> Option<FixedWindowState> {
+    let (_, start, _) = align(policy, Some(state?.start), now);
+    let count = counted(state, start);
+    Some(FixedWindowState {
+        start,
+        count: count - count.min(u64::from(cost)),
+    })
+}
+
 /// One fixed window step. Pure.
 ///
 /// ```
@@ -48,10 +74,7 @@ pub fn step(
     let period = policy.period_micros();
     let capacity = policy.capacity();
     let (now, start, skew_us) = align(policy, state.map(|s| s.start), now);
-    let count = match state {
-        Some(s) if s.start == start => s.count,
-        _ => 0,
-    };
+    let count = counted(state, start);
     let end = start + period - now;
     Eval {
         available: capacity - count.min(capacity),

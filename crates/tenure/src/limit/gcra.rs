@@ -14,11 +14,46 @@ use super::decision::{Mode, Timestamp};
 use super::policy::Policy;
 use super::step::{Eval, Step};
 
-/// GCRA state: the theoretical arrival time, in µs.
+/// GCRA state: the theoretical arrival time, in µs, and the emission interval
+/// it was counted with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GcraState {
     /// When the bucket is full again (µs on the store's clock).
     pub tat: u64,
+    /// The emission interval (µs per unit) of the quota that wrote it.
+    pub interval: u64,
+}
+
+/// The longest backlog a quota change can leave (2^50 µs, see
+/// [`MAX_SPAN`](super::MAX_SPAN)): keeps every stored time below 2^53.
+const MAX_BACKLOG: u64 = 1 << 50;
+
+/// The theoretical arrival time of `state` under the interval `t`: a backlog
+/// counted at another interval is rescaled (the units taken stay taken, priced
+/// at the new rate), rounded up. The arithmetic is in doubles, in the same
+/// order as the Lua twin, so both give the same bits.
+pub(crate) fn arrival(state: &GcraState, now: u64, t: u64) -> u64 {
+    if state.interval == t || state.tat <= now {
+        return state.tat;
+    }
+    let backlog = (state.tat - now) as f64 * t as f64 / state.interval as f64;
+    now + backlog.ceil().min(MAX_BACKLOG as f64) as u64
+}
+
+/// The state after giving back `cost` units at `now` (never beyond a full
+/// bucket); `None` when there is nothing to change.
+pub fn refund(
+    policy: &Policy,
+    state: Option<&GcraState>,
+    now: Timestamp,
+    cost: u32,
+) -> Option<GcraState> {
+    let (now, t) = (now.as_micros(), policy.interval_micros());
+    let tat = arrival(state?, now, t);
+    Some(GcraState {
+        tat: tat.saturating_sub(u64::from(cost) * t).max(now),
+        interval: t,
+    })
 }
 
 /// One GCRA step. Pure: the same inputs always give the same outputs.
@@ -48,7 +83,7 @@ pub fn step(
     let cost = u64::from(cost);
     let t = policy.interval_micros();
     let span = policy.capacity() * t;
-    let tat = state.map_or(now, |s| s.tat).max(now);
+    let tat = state.map_or(now, |s| arrival(s, now, t)).max(now);
     let backlog = tat - now;
     let need = cost * t;
     Eval {
@@ -59,6 +94,10 @@ pub fn step(
         skew_us: 0,
     }
     .finish(policy, cost, mode, || {
-        (GcraState { tat: tat + need }, backlog + need)
+        let next = GcraState {
+            tat: tat + need,
+            interval: t,
+        };
+        (next, backlog + need)
     })
 }

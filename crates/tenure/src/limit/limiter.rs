@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::time::Instant;
 use tracing::Instrument;
 use tracing::field::Empty;
@@ -11,7 +10,8 @@ use tracing::field::Empty;
 use super::decision::{Decision, Mode, Timestamp};
 use super::policy::Policy;
 use super::quota::{Algorithm, Quota};
-use super::step::check_cost;
+use super::reservation::Reservation;
+use super::step::check_request;
 use super::store::{LimitRequest, LimitStore};
 use crate::error::{Error, Result};
 use crate::key::validate_key;
@@ -21,9 +21,6 @@ use crate::telemetry;
 /// ([`MAX_SPAN`](super::MAX_SPAN)) on top it stays below 2^53, where Lua's
 /// doubles are exact.
 const LATEST_NOW: u64 = (1 << 53) - (1 << 50) - 1;
-
-/// The most [`Limiter::wait`] adds to a wait as jitter.
-pub const MAX_JITTER: Duration = Duration::from_millis(100);
 
 /// A rate limiter on one store: one or more policies, checked together.
 /// Cheap to clone (an `Arc` inside).
@@ -91,22 +88,23 @@ impl Inner {
         record_rejected: bool,
     ) -> std::result::Result<Vec<Policy>, (&'static str, String)> {
         let mut out: Vec<Policy> = Vec::with_capacity(quotas.len());
-        for (quota, algorithm) in quotas {
-            let policy = Policy::new(*quota, *algorithm)
-                .map_err(|e| match e {
-                    Error::InvalidArgument { what, reason } => (what, reason),
-                    other => ("quota", other.to_string()),
-                })?
-                .record_rejected(record_rejected);
-            if out
-                .iter()
-                .any(|p| p.storage_key("", "") == policy.storage_key("", ""))
-            {
+        for (i, (quota, algorithm)) in quotas.iter().enumerate() {
+            if quotas[..i].contains(&(*quota, *algorithm)) {
                 return Err((
                     "policy",
                     format!("{quota:?} with {algorithm} is given twice"),
                 ));
             }
+            // The n-th policy of its algorithm counts in the key's n-th
+            // state of that algorithm, whatever its quota.
+            let slot = quotas[..i].iter().filter(|(_, a)| a == algorithm).count();
+            let policy = Policy::new(*quota, *algorithm)
+                .map_err(|e| match e {
+                    Error::InvalidArgument { what, reason } => (what, reason),
+                    other => ("quota", other.to_string()),
+                })?
+                .record_rejected(record_rejected)
+                .slot(u32::try_from(slot).unwrap_or(u32::MAX));
             out.push(policy);
         }
         Ok(out)
@@ -243,7 +241,20 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<Decision> {
-        let request = self.request(key, cost, mode, now)?;
+        self.decide_under(key, self.policies()?, cost, mode, now)
+            .await
+    }
+
+    /// [`decide`](Self::decide) under `policies` instead of the limiter's own.
+    async fn decide_under(
+        &self,
+        key: &str,
+        policies: &[Policy],
+        cost: u32,
+        mode: Mode,
+        now: Option<Timestamp>,
+    ) -> Result<Decision> {
+        let request = Self::request(key, policies, cost, mode, now)?;
         // Unobserved (no `debug` subscriber for its span, no metrics), an
         // in-process store answers at once: no future, no span, no timing.
         // Its errors are never infrastructure errors, so no fallback is due.
@@ -268,7 +279,7 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<Vec<Decision>> {
-        let request = self.request(key, cost, mode, now)?;
+        let request = Self::request(key, self.policies()?, cost, mode, now)?;
         self.apply(&request).await
     }
 
@@ -318,15 +329,14 @@ impl Limiter {
     /// The checked request for `key`: bad input is refused here, before any
     /// store is asked.
     fn request<'a>(
-        &'a self,
         key: &'a str,
+        policies: &'a [Policy],
         cost: u32,
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<LimitRequest<'a>> {
         validate_key(key)?;
-        let policies = self.policies()?;
-        check_cost(policies, cost)?;
+        check_request(policies, cost, mode)?;
         if now.is_some_and(|t| t.as_micros() > LATEST_NOW) {
             return Err(Error::invalid(
                 "now",
@@ -345,16 +355,16 @@ impl Limiter {
         self.wait_n(key, 1, max_wait).await
     }
 
-    /// Takes `cost` units for `key`, sleeping until they are available, for at
-    /// most `max_wait`. Returns the admitting decision, or the last refusal as
-    /// soon as its `retry_after` shows the wait would exceed `max_wait` (it
-    /// does not sleep in vain). A `max_wait` longer than
-    /// [`MAX_TTL`](crate::lease::MAX_TTL) means that long.
+    /// Takes `cost` units for `key`, waiting until they are available, for at
+    /// most `max_wait`: a [`reserve`](Self::reserve) followed by a sleep until
+    /// the booked instant. Returns the admitting decision, or at once the
+    /// refusal when the wait would exceed `max_wait` (it does not sleep in
+    /// vain). Waiters are served in the order they booked, at the quota's
+    /// rate: no polling, no thundering herd.
     ///
-    /// Each sleep is the refusal's `retry_after` plus a random jitter of up to a
-    /// quarter of it (at most [`MAX_JITTER`]), so waiters refused together do not
-    /// all come back in the same instant. Cancel-safe: dropping the future takes
-    /// nothing.
+    /// Dropping the future while it sleeps leaves the units booked (taken, as
+    /// by an admitted request that was then abandoned); use
+    /// [`reserve`](Self::reserve) and [`Reservation::cancel`] to give them back.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
@@ -366,29 +376,124 @@ impl Limiter {
     /// let limiter = Limiter::local(Quota::per_second(NonZeroU32::new(10).unwrap()), Algorithm::Gcra);
     /// limiter.check_n("job", 10).await?;                        // bucket empty
     /// let d = limiter.wait("job", Duration::from_secs(1)).await?;
-    /// assert!(d.allowed);                                       // ~100 ms later
-    /// limiter.check_n("job", 10).await?;                        // refused: no wait
+    /// assert!(d.allowed);                                       // 100 ms later
     /// let d = limiter.wait_n("job", 10, Duration::from_millis(10)).await?;
-    /// assert!(!d.allowed);
+    /// assert!(!d.allowed);                                      // 1 s away: no wait
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
     /// As [`check_n`](Self::check_n).
     pub async fn wait_n(&self, key: &str, cost: u32, max_wait: Duration) -> Result<Decision> {
-        let deadline = Instant::now() + crate::duration::capped(max_wait);
-        loop {
-            let decision = self.check_n(key, cost).await?;
-            let Some(retry) = decision.retry_after.filter(|_| !decision.allowed) else {
-                return Ok(decision);
-            };
-            let now = Instant::now();
-            if retry > deadline.saturating_duration_since(now) {
-                return Ok(decision);
-            }
-            let wake = (now + retry + jitter(retry)).min(deadline);
-            tokio::time::sleep_until(wake).await;
+        let max_wait = crate::duration::capped(max_wait);
+        Ok(self.reserve(key, cost, max_wait).await?.ready().await)
+    }
+
+    /// Books `cost` units for `key` at the first instant they are available,
+    /// if that is at most `max_delay` from now, atomically: one store call,
+    /// no polling. The [`Reservation`] says how long to wait
+    /// ([`delay`](Reservation::delay)) before proceeding; reservations of a
+    /// key are served in the order they were booked, at the quota's rate.
+    /// Beyond `max_delay` nothing is booked and the reservation is a refusal
+    /// (its [`decision`](Reservation::decision) says when to retry).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use tenure::limit::{Algorithm, Limiter, Quota};
+    ///
+    /// let limiter = Limiter::local(Quota::per_second(NonZeroU32::new(2).unwrap()), Algorithm::Gcra);
+    /// limiter.check_n("job", 2).await?;                            // bucket empty
+    /// let first = limiter.reserve("job", 1, Duration::from_secs(5)).await?;
+    /// let second = limiter.reserve("job", 1, Duration::from_secs(5)).await?;
+    /// assert!(first.is_granted() && second.is_granted());
+    /// assert!(first.delay() <= Duration::from_millis(500));       // one interval
+    /// assert!(second.delay() > Duration::from_millis(500));       // the one after
+    /// second.cancel().await?;                                      // its slot is free again
+    /// let too_far = limiter.reserve("job", 2, Duration::from_millis(100)).await?;
+    /// assert!(!too_far.is_granted());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n).
+    pub async fn reserve(&self, key: &str, cost: u32, max_delay: Duration) -> Result<Reservation> {
+        let mode = Mode::Reserve(crate::duration::capped(max_delay));
+        let decision = self.decide(key, cost, mode, None).await?;
+        Ok(Reservation::new(self.clone(), key, cost, decision))
+    }
+
+    /// Takes `cost` units for `key` under `quota` instead of the limiter's
+    /// first policy's quota (the others stay): a per-key quota, e.g. by a
+    /// tenant's plan. The key keeps one state whatever quota it is checked
+    /// under; when the quota changes, the state is converted, not reset (see
+    /// `docs/limiters.md`, "Per-key quotas").
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use tenure::limit::{Algorithm, Limiter, Quota};
+    /// let nz = |n| NonZeroU32::new(n).unwrap();
+    ///
+    /// let limiter = Limiter::local(Quota::per_minute(nz(10)), Algorithm::Gcra);
+    /// let free = Quota::per_minute(nz(3));
+    /// let paid = Quota::per_minute(nz(100));
+    /// for _ in 0..3 {
+    ///     assert!(limiter.check_with("tenant:7", free, 1).await?.allowed);
+    /// }
+    /// assert!(!limiter.check_with("tenant:7", free, 1).await?.allowed);
+    /// // Upgraded: the 3 units taken still count, the rest of 100 is there at once.
+    /// let d = limiter.check_with("tenant:7", paid, 1).await?;
+    /// assert!(d.allowed && d.remaining == 96);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`check_n`](Self::check_n); [`Error::InvalidArgument`] when `quota`
+    /// does not fit the algorithm.
+    pub async fn check_with(&self, key: &str, quota: Quota, cost: u32) -> Result<Decision> {
+        let mut policies = self.policies()?.to_vec();
+        if let Some(first) = policies.first_mut() {
+            *first = first.with_quota(quota)?;
         }
+        self.decide_under(key, &policies, cost, Mode::Consume, None)
+            .await
+    }
+
+    /// Gives `cost` units back to `key` under every policy — a request that
+    /// turned out not to count (it failed, it was cheaper than charged) —
+    /// never beyond a policy's capacity. Returns what a peek of one unit sees
+    /// afterwards. What each algorithm can give back is in `docs/limiters.md`
+    /// ("Refunds").
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use tenure::limit::{Algorithm, Limiter, Quota};
+    ///
+    /// let limiter = Limiter::local(Quota::per_hour(NonZeroU32::new(5).unwrap()), Algorithm::FixedWindow);
+    /// limiter.check_n("upload", 4).await?;
+    /// assert_eq!(limiter.refund("upload", 3).await?.remaining, 4);
+    /// assert_eq!(limiter.refund("upload", 50).await?.remaining, 5); // never above the limit
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`check`](Self::check); [`Error::InvalidArgument`] for a zero cost.
+    pub async fn refund(&self, key: &str, cost: u32) -> Result<Decision> {
+        self.decide(key, cost, Mode::Refund, None).await
+    }
+
+    /// Forgets `key`'s state under every policy of this limiter: its next
+    /// request starts from a full budget.
+    ///
+    /// # Errors
+    /// An invalid key or policies, store failures; [`Error::Unsupported`] on
+    /// a store that keeps no limits.
+    pub async fn reset(&self, key: &str) -> Result<()> {
+        validate_key(key)?;
+        self.inner.store.reset(key, self.policies()?).await
     }
 }
 
@@ -396,12 +501,4 @@ impl Limiter {
 /// `debug`, or the `metrics` feature counts decisions.
 fn observed() -> bool {
     cfg!(feature = "metrics") || tracing::enabled!(tracing::Level::DEBUG)
-}
-
-/// A random extra wait in `[0, min(retry / 4, MAX_JITTER)]`.
-fn jitter(retry: Duration) -> Duration {
-    let max = (retry / 4).min(MAX_JITTER);
-    // `max` is at most MAX_JITTER, so the conversion never saturates.
-    let micros = crate::duration::micros(max);
-    Duration::from_micros(rand::rng().random_range(0..=micros))
 }

@@ -55,6 +55,7 @@ pub mod gcra;
 mod limiter;
 mod policy;
 mod quota;
+mod reservation;
 pub mod sliding_log;
 pub mod sliding_window;
 mod step;
@@ -62,7 +63,8 @@ pub mod store;
 pub mod token_bucket;
 
 pub use decision::{Decision, Mode, Timestamp};
-pub use limiter::{Limiter, MAX_JITTER};
+pub use limiter::Limiter;
 pub(crate) use policy::PolicyTag;
 pub use policy::{MAX_LOG_CAPACITY, MAX_SPAN, Policy};
 pub use quota::{Algorithm, Quota};
+pub use reservation::Reservation;

@@ -38,6 +38,7 @@ pub struct Policy {
     period_us: u64,
     interval_us: u64,
     record_rejected: bool,
+    slot: u32,
 }
 
 impl Policy {
@@ -100,6 +101,7 @@ impl Policy {
             period_us,
             interval_us,
             record_rejected: false,
+            slot: 0,
         })
     }
 
@@ -111,6 +113,27 @@ impl Policy {
     pub fn record_rejected(mut self, on: bool) -> Self {
         self.record_rejected = on && self.algorithm == Algorithm::SlidingLog;
         self
+    }
+
+    /// Sets which state of the key this policy counts in: the `n`-th policy of
+    /// its algorithm in a compound limiter (from 0; [`Limiter`](super::Limiter)
+    /// numbers them in the order they are added). Two policies of one request
+    /// must differ in algorithm or slot.
+    #[must_use]
+    pub fn slot(mut self, n: u32) -> Self {
+        self.slot = n;
+        self
+    }
+
+    /// This policy with another quota, counting in the same state: the
+    /// per-call quota of [`Limiter::check_with`](super::Limiter::check_with).
+    ///
+    /// # Errors
+    /// As [`Policy::new`].
+    pub fn with_quota(&self, quota: Quota) -> Result<Self> {
+        Ok(Policy::new(quota, self.algorithm)?
+            .record_rejected(self.record_rejected)
+            .slot(self.slot))
     }
 
     /// The quota.
@@ -144,35 +167,36 @@ impl Policy {
         self.record_rejected
     }
 
+    /// The slot (see [`slot`](Self::slot)).
+    pub fn slot_index(&self) -> u32 {
+        self.slot
+    }
+
     /// What tells this policy's state apart from another policy's of the same
     /// user key: exactly the parts [`storage_key`](Self::storage_key) names.
     pub(crate) fn tag(&self) -> PolicyTag {
         PolicyTag {
             algorithm: self.algorithm,
-            limit: self.quota.limit().get(),
-            period_us: self.period_us,
-            capacity: self.capacity,
+            slot: self.slot,
         }
     }
 
     /// The storage key of this policy for the user key `key`, e.g.
-    /// `tenure:{ip:203.0.113.7}:limit:gcra:60/60000000:10`.
+    /// `tenure:{ip:203.0.113.7}:limit:gcra` (slot 0) or
+    /// `tenure:{ip:203.0.113.7}:limit:gcra:1` (slot 1).
     ///
     /// All policies of one user key share the hash tag `{key}`, so a compound
     /// limiter's keys live in one Redis Cluster slot; a key starting with `}`
     /// or `\` gets a `\` in front inside the braces, as lease keys do (`{}`
-    /// would be an empty hash tag and scatter the policies). The quota is part of the
-    /// name: changing a quota starts from a fresh state instead of misreading
-    /// the old one.
+    /// would be an empty hash tag and scatter the policies). The quota is
+    /// **not** part of the name: a key keeps its state when its quota changes,
+    /// and the algorithms convert it (see `docs/limiters.md`).
     pub fn storage_key(&self, prefix: &str, key: &str) -> String {
-        format!(
-            "{prefix}{{{}}}:limit:{}:{}/{}:{}",
-            crate::key::hash_tag(key),
-            self.algorithm,
-            self.quota.limit(),
-            self.period_us,
-            self.capacity
-        )
+        let tag = crate::key::hash_tag(key);
+        match self.slot {
+            0 => format!("{prefix}{{{tag}}}:limit:{}", self.algorithm),
+            n => format!("{prefix}{{{tag}}}:limit:{}:{n}", self.algorithm),
+        }
     }
 }
 
@@ -181,7 +205,5 @@ impl Policy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct PolicyTag {
     algorithm: Algorithm,
-    limit: u32,
-    period_us: u64,
-    capacity: u64,
+    slot: u32,
 }

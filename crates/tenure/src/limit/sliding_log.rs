@@ -26,6 +26,26 @@ pub struct SlidingLogState {
     pub entries: Vec<u64>,
 }
 
+/// The state after giving back `cost` units at `now`: the newest `cost`
+/// entries of the window go (entries booked ahead first); `None` when there
+/// is nothing to change.
+pub fn refund(
+    policy: &Policy,
+    state: Option<&SlidingLogState>,
+    now: Timestamp,
+    cost: u32,
+) -> Option<SlidingLogState> {
+    let (now, period) = (now.as_micros(), policy.period_micros());
+    let entries = &state?.entries;
+    let live = &entries[entries.partition_point(|&ts| ts + period <= now)..];
+    let keep = live
+        .len()
+        .saturating_sub(usize::try_from(cost).unwrap_or(usize::MAX));
+    Some(SlidingLogState {
+        entries: live[..keep].to_vec(),
+    })
+}
+
 /// One sliding log step. Pure.
 ///
 /// ```

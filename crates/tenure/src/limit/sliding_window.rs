@@ -62,6 +62,39 @@ fn first_fit(policy: &Policy, previous: u64, current: u64, cost: u64, from: u64)
         .find(|&e| available(capacity, period, previous, current, e) >= cost)
 }
 
+/// The counts `(current, previous)` of the window starting at `start`: the
+/// stored ones when the stored window began in it (the same window, or a
+/// shorter one of an earlier quota — counts are kept across a quota change),
+/// the stored current count as the previous one when it is the window before.
+fn counted(state: Option<&SlidingWindowState>, start: u64, period: u64) -> (u64, u64) {
+    match state {
+        Some(s) if s.start >= start => (s.current, s.previous),
+        Some(s) if s.start + period == start => (0, s.current),
+        _ => (0, 0),
+    }
+}
+
+/// The state after giving back `cost` units at `now`: from the current
+/// window's count first, then the previous one's (never below zero); `None`
+/// when there is nothing to change.
+pub fn refund(
+    policy: &Policy,
+    state: Option<&SlidingWindowState>,
+    now: Timestamp,
+    cost: u32,
+) -> Option<SlidingWindowState> {
+    let (_, start, _) = align(policy, Some(state?.start), now);
+    let (current, previous) = counted(state, start, policy.period_micros());
+    let cost = u64::from(cost);
+    let from_current = current.min(cost);
+    let from_previous = previous.min(cost - from_current);
+    Some(SlidingWindowState {
+        start,
+        current: current - from_current,
+        previous: previous - from_previous,
+    })
+}
+
 /// One sliding window counter step. Pure.
 ///
 /// ```
@@ -87,11 +120,7 @@ pub fn step(
     let period = policy.period_micros();
     let capacity = policy.capacity();
     let (now, start, skew_us) = align(policy, state.map(|s| s.start), now);
-    let (current, previous) = match state {
-        Some(s) if s.start == start => (s.current, s.previous),
-        Some(s) if s.start + period == start => (0, s.current),
-        _ => (0, 0),
-    };
+    let (current, previous) = counted(state, start, period);
     let elapsed = now - start;
     let to_end = period - elapsed;
     let retry_us = match first_fit(policy, previous, current, cost, elapsed) {

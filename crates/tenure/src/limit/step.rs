@@ -31,7 +31,7 @@ pub const MAX_STORED: u64 = (1 << 53) - 1;
 /// let p = Policy::new(Quota::per_minute(NonZeroU32::new(3).unwrap()), Algorithm::TokenBucket)?;
 /// let s = step(&p, "k", None, Timestamp::from_micros(42), 1, Mode::Consume)?
 ///     .next.expect("consumed").state;
-/// assert_eq!(s.to_ints(), vec![2, 42]); // 2 tokens left, refilled at 42 µs
+/// assert_eq!(s.to_ints(), vec![2, 42, 3]); // 2 of 3 tokens left, refilled at 42 µs
 /// let blob = s.encode();
 /// assert_eq!(State::decode(&blob, "k")?, s);
 /// assert!(State::decode(&blob[..5], "k").is_err()); // truncated: an error, not a guess
@@ -65,13 +65,14 @@ impl State {
     }
 
     /// The state as integers (timestamps in µs, counts), in a fixed order per
-    /// algorithm: GCRA `[tat]`, token bucket `[tokens, last]`, fixed window
+    /// algorithm: GCRA `[tat, interval]`, token bucket `[tokens, last,
+    /// capacity]`, fixed window
     /// `[start, count]`, sliding window `[start, current, previous]`, sliding
     /// log: the entries' timestamps, oldest first.
     pub fn to_ints(&self) -> Vec<u64> {
         match self {
-            State::Gcra(s) => vec![s.tat],
-            State::TokenBucket(s) => vec![s.tokens, s.last],
+            State::Gcra(s) => vec![s.tat, s.interval],
+            State::TokenBucket(s) => vec![s.tokens, s.last, s.capacity],
             State::SlidingLog(s) => s.entries.clone(),
             State::SlidingWindow(s) => vec![s.start, s.current, s.previous],
             State::FixedWindow(s) => vec![s.start, s.count],
@@ -93,9 +94,13 @@ impl State {
             return Err(corrupt(format!("{algorithm} state holds {v}, beyond 2^53")));
         }
         let state = match (algorithm, ints) {
-            (Algorithm::Gcra, &[tat]) => State::Gcra(gcra::GcraState { tat }),
-            (Algorithm::TokenBucket, &[tokens, last]) => {
-                State::TokenBucket(token_bucket::TokenBucketState { tokens, last })
+            (Algorithm::Gcra, &[tat, interval]) => State::Gcra(gcra::GcraState { tat, interval }),
+            (Algorithm::TokenBucket, &[tokens, last, capacity]) => {
+                State::TokenBucket(token_bucket::TokenBucketState {
+                    tokens,
+                    last,
+                    capacity,
+                })
             }
             (Algorithm::FixedWindow, &[start, count]) => {
                 State::FixedWindow(fixed_window::FixedWindowState { start, count })
@@ -219,19 +224,20 @@ impl Eval {
     ) -> Step<S> {
         let allowed = cost <= self.available;
         let later = |us: u64| if us == 0 { 0 } else { us + self.skew_us };
+        // (Only consuming and peeking steps get here: see `step`.)
         let decision = match (allowed, mode) {
-            (true, Mode::Consume) => Decision::from_parts(
-                true,
-                policy.capacity(),
-                self.available - cost,
-                later(self.reset_consumed_us),
-                None,
-            ),
             (true, Mode::Peek) => Decision::from_parts(
                 true,
                 policy.capacity(),
                 self.available,
                 later(self.reset_us),
+                None,
+            ),
+            (true, _) => Decision::from_parts(
+                true,
+                policy.capacity(),
+                self.available - cost,
+                later(self.reset_consumed_us),
                 None,
             ),
             (false, _) => Decision::from_parts(
@@ -275,16 +281,51 @@ pub(crate) fn align(policy: &Policy, stored_start: Option<u64>, now: Timestamp) 
 /// [`Error::InvalidArgument`] for a zero cost, [`Error::CostExceedsCapacity`]
 /// when the cost exceeds the smallest capacity (it could never be admitted).
 pub fn check_cost(policies: &[Policy], cost: u32) -> Result<()> {
-    check_costs(policies.iter(), cost)
+    check_costs(policies.iter(), cost, Mode::Consume)
+}
+
+/// Checks a request's policies and cost for `mode` (a refund may give back
+/// more than a capacity: the key is then full).
+///
+/// # Errors
+/// As [`check_cost`]; also [`Error::InvalidArgument`] when two policies share
+/// an algorithm and a [slot](Policy::slot).
+pub fn check_request(policies: &[Policy], cost: u32, mode: Mode) -> Result<()> {
+    check_slots(policies)?;
+    check_costs(policies.iter(), cost, mode)
+}
+
+/// Two policies of one request never count in the same state.
+fn check_slots(policies: &[Policy]) -> Result<()> {
+    for (i, p) in policies.iter().enumerate() {
+        if policies[..i].iter().any(|q| q.tag() == p.tag()) {
+            return Err(Error::invalid(
+                "policy",
+                format!(
+                    "two {} policies share slot {}; number them with Policy::slot",
+                    p.algorithm(),
+                    p.slot_index()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// [`check_cost`] over borrowed policies.
-fn check_costs<'a>(policies: impl Iterator<Item = &'a Policy>, cost: u32) -> Result<()> {
+fn check_costs<'a>(
+    policies: impl Iterator<Item = &'a Policy>,
+    cost: u32,
+    mode: Mode,
+) -> Result<()> {
     if cost == 0 {
         return Err(Error::invalid(
             "cost",
             "a request costs at least 1 unit; use peek to look without taking",
         ));
+    }
+    if mode == Mode::Refund {
+        return Ok(());
     }
     if let Some(p) = policies
         .filter(|p| u64::from(cost) > p.capacity())
@@ -298,11 +339,117 @@ fn check_costs<'a>(policies: impl Iterator<Item = &'a Policy>, cost: u32) -> Res
     Ok(())
 }
 
-/// Runs one step of `policy`'s algorithm on `state` (`None` = no state yet).
+/// Runs one step of `policy`'s algorithm on `state` (`None` = no state yet)
+/// in any [`Mode`]: a refund gives units back and decides as a peek of one
+/// unit afterwards; a reservation books the units at the first instant they
+/// fit, when that is at most its delay away (see [`reserve_delay`]).
 ///
 /// # Errors
 /// [`Error::WrongType`] (naming `key`) when `state` belongs to another algorithm.
 pub fn step(
+    policy: &Policy,
+    key: &str,
+    state: Option<&State>,
+    now: Timestamp,
+    cost: u32,
+    mode: Mode,
+) -> Result<Step<State>> {
+    match mode {
+        Mode::Refund => refund(policy, key, state, now, cost),
+        Mode::Reserve(max_delay) => {
+            let first = step_at(policy, key, state, now, cost, Mode::Consume)?;
+            let Some(delay) = reserve_delay(&[first.decision], max_delay) else {
+                return Ok(first);
+            };
+            let later = step_at(
+                policy,
+                key,
+                state,
+                later_by(now, delay),
+                cost,
+                Mode::Consume,
+            )?;
+            Ok(if later.decision.allowed {
+                booked(later, delay)
+            } else {
+                first
+            })
+        }
+        Mode::Consume | Mode::Peek => step_at(policy, key, state, now, cost, mode),
+    }
+}
+
+/// The delay (µs) a reservation waits, given the decisions of taking its units
+/// now: `None` when they are all admitted (nothing to wait for) or the longest
+/// wait exceeds `max_delay`.
+pub fn reserve_delay(now: &[Decision], max_delay: std::time::Duration) -> Option<u64> {
+    let waits = now.iter().filter(|d| !d.allowed);
+    let delay = waits.filter_map(|d| d.retry_after).max()?;
+    (delay <= max_delay).then(|| crate::duration::micros(delay))
+}
+
+fn later_by(now: Timestamp, delay_us: u64) -> Timestamp {
+    Timestamp::from_micros(now.as_micros() + delay_us)
+}
+
+/// A step taken `delay_us` ahead, seen from now: admitted, after that wait.
+fn booked<S>(mut step: Step<S>, delay_us: u64) -> Step<S> {
+    let delay = Duration::from_micros(delay_us);
+    step.decision.reset_after += delay;
+    step.decision.retry_after = Some(delay);
+    if let Some(next) = &mut step.next {
+        next.ttl += delay;
+    }
+    step
+}
+
+/// Gives `cost` units back and decides like a peek of one unit afterwards.
+fn refund(
+    policy: &Policy,
+    key: &str,
+    state: Option<&State>,
+    now: Timestamp,
+    cost: u32,
+) -> Result<Step<State>> {
+    macro_rules! dispatch {
+        ($($alg:ident => $module:ident),*) => {
+            match (policy.algorithm(), state) {
+                (_, None) => None,
+                $((Algorithm::$alg, Some(State::$alg(s))) => {
+                    $module::refund(policy, Some(s), now, cost).map(State::$alg)
+                })*
+                (_, Some(found)) => return Err(mismatch(policy, key, found)),
+            }
+        };
+    }
+    let next = dispatch!(
+        Gcra => gcra,
+        TokenBucket => token_bucket,
+        SlidingLog => sliding_log,
+        SlidingWindow => sliding_window,
+        FixedWindow => fixed_window
+    );
+    let decision = step_at(policy, key, next.as_ref(), now, 1, Mode::Peek)?.decision;
+    let ttl = decision.reset_after.max(Duration::from_micros(1));
+    Ok(Step {
+        decision,
+        next: next.map(|state| Next { state, ttl }),
+    })
+}
+
+fn mismatch(policy: &Policy, key: &str, found: &State) -> Error {
+    Error::WrongType {
+        key: key.to_string(),
+        detail: format!(
+            "holds {} state, the policy is {}",
+            found.algorithm(),
+            policy.algorithm()
+        ),
+    }
+}
+
+/// One step of the algorithm, consuming or peeking.
+fn step_at(
     policy: &Policy,
     key: &str,
     state: Option<&State>,
@@ -319,14 +466,6 @@ pub fn step(
             }),
         }
     }
-    let mismatch = |found: &State| Error::WrongType {
-        key: key.to_string(),
-        detail: format!(
-            "holds {} state, the policy is {}",
-            found.algorithm(),
-            policy.algorithm()
-        ),
-    };
     // Each arm: the policy's algorithm with no state or a state of its own.
     macro_rules! dispatch {
         ($($alg:ident => $module:ident),*) => {
@@ -335,7 +474,7 @@ pub fn step(
                 (Algorithm::$alg, Some(State::$alg(s))) => {
                     lift($module::step(policy, Some(s), now, cost, mode), State::$alg)
                 })*
-                (_, Some(found)) => return Err(mismatch(found)),
+                (_, Some(found)) => return Err(mismatch(policy, key, found)),
             }
         };
     }
@@ -371,31 +510,47 @@ pub struct Applied {
 /// Applies a request to every policy of a limiter atomically: when all allow,
 /// every policy consumes; when any refuses, nothing is consumed (only the
 /// policies that [record rejected requests](Policy::record_rejected) record it).
+/// A refund gives back to every policy; a reservation books every policy at
+/// the first instant all admit, or refuses like a check.
 ///
 /// The caller must hold whatever makes read-then-write atomic in its store (a
 /// mutex, a transaction) around reading the states, this call, and the writes.
 ///
 /// # Errors
-/// The errors of [`check_cost`] and [`step`].
+/// The errors of [`check_request`] and [`step`].
 pub fn apply(slots: &[Slot<'_>], now: Timestamp, cost: u32, mode: Mode) -> Result<Applied> {
-    check_costs(slots.iter().map(|s| s.policy), cost)?;
-    let steps = slots
-        .iter()
-        .map(|s| step(s.policy, s.key, s.state.as_ref(), now, cost, mode))
-        .collect::<Result<Vec<_>>>()?;
-    let all_allowed = steps.iter().all(|s| s.decision.allowed);
+    check_costs(slots.iter().map(|s| s.policy), cost, mode)?;
+    let run = |now, mode| {
+        slots
+            .iter()
+            .map(|s| step(s.policy, s.key, s.state.as_ref(), now, cost, mode))
+            .collect::<Result<Vec<_>>>()
+    };
+    let mut steps = match mode {
+        Mode::Reserve(_) => run(now, Mode::Consume)?,
+        _ => run(now, mode)?,
+    };
+    if let Mode::Reserve(max_delay) = mode {
+        let decisions: Vec<Decision> = steps.iter().map(|s| s.decision).collect();
+        if let Some(delay) = reserve_delay(&decisions, max_delay) {
+            let later = run(later_by(now, delay), Mode::Consume)?;
+            if later.iter().all(|s| s.decision.allowed) {
+                steps = later.into_iter().map(|s| booked(s, delay)).collect();
+            }
+        }
+    }
+    let commit = mode == Mode::Refund || steps.iter().all(|s| s.decision.allowed);
     let decisions = steps.iter().map(|s| s.decision).collect();
     let writes = steps
         .into_iter()
         .zip(slots)
-        .map(|(s, slot)| keep(s, slot.policy, all_allowed))
+        .map(|(s, slot)| keep(s, slot.policy, commit))
         .collect();
     Ok(Applied { decisions, writes })
 }
 
 /// The state a step leaves to write: its next state when every policy of the
-/// request allowed it, or when its policy records refusals too.
-pub(crate) fn keep<S>(step: Step<S>, policy: &Policy, all_allowed: bool) -> Option<Next<S>> {
-    step.next
-        .filter(|_| all_allowed || policy.records_rejected())
+/// request allowed it (or it is a refund), or when its policy records refusals too.
+pub(crate) fn keep<S>(step: Step<S>, policy: &Policy, commit: bool) -> Option<Next<S>> {
+    step.next.filter(|_| commit || policy.records_rejected())
 }

@@ -19,7 +19,10 @@ use super::policy::Policy;
 use crate::error::{Error, Result};
 
 use super::step::keep;
-pub use super::step::{Applied, MAX_STORED, Next, Slot, State, Step, apply, check_cost, step};
+pub use super::step::{
+    Applied, MAX_STORED, Next, Slot, State, Step, apply, check_cost, check_request, reserve_delay,
+    step,
+};
 
 /// One request to a limit store: take (or look at) `cost` units of `key` under
 /// every policy, atomically.
@@ -28,11 +31,12 @@ pub use super::step::{Applied, MAX_STORED, Next, Slot, State, Step, apply, check
 pub struct LimitRequest<'a> {
     /// The user key (already validated).
     pub key: &'a str,
-    /// The policies, at least one, distinct, each with a capacity ≥ `cost`.
+    /// The policies, at least one, of distinct algorithm or
+    /// [slot](Policy::slot), each with a capacity ≥ `cost` (unless refunding).
     pub policies: &'a [Policy],
-    /// Units to take, ≥ 1.
+    /// Units to take (or give back), ≥ 1.
     pub cost: u32,
-    /// Consume or peek.
+    /// Consume, peek, refund or reserve.
     pub mode: Mode,
     /// The instant to decide at instead of the store's clock. For tests and
     /// simulations only: a Redis store then keeps keys at least a minute, since
@@ -70,6 +74,21 @@ impl<'a> LimitRequest<'a> {
 pub trait LimitStore: Debug + Send + Sync + 'static {
     /// Applies `request`, returning one decision per policy, in order.
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>>;
+
+    /// Forgets the state of `key` under each of `policies` (their
+    /// [storage keys](Policy::storage_key)), atomically: the key is fresh.
+    ///
+    /// # Errors
+    /// Store failures; [`Error::Unsupported`] for a store that keeps no limits
+    /// (the default).
+    async fn reset(&self, key: &str, policies: &[Policy]) -> Result<()> {
+        let _ = (key, policies);
+        Err(Error::Unsupported {
+            store: self.describe(),
+            what: "resetting a rate-limit key",
+            instead: "keep limits in memory, SQLite or Redis".into(),
+        })
+    }
 
     /// The store's clock now: the instant a request without an injected `now`
     /// would be decided at.
@@ -174,6 +193,7 @@ pub fn read_step_write<T: StateTable + ?Sized>(
         policy,
         key: request.key,
     };
+    check_request(request.policies, request.cost, request.mode)?;
     if let [policy] = request.policies {
         return Ok(vec![read_step_write_one(
             table,
@@ -240,7 +260,11 @@ fn read_step_write_one<T: StateTable + ?Sized>(
     slot: SlotKey<'_>,
     now: Timestamp,
 ) -> Result<Decision, T::Error> {
-    check_cost(std::slice::from_ref(slot.policy), request.cost)?;
+    check_request(
+        std::slice::from_ref(slot.policy),
+        request.cost,
+        request.mode,
+    )?;
     let state = table.read(slot)?;
     let stepped = step(
         slot.policy,
@@ -251,7 +275,8 @@ fn read_step_write_one<T: StateTable + ?Sized>(
         request.mode,
     )?;
     let decision = stepped.decision;
-    if let Some(next) = keep(stepped, slot.policy, decision.allowed) {
+    let commit = decision.allowed || request.mode == Mode::Refund;
+    if let Some(next) = keep(stepped, slot.policy, commit) {
         if let Some(mut refusal) = table.admit(&[slot], now, &[decision])? {
             return Ok(refusal.pop().unwrap_or(decision));
         }

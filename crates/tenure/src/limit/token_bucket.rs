@@ -19,8 +19,82 @@ use super::step::{Eval, Step, not_before};
 pub struct TokenBucketState {
     /// Tokens in the bucket at `last`.
     pub tokens: u64,
-    /// The instant the last whole token was added (µs on the store's clock).
+    /// The instant the last whole token was added (µs on the store's clock);
+    /// in the future when units are booked ahead (a reservation, or a quota
+    /// lowered below what was taken).
     pub last: u64,
+    /// The capacity of the quota that wrote it.
+    pub capacity: u64,
+}
+
+/// `state` under a quota of `capacity` at `t` µs per unit: the bucket keeps
+/// its deficit (`n` tokens short stays `n` short), clamped to the new
+/// capacity; a deficit beyond it is owed, as time before the next token.
+fn convert(s: TokenBucketState, capacity: u64, t: u64) -> TokenBucketState {
+    if s.capacity == capacity {
+        return s;
+    }
+    let deficit = s.capacity.saturating_sub(s.tokens);
+    let (tokens, last) = if deficit <= capacity {
+        (capacity - deficit, s.last)
+    } else {
+        (0, s.last + (deficit - capacity) * t)
+    };
+    TokenBucketState {
+        tokens,
+        last,
+        capacity,
+    }
+}
+
+/// Tokens and last-refill instant at `now` (refilled), and the instant the
+/// state is judged at (later than `now` when the clock went back or units are
+/// booked ahead).
+fn refilled(policy: &Policy, state: Option<&TokenBucketState>, now: Timestamp) -> (u64, u64, u64) {
+    let (t, capacity) = (policy.interval_micros(), policy.capacity());
+    let s = match state {
+        Some(s) => convert(*s, capacity, t),
+        None => TokenBucketState {
+            tokens: capacity,
+            last: now.as_micros(),
+            capacity,
+        },
+    };
+    let (now, _) = not_before(Some(s.last), now);
+    let added = (now - s.last) / t;
+    if s.tokens + added >= capacity {
+        (capacity, now, now)
+    } else {
+        (s.tokens + added, s.last + added * t, now)
+    }
+}
+
+/// The state after giving back `cost` units at `now`: units booked ahead are
+/// given back first (the next refill moves earlier, not before `now`), then
+/// tokens are added up to the capacity. `None` when there is nothing to change.
+pub fn refund(
+    policy: &Policy,
+    state: Option<&TokenBucketState>,
+    now: Timestamp,
+    cost: u32,
+) -> Option<TokenBucketState> {
+    let (t, capacity) = (policy.interval_micros(), policy.capacity());
+    let mut s = convert(*state?, capacity, t);
+    let mut cost = u64::from(cost);
+    let raw = now.as_micros();
+    if s.last > raw {
+        let back = cost.min((s.last - raw).div_ceil(t));
+        s.last -= back * t;
+        cost -= back;
+    }
+    let (tokens, last, now) = refilled(policy, Some(&s), now);
+    let tokens = (tokens + cost).min(capacity);
+    let last = if tokens == capacity { now } else { last };
+    Some(TokenBucketState {
+        tokens,
+        last,
+        capacity,
+    })
 }
 
 /// One token bucket step. Pure.
@@ -49,18 +123,9 @@ pub fn step(
     let cost = u64::from(cost);
     let t = policy.interval_micros();
     let capacity = policy.capacity();
-    let fresh = TokenBucketState {
-        tokens: capacity,
-        last: now.as_micros(),
-    };
-    let s = state.copied().unwrap_or(fresh);
-    let (now, skew_us) = not_before(Some(s.last), now);
-    let added = (now - s.last) / t;
-    let (tokens, last) = if s.tokens + added >= capacity {
-        (capacity, now)
-    } else {
-        (s.tokens + added, s.last + added * t)
-    };
+    let raw = now.as_micros();
+    let (tokens, last, now) = refilled(policy, state, now);
+    let skew_us = now - raw;
     // Time until full from `left` tokens, counted from `last`.
     let until_full = |left: u64| {
         if left >= capacity {
@@ -83,6 +148,11 @@ pub fn step(
     }
     .finish(policy, cost, mode, || {
         let left = tokens - cost;
-        (TokenBucketState { tokens: left, last }, until_full(left))
+        let next = TokenBucketState {
+            tokens: left,
+            last,
+            capacity,
+        };
+        (next, until_full(left))
     })
 }

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::clock::{Clock, Moment, SystemClock};
-use crate::error::Result;
-use crate::fence::Fence;
+use crate::error::{Error, Result};
+use crate::fence::{Fence, next_fence, wall_clock_us};
 use crate::lease::{
     AcquireReply, ExtendReply, Holder, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome,
     ReleaseWatch, valid_until,
@@ -129,6 +129,13 @@ impl LeaseStore for MemoryStore {
                 ttl_left: Some(entry.expires_at.saturating_duration_since(now)),
             });
         }
+        // Floored by the process's wall clock, so a store made after this
+        // one was dropped (a restarted process) still hands out greater fences.
+        let last = state.fences.get(key).copied();
+        let fence = next_fence(last, wall_clock_us()).ok_or_else(|| Error::WrongType {
+            key: key.to_string(),
+            detail: "the fence counter is at its maximum".into(),
+        })?;
         state.leases.insert(
             key.to_string(),
             Entry {
@@ -137,10 +144,9 @@ impl LeaseStore for MemoryStore {
                 holder: holder.map(|h| (h.clone(), now)),
             },
         );
-        let fence = state.fences.entry(key.to_string()).or_insert(0);
-        *fence += 1;
+        state.fences.insert(key.to_string(), fence);
         Ok(AcquireReply::Acquired {
-            fence: Fence::new(*fence),
+            fence: Fence::new(fence),
             valid_until: valid_until(now, ttl),
         })
     }

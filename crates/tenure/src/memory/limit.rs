@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::limit::store::{
     LimitRequest, LimitStore, SlotKey, State, StateTable, read_step_write, read_step_write_combined,
 };
-use crate::limit::{Algorithm, Decision, Limiter, PolicyTag, Quota, Timestamp};
+use crate::limit::{Algorithm, Decision, Limiter, Policy, PolicyTag, Quota, Timestamp};
 
 /// The default bound on the keys a [`MemoryLimits`] keeps.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -339,6 +339,25 @@ impl Map {
             .state(slot.policy.tag())
     }
 
+    /// Forgets the states of `key` under `policies`, and the key when it has
+    /// none left.
+    fn forget(&mut self, key: &str, policies: &[Policy]) {
+        let hash = self.hasher.hash_one(key);
+        let Ok(mut found) = self.entries.find_entry(hash, |k| *k.key == *key) else {
+            return;
+        };
+        let keyed = found.get_mut();
+        let before = keyed.states.len();
+        keyed
+            .states
+            .retain(|(tag, _)| !policies.iter().any(|p| p.tag() == *tag));
+        let after = keyed.states.len();
+        self.len -= before - after;
+        if after == 0 {
+            found.remove();
+        }
+    }
+
     /// Drops the states expired at `now` (they read as fresh, so nothing is
     /// forgotten), and the keys left without one, and notes when the first
     /// state kept expires.
@@ -374,6 +393,11 @@ impl LimitStore for MemoryLimits {
 
     async fn now(&self) -> Result<Timestamp> {
         Ok(MemoryLimits::now(self))
+    }
+
+    async fn reset(&self, key: &str, policies: &[Policy]) -> Result<()> {
+        self.lock().forget(key, policies);
+        Ok(())
     }
 
     fn decide_inline(&self, request: &LimitRequest<'_>) -> Option<Result<Decision>> {

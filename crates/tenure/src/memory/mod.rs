@@ -5,12 +5,12 @@
 //! limiter. It coordinates nothing across processes: two processes each have
 //! their own store.
 
+mod gate;
 mod lease;
 mod limit;
 mod record;
-mod semaphore;
 
+pub use gate::MemoryGates;
 pub use lease::MemoryStore;
 pub use limit::{DEFAULT_MAX_KEYS, MemoryLimits};
 pub use record::MemoryRecords;
-pub use semaphore::MemorySemaphores;

@@ -40,6 +40,9 @@ pub struct QuorumOptions {
     /// Upper bound of the random retry delay reported after a split vote (default
     /// [`DEFAULT_RETRY_DELAY`]).
     pub(crate) retry_delay: Duration,
+    /// How long each node keeps a fence counter after its last grant
+    /// (default [`DEFAULT_FENCE_RETENTION`](crate::fence::DEFAULT_FENCE_RETENTION)).
+    pub(crate) fence_retention: Duration,
 }
 
 impl Default for QuorumOptions {
@@ -50,6 +53,7 @@ impl Default for QuorumOptions {
             connect_timeout: None,
             drift: DriftMargin::default(),
             retry_delay: DEFAULT_RETRY_DELAY,
+            fence_retention: crate::fence::DEFAULT_FENCE_RETENTION,
         }
     }
 }
@@ -82,6 +86,13 @@ impl QuorumOptions {
     /// Sets the upper bound of the random retry delay after a split vote.
     pub fn retry_delay(mut self, delay: Duration) -> Self {
         self.retry_delay = delay;
+        self
+    }
+
+    /// Sets how long each node keeps a fence counter after its last grant
+    /// (see [`RedisOptions::fence_retention`](crate::redis::RedisOptions::fence_retention)).
+    pub fn fence_retention(mut self, retention: Duration) -> Self {
+        self.fence_retention = retention;
         self
     }
 

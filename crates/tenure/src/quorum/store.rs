@@ -282,7 +282,8 @@ impl QuorumStore {
         let node_options = RedisOptions::default()
             .prefix(options.prefix.clone())
             .timeout(options.node_timeout.max(NODE_REQUEST_BUDGET))
-            .connect_timeout(options.connect_timeout.unwrap_or(options.node_timeout));
+            .connect_timeout(options.connect_timeout.unwrap_or(options.node_timeout))
+            .fence_retention(options.fence_retention);
         let mut nodes = Vec::new();
         let mut names: Vec<String> = Vec::new();
         let mut targets = Vec::new();

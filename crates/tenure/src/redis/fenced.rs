@@ -9,7 +9,7 @@ use super::conn::RedisConn;
 use super::keys::Keys;
 use super::options::RedisOptions;
 use crate::error::{Error, Result};
-use crate::fence::{Fence, FencedWrite};
+use crate::fence::{Fence, FenceStamp, FencedWrite};
 use crate::key::validate_key;
 
 static FENCED_WRITE: LazyLock<Script> =
@@ -21,9 +21,13 @@ const MAX_EXACT_FENCE: u64 = 1 << 53;
 /// Values in Redis that only accept writes with increasing fencing tokens.
 ///
 /// Each resource is a hash `{prefix}resource:{name}` with the fields `fence` (the
-/// last accepted token) and `value`. One script compares and writes atomically:
-/// a write is applied when its fence is **greater than or equal to** the stored
-/// one (equal means the same holder: a retry is safe), rejected when older.
+/// last accepted token), `acquisition` (the id of the acquisition that wrote
+/// it, if it named one) and `value`. One script compares and writes
+/// atomically: a write is applied when its fence is **greater** than the
+/// stored one, or **equal with the same acquisition id** (the same holder: a
+/// retry is safe); otherwise it is rejected. Pass
+/// [`LeaseGuard::stamp`](crate::LeaseGuard::stamp) to make retries idempotent;
+/// a bare [`Fence`] names no acquisition, so its retry is rejected.
 ///
 /// The resource is one key, so it needs no hash tag in a Redis Cluster. Like the
 /// lease keys it must not be evicted: [`connect`](Self::connect) refuses a server
@@ -35,7 +39,7 @@ const MAX_EXACT_FENCE: u64 = 1 << 53;
 /// use tenure::redis::RedisFencedStore;
 ///
 /// let store = RedisFencedStore::connect("redis://127.0.0.1:6379").await?;
-/// match store.write("balance:42", guard.fence(), "100").await? {
+/// match store.write("balance:42", guard.stamp(), "100").await? {
 ///     FencedWrite::Applied => {}
 ///     FencedWrite::Rejected { current } => {
 ///         // A newer holder (fence `current`) wrote first: our lease is gone.
@@ -88,15 +92,19 @@ impl RedisFencedStore {
         self.keys.resource(resource)
     }
 
-    /// Stores `value` if `fence` is not older than the last accepted token (equal
-    /// is the same holder writing again, e.g. a retry after a lost reply).
+    /// Stores `value` if the stamp's fence is newer than the last accepted
+    /// one, or equal to it from the same acquisition (the same holder writing
+    /// again, e.g. a retry after a lost reply).
     pub async fn write(
         &self,
         resource: &str,
-        fence: Fence,
+        stamp: impl Into<FenceStamp>,
         value: impl AsRef<[u8]>,
     ) -> Result<FencedWrite> {
         validate_key(resource)?;
+        let stamp = stamp.into();
+        let fence = stamp.fence();
+        let acquisition = stamp.acquisition().map(|a| a.to_string());
         if fence.get() == 0 || fence.get() > MAX_EXACT_FENCE {
             return Err(Error::invalid(
                 "fence",
@@ -105,7 +113,10 @@ impl RedisFencedStore {
         }
         let key = self.storage_key(resource);
         let mut script = FENCED_WRITE.key(&key);
-        script.arg(fence.get()).arg(value.as_ref());
+        script
+            .arg(fence.get())
+            .arg(value.as_ref())
+            .arg(acquisition.as_deref().unwrap_or(""));
         let (applied, current): (i64, u64) =
             self.conn.script("fenced write", &key, &script).await?;
         Ok(if applied == 1 {

@@ -117,114 +117,21 @@ impl Keys {
         format!("{}:record", self.lease(key))
     }
 
-    /// The sorted set holding the permits of semaphore `key`.
-    pub(crate) fn permits(&self, key: &str) -> String {
-        format!("{}:permits", self.lease(key))
+    /// The state of the gate (semaphore or read-write lease) on `key`:
+    /// `…:permits` or `…:rw`.
+    pub(crate) fn gate(&self, kind: crate::gate::GateKind, key: &str) -> String {
+        format!("{}:{}", self.lease(key), kind.name())
     }
 
-    /// The fence counter of semaphore `key` (apart from the lease's).
-    pub(crate) fn permits_fence(&self, key: &str) -> String {
-        format!("{}:permits:fence", self.lease(key))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// CRC16/XMODEM of the hash tag, modulo 16384: Redis Cluster's key slot.
-    fn slot(key: &str) -> u16 {
-        let bytes = key.as_bytes();
-        let hashed = bytes
-            .iter()
-            .position(|&b| b == b'{')
-            .and_then(|open| {
-                let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
-                (close > 0).then(|| &bytes[open + 1..open + 1 + close])
-            })
-            .unwrap_or(bytes);
-        let mut crc: u16 = 0;
-        for &b in hashed {
-            crc ^= u16::from(b) << 8;
-            for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 {
-                    (crc << 1) ^ 0x1021
-                } else {
-                    crc << 1
-                };
-            }
-        }
-        crc % 16384
+    /// The state and the fence counter of a gate (apart from the lease's).
+    pub(crate) fn gate_and_fence(&self, kind: crate::gate::GateKind, key: &str) -> [String; 2] {
+        let state = self.gate(kind, key);
+        let fence = format!("{state}:fence");
+        [state, fence]
     }
 
-    #[test]
-    fn every_key_of_a_lease_shares_one_slot() {
-        // Known slots from the Redis Cluster specification.
-        assert_eq!(slot("123456789"), 0x31C3);
-        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
-        let keys = Keys::new(crate::redis::DEFAULT_PREFIX);
-        for key in [
-            "}x",
-            "}",
-            "}}",
-            "{}",
-            "{",
-            "a}b",
-            "}{x}",
-            "\\}x",
-            "\\",
-            "{a}b",
-            "orders:42",
-        ] {
-            let lease = keys.lease(key);
-            for other in keys
-                .lease_fence_queue(key)
-                .into_iter()
-                .chain([keys.released(key), keys.holder(key)])
-            {
-                assert_eq!(slot(&lease), slot(&other), "{key:?}: {lease} vs {other}");
-            }
-        }
-        // One-to-one: escaped keys never collide with a plain key.
-        let names = ["}x", "\\}x", "\\\\}x", "x", "\\x", "\\\\x"];
-        let mut seen: Vec<String> = names.iter().map(|k| keys.lease(k)).collect();
-        seen.sort();
-        seen.dedup();
-        assert_eq!(seen.len(), names.len(), "{seen:?}");
-    }
-
-    #[test]
-    fn names_stay_byte_for_byte_what_is_stored() {
-        let keys = Keys::new("tenure:");
-        assert_eq!(keys.lease("orders:42"), "tenure:{orders:42}");
-        assert_eq!(keys.lease("}x"), "tenure:{\\}x}");
-        assert_eq!(keys.fence("orders:42"), "tenure:{orders:42}:fence");
-        assert_eq!(
-            keys.lease_and_fence("}x"),
-            [keys.lease("}x"), keys.fence("}x")]
-        );
-        assert_eq!(keys.holder("orders:42"), "tenure:{orders:42}:holder");
-        assert_eq!(
-            keys.lease_fence_holder("}x"),
-            [keys.lease("}x"), keys.fence("}x"), keys.holder("}x")]
-        );
-        assert_eq!(keys.released("orders:42"), "tenure:{orders:42}:released");
-        assert_eq!(
-            keys.lease_fence_queue("orders:42"),
-            [
-                "tenure:{orders:42}".to_string(),
-                "tenure:{orders:42}:fence".to_string(),
-                "tenure:{orders:42}:queue".to_string()
-            ]
-        );
-        assert_eq!(keys.resource("balance:42"), "tenure:resource:balance:42");
-    }
-
-    #[test]
-    fn durations_convert_saturating() {
-        assert_eq!(millis(Duration::from_micros(1500)), 1);
-        assert_eq!(millis(Duration::MAX), u64::MAX);
-        assert_eq!(from_millis(-2), None);
-        assert_eq!(from_millis(7), Some(Duration::from_millis(7)));
+    /// The channel a gate's grants and releases are published on.
+    pub(crate) fn gate_channel(&self, kind: crate::gate::GateKind, key: &str) -> String {
+        format!("{}:released", self.gate(kind, key))
     }
 }

@@ -14,6 +14,7 @@ use redis::Script;
 use tokio::sync::OnceCell;
 
 use super::conn::RedisConn;
+use super::counter::CounterScripts;
 use super::holder;
 use super::keys::{Keys, from_millis, millis};
 use super::options::{RedisOptions, ReplicaAcks};
@@ -39,16 +40,14 @@ macro_rules! line_script {
 }
 pub(super) use line_script;
 
-const ACQUIRE_LUA: &str = concat!(
+pub(super) const ACQUIRE_LUA: &str = concat!(
     include_str!("scripts/lease_fence.lua"),
     include_str!("scripts/lease_holder.lua"),
     include_str!("scripts/lease_acquire.lua")
 );
 const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
-const RELEASE_LUA: &str = line_script!("lease_release.lua");
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
+pub(super) const RELEASE_LUA: &str = line_script!("lease_release.lua");
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
-static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
 /// Leases on one Redis master: one script call per operation.
 ///
@@ -57,7 +56,7 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 /// | key | type | content |
 /// |---|---|---|
 /// | `tenure:{orders:42}` | string, with TTL | the holder's owner token |
-/// | `tenure:{orders:42}:fence` | string, no TTL | the last fence handed out |
+/// | `tenure:{orders:42}:fence` | string, with the [fence retention](RedisOptions::fence_retention) | the last fence handed out |
 /// | `tenure:{orders:42}:queue` | list, with TTL | the waiting line |
 /// | `tenure:{orders:42}:holder` | hash, with the lease's TTL | who holds it, only when the lease [records it](crate::Lease::record_holder) |
 ///
@@ -78,8 +77,10 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 /// the lease without another round trip. The line's entries and costs are described in
 /// `docs/redis.md`.
 ///
-/// The fence counter has no TTL on purpose: if it expired, fences would start over
-/// and a stale holder's token could look new again.
+/// A fence is never below the server's clock (`TIME`), so the counter can
+/// expire: it lives for the [fence retention](RedisOptions::fence_retention)
+/// after its last grant, and a fence taken after that starts from the clock,
+/// above every fence handed out before.
 #[derive(Debug, Clone)]
 pub struct RedisStore {
     conn: RedisConn,
@@ -89,6 +90,8 @@ pub struct RedisStore {
     /// Send scripts with `EVAL` instead of `EVALSHA`: see
     /// [`inline_scripts`](Self::inline_scripts).
     inline_scripts: bool,
+    /// The scripts that write fence counters, with this store's retention.
+    counters: Arc<CounterScripts>,
 }
 
 impl RedisStore {
@@ -98,6 +101,7 @@ impl RedisStore {
     /// keys unless [`RedisOptions::allow_eviction`] is set.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self> {
         options.check_replica_wait()?;
+        options.check_fence_retention()?;
         let conn = RedisConn::connect(url, &options).await?;
         conn.check_eviction_policy(options.allow_eviction).await?;
         Ok(Self::with_conn(conn, options))
@@ -109,6 +113,7 @@ impl RedisStore {
     /// `maxmemory-policy noeviction` too.
     pub fn lazy(url: &str, options: RedisOptions) -> Result<Self> {
         options.check_replica_wait()?;
+        options.check_fence_retention()?;
         let conn = RedisConn::lazy(url, &options)?;
         Ok(Self::with_conn(conn, options))
     }
@@ -120,6 +125,7 @@ impl RedisStore {
             subscriber: Arc::new(OnceCell::new()),
             replicas: options.replicas,
             inline_scripts: false,
+            counters: CounterScripts::for_retention(options.fence_retention),
         }
     }
 
@@ -189,13 +195,18 @@ impl RedisStore {
         &self.keys
     }
 
+    /// The scripts that write fence counters.
+    pub(super) fn counters(&self) -> &CounterScripts {
+        &self.counters
+    }
+
     /// Releases `key` if it holds `token`: hands it to the first live waiter in
     /// line, or deletes it.
     async fn release_to_next(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
         let released: i64 = self
             .run_script(
                 "release",
-                (&RELEASE, RELEASE_LUA),
+                self.counters.release.pair(),
                 &self.keys.lease_fence_queue(key),
                 &[token.as_str(), &self.keys.released(key)],
             )
@@ -408,7 +419,7 @@ impl LeaseStore for RedisStore {
         let recorded = holder::acquire_args(holder);
         let mut args = vec![token.as_str(), &ttl_ms];
         args.extend(recorded.iter().map(String::as_str));
-        let script = (&*ACQUIRE, ACQUIRE_LUA);
+        let script = self.counters.acquire.pair();
         let grant = Grant {
             op: "acquire",
             key,

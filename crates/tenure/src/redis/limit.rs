@@ -11,7 +11,7 @@ use super::function::{Args, FunctionUse, Library};
 use super::lease::RedisStore;
 use super::options::RedisOptions;
 use crate::error::{Error, Result};
-use crate::limit::store::{LimitRequest, LimitStore};
+use crate::limit::store::{LimitRequest, LimitStore, check_request};
 use crate::limit::{Algorithm, Decision, Mode, Policy, Timestamp};
 
 /// Every algorithm's part, after the shared helpers.
@@ -97,14 +97,14 @@ fn script_for(policies: &[Policy]) -> &'static Script {
 /// master) — as scripts are reloaded on `NOSCRIPT`. Another tenure version
 /// loads a library of another name beside it.
 ///
-/// Storage per policy and key (default prefix `tenure:`), e.g. for GCRA at
-/// 60 per minute with a burst of 10 on key `ip:203.0.113.7`:
-/// `tenure:{ip:203.0.113.7}:limit:gcra:60/60000000:10`.
+/// Storage per policy and key (default prefix `tenure:`), e.g. for GCRA on
+/// key `ip:203.0.113.7`: `tenure:{ip:203.0.113.7}:limit:gcra` — whatever the
+/// quota, which a call may change (see [`Policy::storage_key`]).
 ///
 /// | algorithm | type | content |
 /// |---|---|---|
-/// | GCRA | string | theoretical arrival time, µs |
-/// | token bucket | hash | `tokens`, `last` (µs) |
+/// | GCRA | string | `tat:interval`: theoretical arrival time and emission interval, µs |
+/// | token bucket | hash | `tokens`, `last` (µs), `cap` |
 /// | sliding log | sorted set | one member `µs:nonce:i` per unit, scored by µs |
 /// | sliding window | hash | `start` (µs), `current`, `previous` |
 /// | fixed window | hash | `start` (µs), `count` |
@@ -168,7 +168,12 @@ fn write_args(out: &mut impl Args, request: &LimitRequest<'_>) {
         None => out.push(""),
     }
     out.push(request.cost);
-    out.push(if request.mode == Mode::Peek { "1" } else { "0" });
+    match request.mode {
+        Mode::Peek => out.push("1"),
+        Mode::Refund => out.push("r"),
+        Mode::Reserve(max) => out.push(format!("d{}", crate::duration::micros(max))),
+        _ => out.push("0"),
+    }
     // Only a sliding log names its entries with the nonce.
     if request
         .policies
@@ -237,6 +242,7 @@ fn decision(parts: &[Value]) -> Option<Decision> {
 #[async_trait]
 impl LimitStore for RedisLimits {
     async fn apply(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
+        check_request(request.policies, request.cost, request.mode)?;
         let keys: Vec<String> = request
             .policies
             .iter()
@@ -269,6 +275,23 @@ impl LimitStore for RedisLimits {
             key: first.to_string(),
             cause: format!("malformed decisions for {} policies: {reply:?}", keys.len()).into(),
         })
+    }
+
+    async fn reset(&self, key: &str, policies: &[Policy]) -> Result<()> {
+        let keys: Vec<String> = policies
+            .iter()
+            .map(|p| p.storage_key(&self.prefix, key))
+            .collect();
+        let first = keys.first().map_or("", String::as_str);
+        // One DEL of keys that share a hash tag: one slot, atomic.
+        let _: u64 = self
+            .conn
+            .call("limit reset", first, |mut c| {
+                let keys = keys.clone();
+                async move { redis::cmd("DEL").arg(keys).query_async(&mut c).await }
+            })
+            .await?;
+        Ok(())
     }
 
     async fn now(&self) -> Result<Timestamp> {

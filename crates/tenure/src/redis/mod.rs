@@ -42,8 +42,10 @@
 
 mod cluster;
 mod conn;
+mod counter;
 mod fenced;
 mod function;
+mod gate;
 mod holder;
 mod keys;
 mod lease;
@@ -54,7 +56,6 @@ mod node;
 mod options;
 mod queue;
 mod record;
-mod semaphore;
 mod sentinel;
 mod subscriber;
 
@@ -62,4 +63,4 @@ pub use conn::split_redis_urls;
 pub use fenced::RedisFencedStore;
 pub use lease::RedisStore;
 pub use limit::RedisLimits;
-pub use options::{DEFAULT_PREFIX, RedisOptions, RedisTls, ReplicaAcks};
+pub use options::{DEFAULT_FENCE_RETENTION, DEFAULT_PREFIX, RedisOptions, RedisTls, ReplicaAcks};

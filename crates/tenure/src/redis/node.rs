@@ -19,10 +19,8 @@ use crate::lease::{
 use crate::quorum::node::{Ballot, NodeStatus, QuorumNode, Renewal};
 use crate::token::OwnerToken;
 
-const RAISE_FENCE_LUA: &str = include_str!("scripts/quorum_fence.lua");
-static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
-const EXTEND_LUA: &str = include_str!("scripts/quorum_extend.lua");
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+pub(super) const RAISE_FENCE_LUA: &str = include_str!("scripts/quorum_fence.lua");
+pub(super) const EXTEND_LUA: &str = include_str!("scripts/quorum_extend.lua");
 const RELEASE_LUA: &str = include_str!("scripts/quorum_release.lua");
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
 
@@ -85,7 +83,7 @@ impl QuorumNode for RedisStore {
         let keys = self.keys().lease_and_fence(key);
         let args = [token.as_str(), &fence.to_string()];
         let raised: i64 = self
-            .run_script("raise fence", (&RAISE_FENCE, RAISE_FENCE_LUA), &keys, &args)
+            .run_script("raise fence", self.counters().raise.pair(), &keys, &args)
             .await?;
         Ok(raised >= 0 && raised.unsigned_abs() >= fence)
     }
@@ -106,7 +104,7 @@ impl QuorumNode for RedisStore {
             if may_take { "1" } else { "0" },
         ];
         let code: i64 = self
-            .run_script("extend", (&EXTEND, EXTEND_LUA), &keys, &args)
+            .run_script("extend", self.counters().take.pair(), &keys, &args)
             .await?;
         Ok(match code {
             1 => Renewal::Extended,

@@ -11,6 +11,11 @@ use crate::error::{Error, Result};
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "tenure:";
 
+pub use crate::fence::DEFAULT_FENCE_RETENTION;
+
+/// The longest fence retention accepted: 100 years.
+const MAX_FENCE_RETENTION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
 /// Settings of a [`RedisStore`](super::RedisStore).
 #[derive(Debug, Clone)]
 #[must_use]
@@ -31,6 +36,9 @@ pub struct RedisOptions {
     /// Certificates for `rediss://` URLs (default: the system's trusted roots,
     /// no client certificate); see [`ca_file`](Self::ca_file).
     pub(crate) tls: RedisTls,
+    /// How long a fence counter outlives its last grant (default
+    /// [`DEFAULT_FENCE_RETENTION`]); see [`fence_retention`](Self::fence_retention).
+    pub(crate) fence_retention: Duration,
 }
 
 /// The certificate files of a `rediss://` connection. Read at connect; an
@@ -71,6 +79,19 @@ impl RedisOptions {
             _ => Ok(()),
         }
     }
+
+    /// A fence retention Redis can set as a `PX`: at least a millisecond,
+    /// at most 100 years.
+    pub(super) fn check_fence_retention(&self) -> Result<()> {
+        let r = self.fence_retention;
+        if r < Duration::from_millis(1) || r > MAX_FENCE_RETENTION {
+            return Err(Error::invalid(
+                "fence_retention",
+                format!("{r:?} is not between 1 ms and 100 years"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How many replicas must acknowledge a lease write, and how long the master waits
@@ -92,6 +113,7 @@ impl Default for RedisOptions {
             replicas: None,
             allow_eviction: false,
             tls: RedisTls::default(),
+            fence_retention: DEFAULT_FENCE_RETENTION,
         }
     }
 }
@@ -142,6 +164,22 @@ impl RedisOptions {
     /// the check is skipped: make sure of `noeviction` yourself.
     pub fn allow_eviction(mut self, allow: bool) -> Self {
         self.allow_eviction = allow;
+        self
+    }
+
+    /// Sets how long a lease's fence counter outlives its last grant (default
+    /// [`DEFAULT_FENCE_RETENTION`], a day; between 1 ms and 100 years, else
+    /// connecting refuses it). Each grant writes the counter with this TTL, so
+    /// keys used once (`orders:42`) do not leave a counter behind for good.
+    ///
+    /// Fences stay increasing after a counter expires: every fence is at least
+    /// the server's clock, so the first fence after the expiry starts above
+    /// every fence handed out before. While the counter lives, fences also stay
+    /// increasing if the server's clock steps back; after it expired, only a
+    /// clock that stepped back by more than the time since the last grant could
+    /// repeat a fence (see `docs/leases.md`).
+    pub fn fence_retention(mut self, retention: Duration) -> Self {
+        self.fence_retention = retention;
         self
     }
 

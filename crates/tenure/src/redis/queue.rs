@@ -13,9 +13,12 @@
 //! the lease from the message (see `lease/line.rs`).
 //!
 //! Each entry carries the waiter's token, its TTL and an expiry on the
-//! server's clock that every look of the waiter pushes forward: a waiter that
-//! disappears without leaving the line (killed, cut off) is skipped once its
-//! entry has gone unrefreshed for its TTL. A release with nobody in line
+//! server's clock that every look of the waiter (its heartbeat, every
+//! 250 ms) pushes forward: a waiter that disappears without leaving the line
+//! (killed, cut off) is skipped once its entry has gone a second without a
+//! look. A lease handed to a waiter is set for it for its TTL or half a
+//! second, whichever is shorter, and the waiter's look claims the rest: a
+//! waiter that died just before its hand-off holds the lease no longer. A release with nobody in line
 //! publishes nothing; so that observers of releases (an election's observer,
 //! a run-once waiter) are still woken, [`watch_releases`](RedisStore) puts an
 //! observer's marker in the line while it watches.
@@ -27,22 +30,21 @@ use redis::Script;
 
 use super::keys::millis;
 use super::lease::{Grant, RedisStore, line_script};
+use super::subscriber::TurnWatch;
 use crate::error::Result;
 use crate::lease::{AcquireReply, HolderInfo, QueuePlace, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
 
 /// A waiter's look may grant, and record the holder: the line's helpers
 /// and `scripts/lease_holder.lua`.
-const WAIT_LUA: &str = concat!(
+pub(super) const WAIT_LUA: &str = concat!(
     include_str!("scripts/lease_fence.lua"),
     include_str!("scripts/lease_holder.lua"),
     include_str!("scripts/lease_line.lua"),
     include_str!("scripts/lease_wait.lua")
 );
-const LEAVE_LUA: &str = line_script!("lease_leave.lua");
+pub(super) const LEAVE_LUA: &str = line_script!("lease_leave.lua");
 const OBSERVE_LUA: &str = line_script!("lease_observe.lua");
-static WAIT: LazyLock<Script> = LazyLock::new(|| Script::new(WAIT_LUA));
-static LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_LUA));
 static OBSERVE: LazyLock<Script> = LazyLock::new(|| Script::new(OBSERVE_LUA));
 
 /// How long an observer's marker lives without a refresh.
@@ -79,7 +81,7 @@ impl RedisStore {
         };
         self.run_grant(
             grant,
-            (&WAIT, WAIT_LUA),
+            self.counters().wait.pair(),
             &keys,
             &args,
             |(won, value, place): (i64, i64, String)| (won, value, Some(place)),
@@ -105,7 +107,7 @@ impl RedisStore {
             place.map_or("", QueuePlace::as_str),
         ];
         let passed: i64 = self
-            .run_script("leave", (&LEAVE, LEAVE_LUA), &keys, &args)
+            .run_script("leave", self.counters().leave.pair(), &keys, &args)
             .await?;
         Ok(if passed == 1 {
             ReleaseOutcome::Released
@@ -130,7 +132,7 @@ impl RedisStore {
         let channel = self.keys().released(key);
         if let Some(token) = token {
             return match sub.watch_turn(channel, token.as_str()).await {
-                Some(rx) => ReleaseWatch::for_turn(rx, self.trusts_handoffs()),
+                Some(turn) => self.turn_release_watch(turn),
                 None => ReleaseWatch::polling(),
             };
         }
@@ -158,8 +160,14 @@ impl RedisStore {
     /// [`LeaseStore::ready_turn_watch`]: crate::lease::LeaseStore::ready_turn_watch
     pub(super) fn ready_watch(&self, key: &str, token: &OwnerToken) -> Option<ReleaseWatch> {
         let sub = self.subscriber_if_open()?;
-        let rx = sub.ready_turn(&self.keys().released(key), token.as_str())?;
-        Some(ReleaseWatch::for_turn(rx, self.trusts_handoffs()))
+        let turn = sub.ready_turn(&self.keys().released(key), token.as_str())?;
+        Some(self.turn_release_watch(turn))
+    }
+
+    /// A waiter's watch that takes its watcher away when dropped.
+    fn turn_release_watch(&self, turn: TurnWatch) -> ReleaseWatch {
+        ReleaseWatch::for_turn(turn.receiver, self.trusts_handoffs())
+            .keeping(Box::new(turn.unwatch))
     }
 
     /// Puts (or refreshes) an observer's marker in the line of `key`.
@@ -240,5 +248,20 @@ impl Drop for Observer {
                 })
                 .await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::lease::{CLAIM_WINDOW, PLACE_LIFETIME};
+
+    /// The scripts' timings are the lease layer's.
+    #[test]
+    fn the_line_scripts_use_the_lease_layers_timings() {
+        let ms = crate::duration::millis;
+        let place = format!("local PLACE_MS = {}\n", ms(PLACE_LIFETIME));
+        let claim = format!("local CLAIM_MS = {}\n", ms(CLAIM_WINDOW));
+        assert!(super::WAIT_LUA.contains(&place), "{place}");
+        assert!(super::WAIT_LUA.contains(&claim), "{claim}");
     }
 }

@@ -22,7 +22,7 @@
 //! release).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -133,6 +133,38 @@ impl Watchers {
     }
 }
 
+/// A watch for hand-offs to one token: the receiver, and what takes the
+/// token's watcher away when the watch is dropped.
+pub(super) struct TurnWatch {
+    pub(super) receiver: watch::Receiver<Option<Handoff>>,
+    pub(super) unwatch: Unwatch,
+}
+
+/// Removes a token's watcher from its channel when dropped (after the
+/// watch's receiver), so that waits that end leave nothing behind. The
+/// channel stays subscribed until a later watch prunes it.
+pub(super) struct Unwatch {
+    channels: Weak<Mutex<Channels>>,
+    channel: String,
+    token: String,
+}
+
+impl Drop for Unwatch {
+    fn drop(&mut self) {
+        let Some(channels) = self.channels.upgrade() else {
+            return;
+        };
+        let mut channels = channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = channels.watchers.get_mut(&self.channel)
+            && w.turns
+                .get(&self.token)
+                .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            w.turns.remove(&self.token);
+        }
+    }
+}
+
 /// One RESP3 connection subscribed to the release channels of the keys being
 /// waited on; messages are fanned out to `watch` channels.
 pub(super) struct Subscriber {
@@ -198,25 +230,37 @@ impl Subscriber {
 
     /// Watches `channel` for hand-offs to `token`.
     /// `None` when the channel cannot be subscribed (the watcher polls then).
-    pub(super) async fn watch_turn(
-        &self,
-        channel: String,
-        token: &str,
-    ) -> Option<watch::Receiver<Option<Handoff>>> {
-        self.watch(channel, |w| w.watch_turn(token)).await
+    pub(super) async fn watch_turn(&self, channel: String, token: &str) -> Option<TurnWatch> {
+        let rx = self.watch(channel.clone(), |w| w.watch_turn(token)).await?;
+        Some(self.turn_watch(rx, channel, token))
     }
 
     /// A watch for hand-offs to `token` on `channel` when the channel's
     /// subscription is confirmed already: then every hand-off published
     /// from now on reaches it. `None` otherwise (nothing is sent to Redis).
-    pub(super) fn ready_turn(
+    pub(super) fn ready_turn(&self, channel: &str, token: &str) -> Option<TurnWatch> {
+        let rx = {
+            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+            let watchers = channels.watchers.get_mut(channel).filter(|w| w.confirmed)?;
+            watchers.watch_turn(token)
+        };
+        Some(self.turn_watch(rx, channel.to_string(), token))
+    }
+
+    fn turn_watch(
         &self,
-        channel: &str,
+        receiver: watch::Receiver<Option<Handoff>>,
+        channel: String,
         token: &str,
-    ) -> Option<watch::Receiver<Option<Handoff>>> {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        let watchers = channels.watchers.get_mut(channel).filter(|w| w.confirmed)?;
-        Some(watchers.watch_turn(token))
+    ) -> TurnWatch {
+        TurnWatch {
+            receiver,
+            unwatch: Unwatch {
+                channels: Arc::downgrade(&self.channels),
+                channel,
+                token: token.to_string(),
+            },
+        }
     }
 
     /// Registers a watcher on `channel` (`register`), subscribing first
@@ -328,4 +372,59 @@ async fn node_subscriber(
     ConnectionManager::new_with_config(client, config)
         .await
         .map(Link::Node)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::Coordinator;
+    use crate::redis::{RedisOptions, RedisStore};
+
+    /// How many token watchers the subscriber of `store` keeps on `channel`.
+    fn turn_watchers(store: &RedisStore, channel: &str) -> usize {
+        let sub = store.subscriber_if_open().expect("subscribed");
+        let channels = sub.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels.watchers.get(channel).map_or(0, |w| w.turns.len())
+    }
+
+    /// Every timed wait on a key whose channel is subscribed registers a
+    /// token watcher; a wait that ends must take it away again, so the count
+    /// stays flat however many waits there were.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn token_watchers_do_not_pile_up_over_timed_waits() {
+        let server = tenure_test::RedisServer::start();
+        let store = RedisStore::connect(&server.url(), RedisOptions::default())
+            .await
+            .expect("connect");
+        let tenure = Coordinator::with_backend(store.clone());
+        let lease = tenure.lease("piled").ttl(Duration::from_secs(60));
+        let held = lease.try_acquire().await.expect("acquire").expect("free");
+        // A waiter that stays: the channel is subscribed and confirmed, so
+        // every timed wait below registers its watcher without a round trip.
+        let waiting = tokio::spawn({
+            let lease = lease.clone();
+            async move { lease.acquire().await }
+        });
+        let channel = store.keys().released("piled");
+        let subscribed = tokio::time::Instant::now() + Duration::from_secs(10);
+        while store
+            .subscriber_if_open()
+            .is_none_or(|s| s.ready_turn(&channel, "probe").is_none())
+        {
+            assert!(tokio::time::Instant::now() < subscribed, "never subscribed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for _ in 0..20_000 {
+            let refused = lease.attempt_within(Duration::ZERO).await.expect("wait");
+            assert!(!refused.is_acquired());
+        }
+        let left = turn_watchers(&store, &channel);
+        assert!(
+            left <= 3,
+            "{left} token watchers left after 20,000 timed waits"
+        );
+        waiting.abort();
+        held.release().await.expect("release");
+    }
 }

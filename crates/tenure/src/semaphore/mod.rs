@@ -8,9 +8,20 @@
 //! expires with its TTL. The number of permits is given with each acquisition:
 //! changing it applies to new acquisitions, which are admitted only while
 //! fewer than the new N permits are held, so once the old holders are gone
-//! never more than the new N hold. Waiters are woken by releases on Redis,
-//! etcd and in memory, and poll on SQLite; woken waiters race (permits have no
-//! waiting line).
+//! never more than the new N hold.
+//!
+//! # Fairness
+//!
+//! Waiters are served in arrival order on every store: they stand in one line
+//! per semaphore (see [`gate`](crate::gate)), and a freed permit goes to the
+//! first waiter in line, never to a newcomer or a single
+//! [`try_acquire`](crate::Lease::try_acquire) while someone waits. A waiter
+//! that dies in line (killed, cut off) holds up those behind it for at most
+//! its TTL. Waiters are woken by the grant on Redis and in memory, and poll
+//! on SQLite and etcd. The permit count stays exact when holders are killed
+//! (their permits expire with their TTL) and across restarts of the holders;
+//! on SQLite and etcd the permits survive a restart of the store, on a
+//! Redis master they live as long as its data.
 //!
 //! On a quorum of Redis masters semaphores are refused with
 //! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming an
@@ -42,66 +53,23 @@
 //! # Ok(()) }
 //! ```
 
-use std::fmt::Debug;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::time::Duration;
-
-use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::fence::Fence;
-use crate::lease::{
-    AcquireReply, ExtendReply, HolderInfo, Lease, LeaseStatus, LeaseStore, ReleaseOutcome,
-    ReleaseWatch,
-};
-use crate::token::OwnerToken;
-
-/// What a store provides for semaphores. Every call is atomic on the store.
-#[async_trait]
-pub trait SemaphoreStore: Debug + Send + Sync + 'static {
-    /// Takes a permit of `key` for `token` unless `permits` are held already;
-    /// on success increments the semaphore's fence counter and returns it.
-    /// `Held` carries the time until the soonest permit expires.
-    async fn acquire_permit(
-        &self,
-        key: &str,
-        token: &OwnerToken,
-        ttl: Duration,
-        permits: NonZeroU32,
-    ) -> Result<AcquireReply>;
-
-    /// Resets the TTL of `token`'s permit if it is still held.
-    async fn extend_permit(
-        &self,
-        key: &str,
-        token: &OwnerToken,
-        ttl: Duration,
-    ) -> Result<ExtendReply>;
-
-    /// Gives `token`'s permit back, and wakes waiters.
-    async fn release_permit(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome>;
-
-    /// How many permits are held now, and the last fence.
-    async fn permits_held(&self, key: &str) -> Result<(u32, Option<Fence>)>;
-
-    /// Starts watching `key` for permit releases.
-    async fn watch_permits(&self, key: &str) -> ReleaseWatch;
-
-    /// A short description for messages.
-    fn describe_semaphores(&self) -> String;
-}
+use crate::gate::{Gate, GateKind, GateStatus, GateStore, Mode};
+use crate::lease::Lease;
 
 /// An expiring semaphore on one key; see the [module docs](self).
 #[derive(Debug, Clone)]
 pub struct Semaphore {
     key: String,
     permits: NonZeroU32,
-    store: Arc<dyn SemaphoreStore>,
+    store: Arc<dyn GateStore>,
 }
 
 impl Semaphore {
-    pub(crate) fn new(store: Arc<dyn SemaphoreStore>, key: String, permits: NonZeroU32) -> Self {
+    pub(crate) fn new(store: Arc<dyn GateStore>, key: String, permits: NonZeroU32) -> Self {
         Semaphore {
             key,
             permits,
@@ -118,68 +86,19 @@ impl Semaphore {
     /// its TTL and watchdog, then acquire, wait, renew and release as with
     /// any lease.
     pub fn lease(&self) -> Lease {
-        let adapter = Permits {
-            store: Arc::clone(&self.store),
-            permits: self.permits,
-        };
-        Lease::new(Arc::new(adapter), self.key.clone())
+        let gate = Gate::new(Arc::clone(&self.store), Mode::Permit(self.permits));
+        Lease::new(Arc::new(gate), self.key.clone())
     }
 
     /// How many permits are held now.
     pub async fn held(&self) -> Result<u32> {
+        let status = self.status().await?;
+        Ok(u32::try_from(status.holders.len()).unwrap_or(u32::MAX))
+    }
+
+    /// The holders (with their fences and recorded holders) and the waiters.
+    pub async fn status(&self) -> Result<GateStatus> {
         crate::key::validate_key(&self.key)?;
-        Ok(self.store.permits_held(&self.key).await?.0)
-    }
-}
-
-/// A semaphore seen as a lease store: the lease layer's guard, watchdog,
-/// waiting and clean-up of abandoned attempts work on permits unchanged.
-#[derive(Debug)]
-struct Permits {
-    store: Arc<dyn SemaphoreStore>,
-    permits: NonZeroU32,
-}
-
-#[async_trait]
-impl LeaseStore for Permits {
-    async fn try_acquire(
-        &self,
-        key: &str,
-        token: &OwnerToken,
-        ttl: Duration,
-        // Permits record no holder (see `Lease::record_holder`).
-        _holder: Option<&HolderInfo>,
-    ) -> Result<AcquireReply> {
-        self.store
-            .acquire_permit(key, token, ttl, self.permits)
-            .await
-    }
-
-    async fn extend(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Result<ExtendReply> {
-        self.store.extend_permit(key, token, ttl).await
-    }
-
-    async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
-        self.store.release_permit(key, token).await
-    }
-
-    async fn status(&self, key: &str) -> Result<LeaseStatus> {
-        let (held, fence) = self.store.permits_held(key).await?;
-        Ok(LeaseStatus {
-            held: held >= self.permits.get(),
-            ttl_left: None,
-            fence,
-            storage_key: format!("{key} (semaphore, {held} of {} held)", self.permits),
-            holder: None,
-            waiters: None,
-        })
-    }
-
-    async fn watch_releases(&self, key: &str) -> ReleaseWatch {
-        self.store.watch_permits(key).await
-    }
-
-    fn describe(&self) -> String {
-        self.store.describe_semaphores()
+        self.store.status(GateKind::Semaphore, &self.key).await
     }
 }

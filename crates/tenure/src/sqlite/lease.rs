@@ -13,7 +13,7 @@ use super::notify::Wanted;
 use super::{Commit, Fault, SqliteStore, line, schema};
 use crate::duration::millis_i64;
 use crate::error::Result;
-use crate::fence::Fence;
+use crate::fence::{Fence, wall_clock_us};
 use crate::lease::{
     AcquireReply, ExtendReply, Holder, HolderInfo, LeaseStatus, LeaseStore, QueuePlace,
     ReleaseOutcome, ReleaseWatch, elapsed_ms, valid_until,
@@ -31,21 +31,35 @@ pub(super) struct Row {
     pid: Option<i64>,
     label: Option<String>,
     acquired_at_ms: Option<i64>,
+    expires_at_wall_ms: Option<i64>,
 }
 
 impl Row {
     /// The remaining TTL if the lease is held at `now`, else `None`.
     ///
-    /// A lease is held when it has an owner, was written during this boot (on
-    /// the store clock, or a legacy row on the clock it was written with), has
-    /// not reached its expiry, and its remaining time is at most its TTL — more
-    /// than that means the clock went backwards, which only a restarted clock
-    /// does.
+    /// A lease is held when it has an owner and has not reached its expiry:
+    /// on the store clock when it was written during this boot (or a legacy
+    /// row on the clock it was written with), its remaining time at most its
+    /// TTL — more than that means the clock went backwards, which only a
+    /// restarted clock does.
+    ///
+    /// A row written under a boot id this kernel does not know comes from a
+    /// previous boot of this host — or from another kernel sharing the file
+    /// (a VM or container over virtiofs/9p, WSL2 and Windows), which tenure
+    /// does not support but must not turn into two holders: it is held until
+    /// its wall-clock expiry, for at most its TTL from now. A row without one
+    /// (written by an older tenure) is free, as it always was.
     pub(super) fn held_for(&self, now: &HostTime) -> Option<Duration> {
         self.token.as_ref()?;
-        let now_ms = now.ms_for(self.boot.as_deref()?)?;
-        let left = self.expires_at_ms?.checked_sub(now_ms)?;
-        if left <= 0 || left > self.ttl_ms? {
+        let ttl = self.ttl_ms?;
+        let left = match now.ms_for(self.boot.as_deref()?) {
+            Some(now_ms) => self.expires_at_ms?.checked_sub(now_ms)?,
+            None => {
+                let wall_ms = i64::try_from(wall_clock_us() / 1000).ok()?;
+                self.expires_at_wall_ms?.checked_sub(wall_ms)?.min(ttl)
+            }
+        };
+        if left <= 0 || left > ttl {
             return None;
         }
         u64::try_from(left).ok().map(Duration::from_millis)
@@ -86,7 +100,7 @@ impl Row {
 }
 
 /// The columns [`Row::from_sql`] reads, in its order.
-const COLUMNS: &str = "fence, token, boot_id, expires_at_ms, ttl_ms, holder_host, holder_pid, holder_label, acquired_at_ms";
+const COLUMNS: &str = "fence, token, boot_id, expires_at_ms, ttl_ms, holder_host, holder_pid, holder_label, acquired_at_ms, expires_at_wall_ms";
 
 impl Row {
     /// A row selected with [`COLUMNS`] from column `at` on.
@@ -101,6 +115,7 @@ impl Row {
             pid: r.get(at + 6)?,
             label: r.get(at + 7)?,
             acquired_at_ms: r.get(at + 8)?,
+            expires_at_wall_ms: r.get(at + 9)?,
         })
     }
 }
@@ -121,11 +136,83 @@ pub(super) fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<
     .optional()
 }
 
-/// The fence after `last`, unless the counter is exhausted (or corrupt).
+/// The fence after `last` (0: no counter), floored by the host's wall clock
+/// read now, inside the caller's transaction (see `fence::floor`); an error
+/// when the counter is exhausted (or corrupt).
 pub(super) fn next_fence(last: i64) -> Result<i64, Fault> {
-    last.checked_add(1)
-        .filter(|f| *f > 0)
-        .ok_or_else(|| Fault::Data(format!("fence counter is {last}")))
+    let corrupt = || Fault::Data(format!("fence counter is {last}"));
+    let last = u64::try_from(last).map_err(|_| corrupt())?;
+    crate::fence::next_fence((last > 0).then_some(last), wall_clock_us())
+        .and_then(|f| i64::try_from(f).ok())
+        .ok_or_else(corrupt)
+}
+
+/// How many rows one grant looks at for idle fence counters.
+const PRUNE_BATCH: i64 = 4;
+
+/// Deletes idle fence counters a few rows at a time, after grants: a row
+/// that is not held and whose last fence is older than the retention (a
+/// fence is at most a second below the wall clock of its grant) goes, and
+/// the key's next fence starts from the clock again. Walks the table in key
+/// order from the first key it was given, wrapping around, so every row is
+/// looked at after a number of grants proportional to the table's size.
+#[derive(Debug)]
+pub(super) struct Pruner {
+    retention_us: i64,
+    /// The last key looked at (`None` before the first grant).
+    cursor: std::sync::Mutex<Option<String>>,
+}
+
+impl Pruner {
+    /// A pruner for the fence retention `retention`.
+    pub(super) fn new(retention: Duration) -> Self {
+        Pruner {
+            retention_us: crate::duration::micros_i64(retention),
+            cursor: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Looks at the next [`PRUNE_BATCH`] rows (after `granted`, the key just
+    /// granted, the first time) inside the grant's transaction.
+    pub(super) fn run(
+        &self,
+        tx: &Connection,
+        granted: &str,
+        now: &HostTime,
+    ) -> rusqlite::Result<()> {
+        let wall_us = i64::try_from(wall_clock_us()).unwrap_or(i64::MAX);
+        let cutoff = wall_us
+            .saturating_sub(self.retention_us)
+            .saturating_sub(1_000_000);
+        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        let after = cursor.get_or_insert_with(|| granted.to_string()).clone();
+        let mut select = tx.prepare(&format!(
+            "SELECT key, {COLUMNS} FROM tenure_leases WHERE key > ?1 ORDER BY key LIMIT ?2"
+        ))?;
+        let rows = select
+            .query_map(params![after, PRUNE_BATCH], |r| {
+                Ok((r.get::<_, String>(0)?, Row::from_sql(r, 1)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        for (key, row) in &rows {
+            if key != granted && row.fence < cutoff && row.held_for(now).is_none() {
+                tx.execute("DELETE FROM tenure_leases WHERE key = ?1", [key])?;
+            }
+        }
+        // Fewer rows than asked for: the end of the table, start over.
+        *cursor = match rows.last() {
+            Some((key, _)) if i64::try_from(rows.len()) == Ok(PRUNE_BATCH) => Some(key.clone()),
+            _ => Some(String::new()),
+        };
+        Ok(())
+    }
+}
+
+/// The wall-clock expiry of a lease taken or renewed now for `ttl_ms`.
+fn wall_expiry(ttl_ms: i64) -> i64 {
+    i64::try_from(wall_clock_us() / 1000)
+        .unwrap_or(i64::MAX)
+        .saturating_add(ttl_ms)
 }
 
 /// Writes the lease of `key` for `token`: `fence`, an expiry `ttl_ms` from
@@ -141,14 +228,15 @@ pub(super) fn grant(
 ) -> rusqlite::Result<()> {
     tx.prepare(
         "INSERT INTO tenure_leases (key, fence, token, boot_id, expires_at_ms, ttl_ms,
-           holder_host, holder_pid, holder_label, acquired_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+           holder_host, holder_pid, holder_label, acquired_at_ms, expires_at_wall_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (key) DO UPDATE SET
            fence = excluded.fence, token = excluded.token,
            boot_id = excluded.boot_id, expires_at_ms = excluded.expires_at_ms,
            ttl_ms = excluded.ttl_ms, holder_host = excluded.holder_host,
            holder_pid = excluded.holder_pid, holder_label = excluded.holder_label,
-           acquired_at_ms = excluded.acquired_at_ms",
+           acquired_at_ms = excluded.acquired_at_ms,
+           expires_at_wall_ms = excluded.expires_at_wall_ms",
     )?
     .execute(params![
         key,
@@ -161,6 +249,7 @@ pub(super) fn grant(
         holder.map(|h| h.pid),
         holder.and_then(|h| h.label.as_deref()),
         holder.map(|_| now.ms()),
+        wall_expiry(ttl_ms),
     ])?;
     Ok(())
 }
@@ -179,8 +268,13 @@ impl LeaseStore for SqliteStore {
         let granted_to = token.clone();
         let holder = holder.cloned();
         let ttl_ms = ttl_ms(ttl);
+        let inner = std::sync::Arc::clone(&self.inner);
+        // Relaxed (no fsync in WAL mode): a power cut that undoes this grant
+        // also ends its holder, and the clock floor keeps the next fence above
+        // this one (docs/cli.md, "Durability").
         let fence = self
-            .transact(
+            .transact_as(
+                Commit::Relaxed,
                 "acquire",
                 key,
                 TransactionBehavior::Immediate,
@@ -191,6 +285,7 @@ impl LeaseStore for SqliteStore {
                     }
                     let fence = next_fence(row.map_or(0, |r| r.fence))?;
                     grant(tx, &owned_key, fence, &token, ttl_ms, holder.as_ref(), now)?;
+                    inner.pruner.run(tx, &owned_key, now)?;
                     Ok(Ok(fence))
                 },
             )
@@ -230,13 +325,15 @@ impl LeaseStore for SqliteStore {
                     // Stamps the current boot id too: a legacy row moves to the
                     // store clock with its new expiry.
                     tx.execute(
-                        "UPDATE tenure_leases SET expires_at_ms = ?2, ttl_ms = ?3, boot_id = ?4
+                        "UPDATE tenure_leases SET expires_at_ms = ?2, ttl_ms = ?3, boot_id = ?4,
+                           expires_at_wall_ms = ?5
                          WHERE key = ?1",
                         params![
                             owned_key,
                             now.ms().saturating_add(ttl_ms),
                             ttl_ms,
-                            &*now.boot
+                            &*now.boot,
+                            wall_expiry(ttl_ms)
                         ],
                     )?;
                     Ok(true)
@@ -358,7 +455,8 @@ impl LeaseStore for SqliteStore {
         // A place this store did not write is no place: stand in line anew.
         let place = place.and_then(|p| p.as_str().parse::<i64>().ok());
         let look = self
-            .transact(
+            .transact_as(
+                Commit::Relaxed,
                 "wait",
                 key,
                 TransactionBehavior::Immediate,
@@ -389,7 +487,8 @@ impl LeaseStore for SqliteStore {
     ) -> Result<ReleaseOutcome> {
         let (owned_key, owned_token) = (key.to_string(), token.as_str().to_string());
         let passed = self
-            .transact(
+            .transact_as(
+                Commit::Relaxed,
                 "leave",
                 key,
                 TransactionBehavior::Immediate,

@@ -128,6 +128,22 @@ impl LimitStore for SqliteStore {
         .await
     }
 
+    async fn reset(&self, key: &str, policies: &[Policy]) -> Result<()> {
+        let keys: Vec<String> = policies.iter().map(|p| p.storage_key("", key)).collect();
+        self.transact(
+            "limit reset",
+            key,
+            TransactionBehavior::Immediate,
+            move |tx, _| {
+                for key in &keys {
+                    tx.execute("DELETE FROM tenure_limits WHERE key = ?1", [key])?;
+                }
+                Ok(())
+            },
+        )
+        .await
+    }
+
     async fn now(&self) -> Result<Timestamp> {
         self.transact(
             "limiter clock",

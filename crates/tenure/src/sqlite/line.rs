@@ -5,9 +5,12 @@
 //! module), so a contended lease changes hands in FIFO order.
 //!
 //! Each place carries the waiter's token, the TTL it asked for and an expiry
-//! on the store clock that every look of the waiter pushes forward: a waiter
-//! that disappears without leaving the line (killed) is skipped once its
-//! place has gone unrefreshed for its TTL. Dead places of a key are deleted
+//! on the store clock that every look of the waiter (its heartbeat, every
+//! 250 ms) pushes forward: a waiter that disappears without leaving the line
+//! (killed) is skipped once its place has gone a second without a look. A
+//! lease handed to a waiter is set for it for half a second only, until its
+//! look claims the full TTL, so a waiter that died just before the hand-off
+//! holds up the line no longer than that. Dead places of a key are deleted
 //! when the line of that key is next served.
 //!
 //! The same semantics as the Redis line (`redis/queue.rs`); FIFO does not
@@ -20,7 +23,7 @@ use super::Fault;
 use super::clock::HostTime;
 use super::lease::{Row, grant, next_fence, read_row};
 use super::notify::RowState;
-use crate::lease::{AcquireReply, HolderInfo};
+use crate::lease::{AcquireReply, CLAIM_WINDOW, HolderInfo, PLACE_LIFETIME};
 
 /// The first live waiter of a line.
 pub(super) struct Waiter {
@@ -61,8 +64,15 @@ fn remove_place(tx: &Connection, key: &str, token: &str) -> rusqlite::Result<()>
     Ok(())
 }
 
+/// How long a lease handed to `waiter` is set for it until it claims it.
+fn claim_ms(waiter: &Waiter) -> i64 {
+    waiter.ttl_ms.min(crate::duration::millis_i64(CLAIM_WINDOW))
+}
+
 /// Hands the lease of `key` (whose last fence is `last`) to `waiter`: a fresh
-/// fence, its token with its TTL, its place removed. With the fence counter
+/// fence, its token for the claim window (the waiter's look claims the full
+/// TTL, so a lease handed to a waiter that died is free again soon), its
+/// place removed. With the fence counter
 /// exhausted nothing is handed over: the waiter meets the error when it
 /// takes the lease itself.
 fn hand_off(
@@ -75,7 +85,7 @@ fn hand_off(
     let Ok(fence) = next_fence(last) else {
         return Ok(None);
     };
-    grant(tx, key, fence, &waiter.token, waiter.ttl_ms, None, now)?;
+    grant(tx, key, fence, &waiter.token, claim_ms(waiter), None, now)?;
     tx.prepare("DELETE FROM tenure_waiters WHERE seq = ?1")?
         .execute([waiter.seq])?;
     Ok(Some(Some((fence, Some(waiter.token.clone())))))
@@ -137,7 +147,9 @@ pub(super) fn look(tx: &Connection, req: &Request<'_>, now: &HostTime) -> Result
             match first_waiter(tx, req.key, now)? {
                 Some(w) if w.token != req.token => {
                     changed = hand_off(tx, req.key, last, &w, now)?;
-                    ttl_left = Some(std::time::Duration::from_millis(w.ttl_ms.unsigned_abs()));
+                    ttl_left = Some(std::time::Duration::from_millis(
+                        claim_ms(&w).unsigned_abs(),
+                    ));
                 }
                 _ => {
                     let fence = next_fence(last)?;
@@ -167,7 +179,9 @@ fn granted(fence: i64, changed: Option<RowState>) -> Look {
 /// Refreshes the waiter's place (`req.place`, when it is still in line) or
 /// takes one at the end. Returns the place.
 fn keep_place(tx: &Connection, req: &Request<'_>, now: &HostTime) -> rusqlite::Result<i64> {
-    let expires = now.ms().saturating_add(req.ttl_ms);
+    let expires = now
+        .ms()
+        .saturating_add(crate::duration::millis_i64(PLACE_LIFETIME));
     if let Some(seq) = req.place {
         let kept = tx
             .prepare(

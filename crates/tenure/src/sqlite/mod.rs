@@ -11,13 +11,13 @@
 
 mod clock;
 mod file_events;
+mod gate;
 mod lease;
 mod limit;
 mod line;
 mod notify;
 mod record;
 mod schema;
-mod semaphore;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -27,6 +27,8 @@ use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use clock::HostTime;
+
+pub use crate::fence::DEFAULT_FENCE_RETENTION;
 
 /// How long an operation waits for another process's write lock by default.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -51,6 +53,9 @@ pub struct SqliteOptions {
     /// changes are reported, waiters are woken by them and this is unused.
     /// The first store of a file in a process sets it for that file.
     pub(crate) poll_interval: Duration,
+    /// How long a fence counter outlives its last grant (default
+    /// [`DEFAULT_FENCE_RETENTION`]); see [`fence_retention`](Self::fence_retention).
+    pub(crate) fence_retention: Duration,
 }
 
 impl Default for SqliteOptions {
@@ -58,6 +63,7 @@ impl Default for SqliteOptions {
         SqliteOptions {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
+            fence_retention: DEFAULT_FENCE_RETENTION,
         }
     }
 }
@@ -74,6 +80,18 @@ impl SqliteOptions {
         self.poll_interval = interval;
         self
     }
+
+    /// Sets how long a lease's row (its fence counter) is kept once nobody
+    /// holds the lease (default [`DEFAULT_FENCE_RETENTION`], a day). Later
+    /// grants delete such rows a few at a time, so keys used once
+    /// (`orders:42`) do not leave a row behind for good. Every fence is at
+    /// least the host's wall clock, so a key whose row was deleted goes on
+    /// above its earlier fences; while the row lives, fences also stay
+    /// increasing if the wall clock steps back (see `docs/leases.md`).
+    pub fn fence_retention(mut self, retention: Duration) -> Self {
+        self.fence_retention = retention;
+        self
+    }
 }
 
 /// Leases in a SQLite file, shared by every process on the host that opens it:
@@ -82,16 +100,24 @@ impl SqliteOptions {
 /// - **Atomic across processes.** Every change is one `BEGIN IMMEDIATE`
 ///   transaction: read the row, decide, write. The database is in WAL mode and
 ///   waits for other writers up to [`SqliteOptions::busy_timeout`].
-/// - **Durable fences.** The fence counter lives in the lease's row, which is
-///   never deleted: releasing or expiring a lease clears its owner, not its
-///   counter. Every commit that hands a fence to its holder is synchronous
-///   (`synchronous=FULL`), so after a crash or a power cut the next fence is
-///   still greater than every fence a holder was given. Releases and renewals
-///   commit with `synchronous=NORMAL` (WAL mode only): a crashed process loses
+/// - **Fences that never repeat.** The fence counter lives in the lease's
+///   row: releasing or expiring a lease clears its owner, not its counter.
+///   Every fence is `max(last fence + 1, the host's wall clock)` (read in
+///   the same transaction; see `docs/leases.md`), so a lost counter — a row
+///   deleted by the [fence retention](SqliteOptions::fence_retention), a
+///   grant undone by a power cut, a deleted file — still goes on above every
+///   fence handed out before, unless the wall clock stepped back by more than
+///   the time since that fence. So grants, releases and renewals commit with
+///   `synchronous=NORMAL` (WAL mode only; no fsync): a crashed process loses
 ///   none of them, a power cut may undo the last ones — which frees nothing
-///   wrongly, since the reboot expires every lease (boot id), and a fence a
-///   release hands to the next waiter reaches it only through the waiter's own
-///   synchronous claim.
+///   wrongly, since every holder on the host died with it and the reboot
+///   expires every lease (boot id), and repeats no fence (the floor).
+/// - **One kernel.** Every process using the file must run on one kernel:
+///   expiry is on that kernel's clock. A row written under a boot id this
+///   kernel does not know (its previous boot, or another kernel sharing the
+///   file: a VM or container over virtiofs/9p, WSL2 and Windows) is held
+///   until its wall-clock expiry, so neither case grants a lease twice; the
+///   waiting line and wake-ups still work per kernel only.
 /// - **Expiry on the holders' deadline clock** ([`SystemClock`](crate::clock::SystemClock):
 ///   `CLOCK_BOOTTIME` on Linux, `CLOCK_MONOTONIC` on macOS), which a wall-clock
 ///   change does not move and a suspend does not stop; with the boot id stored
@@ -143,13 +169,15 @@ pub struct SqliteStore {
 /// How a transaction's commit reaches the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Commit {
-    /// On disk before the call returns (`synchronous=FULL`): every commit
-    /// that hands a fence to its holder.
+    /// On disk before the call returns (`synchronous=FULL`): records,
+    /// permits and everything not named under `Relaxed`.
     Durable,
     /// Handed to the OS at once, on disk with the next durable commit or
     /// checkpoint (`synchronous=NORMAL`, in WAL mode only, where it cannot
-    /// corrupt the file): releases and renewals. A power cut may undo them,
-    /// which frees nothing wrongly: the reboot expires every lease (boot id).
+    /// corrupt the file): lease grants (acquire, the waiting line's looks
+    /// and hand-offs), releases and renewals. A power cut may undo them,
+    /// which frees nothing wrongly (the reboot expires every lease, boot id)
+    /// and repeats no fence (every fence is floored by the wall clock).
     Relaxed,
 }
 
@@ -176,6 +204,8 @@ struct Inner {
     bare_boot: Arc<str>,
     busy_timeout: Duration,
     poll_interval: Duration,
+    /// Deletes idle fence counters after grants.
+    pruner: lease::Pruner,
 }
 
 /// `sqlite:PATH`, as in messages.
@@ -280,6 +310,7 @@ impl SqliteStore {
                 bare_boot: clock::bare_boot_id(),
                 busy_timeout,
                 poll_interval: crate::duration::capped(options.poll_interval),
+                pruner: lease::Pruner::new(options.fence_retention),
             }),
         })
     }

@@ -23,14 +23,16 @@ pub(crate) const APPLICATION_ID: i32 = 0x5744_454E;
 /// - 2: the holder columns of `tenure_leases`.
 pub(crate) const SCHEMA_VERSION: i32 = 2;
 
-/// The table of leases: one row per key ever acquired. Rows are never deleted,
-/// because the row carries the key's fence counter, which must never start over.
+/// The table of leases: one row per key, which carries the key's fence
+/// counter. A row that is not held and whose last fence is older than the
+/// fence retention is deleted by later grants: fences are floored by the
+/// host's clock, so the key's next fence is still above its earlier ones.
 pub(crate) const LEASES: &str = "tenure_leases";
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS tenure_leases (
     key           TEXT PRIMARY KEY NOT NULL,
-    fence         INTEGER NOT NULL,  -- last fence handed out; never reset
+    fence         INTEGER NOT NULL,  -- last fence handed out (floored by the wall clock, µs)
     token         TEXT,              -- owner token; NULL when released
     boot_id       TEXT,              -- boot during which expires_at_ms was read
     expires_at_ms INTEGER,           -- store clock milliseconds (see clock.rs)
@@ -38,7 +40,9 @@ CREATE TABLE IF NOT EXISTS tenure_leases (
     holder_host   TEXT,              -- who holds it, when recorded (never the token)
     holder_pid    INTEGER,
     holder_label  TEXT,
-    acquired_at_ms INTEGER           -- store clock milliseconds at the acquisition
+    acquired_at_ms INTEGER,          -- store clock milliseconds at the acquisition
+    expires_at_wall_ms INTEGER       -- wall-clock ms since the epoch: the expiry as
+                                     -- another boot (or kernel) reads it
 ) STRICT, WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS tenure_limits (
@@ -155,8 +159,9 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<bool, Prepar
     } else {
         tracing::debug!(%mode, "SQLite refused WAL mode; using its default journal");
     }
-    // FULL: every commit is on disk before it returns, so a fence handed out is
-    // never handed out again after a crash or a power cut.
+    // FULL: a commit is on disk before it returns. Commits that can do
+    // without (grants, releases, renewals) switch to NORMAL in WAL mode; see
+    // `Commit` in the parent module.
     conn.pragma_update(None, "synchronous", "FULL")?;
     if is_ready(conn)? {
         // The usual case: no write (and no fsync) just to open the file.
@@ -176,24 +181,32 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<bool, Prepar
 
 /// The columns later schema versions added to a table, with their types: a
 /// file of an older version gets the ones it lacks when opened (existing rows
-/// read them as NULL: no holder recorded).
-const MIGRATIONS: [(&str, &str, &str); 4] = [
+/// read them as NULL: no holder recorded, no wall-clock expiry). The last one
+/// came without a new schema version (versions that do not know it ignore
+/// it), so [`is_ready`] looks for it.
+const MIGRATIONS: [(&str, &str, &str); 5] = [
     ("tenure_leases", "holder_host", "TEXT"),
     ("tenure_leases", "holder_pid", "INTEGER"),
     ("tenure_leases", "holder_label", "TEXT"),
     ("tenure_leases", "acquired_at_ms", "INTEGER"),
+    ("tenure_leases", "expires_at_wall_ms", "INTEGER"),
 ];
+
+/// Whether `table` has `column`.
+fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    let present: i64 = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+        [table, column],
+        |row| row.get(0),
+    )?;
+    Ok(present > 0)
+}
 
 /// Adds the columns of [`MIGRATIONS`] that the file lacks (inside the
 /// caller's write transaction, so a failure leaves the file as it was).
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     for (table, column, kind) in MIGRATIONS {
-        let present: i64 = conn.query_row(
-            "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
-            [table, column],
-            |row| row.get(0),
-        )?;
-        if present == 0 {
+        if !has_column(conn, table, column)? {
             conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))?;
         }
     }
@@ -225,7 +238,8 @@ fn is_ready(conn: &Connection) -> rusqlite::Result<bool> {
             |row| row.get::<_, i64>(0),
         )?;
     }
-    Ok(usize::try_from(found) == Ok(OBJECTS.len()))
+    let (table, column, _) = MIGRATIONS[MIGRATIONS.len() - 1];
+    Ok(usize::try_from(found) == Ok(OBJECTS.len()) && has_column(conn, table, column)?)
 }
 
 /// Refuses databases that belong to another application or a newer tenure.

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tenure::Coordinator;
-use tenure_test::{EtcdCluster, RedisServer};
+use tenure_test::{EtcdCluster, RedisCluster, RedisServer};
 
 /// A tenure handle plus what keeps its store alive.
 pub struct Fixture {
@@ -16,6 +16,7 @@ pub struct Fixture {
     pub nodes: Vec<RedisServer>,
     pub dir: Option<tempfile::TempDir>,
     pub etcd: Option<EtcdCluster>,
+    pub cluster: Option<RedisCluster>,
     /// How long past a TTL the store may still keep a key: none but etcd's,
     /// which counts TTLs in whole seconds (rounded up) and ends expired
     /// leases in a sweep every 500 ms.
@@ -30,6 +31,7 @@ pub async fn memory() -> Fixture {
         nodes: Vec::new(),
         dir: None,
         etcd: None,
+        cluster: None,
         expiry: Duration::ZERO,
     }
 }
@@ -46,6 +48,7 @@ pub async fn sqlite() -> Fixture {
         nodes: Vec::new(),
         dir: Some(dir),
         etcd: None,
+        cluster: None,
         expiry: Duration::ZERO,
     }
 }
@@ -62,6 +65,7 @@ pub async fn redis() -> Fixture {
         nodes: Vec::new(),
         dir: None,
         etcd: None,
+        cluster: None,
         expiry: Duration::ZERO,
     }
 }
@@ -82,6 +86,7 @@ pub async fn quorum() -> Fixture {
         nodes,
         dir: None,
         etcd: None,
+        cluster: None,
         expiry: Duration::ZERO,
     }
 }
@@ -97,7 +102,26 @@ pub async fn etcd() -> Fixture {
         nodes: Vec::new(),
         dir: None,
         etcd: Some(etcd),
+        cluster: None,
         expiry: Duration::from_secs(3),
+    }
+}
+
+/// A Redis Cluster of three masters, connected by URL.
+pub async fn cluster() -> Fixture {
+    let cluster = RedisCluster::start(3);
+    let url = cluster.url();
+    Fixture {
+        tenure: Coordinator::connect(&url)
+            .await
+            .expect("connect to the cluster"),
+        url,
+        server: None,
+        nodes: Vec::new(),
+        dir: None,
+        etcd: None,
+        cluster: Some(cluster),
+        expiry: Duration::ZERO,
     }
 }
 

@@ -11,7 +11,7 @@ local function record_holder(holder_key, fence, ttl, host, pid, label)
     return
   end
   local now = redis.call('TIME')
-  local fields = {'host', host, 'pid', pid, 'fence', fence, 'since_s', now[1], 'since_us', now[2]}
+  local fields = {'host', host, 'pid', pid, 'fence', string.format('%.0f', fence), 'since_s', now[1], 'since_us', now[2]}
   if label then
     fields[#fields + 1] = 'label'
     fields[#fields + 1] = label

@@ -4,14 +4,53 @@
 -- The waiting line of a lease is a list, KEYS[3] (`…:queue`), of entries
 -- "<expires_ms> <ttl_ms> <token>": a waiter's owner token, the TTL it asked
 -- for and, on the server's clock, when the entry dies unless its waiter
--- refreshes it. An entry whose TTL is 0 is an observer's marker, not a waiter:
--- it asks releases to wake every watcher (a release with nobody in line
--- publishes nothing otherwise).
+-- refreshes it (PLACE_MS after its last look: the waiter's heartbeat keeps
+-- it, not the lease's TTL). An entry whose TTL is 0 is an observer's marker,
+-- not a waiter: it asks releases to wake every watcher (a release with nobody
+-- in line publishes nothing otherwise).
+
+-- How long a waiter's entry lives without a look, and how long a lease
+-- handed to a waiter is set for it until its look claims the full TTL
+-- (`PLACE_LIFETIME` and `CLAIM_WINDOW` in lease/line.rs).
+local PLACE_MS = 1000
+local CLAIM_MS = 500
 
 -- The server's clock in milliseconds.
 local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Makes the line live at least `ttl` ms from now without ever shortening it
+-- (another waiter's entry may live longer): one `PEXPIRE … GT` where the
+-- server has it (Redis 7), else a look at its TTL first.
+local function outlive(queue, ttl)
+  local set = redis.pcall('PEXPIRE', queue, ttl, 'GT')
+  if type(set) == 'table' and set.err then
+    if redis.call('PTTL', queue) < tonumber(ttl) then
+      redis.call('PEXPIRE', queue, ttl)
+    end
+  end
+end
+
+-- Puts `entries` back into the line (with `front` at its head, else at its
+-- end). A line that the pops before emptied is re-created by the push: it
+-- gets its TTL again (PEXPIRE … GT never adds one to a key without), as long
+-- as the longest-lived entry; a line that lives on is made to outlive it.
+local function put_back(queue, entries, front, now)
+  local longest = 1
+  for _, entry in ipairs(entries) do
+    local expires = tonumber(string.match(entry, '^(%d+) '))
+    if expires and expires - now > longest then
+      longest = expires - now
+    end
+  end
+  redis.call(front and 'LPUSH' or 'RPUSH', queue, unpack(entries))
+  if redis.call('PTTL', queue) == -1 then
+    redis.call('PEXPIRE', queue, longest)
+  else
+    outlive(queue, longest)
+  end
 end
 
 -- Pops the line's first live waiter: entries that expired are dropped,
@@ -34,7 +73,7 @@ local function pop_waiter(queue)
       if tonumber(expires) > now then
         if ttl ~= '0' then
           if #markers > 0 then
-            redis.call('RPUSH', queue, unpack(markers))
+            put_back(queue, markers, false, now)
           end
           return {token = token, ttl = ttl, entry = entry}, observed
         end
@@ -44,16 +83,19 @@ local function pop_waiter(queue)
     end
   end
   if #markers > 0 then
-    redis.call('RPUSH', queue, unpack(markers))
+    put_back(queue, markers, false, now)
   end
   return nil, observed
 end
 
 -- Hands the lease (ours, or free) to `waiter`: a fresh fence, the key set to
--- its token with its TTL, and a message on the release channel,
+-- its token for its TTL or CLAIM_MS, whichever is shorter (a waiter that died
+-- just before leaves the key free again soon), and a message on the release
+-- channel. When the key has the waiter's full TTL the message is
 -- "<token> <fence> <entry>": the waiter it names may hold the lease with that
 -- fence without a claim, counting its validity from the look that wrote
--- `entry` (it was sent before this hand-off ran). Best-effort: an ACL user
+-- `entry` (it was sent before this hand-off ran). Otherwise it is the bare
+-- token: the waiter claims the full TTL with its next look. Best-effort: an ACL user
 -- without channel rights still hands over, and the waiter finds out when it
 -- next looks. If the fence cannot be taken, no key is left, the waiter goes
 -- back to the head of the line and is woken (its bare token: no hand-off) so
@@ -61,12 +103,17 @@ end
 local function hand_off(keys, waiter, channel)
   local fence, err = take_fence(keys[1], keys[2])
   if not fence then
-    redis.call('LPUSH', keys[3], waiter.entry)
+    put_back(keys[3], {waiter.entry}, true, server_ms())
     redis.pcall('PUBLISH', channel, waiter.token)
     return err
   end
-  redis.call('SET', keys[1], waiter.token, 'PX', waiter.ttl)
-  redis.pcall('PUBLISH', channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
+  if tonumber(waiter.ttl) <= CLAIM_MS then
+    redis.call('SET', keys[1], waiter.token, 'PX', waiter.ttl)
+    redis.pcall('PUBLISH', channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
+  else
+    redis.call('SET', keys[1], waiter.token, 'PX', CLAIM_MS)
+    redis.pcall('PUBLISH', channel, waiter.token)
+  end
   return nil
 end
 
@@ -91,18 +138,6 @@ local function release_to_next(keys, channel)
   return 1
 end
 
--- Makes the line live at least `ttl` ms from now without ever shortening it
--- (another waiter's entry may live longer): one `PEXPIRE … GT` where the
--- server has it (Redis 7), else a look at its TTL first.
-local function outlive(queue, ttl)
-  local set = redis.pcall('PEXPIRE', queue, ttl, 'GT')
-  if type(set) == 'table' and set.err then
-    if redis.call('PTTL', queue) < tonumber(ttl) then
-      redis.call('PEXPIRE', queue, ttl)
-    end
-  end
-end
-
 -- Puts `entry` in line for its waiter: in place of `old` (its last entry)
 -- where that is still in line, else at the end. The line lives at least as
 -- long as its newest entry.
@@ -118,8 +153,8 @@ local function keep_place(queue, entry, old, ttl)
   outlive(queue, ttl)
 end
 
--- An entry for `token`, alive for `ttl` ms from now.
+-- An entry for `token` (asking for `ttl`), alive for PLACE_MS from now.
 local function entry_for(token, ttl)
-  return string.format('%d %s %s', server_ms() + tonumber(ttl), ttl, token)
+  return string.format('%d %s %s', server_ms() + PLACE_MS, ttl, token)
 end
 

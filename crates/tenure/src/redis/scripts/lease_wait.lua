@@ -64,5 +64,5 @@ if not owner then
   end
 end
 local entry = entry_for(ARGV[1], ARGV[2])
-keep_place(KEYS[3], entry, ARGV[4], ARGV[2])
+keep_place(KEYS[3], entry, ARGV[4], PLACE_MS)
 return {0, redis.call('PTTL', KEYS[1]), entry}

@@ -11,7 +11,7 @@ STEPS['5'] = function(key, now, cost, _, cap, period_arg)
   end
   local start = align(now, period)
   local count = 0
-  if s and s[1] == start then
+  if s and s[1] >= start then -- the same window, or a shorter one of an earlier quota
     count = s[2]
   end
   local to_end = start + period - now
@@ -25,4 +25,22 @@ end
 WRITES['5'] = function(key, pad, skew, _, _, start, count, ttl)
   redis.call('HSET', key, 'start', int(start), 'count', int(count))
   redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
+end
+
+REFUNDS['5'] = function(key, now, cost, _, period_arg)
+  local period = tonumber(period_arg)
+  local s = hash_fields(key, 'start', 'count')
+  if not s then
+    return false
+  end
+  if now < s[1] then
+    now = s[1]
+  end
+  local start = align(now, period)
+  local count = 0
+  if s[1] >= start then
+    count = s[2]
+  end
+  redis.call('HSET', key, 'start', int(start), 'count', int(count - math.min(count, cost)))
+  return true
 end

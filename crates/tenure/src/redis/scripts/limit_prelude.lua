@@ -3,13 +3,14 @@
 -- once (its top level, these helpers included, runs at load time only), and
 -- into one EVALSHA script per algorithm for servers without functions (there
 -- the whole text runs on every call). Each algorithm part adds to STEPS a
--- function mirroring its Rust twin in limit/<algorithm>.rs, and to WRITES the
--- function that stores its new state with the TTL; limit_apply.lua runs them.
+-- function mirroring its Rust twin in limit/<algorithm>.rs, to WRITES the
+-- function that stores its new state with the TTL, and to REFUNDS the one that
+-- gives units back; limit_apply.lua runs them.
 -- Nothing at the top level changes after load: a library's upvalues outlive
 -- the call. All times are integer microseconds: they stay below 2^53, where
 -- Lua's doubles are exact, and are written with '%d' because tostring() would
 -- print 1.7e+15 and lose the digits.
-local STEPS, WRITES = {}, {}
+local STEPS, WRITES, REFUNDS = {}, {}, {}
 local MAX_STORED = 9007199254740991
 -- Library functions are looked up when called, never kept in locals: while a
 -- function library loads, only its loader's `redis` table is visible (no

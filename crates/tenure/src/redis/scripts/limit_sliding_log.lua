@@ -24,7 +24,7 @@ STEPS['3'] = function(key, now, cost, _, cap, period_arg)
   return cap - math.min(count, cap), retry, reset, until_empty, 0, now, cutoff, k, until_empty
 end
 
-WRITES['3'] = function(key, pad, _, cost, nonce, now, cutoff, excess, ttl)
+WRITES['3'] = function(key, pad, skew, cost, nonce, now, cutoff, excess, ttl)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff))
   local at = int(now)
   local i = 1
@@ -49,5 +49,19 @@ WRITES['3'] = function(key, pad, _, cost, nonce, now, cutoff, excess, ttl)
     redis.call('ZREMRANGEBYRANK', key, 0, int(excess - 1))
   end
   -- The newest entry is now the later of the newest live one and `now`.
-  redis.call('PEXPIRE', key, expiry(ttl, 0, pad))
+  redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
+end
+
+-- The newest `cost` entries of the window go (entries booked ahead first).
+REFUNDS['3'] = function(key, now, cost, _, period_arg)
+  local period = tonumber(period_arg)
+  if read(key, 'zset', 'ZCARD', key) == 0 then
+    return false
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - period))
+  local k = math.min(cost, redis.call('ZCARD', key))
+  if k > 0 then
+    redis.call('ZREMRANGEBYRANK', key, -k, -1)
+  end
+  return true
 end

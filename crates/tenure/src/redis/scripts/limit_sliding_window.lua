@@ -45,6 +45,19 @@ local function sw_reset(c, previous, to_end, period)
   return 0
 end
 
+-- The counts (current, previous) of the window starting at `start`: the
+-- stored ones when the stored window began in it (the same window, or a
+-- shorter one of an earlier quota), the stored current count as the previous
+-- one when it is the window before.
+local function sw_counted(s, start, period)
+  if s and s[1] >= start then
+    return s[2], s[3]
+  elseif s and s[1] + period == start then
+    return 0, s[2]
+  end
+  return 0, 0
+end
+
 STEPS['4'] = function(key, now, cost, _, cap, period_arg)
   local period = tonumber(period_arg)
   local s = hash_fields(key, 'start', 'current', 'previous')
@@ -53,12 +66,7 @@ STEPS['4'] = function(key, now, cost, _, cap, period_arg)
     skew, now = s[1] - now, s[1] -- a clock that went back stands still
   end
   local start = align(now, period)
-  local current, previous = 0, 0
-  if s and s[1] == start then
-    current, previous = s[2], s[3]
-  elseif s and s[1] + period == start then
-    previous = s[2]
-  end
+  local current, previous = sw_counted(s, start, period)
   local elapsed = now - start
   local to_end = period - elapsed
   local retry
@@ -77,4 +85,22 @@ end
 WRITES['4'] = function(key, pad, skew, _, _, start, current, previous, ttl)
   redis.call('HSET', key, 'start', int(start), 'current', int(current), 'previous', int(previous))
   redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
+end
+
+REFUNDS['4'] = function(key, now, cost, _, period_arg)
+  local period = tonumber(period_arg)
+  local s = hash_fields(key, 'start', 'current', 'previous')
+  if not s then
+    return false
+  end
+  if now < s[1] then
+    now = s[1]
+  end
+  local start = align(now, period)
+  local current, previous = sw_counted(s, start, period)
+  local from_current = math.min(current, cost)
+  local from_previous = math.min(previous, cost - from_current)
+  redis.call('HSET', key, 'start', int(start), 'current', int(current - from_current),
+    'previous', int(previous - from_previous))
+  return true
 end

@@ -1,5 +1,6 @@
--- Rate limiting, part 3 of 7: token bucket. The key is a hash {tokens, last}:
--- whole tokens, and when the last whole token was added (µs). Mirrors
+-- Rate limiting, part 3 of 7: token bucket. The key is a hash {tokens, last,
+-- cap}: whole tokens, when the last whole token was added (µs; in the future
+-- when units are booked ahead), and the capacity that wrote them. Mirrors
 -- limit/token_bucket.rs.
 
 -- Time until a bucket last refilled at `last` is full again with `left` tokens.
@@ -10,23 +11,48 @@ local function tb_until_full(left, cap, last, t, now)
   return last + (cap - left) * t - now
 end
 
-STEPS['2'] = function(key, now, cost, _, cap, _, interval)
-  local t = tonumber(interval)
-  local tokens, last = cap, now
-  local s = hash_fields(key, 'tokens', 'last')
-  if s then
-    tokens, last = s[1], s[2]
+-- The stored tokens and last refill under a capacity `cap` at `t` µs per
+-- unit, or nil: after a quota change the bucket keeps its deficit, clamped to
+-- the new capacity; a deficit beyond it is owed as time (`convert` in Rust).
+local function tb_state(key, cap, t)
+  local s = hash_fields(key, 'tokens', 'last', 'cap')
+  if not s then
+    return nil
   end
-  local skew = 0
+  local tokens, last, old = s[1], s[2], s[3]
+  if old ~= cap then
+    local deficit = math.max(old - tokens, 0)
+    if deficit <= cap then
+      tokens = cap - deficit
+    else
+      tokens, last = 0, last + (deficit - cap) * t
+    end
+  end
+  return tokens, last
+end
+
+-- Refilled tokens and last refill at `now`, and the instant judged at (later
+-- than `now` when the clock went back or units are booked ahead).
+local function tb_refill(tokens, last, cap, t, now)
   if now < last then
-    skew, now = last - now, last -- a clock that went back stands still
+    now = last -- a clock that went back stands still
   end
   local added = idiv(now - last, t)
   if tokens + added >= cap then
-    tokens, last = cap, now
-  else
-    tokens, last = tokens + added, last + added * t
+    return cap, now, now
   end
+  return tokens + added, last + added * t, now
+end
+
+STEPS['2'] = function(key, now, cost, _, cap, _, interval)
+  local t = tonumber(interval)
+  local tokens, last = tb_state(key, cap, t)
+  if not tokens then
+    tokens, last = cap, now
+  end
+  local raw = now
+  tokens, last, now = tb_refill(tokens, last, cap, t, now)
+  local skew = now - raw
   local retry = 0
   if cost > tokens then
     retry = last + (cost - tokens) * t - now
@@ -34,10 +60,30 @@ STEPS['2'] = function(key, now, cost, _, cap, _, interval)
   local left = math.max(tokens - cost, 0)
   local full_left = tb_until_full(left, cap, last, t, now)
   return tokens, retry, tb_until_full(tokens, cap, last, t, now), full_left, skew,
-    left, last, full_left
+    left, last, full_left, cap
 end
 
-WRITES['2'] = function(key, pad, skew, _, _, left, last, ttl)
-  redis.call('HSET', key, 'tokens', int(left), 'last', int(last))
+WRITES['2'] = function(key, pad, skew, _, _, left, last, ttl, cap)
+  redis.call('HSET', key, 'tokens', int(left), 'last', int(last), 'cap', int(cap))
   redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
+end
+
+REFUNDS['2'] = function(key, now, cost, cap, _, interval)
+  local t = tonumber(interval)
+  local tokens, last = tb_state(key, cap, t)
+  if not tokens then
+    return false
+  end
+  if last > now then -- units booked ahead are given back first
+    local back = math.min(cost, idiv(last - now + t - 1, t))
+    last, cost = last - back * t, cost - back
+  end
+  local judged
+  tokens, last, judged = tb_refill(tokens, last, cap, t, now)
+  tokens = math.min(tokens + cost, cap)
+  if tokens == cap then
+    last = judged
+  end
+  redis.call('HSET', key, 'tokens', int(tokens), 'last', int(last), 'cap', int(cap))
+  return true
 end

@@ -9,6 +9,10 @@
 -- ARGV[4] '1' when a free key may be taken
 -- Returns 1 when extended, 2 when taken, 0 when held by another owner (or free
 -- and not to be taken).
+
+-- How long a fence counter outlives its last write, in milliseconds (the
+-- store's fence retention: the Rust side replaces this line when it differs).
+local fence_retention_ms = '86400000'
 local lease_type = redis.call('TYPE', KEYS[1]).ok
 if lease_type ~= 'none' and lease_type ~= 'string' then
   return redis.error_reply('WRONGTYPE lease key ' .. KEYS[1] .. ' holds a ' .. lease_type)
@@ -28,6 +32,6 @@ if current and not string.match(current, '^%d+$') then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if current == false or tonumber(current) < tonumber(ARGV[3]) then
-  redis.call('SET', KEYS[2], ARGV[3])
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', fence_retention_ms)
 end
 return 2

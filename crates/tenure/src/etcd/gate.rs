@@ -1,0 +1,316 @@
+//! Gates (semaphores, read-write leases) on etcd: one *member* key per
+//! holder or waiter, `{prefix}{key}\0permit\0p{N}.{token}` (semaphore) or
+//! `{prefix}{key}\0rw\0{r|w}{token}` (read-write lease), bound to an etcd
+//! lease of its own, so it expires on the cluster's clock when its owner
+//! stops refreshing it.
+//!
+//! Members are ordered by create revision, which is their order of arrival.
+//! A member is admitted when the members created before it leave room for
+//! it: a writer when there are none, a reader when none of them is a
+//! writer, a permit of N when fewer than N. Members only ever leave the part
+//! of the order before a member, so an admitted member stays admitted until
+//! it leaves: at every revision the admitted members obey the rule. This is
+//! the read-write recipe of ZooKeeper and etcd, decided on one consistent
+//! read (the transaction that creates the member, or one range read), so
+//! two writers can never both see themselves first.
+//!
+//! A waiter keeps its member and refreshes its etcd lease at every look; a
+//! waiter that is killed leaves when its TTL runs out. A single attempt
+//! that is not admitted revokes its member at once. The fence is the
+//! member's create revision: a writer's is above every member created
+//! before it, so above every fence handed out before it. Waiters are woken
+//! by deletions in the gate's range (a member leaving) and look again.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::EtcdStore;
+use super::api::etcdserverpb::range_request::{SortOrder, SortTarget};
+use super::api::etcdserverpb::{PutRequest, RangeRequest, RequestOp, TxnRequest};
+use super::api::mvccpb::KeyValue;
+use super::api::mvccpb::event::EventType;
+use super::holder::{self, holder_key};
+use super::keys::{permits_prefix, range_end, rw_prefix};
+use super::lease::Granted;
+use crate::error::Result;
+use crate::fence::Fence;
+use crate::gate::{GateAsk, GateHolder, GateKind, GateStatus, GateStore, Mode};
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
+};
+use crate::token::OwnerToken;
+
+/// One member of a gate, read back in creation order.
+struct Member {
+    key: Vec<u8>,
+    mode: Mode,
+    kv: KeyValue,
+}
+
+/// The mode a member's name (after the gate's prefix) says: `r…`, `w…` or
+/// `p{N}.…`; `None` for a name tenure did not write.
+fn parse_mode(rest: &[u8]) -> Option<Mode> {
+    match rest.first()? {
+        b'r' => Some(Mode::Read),
+        b'w' => Some(Mode::Write),
+        b'p' => {
+            let digits = rest.get(1..)?.split(|b| *b == b'.').next()?;
+            let n = std::str::from_utf8(digits).ok()?.parse().ok()?;
+            Some(Mode::Permit(n))
+        }
+        _ => None,
+    }
+}
+
+/// Whether the member at `at` is admitted for `mode`, given the members
+/// created before it.
+fn admitted(members: &[Member], at: usize, mode: Mode) -> bool {
+    let earlier = &members[..at];
+    match mode {
+        Mode::Write => earlier.is_empty(),
+        Mode::Read => earlier.iter().all(|m| m.mode == Mode::Read),
+        Mode::Permit(n) => earlier.len() < n.get() as usize,
+    }
+}
+
+/// The start of a member's name after the gate's prefix.
+fn mode_tag(mode: Mode) -> String {
+    match mode {
+        Mode::Read => "r".into(),
+        Mode::Write => "w".into(),
+        Mode::Permit(n) => format!("p{n}."),
+    }
+}
+
+impl EtcdStore {
+    /// The prefix of the member keys of a gate.
+    fn gate_prefix(&self, kind: GateKind, key: &str) -> String {
+        let lease = self.lease_key(key);
+        match kind {
+            GateKind::Semaphore => permits_prefix(&lease),
+            GateKind::ReadWrite => rw_prefix(&lease),
+        }
+    }
+
+    fn member_key(&self, mode: Mode, key: &str, token: &OwnerToken) -> String {
+        let prefix = self.gate_prefix(mode.kind(), key);
+        format!("{prefix}{}{}", mode_tag(mode), token.as_str())
+    }
+
+    /// The members of a gate in creation order, from a range read of its
+    /// prefix (holder records left out).
+    fn members(prefix: &str, kvs: Vec<KeyValue>) -> Vec<Member> {
+        let mut members: Vec<Member> = kvs
+            .into_iter()
+            .filter_map(|kv| {
+                let rest = kv.key.get(prefix.len()..)?;
+                if rest.contains(&0) {
+                    return None; // a holder record
+                }
+                let mode = parse_mode(rest)?;
+                Some(Member {
+                    key: kv.key.clone(),
+                    mode,
+                    kv,
+                })
+            })
+            .collect();
+        members.sort_by_key(|m| m.kv.create_revision);
+        members
+    }
+
+    fn by_creation(prefix: &str) -> RangeRequest {
+        RangeRequest::new(prefix)
+            .with_range(range_end(prefix))
+            .with_sort(SortTarget::Create, SortOrder::Ascend)
+    }
+
+    /// Creates our member on a fresh etcd lease (with the holder record) and
+    /// reads the gate, in one transaction.
+    async fn join(
+        &self,
+        key: &str,
+        member: &str,
+        ask: &GateAsk<'_>,
+    ) -> Result<(Granted, Vec<KeyValue>)> {
+        let granted = self.grant("look", key, ask.ttl).await?;
+        let prefix = self.gate_prefix(ask.mode.kind(), key);
+        let mut ops = vec![RequestOp::put(
+            PutRequest::new(member, ask.token.as_str()).with_lease(granted.id),
+        )];
+        if let Some(info) = ask.holder {
+            ops.push(RequestOp::put(
+                PutRequest::new(holder_key(member), holder::encode(info)).with_lease(granted.id),
+            ));
+        }
+        ops.push(RequestOp::get(Self::by_creation(&prefix)));
+        match self.txn("look", key, TxnRequest::new().and_then(ops)).await {
+            Ok(reply) => Ok((granted, reply.reads().into_iter().flatten().collect())),
+            Err(e) => {
+                // Its fate is unknown; revoking the lease undoes it if it applied.
+                self.revoke_in_background(granted.id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Refreshes the member we stand in line with and reads the gate; `None`
+    /// when the member is gone (its TTL ran out).
+    async fn stay(
+        &self,
+        key: &str,
+        member: &str,
+        ask: &GateAsk<'_>,
+    ) -> Result<Option<(Granted, Vec<KeyValue>)>> {
+        let Some(granted) = self.recall(member, ask.token) else {
+            return Ok(None);
+        };
+        if !self.keep_alive("look", key, granted.id).await? {
+            self.forget(member, ask.token);
+            return Ok(None);
+        }
+        let prefix = self.gate_prefix(ask.mode.kind(), key);
+        let read = Self::by_creation(&prefix);
+        let reply = self
+            .conn
+            .call("look", key, |c| {
+                let read = read.clone();
+                async move { c.range(read).await }
+            })
+            .await?;
+        if !reply.kvs.iter().any(|kv| kv.key == member.as_bytes()) {
+            self.forget(member, ask.token);
+            self.revoke_in_background(granted.id);
+            return Ok(None);
+        }
+        Ok(Some((granted, reply.kvs)))
+    }
+}
+
+#[async_trait]
+impl GateStore for EtcdStore {
+    async fn look(
+        &self,
+        key: &str,
+        ask: GateAsk<'_>,
+    ) -> Result<(AcquireReply, Option<QueuePlace>)> {
+        let sent = crate::clock::now();
+        let member = self.member_key(ask.mode, key, ask.token);
+        let stayed = match ask.place {
+            Some(_) => self.stay(key, &member, &ask).await?,
+            None => None,
+        };
+        let (granted, kvs) = match stayed {
+            Some(found) => found,
+            None => self.join(key, &member, &ask).await?,
+        };
+        let prefix = self.gate_prefix(ask.mode.kind(), key);
+        let members = Self::members(&prefix, kvs);
+        let at = members.iter().position(|m| m.key == member.as_bytes());
+        if let Some(at) = at
+            && admitted(&members, at, ask.mode)
+        {
+            let fence = self.created_fence(&member, Some(members[at].kv.clone()))?;
+            self.remember(&member, ask.token, granted);
+            let granted_ttl = Duration::from_secs(u64::try_from(granted.ttl_secs).unwrap_or(0));
+            return Ok((
+                AcquireReply::Acquired {
+                    fence,
+                    valid_until: valid_until(sent, ask.ttl.min(granted_ttl)),
+                },
+                None,
+            ));
+        }
+        if ask.stand && at.is_some() {
+            self.remember(&member, ask.token, granted);
+            let place = QueuePlace::new(granted.id.to_string());
+            return Ok((AcquireReply::Held { ttl_left: None }, Some(place)));
+        }
+        self.forget(&member, ask.token);
+        self.revoke_in_background(granted.id);
+        // The oldest member leaves first or with the others.
+        let oldest = members.iter().find(|m| m.key != member.as_bytes());
+        let ttl_left = match oldest {
+            Some(m) => self.lease_ttl_left("look", key, m.kv.lease).await?,
+            None => Some(Duration::ZERO),
+        };
+        Ok((AcquireReply::Held { ttl_left }, None))
+    }
+
+    async fn extend(
+        &self,
+        mode: Mode,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<ExtendReply> {
+        self.extend_key(key, &self.member_key(mode, key, token), token, ttl)
+            .await
+    }
+
+    async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        self.release_key(key, &self.member_key(mode, key, token), token)
+            .await
+    }
+
+    async fn status(&self, kind: GateKind, key: &str) -> Result<GateStatus> {
+        let prefix = self.gate_prefix(kind, key);
+        let read = Self::by_creation(&prefix);
+        let reply = self
+            .conn
+            .call("status", key, |c| {
+                let read = read.clone();
+                async move { c.range(read).await }
+            })
+            .await?;
+        let records: Vec<(Vec<u8>, Vec<u8>)> = reply
+            .kvs
+            .iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone()))
+            .collect();
+        let members = Self::members(&prefix, reply.kvs);
+        let mut status = GateStatus {
+            storage_key: prefix.replace('\0', "\\0"),
+            ..GateStatus::default()
+        };
+        for (at, m) in members.iter().enumerate() {
+            if !admitted(&members, at, m.mode) {
+                status.waiting.push(m.mode);
+                continue;
+            }
+            let record_key = holder_key(&String::from_utf8_lossy(&m.key));
+            let holder = records
+                .iter()
+                .find(|(k, _)| k == record_key.as_bytes())
+                .and_then(|(_, v)| holder::decode(v));
+            let ttl_left = self
+                .lease_ttl_left("status", key, m.kv.lease)
+                .await?
+                .unwrap_or_default();
+            let fence = u64::try_from(m.kv.create_revision).unwrap_or(0);
+            status.fence = Some(Fence::new(fence)).max(status.fence);
+            status.holders.push(GateHolder {
+                mode: m.mode,
+                fence: Fence::new(fence),
+                ttl_left,
+                holder,
+            });
+        }
+        Ok(status)
+    }
+
+    async fn watch(&self, kind: GateKind, key: &str, _token: Option<&OwnerToken>) -> ReleaseWatch {
+        // A member leaving (released, expired, refused) may admit the
+        // members after it.
+        let prefix = self.gate_prefix(kind, key);
+        self.watch_range(key, &prefix, range_end(&prefix), |event| {
+            event.r#type() == EventType::Delete
+        })
+        .await
+    }
+
+    fn describe_gates(&self) -> String {
+        LeaseStore::describe(self)
+    }
+}

@@ -1,0 +1,81 @@
+//! The clock floor of fences: every store hands out `max(last fence + 1,
+//! its clock)`, so a store that lost its counters (a restart without
+//! persistence, a failover to a replica that missed writes, a counter dropped
+//! by its retention) still hands out a fence above every fence it handed out
+//! before — as long as its clock has not stepped back by more than the time
+//! since that fence.
+//!
+//! The floor is **whole seconds × 10⁶** while a counter lives: the nodes of a
+//! quorum compute their fences independently and a won ballot settles on
+//! their maximum, with a second round trip only when a majority did not
+//! grant that same maximum; in microseconds no two nodes would ever agree,
+//! in whole seconds they do whenever their counters agree and their clocks
+//! read the same second. A **missing** counter starts at the clock in
+//! milliseconds × 1000: in whole seconds, a store restarted within the
+//! second of its last grant would hand out that second's fences again,
+//! while every fence handed out before is at most the clock of its grant
+//! (the floor never runs ahead of it, and a counter grows by one per grant,
+//! far fewer than one per microsecond) and a restart takes longer than a
+//! millisecond. The Redis scripts (`redis/scripts/lease_fence.lua`) compute
+//! the same rule with the server's `TIME`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Microseconds in a second.
+const SECOND_US: u64 = 1_000_000;
+
+/// The fence after `last` (the counter; `None` when there is none) at
+/// `now_us`, the store's wall clock in microseconds since the Unix epoch.
+/// `None` when the counter cannot grow (at `u64::MAX`).
+pub(crate) fn next_fence(last: Option<u64>, now_us: u64) -> Option<u64> {
+    match last {
+        None => Some(now_us / 1000 * 1000),
+        Some(last) => Some(last.checked_add(1)?.max(now_us / SECOND_US * SECOND_US)),
+    }
+}
+
+/// This host's wall clock in microseconds since the Unix epoch (0 before it).
+pub(crate) fn wall_clock_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_764_673_200_123_456;
+
+    #[test]
+    fn a_missing_counter_starts_at_the_clock_in_milliseconds() {
+        assert_eq!(next_fence(None, NOW), Some(1_764_673_200_123_000));
+    }
+
+    #[test]
+    fn a_living_counter_is_floored_by_the_second() {
+        assert_eq!(next_fence(Some(17), NOW), Some(1_764_673_200_000_000));
+        let same_second = 1_764_673_200_123_000;
+        assert_eq!(next_fence(Some(same_second), NOW), Some(same_second + 1));
+        let ahead = NOW + 5 * SECOND_US; // raised by a quorum, or a clock stepped back
+        assert_eq!(next_fence(Some(ahead), NOW), Some(ahead + 1));
+        assert_eq!(next_fence(Some(u64::MAX), NOW), None);
+    }
+
+    #[test]
+    fn a_lost_counter_goes_on_above_the_fences_of_its_millisecond() {
+        // Grants within one millisecond, then the counter is lost.
+        let mut last = None;
+        let mut fences = Vec::new();
+        for us in 0..5 {
+            let f = next_fence(last, NOW + us).unwrap();
+            fences.push(f);
+            last = Some(f);
+        }
+        let after_restart = next_fence(None, NOW + 1000).unwrap();
+        assert!(
+            fences.iter().all(|&f| f < after_restart),
+            "{fences:?} {after_restart}"
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! Gates (semaphores, read-write leases) on one Redis master or a Redis
+//! Cluster: the state of a gate is one JSON string `{prefix}{key}:permits`
+//! (semaphore) or `{prefix}{key}:rw` (read-write lease), its fence counter
+//! `…:fence` beside it, both in the lease's hash slot; each operation is one
+//! script (`scripts/gate_*.lua`, the rules of `gate/step.rs` on the server's
+//! clock). Grants to waiters are published on `…:released` with the
+//! waiter's token, releases with `1`, so waiters are woken without polling.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::Script;
+
+use super::RedisStore;
+use super::keys::millis;
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::gate::store::HolderRecord;
+use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, State};
+use crate::lease::{
+    AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
+};
+use crate::token::OwnerToken;
+
+/// A gate script: the shared prelude, then the script's own part.
+macro_rules! gate_script {
+    ($part:literal) => {
+        concat!(
+            include_str!("scripts/gate_prelude.lua"),
+            include_str!(concat!("scripts/", $part)),
+        )
+    };
+}
+
+const LOOK_LUA: &str = gate_script!("gate_look.lua");
+const EXTEND_LUA: &str = gate_script!("gate_extend.lua");
+const RELEASE_LUA: &str = gate_script!("gate_release.lua");
+const STATUS_LUA: &str = gate_script!("gate_status.lua");
+static LOOK: LazyLock<Script> = LazyLock::new(|| Script::new(LOOK_LUA));
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
+static STATUS: LazyLock<Script> = LazyLock::new(|| Script::new(STATUS_LUA));
+
+/// A mode as the scripts take it: `r`, `w` or the permit count.
+fn mode_arg(mode: Mode) -> String {
+    match mode {
+        Mode::Read => "r".into(),
+        Mode::Write => "w".into(),
+        Mode::Permit(n) => n.to_string(),
+    }
+}
+
+impl RedisStore {
+    /// The Redis key holding the state of a semaphore or read-write lease.
+    pub fn gate_key(&self, kind: GateKind, key: &str) -> String {
+        self.keys().gate(kind, key)
+    }
+
+    fn bad_reply(&self, kind: GateKind, key: &str, detail: String) -> Error {
+        Error::WrongType {
+            key: self.keys().gate(kind, key),
+            detail,
+        }
+    }
+}
+
+#[async_trait]
+impl GateStore for RedisStore {
+    async fn look(
+        &self,
+        key: &str,
+        ask: GateAsk<'_>,
+    ) -> Result<(AcquireReply, Option<QueuePlace>)> {
+        let sent = crate::clock::now();
+        let kind = ask.mode.kind();
+        let keys = self.keys().gate_and_fence(kind, key);
+        let holder = match ask.holder {
+            Some(info) => serde_json::to_string(&HolderRecord::from(info))
+                .map_err(|e| Error::invalid("holder", format!("cannot be recorded: {e}")))?,
+            None => String::new(),
+        };
+        let args = [
+            ask.token.as_str(),
+            &mode_arg(ask.mode),
+            &gate::ttl_ms(ask.ttl).to_string(),
+            if ask.stand { "1" } else { "0" },
+            &self.keys().gate_channel(kind, key),
+            &holder,
+        ];
+        let (won, value, place): (i64, String, String) = self
+            .run_script("look", (&LOOK, LOOK_LUA), &keys, &args)
+            .await?;
+        let number = value
+            .parse::<i64>()
+            .map_err(|_| self.bad_reply(kind, key, format!("a look answered {value:?}")))?;
+        if won == 1 {
+            let fence = u64::try_from(number)
+                .ok()
+                .filter(|f| *f > 0)
+                .ok_or_else(|| self.bad_reply(kind, key, format!("fence {number}")))?;
+            return Ok((
+                AcquireReply::Acquired {
+                    fence: Fence::new(fence),
+                    valid_until: valid_until(sent, ask.ttl),
+                },
+                None,
+            ));
+        }
+        let ttl_left = u64::try_from(number).ok().map(Duration::from_millis);
+        let place = (!place.is_empty()).then(|| QueuePlace::new(place));
+        Ok((AcquireReply::Held { ttl_left }, place))
+    }
+
+    async fn extend(
+        &self,
+        mode: Mode,
+        key: &str,
+        token: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<ExtendReply> {
+        let kind = mode.kind();
+        let sent = crate::clock::now();
+        let keys = [self.keys().gate(kind, key)];
+        let ms = millis(ttl).max(1).to_string();
+        let renewed: i64 = self
+            .run_script(
+                "extend",
+                (&EXTEND, EXTEND_LUA),
+                &keys,
+                &[token.as_str(), &ms],
+            )
+            .await?;
+        Ok(if renewed == 1 {
+            ExtendReply::Extended {
+                valid_until: valid_until(sent, ttl),
+            }
+        } else {
+            ExtendReply::NotHeld
+        })
+    }
+
+    async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
+        let kind = mode.kind();
+        let keys = self.keys().gate_and_fence(kind, key);
+        let channel = self.keys().gate_channel(kind, key);
+        let released: i64 = self
+            .run_script(
+                "release",
+                (&RELEASE, RELEASE_LUA),
+                &keys,
+                &[token.as_str(), &channel],
+            )
+            .await?;
+        Ok(if released == 1 {
+            ReleaseOutcome::Released
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    async fn status(&self, kind: GateKind, key: &str) -> Result<GateStatus> {
+        let keys = self.keys().gate_and_fence(kind, key);
+        let (text, now, fence): (String, i64, String) = self
+            .run_script("status", (&STATUS, STATUS_LUA), &keys, &[])
+            .await?;
+        let mut state: State = if text.is_empty() {
+            State::default()
+        } else {
+            serde_json::from_str(&text).map_err(|e| self.bad_reply(kind, key, e.to_string()))?
+        };
+        state.fence = fence.parse().unwrap_or(0);
+        Ok(gate::status_of(&state, now, keys[0].clone()))
+    }
+
+    async fn watch(&self, kind: GateKind, key: &str, token: Option<&OwnerToken>) -> ReleaseWatch {
+        self.watch_gate(&self.keys().gate_channel(kind, key), token)
+            .await
+    }
+
+    fn describe_gates(&self) -> String {
+        LeaseStore::describe(self)
+    }
+}
+
+impl RedisStore {
+    /// A watch on a gate's channel: for grants to `token`, or (`None`) for
+    /// every release. Without a subscriber the watch polls.
+    async fn watch_gate(&self, channel: &str, token: Option<&OwnerToken>) -> ReleaseWatch {
+        let Some(sub) = self.subscriber().await else {
+            return ReleaseWatch::polling();
+        };
+        let channel = channel.to_string();
+        let watch = match token {
+            Some(token) => sub.watch_turn(channel, token.as_str()).await.map(|turn| {
+                ReleaseWatch::for_turn(turn.receiver, false).keeping(Box::new(turn.unwatch))
+            }),
+            None => sub
+                .watch_all(channel)
+                .await
+                .map(|rx| ReleaseWatch::from_channel(rx, None)),
+        };
+        watch.unwrap_or_else(ReleaseWatch::polling)
+    }
+}

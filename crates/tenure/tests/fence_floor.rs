@@ -1,0 +1,242 @@
+//! Fences never repeat, even when the store forgets its counters: every fence
+//! is at least the store's clock (whole seconds × 10⁶ while a counter lives,
+//! milliseconds × 1000 for a missing one), so a store restarted without its
+//! data, a counter dropped by the retention and a counter written by an older
+//! tenure all go on above every fence handed out before.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tenure::redis::{RedisOptions, RedisStore};
+use tenure::{Coordinator, Fence};
+use tenure_test::RedisServer;
+
+/// The wall clock in microseconds.
+fn now_us() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_micros(),
+    )
+    .unwrap()
+}
+
+/// Takes and releases `key` `n` times; the fences, in order.
+async fn cycle(tenure: &Coordinator, key: &str, n: usize) -> Vec<Fence> {
+    let mut fences = Vec::new();
+    for _ in 0..n {
+        let guard = take(tenure, key).await;
+        fences.push(guard.fence());
+        guard.release().await.unwrap();
+    }
+    fences
+}
+
+/// Takes `key`, retrying while a restarted server comes back.
+async fn take(tenure: &Coordinator, key: &str) -> tenure::LeaseGuard {
+    let lease = tenure.lease(key).watchdog(false);
+    for _ in 0..50 {
+        match lease.attempt().await {
+            Ok(out) => return out.into_guard().expect("the key is free"),
+            Err(e) if e.is_infrastructure() => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("{key}: the store never came back");
+}
+
+fn assert_increasing(before: &[Fence], after: &[Fence]) {
+    let all: Vec<Fence> = before.iter().chain(after).copied().collect();
+    for w in all.windows(2) {
+        assert!(w[1] > w[0], "fences repeat or go back: {all:?}");
+    }
+}
+
+// ---- Redis ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volatile_redis_restart_does_not_restart_the_fences() {
+    let mut server = RedisServer::start(); // --save "" --appendonly no
+    let tenure = common::connect_redis(&server).await;
+    let before = cycle(&tenure, "restart", 5).await;
+    server.restart(); // kill -9 and start again at once: every key is gone
+    let after = cycle(&tenure, "restart", 3).await;
+    assert_increasing(&before, &after);
+}
+
+/// A quorum whose nodes all restart without their data (each node runs the
+/// same floored script; the ballot settles on the maximum).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_whose_nodes_all_lost_their_data_goes_on_above_its_fences() {
+    let mut fixture = common::quorum().await;
+    let before = cycle(&fixture.tenure, "q", 4).await;
+    for node in &mut fixture.nodes {
+        node.restart();
+    }
+    let after = cycle(&fixture.tenure, "q", 3).await;
+    assert_increasing(&before, &after);
+}
+
+#[tokio::test]
+async fn fences_start_at_the_server_clock_and_are_stored_as_integers() {
+    let server = RedisServer::start();
+    let tenure = common::connect_redis(&server).await;
+    let t0 = now_us();
+    let guard = tenure
+        .lease("big")
+        .watchdog(false)
+        .record_holder(true)
+        .attempt()
+        .await
+        .unwrap()
+        .into_guard()
+        .unwrap();
+    let fence = guard.fence().get();
+    // A fresh counter starts at the clock in milliseconds × 1000 (same host).
+    assert!(fence >= t0 / 1000 * 1000 - 1_000_000, "{fence} vs {t0}");
+    assert!(fence <= now_us() + 1_000_000, "{fence}");
+    assert_eq!(fence % 1000, 0, "{fence}");
+    let counter = server.command("GET tenure:{big}:fence").unwrap();
+    assert!(counter.contains(&format!("\r\n{fence}\r\n")), "{counter:?}");
+    let recorded = server.command("HGET tenure:{big}:holder fence").unwrap();
+    assert!(
+        recorded.contains(&format!("\r\n{fence}\r\n")),
+        "{recorded:?}"
+    );
+    let status = tenure.status("big").await.unwrap();
+    assert_eq!(status.fence, Some(guard.fence()));
+    assert!(
+        status.holder.is_some(),
+        "the holder's fence matches the counter"
+    );
+}
+
+#[tokio::test]
+async fn an_old_counter_below_the_clock_jumps_forward_and_gets_a_retention() {
+    let server = RedisServer::start();
+    let tenure = common::connect_redis(&server).await;
+    // What earlier versions left: a small counter without a TTL.
+    server.command("SET tenure:{old}:fence 17").unwrap();
+    let t0 = now_us();
+    let fences = cycle(&tenure, "old", 3).await;
+    assert!(fences[0].get() > 17 && fences[0].get() >= t0 / 1_000_000 * 1_000_000);
+    assert_increasing(&[Fence::new(17)], &fences);
+    let pttl = server.command("PTTL tenure:{old}:fence").unwrap();
+    let pttl: i64 = pttl.trim_start_matches(':').trim().parse().unwrap();
+    assert!(
+        pttl > 86_000_000 && pttl <= 86_400_000,
+        "a day's retention: {pttl}"
+    );
+}
+
+#[tokio::test]
+async fn a_counter_dropped_by_the_retention_goes_on_above_its_fences() {
+    let server = RedisServer::start();
+    let options = RedisOptions::default().fence_retention(Duration::from_millis(300));
+    let tenure =
+        Coordinator::with_backend(RedisStore::connect(&server.url(), options).await.unwrap());
+    let before = cycle(&tenure, "idle", 3).await;
+    let pttl = server.command("PTTL tenure:{idle}:fence").unwrap();
+    let pttl: i64 = pttl.trim_start_matches(':').trim().parse().unwrap();
+    assert!(pttl > 0 && pttl <= 300, "{pttl}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        server
+            .command("EXISTS tenure:{idle}:fence")
+            .unwrap()
+            .starts_with(":0")
+    );
+    let after = cycle(&tenure, "idle", 2).await;
+    assert_increasing(&before, &after);
+}
+
+#[tokio::test]
+async fn a_fence_retention_redis_cannot_set_is_refused() {
+    let server = RedisServer::start();
+    for bad in [Duration::ZERO, Duration::from_secs(200 * 365 * 24 * 3600)] {
+        let options = RedisOptions::default().fence_retention(bad);
+        let err = RedisStore::connect(&server.url(), options)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("fence_retention"), "{err}");
+    }
+}
+
+// ---- an equal fence needs the same acquisition ----
+
+/// Two acquisitions that were handed the same fence (a store that lost its
+/// counter while its clock stepped back): the resource applies the first
+/// one's writes and its retries, never the second one's.
+#[tokio::test]
+async fn a_reused_fence_does_not_let_a_second_holder_write() {
+    use tenure::fence::{AcquisitionId, FenceStamp, FencedWrite};
+    use tenure::redis::RedisFencedStore;
+
+    let server = RedisServer::start();
+    let store = RedisFencedStore::connect(&server.url()).await.unwrap();
+    let fence = Fence::new(43);
+    let first = FenceStamp::new(fence, AcquisitionId::from(0xa));
+    let second = FenceStamp::new(fence, AcquisitionId::from(0xb));
+    assert_eq!(
+        store.write("acct", first, "1").await.unwrap(),
+        FencedWrite::Applied
+    );
+    assert_eq!(
+        store.write("acct", second, "2").await.unwrap(),
+        FencedWrite::Rejected { current: fence }
+    );
+    assert_eq!(
+        store.write("acct", first, "3").await.unwrap(),
+        FencedWrite::Applied
+    );
+    assert_eq!(
+        store.read("acct").await.unwrap(),
+        Some((fence, b"3".to_vec()))
+    );
+    // A newer fence goes through, and then the old acquisition is stale.
+    let newer = FenceStamp::new(Fence::new(44), AcquisitionId::from(0xb));
+    assert_eq!(
+        store.write("acct", newer, "4").await.unwrap(),
+        FencedWrite::Applied
+    );
+    assert_eq!(
+        store.write("acct", first, "5").await.unwrap(),
+        FencedWrite::Rejected {
+            current: Fence::new(44)
+        }
+    );
+}
+
+/// A guard's stamp carries its own acquisition id: two guards of one key
+/// never share one, and the stamp's fence is the guard's.
+#[tokio::test]
+async fn every_guard_has_its_own_acquisition_id() {
+    let tenure = Coordinator::memory();
+    let a = take(&tenure, "k").await;
+    let (a_id, a_stamp) = (a.acquisition(), a.stamp());
+    a.release().await.unwrap();
+    let b = take(&tenure, "k").await;
+    assert_ne!(b.acquisition(), a_id);
+    assert_eq!(b.stamp().fence(), b.fence());
+    assert_eq!(b.stamp().acquisition(), Some(b.acquisition()));
+    assert!(b.stamp().fence() > a_stamp.fence());
+}
+
+// ---- memory ----
+
+/// A memory store forgets everything with its process; the next one (a
+/// restarted process) still hands out greater fences.
+#[tokio::test]
+async fn a_new_memory_store_goes_on_above_the_fences_of_the_last() {
+    let before = cycle(&Coordinator::memory(), "m", 3).await;
+    // A process takes more than a millisecond to start again.
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let after = cycle(&Coordinator::memory(), "m", 2).await;
+    assert_increasing(&before, &after);
+}
