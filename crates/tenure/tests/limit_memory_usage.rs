@@ -20,9 +20,10 @@ async fn redis_memory_per_key() {
         .get_multiplexed_async_connection()
         .await
         .expect("connection");
-    let user_key = "ip:203.0.113.7";
     let mut rows = Vec::new();
-    for (alg, limit, used) in [
+    // One client key per row: a key's state is per algorithm, so rows that
+    // share an algorithm must not share a key.
+    for (row, (alg, limit, used)) in [
         (Algorithm::Gcra, 100, 50),
         (Algorithm::TokenBucket, 100, 50),
         (Algorithm::FixedWindow, 100, 50),
@@ -30,7 +31,12 @@ async fn redis_memory_per_key() {
         (Algorithm::SlidingLog, 10, 10),
         (Algorithm::SlidingLog, 100, 100),
         (Algorithm::SlidingLog, 1000, 1000),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let user_key = format!("ip:203.0.113.{row}");
+        let user_key = user_key.as_str();
         let l = w.limiter(Quota::per_hour(nz(limit)), alg);
         assert!(l.check_n(user_key, used).await.expect("check").allowed);
         let key = l.policies().expect("policy")[0].storage_key("tenure:", user_key);

@@ -129,7 +129,7 @@ async fn a_killed_master_is_replaced_and_leases_limits_and_fences_resume() {
     ];
     assert_eq!(
         fenced
-            .write("failover:resource", fences[0].1, "before")
+            .write("failover:resource", acked_guard.stamp(), "before")
             .await
             .unwrap(),
         FencedWrite::Applied
@@ -160,7 +160,7 @@ async fn a_killed_master_is_replaced_and_leases_limits_and_fences_resume() {
         master
     );
     let (write, _) = until_ok("fenced write", || {
-        fenced.write("failover:resource", fences[0].1, "after")
+        fenced.write("failover:resource", acked_guard.stamp(), "after")
     })
     .await;
     assert_eq!(write, FencedWrite::Applied);
