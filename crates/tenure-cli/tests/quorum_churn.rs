@@ -21,7 +21,7 @@ fn env_or(name: &str, default: u64) -> u64 {
 #[test]
 fn every_run_wins_a_quorum_whose_minority_churns() {
     let seed = env_or("TENURE_CHURN_SEED", 20_261_202);
-    let runs = env_or("TENURE_CHURN_RUNS", 30);
+    let runs = env_or("TENURE_CHURN_RUNS", 15);
     // Long enough for the watchdog to extend the lease at least once.
     let command = format!(
         "sleep {}",
