@@ -21,7 +21,8 @@ fn usage() -> ExitCode {
         "usage: tenure-chaos scorecard [--minutes N] [--seed S] [--doc PATH] [--out DIR] [--tenure-bin PATH]\n       \
          tenure-chaos run --scenario NAME [--seconds N] [--seed S] [--out DIR] [--no-fence-check] [--postgres] [--tenure-bin PATH]\n       \
          tenure-chaos check HISTORY\n       \
-         tenure-chaos render --seed S --minutes N [--out DIR] [--doc PATH]\n\
+         tenure-chaos render --seed S --minutes N [--out DIR] [--doc PATH]\n       \
+         tenure-chaos list   (the scenarios, in scorecard order)\n\
          scenarios: sqlite-processes, redis-master, redis-master-replica-acks, quorum-3, quorum-5,\n           etcd-3, redis-cluster, redis-sentinel, redis-line"
     );
     ExitCode::from(64)
@@ -79,6 +80,12 @@ fn main() -> ExitCode {
         "check" => cmd_check(&o),
         "render" => cmd_render(&o),
         "rmw" => cmd_rmw(&o),
+        "list" => {
+            for s in Scenario::ALL {
+                println!("{}", s.name());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         _ => return usage(),
     };
     match result {

@@ -80,6 +80,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(dispatch(&cli));
+    runtime.block_on(store::close_all());
     // Background work (a release after a failure) gets a moment, not forever.
     runtime.shutdown_timeout(Duration::from_secs(1));
     match result {

@@ -16,6 +16,26 @@ use crate::exit::{Failure, UNAVAILABLE};
 /// Time budget of one quorum node's answer, connecting included.
 const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// The longest [`close_all`] waits for the stores' background clean-up.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Every store this process connected to, for [`close_all`].
+static OPENED: std::sync::Mutex<Vec<Coordinator>> = std::sync::Mutex::new(Vec::new());
+
+/// Lets the clean-up the stores still run in the background (a quorum's
+/// undos and repeated releases) finish before the process exits — for at
+/// most [`CLOSE_TIMEOUT`]: exiting drops it, and what it was to delete would
+/// hold the lease for a TTL.
+pub async fn close_all() {
+    let opened = std::mem::take(&mut *OPENED.lock().unwrap_or_else(|e| e.into_inner()));
+    let all = async {
+        for tenure in &opened {
+            tenure.close().await;
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, all).await;
+}
+
 /// Schemes that start a new URL in a comma-separated list. A comma followed by
 /// anything else belongs to the URL before it (a password may contain one).
 const SCHEMES: [&str; 10] = [
@@ -55,8 +75,17 @@ pub fn split_urls(value: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Connects to the configured store.
+/// Connects to the configured store (closed by [`close_all`] at exit).
 pub async fn connect(global: &Global) -> Result<Coordinator, Failure> {
+    let tenure = open(global).await?;
+    OPENED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(tenure.clone());
+    Ok(tenure)
+}
+
+async fn open(global: &Global) -> Result<Coordinator, Failure> {
     // `--backend "$REDIS_URL"` with the variable unset: falling back to this
     // user's SQLite file would quietly coordinate nothing across hosts.
     if global.backends.iter().any(|v| split_urls(v).is_empty()) {

@@ -360,7 +360,7 @@ impl Launch<'_> {
             .tenure_bin
             .clone()
             .ok_or("a scenario of `tenure run` processes needs the tenure binary (--tenure-bin)")?;
-        let me = std::env::current_exe().map_err(|e| e.to_string())?;
+        let me = writer_bin()?;
         let mut handles = Vec::new();
         for slot in 0..s.clients {
             let ctx = ProcCtx {
@@ -408,6 +408,20 @@ impl Launch<'_> {
             })
             .collect()
     }
+}
+
+/// The binary whose `rmw` subcommand the `tenure run` processes run: this
+/// one, or — from a test of this crate — the `tenure-chaos` cargo built for it.
+fn writer_bin() -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    if me.file_stem().is_some_and(|s| s == "tenure-chaos") {
+        return Ok(me);
+    }
+    me.parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("tenure-chaos"))
+        .filter(|bin| bin.is_file())
+        .ok_or_else(|| format!("no tenure-chaos binary next to {}", me.display()))
 }
 
 fn tempfile_dir() -> Result<PathBuf, String> {

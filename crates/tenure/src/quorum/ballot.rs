@@ -112,7 +112,7 @@ impl<N: QuorumNode> Quorum<N> {
         if votes.running() > 0 {
             // Also the votes that timed out for the decision but still run.
             let target = cleanup.target.clone();
-            tokio::spawn(
+            self.spawn(
                 self.clone()
                     .follow_late_votes(target, votes, cleanup.give_up_at),
             );

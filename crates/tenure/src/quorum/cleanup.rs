@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::gather::{Fanout, Target};
-use super::node::{Ballot, QuorumNode};
+use super::node::{Ballot, QuorumNode, Renewal};
 use super::store::Quorum;
 use crate::error::{Error, Result};
 
@@ -107,7 +107,12 @@ impl<N: QuorumNode> Drop for VoteCleanup<N> {
         let quorum = self.quorum.clone();
         let (target, give_up_at) = (self.target.clone(), self.give_up_at);
         let undos = self.undos.take();
-        runtime.spawn(quorum.undo_remaining(target, votes, undos, give_up_at));
+        quorum.spawn_on(
+            quorum
+                .clone()
+                .undo_remaining(target, votes, undos, give_up_at),
+            &runtime,
+        );
     }
 }
 
@@ -161,6 +166,32 @@ impl<N: QuorumNode> Quorum<N> {
         for i in late {
             if may_have_granted(&votes.replies[i]) {
                 self.undo_until_answered(i, &target, give_up_at, "undoing a late grant")
+                    .await;
+            }
+        }
+    }
+
+    /// Follows up on an extend once each of its requests has ended: unless
+    /// the lease is still held here, every node it may have taken (taken, or
+    /// no answer) is undone — a take that ran after the release, or after the
+    /// lease was found lost, must not keep our key there for a TTL.
+    pub(super) async fn follow_extend(
+        self,
+        target: Target,
+        mut extends: Fanout<N, Renewal>,
+        give_up_at: Instant,
+    ) {
+        extends.finish().await;
+        if self.holding(&target.0, &target.1).is_some() {
+            return;
+        }
+        for i in 0..extends.replies.len() {
+            let may_have_taken = !matches!(
+                extends.replies[i],
+                Some(Ok(Renewal::Extended | Renewal::NotOurs))
+            );
+            if may_have_taken {
+                self.undo_until_answered(i, &target, give_up_at, "undoing an extend's take")
                     .await;
             }
         }

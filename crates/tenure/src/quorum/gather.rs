@@ -232,7 +232,8 @@ impl<N: QuorumNode, T: Send + 'static> Drop for Fanout<N, T> {
         };
         let mut rest = self.take();
         rest.detached = true;
-        runtime.spawn(async move { rest.finish().await });
+        let quorum = rest.quorum.clone();
+        quorum.spawn_on(async move { rest.finish().await }, &runtime);
     }
 }
 

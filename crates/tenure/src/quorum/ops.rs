@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::gather::{Call, count_ok, target};
 use super::node::{NodeStatus, QuorumNode, Renewal};
-use super::store::{Deadlines, Holding, Quorum};
+use super::store::{Deadlines, Quorum};
 use crate::error::{NodeOutcome, Result};
 use crate::lease::{ExtendReply, LeaseStatus, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
@@ -74,32 +74,28 @@ impl<N: QuorumNode> Quorum<N> {
         let may_take = holding.is_some_and(|h| crate::clock::now() < h.valid_until);
         let fence = holding.map_or(0, |h| h.fence);
         let target = target(key, token);
+        let asked = Arc::clone(&target);
         let quorum = self.quorum();
-        let replies = self
-            .gather(
-                Call::new("extend", key, Some(deadline)),
-                move |node| {
-                    let t = Arc::clone(&target);
-                    async move { node.extend_or_take(&t.0, &t.1, ttl, fence, may_take).await }
-                },
-                |r| {
-                    let missing = r.iter().filter(|r| r.is_none()).count();
-                    Renewals::of(r).decided(missing, quorum, self.pending(r))
-                },
-            )
+        let mut replies = self
+            .fan_out(Call::new("extend", key, Some(deadline)), move |node| {
+                let t = Arc::clone(&asked);
+                async move { node.extend_or_take(&t.0, &t.1, ttl, fence, may_take).await }
+            })
             .await;
-        let renewals = Renewals::of(&replies);
-        if renewals.extended > 0
+        replies
+            .until(|r| {
+                let missing = r.iter().filter(|r| r.is_none()).count();
+                Renewals::of(r).decided(missing, quorum, self.pending(r))
+            })
+            .await;
+        let renewals = Renewals::of(&replies.replies);
+        let won = renewals.extended > 0
             && renewals.extended + renewals.taken.len() >= quorum
-            && crate::clock::now() < valid_at
-        {
-            if let Some(h) = holding {
-                let renewed = Holding {
-                    valid_until: valid_at,
-                    ..h
-                };
-                self.set_holding(key, token, Some(renewed));
-            }
+            && crate::clock::now() < valid_at;
+        // Only a lease still held here is renewed: one released (or lost)
+        // while the extend was under way stays gone.
+        let held = won && self.renew_holding(key, token, valid_at);
+        let answer = if won {
             if !renewals.taken.is_empty() {
                 tracing::debug!(
                     key,
@@ -107,39 +103,41 @@ impl<N: QuorumNode> Quorum<N> {
                     "quorum extend took free nodes"
                 );
             }
-            return Ok(ExtendReply::Extended {
+            Ok(ExtendReply::Extended {
                 valid_until: valid_at,
-            });
+            })
+        } else {
+            self.extend_failed(key, token, &replies.replies, renewals)
+        };
+        // A take that lands after the release (or after the lease was found
+        // lost) would leave our key on its node for a TTL: once every request
+        // has ended, the follow-up undoes them unless the lease is still held.
+        if replies.running() > 0 || !held {
+            let give_up_at = self.keys_expire(ttl);
+            self.spawn(
+                self.clone()
+                    .follow_extend(target, replies.take(), give_up_at),
+            );
         }
-        self.extend_failed(key, token, ttl, &replies, renewals)
+        answer
     }
 
-    /// An extend that did not win: lost (the takes are undone) or undecided.
+    /// An extend that did not win: lost (its takes are undone by the
+    /// follow-up) or undecided.
     fn extend_failed(
         &self,
         key: &str,
         token: &OwnerToken,
-        ttl: Duration,
         replies: &[Option<Result<Renewal>>],
         renewals: Renewals,
     ) -> Result<ExtendReply> {
         let (n, quorum) = (self.nodes().len(), self.quorum());
         // No node still held our token, yet a majority was free: the lease
         // expired everywhere (or the nodes lost it). Taking them would revive
-        // it, so the takes are undone and the lease is reported lost.
+        // it, so the lease is reported lost and the takes are undone.
         let vanished = renewals.extended == 0 && renewals.taken.len() >= quorum;
         if renewals.not_ours > n - quorum || vanished {
             self.set_holding(key, token, None);
-            if !renewals.taken.is_empty() {
-                let (me, target) = (self.clone(), target(key, token));
-                let give_up_at = self.keys_expire(ttl);
-                tokio::spawn(async move {
-                    for i in renewals.taken {
-                        me.undo_until_answered(i, &target, give_up_at, "undoing an extend's take")
-                            .await;
-                    }
-                });
-            }
             return Ok(ExtendReply::NotHeld);
         }
         // Not decided (too many nodes failed or answered too late): an error, so
@@ -188,7 +186,7 @@ impl<N: QuorumNode> Quorum<N> {
             Err(self.unavailable("release", key, votes))
         };
         if answered < self.nodes().len() {
-            tokio::spawn(
+            self.spawn(
                 self.clone()
                     .follow_release(target, replies.take(), give_up_at),
             );

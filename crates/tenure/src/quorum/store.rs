@@ -66,6 +66,10 @@ struct Inner<N> {
     /// last confirmed. Extend takes free nodes only for a lease still valid
     /// here, so it never revives an expired one.
     holdings: Mutex<Holdings>,
+    /// The follow-ups running in the background (undos, repeated releases,
+    /// requests finished after a decision), so that
+    /// [`close`](Quorum::close) can wait for them.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 /// The leases a handle holds, by (key, owner token), looked up without
@@ -133,8 +137,31 @@ impl<N: QuorumNode> Quorum<N> {
                 options,
                 unresponsive,
                 holdings: Mutex::new(Holdings::default()),
+                tasks: tokio_util::task::TaskTracker::new(),
             }),
         }
+    }
+
+    /// Runs `follow_up` in the background, tracked for [`close`](Self::close).
+    pub(super) fn spawn(&self, follow_up: impl Future<Output = ()> + Send + 'static) {
+        self.inner.tasks.spawn(follow_up);
+    }
+
+    /// Like [`spawn`](Self::spawn), on `runtime` (from a `Drop`).
+    pub(super) fn spawn_on(
+        &self,
+        follow_up: impl Future<Output = ()> + Send + 'static,
+        runtime: &tokio::runtime::Handle,
+    ) {
+        self.inner.tasks.spawn_on(follow_up, runtime);
+    }
+
+    /// Waits until every follow-up running in the background has ended (each
+    /// gives up by itself once the keys it cleans up have expired).
+    pub(crate) async fn close(&self) {
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        self.inner.tasks.reopen();
     }
 
     pub(super) fn nodes(&self) -> &[N] {
@@ -183,6 +210,29 @@ impl<N: QuorumNode> Quorum<N> {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         holdings.map.get(&HoldingId(key, token.as_str())).copied()
+    }
+
+    /// Moves the end of the validity of a lease this handle still holds;
+    /// `false` (and nothing remembered) when it no longer does — released or
+    /// lost while the extend was under way.
+    pub(super) fn renew_holding(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        valid_until: crate::clock::Moment,
+    ) -> bool {
+        let mut holdings = self
+            .inner
+            .holdings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match holdings.map.get_mut(&HoldingId(key, token.as_str())) {
+            Some(h) => {
+                h.valid_until = valid_until;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Remembers (or, with `None`, forgets) a lease this handle holds; drops
@@ -305,6 +355,10 @@ impl QuorumStore {
 
 #[async_trait]
 impl LeaseStore for QuorumStore {
+    async fn close(&self) {
+        self.core.close().await;
+    }
+
     async fn try_acquire(
         &self,
         key: &str,

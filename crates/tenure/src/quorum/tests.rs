@@ -37,6 +37,13 @@ enum Mode {
     /// still waits then — as redis-rs skips a request still queued on its
     /// connection once nobody waits for its answer.
     SlowDelete,
+    /// Extends wait for the gate (see [`MemNode::open`]); the rest does not.
+    GatedExtend,
+    /// A vote is sent, and the server runs it once [`MemNode::open_server`]
+    /// is called, on a thread of its own — whether or not the process that
+    /// sent it still runs — and only then answers. Undos and releases run at
+    /// once (they overtook the vote).
+    ServerLate,
 }
 
 #[derive(Debug, Default)]
@@ -46,6 +53,8 @@ struct State {
     /// key → fence counter.
     fences: HashMap<String, u64>,
     raises: usize,
+    /// Free keys an extend took.
+    takes: usize,
 }
 
 /// An in-process quorum node. Cheap to clone; clones share the state.
@@ -57,6 +66,8 @@ struct MemNode {
     gate: Arc<Semaphore>,
     /// Bumped on every change, so a test can wait for one.
     changed: Arc<watch::Sender<u64>>,
+    /// Opened by [`MemNode::open_server`] for [`Mode::ServerLate`].
+    server_gate: Arc<(Mutex<bool>, std::sync::Condvar)>,
 }
 
 impl MemNode {
@@ -67,7 +78,52 @@ impl MemNode {
             state: Arc::default(),
             gate: Arc::new(Semaphore::new(0)),
             changed: Arc::new(watch::channel(0).0),
+            server_gate: Arc::default(),
         }
+    }
+
+    /// Lets the server run the votes it holds back ([`Mode::ServerLate`]).
+    fn open_server(&self) {
+        let (open, cv) = &*self.server_gate;
+        *open.lock().unwrap() = true;
+        cv.notify_all();
+    }
+
+    /// Grants `key` to `token` if it is free, on the node's state.
+    fn apply_vote(state: &Mutex<State>, key: &str, token: &str, ttl: Duration) -> Ballot {
+        let mut state = state.lock().unwrap();
+        if state.holders.contains_key(key) {
+            Ballot::Held(Some(ttl))
+        } else {
+            state.holders.insert(key.into(), token.into());
+            let fence = state.fences.entry(key.into()).or_default();
+            *fence += 1;
+            Ballot::Granted(*fence)
+        }
+    }
+
+    /// A vote the server runs on its own thread once opened; the answer
+    /// comes back then.
+    async fn server_late_vote(&self, key: &str, token: &OwnerToken, ttl: Duration) -> Ballot {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (gate, state, changed) = (
+            Arc::clone(&self.server_gate),
+            Arc::clone(&self.state),
+            Arc::clone(&self.changed),
+        );
+        let (key, token) = (key.to_string(), token.as_str().to_string());
+        std::thread::spawn(move || {
+            let (open, cv) = &*gate;
+            let mut opened = open.lock().unwrap();
+            while !*opened {
+                opened = cv.wait(opened).unwrap();
+            }
+            drop(opened);
+            let ballot = MemNode::apply_vote(&state, &key, &token, ttl);
+            changed.send_modify(|n| *n += 1);
+            let _ = tx.send(ballot);
+        });
+        rx.await.expect("the server thread answers")
     }
 
     fn mode(&self) -> Mode {
@@ -150,20 +206,13 @@ impl QuorumNode for MemNode {
     ) -> Result<Ballot> {
         self.check()?;
         let mode = self.mode();
+        if mode == Mode::ServerLate {
+            return Ok(self.server_late_vote(key, token, ttl).await);
+        }
         if matches!(mode, Mode::Gated | Mode::GatedMute) {
             let _permit = self.gate.acquire().await.expect("the gate stays open");
         }
-        let ballot = {
-            let mut state = self.state();
-            if state.holders.contains_key(key) {
-                Ballot::Held(Some(ttl))
-            } else {
-                state.holders.insert(key.into(), token.as_str().into());
-                let fence = state.fences.entry(key.into()).or_default();
-                *fence += 1;
-                Ballot::Granted(*fence)
-            }
-        };
+        let ballot = MemNode::apply_vote(&self.state, key, token.as_str(), ttl);
         self.bump();
         if mode == Mode::GatedMute {
             // The answer is lost; the node's own timeout ends the request.
@@ -216,17 +265,25 @@ impl QuorumNode for MemNode {
         may_take: bool,
     ) -> Result<Renewal> {
         self.check()?;
-        let mut state = self.state();
-        match state.holders.get(key) {
-            Some(t) if t == token.as_str() => Ok(Renewal::Extended),
-            None if may_take => {
-                state.holders.insert(key.into(), token.as_str().into());
-                let counter = state.fences.entry(key.into()).or_default();
-                *counter = (*counter).max(fence);
-                Ok(Renewal::Taken)
-            }
-            _ => Ok(Renewal::NotOurs),
+        if self.mode() == Mode::GatedExtend {
+            let _permit = self.gate.acquire().await.expect("the gate stays open");
         }
+        let renewal = {
+            let mut state = self.state();
+            match state.holders.get(key) {
+                Some(t) if t == token.as_str() => Renewal::Extended,
+                None if may_take => {
+                    state.holders.insert(key.into(), token.as_str().into());
+                    let counter = state.fences.entry(key.into()).or_default();
+                    *counter = (*counter).max(fence);
+                    state.takes += 1;
+                    Renewal::Taken
+                }
+                _ => Renewal::NotOurs,
+            }
+        };
+        self.bump();
+        Ok(renewal)
     }
 
     async fn release(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
@@ -626,6 +683,98 @@ async fn extend_reports_a_lease_a_majority_no_longer_holds() {
     }
     let reply = q.extend("k", &t, TTL).await.unwrap();
     assert_eq!(reply, crate::lease::ExtendReply::NotHeld);
+}
+
+#[tokio::test]
+async fn an_extend_that_takes_a_node_after_the_release_is_undone() {
+    // Node 2 lost our key (it expired early there); the extend is decided on
+    // nodes 0 and 1 while its request to node 2 is held up. The lease is
+    // released (node 2 has nothing to release), then the held-up extend takes
+    // the free key there: it must be undone, not left for a TTL.
+    let nodes = nodes(&[Mode::Normal; 3]);
+    let q = quorum(&nodes);
+    let t = token();
+    fence_of(&q.acquire("k", &t, TTL, None).await.unwrap());
+    nodes[2].state().holders.remove("k");
+    *nodes[2].mode.lock().unwrap() = Mode::GatedExtend;
+    let reply = q.extend("k", &t, TTL).await.unwrap();
+    assert!(
+        matches!(reply, crate::lease::ExtendReply::Extended { .. }),
+        "{reply:?}"
+    );
+    assert_eq!(q.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
+    nodes[2].open();
+    nodes[2]
+        .wait_for("the late take", |n| n.state().takes == 1)
+        .await;
+    nodes[2]
+        .wait_for("the late take undone", |n| n.holder("k").is_none())
+        .await;
+}
+
+#[tokio::test]
+async fn an_extend_decided_after_a_concurrent_release_leaves_no_key() {
+    // The extend waits for nodes 1 and 2 (gated) while the lease is released
+    // everywhere; then their extends find the keys free and take them. The
+    // extend must neither revive the released lease here nor leave its takes.
+    let nodes = nodes(&[Mode::Normal; 3]);
+    let q = quorum(&nodes);
+    let t = token();
+    fence_of(&q.acquire("k", &t, TTL, None).await.unwrap());
+    for n in &nodes[1..] {
+        *n.mode.lock().unwrap() = Mode::GatedExtend;
+    }
+    let (q2, t2) = (q.clone(), t.clone());
+    let extend = tokio::spawn(async move { q2.extend("k", &t2, TTL).await });
+    tokio::task::yield_now().await;
+    assert_eq!(q.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
+    for n in &nodes[1..] {
+        n.open();
+    }
+    let _ = extend.await.unwrap();
+    assert!(
+        q.holding("k", &t).is_none(),
+        "a released lease is not revived"
+    );
+    for n in &nodes[1..] {
+        n.wait_for("the take undone", |n| n.holder("k").is_none())
+            .await;
+    }
+}
+
+#[test]
+fn a_short_lived_process_that_closes_the_quorum_leaves_no_late_grant() {
+    // Node 2's vote reaches its server late, after the release overtook it
+    // (which found nothing); the process then ends. Closing the quorum before
+    // the runtime goes away lets the follow-up undo the late grant; without
+    // it the grant would stay for a TTL.
+    let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::ServerLate]);
+    let q = quorum(&nodes);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let t = token();
+        fence_of(&q.acquire("k", &t, TTL, None).await.unwrap());
+        assert_eq!(q.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
+        nodes[2].open_server();
+        q.close().await;
+    });
+    drop(runtime);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while nodes[2].fence("k") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the late vote never ran"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        nodes[2].holder("k"),
+        None,
+        "a late grant outlived the process"
+    );
 }
 
 #[test]
