@@ -255,7 +255,7 @@ proptest! {
 #[test]
 fn corrupt_or_foreign_state_is_an_error() {
     let gcra = policy(Algorithm::Gcra, 5, 1_000, 5);
-    let bucket = State::from_ints(Algorithm::TokenBucket, &[1, 2, 3], "k").expect("valid");
+    let bucket = State::from_ints(Algorithm::TokenBucket, &[1, 2, 3, 4], "k").expect("valid");
     let err = step(
         &gcra,
         "k",
@@ -298,4 +298,231 @@ fn fixed_window_admits_twice_the_limit_across_a_boundary() {
     let d = across_a_boundary(Algorithm::SlidingLog, 1);
     assert!(!d.allowed);
     assert_eq!(d.retry_after, Some(Duration::from_micros(999_999)));
+}
+
+/// An algorithm, two to four quotas of it (the window algorithms share one
+/// period: across a period change they keep counts only in part, as
+/// documented), and requests `(dt, cost, which quota)`.
+type Requota = (Algorithm, Vec<Policy>, Vec<(u64, u32, usize)>);
+
+fn requotas() -> impl Strategy<Value = Requota> {
+    let quota = (1u32..20, 1u32..20, 1u64..2_000);
+    (
+        algs(),
+        prop::collection::vec(quota, 2..5),
+        prop::collection::vec((0u64..200_000, 1u32..8, 0usize..4), 1..150),
+    )
+        .prop_map(|(alg, quotas, reqs)| {
+            let shared = quotas[0].2;
+            let policies = quotas
+                .into_iter()
+                .map(|(limit, burst, period_ms)| {
+                    let period_ms = if alg.uses_burst() { period_ms } else { shared };
+                    policy(alg, limit, period_ms, burst)
+                })
+                .collect::<Vec<_>>();
+            let n = policies.len();
+            let reqs = reqs.into_iter().map(|(dt, c, q)| (dt, c, q % n)).collect();
+            (alg, policies, reqs)
+        })
+}
+
+/// Runs `reqs`, each under its quota, in `mode`; returns the admitted
+/// `(instant it may proceed, cost, quota)` in decision order.
+fn run_requota(
+    policies: &[Policy],
+    reqs: &[(u64, u32, usize)],
+    mode: Mode,
+) -> Vec<(u64, u64, usize)> {
+    let mut state: Option<State> = None;
+    let mut now = T0;
+    let mut taken = Vec::new();
+    for &(dt, cost, q) in reqs {
+        now += dt;
+        let p = &policies[q];
+        let cost = cost.min(u32::try_from(p.capacity()).unwrap_or(u32::MAX));
+        let s = step(
+            p,
+            "k",
+            state.as_ref(),
+            Timestamp::from_micros(now),
+            cost,
+            mode,
+        )
+        .expect("state converts");
+        assert!(s.decision.remaining <= p.capacity());
+        if s.decision.allowed {
+            let wait = s.decision.retry_after.map_or(0, |d| d.as_micros() as u64);
+            taken.push((now + wait, u64::from(cost), q));
+        }
+        if let Some(next) = s.next {
+            state = Some(next.state);
+        }
+    }
+    taken
+}
+
+/// Units admitted in `[start, end]` never exceed the most any of the quotas
+/// allows there: the largest capacity plus what the fastest rate refills
+/// (GCRA, token bucket); every admission fits its own quota's window (sliding
+/// log); an aligned window holds at most the largest limit (window counters).
+/// A quota change that started the key from a fresh budget would break it.
+fn check_bound(
+    alg: Algorithm,
+    policies: &[Policy],
+    taken: &[(u64, u64, usize)],
+) -> Result<(), TestCaseError> {
+    let cap = policies.iter().map(Policy::capacity).max().unwrap_or(0);
+    let t = policies
+        .iter()
+        .map(Policy::interval_micros)
+        .min()
+        .unwrap_or(1);
+    let period = policies[0].period_micros();
+    if alg == Algorithm::SlidingLog {
+        // Each admission, with all admitted before it still in its quota's
+        // window (booked ones too), fits that quota.
+        for (k, &(at, _, q)) in taken.iter().enumerate() {
+            let p = &policies[q];
+            let sum: u64 = taken[..=k]
+                .iter()
+                .filter(|(ts, _, _)| ts + p.period_micros() > at)
+                .map(|(_, c, _)| c)
+                .sum();
+            prop_assert!(
+                sum <= p.capacity(),
+                "{sum} units in the window ending at {at}"
+            );
+        }
+    }
+    let mut by_time = taken.to_vec();
+    by_time.sort();
+    for (i, &(start, _, _)) in by_time.iter().enumerate() {
+        match alg {
+            Algorithm::Gcra | Algorithm::TokenBucket => {
+                let mut sum = 0;
+                for &(end, c, _) in &by_time[i..] {
+                    sum += c;
+                    prop_assert!(
+                        sum <= cap + (end - start) / t,
+                        "{sum} units in {} µs",
+                        end - start
+                    );
+                }
+            }
+            Algorithm::SlidingLog => {} // below, in decision order
+            _ => {
+                let w = start - start % period;
+                let sum: u64 = by_time
+                    .iter()
+                    .filter(|(ts, _, _)| ts - ts % period == w)
+                    .map(|(_, c, _)| c)
+                    .sum();
+                prop_assert!(sum <= cap, "{sum} units in aligned window {w}");
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Across any sequence of quota changes, a key is never given a fresh
+    /// budget: admissions in every window stay within what the laxest quota
+    /// alone allows there (see [`check_bound`]).
+    #[test]
+    fn quota_changes_never_grant_a_fresh_budget((alg, policies, reqs) in requotas()) {
+        let taken = run_requota(&policies, &reqs, Mode::Consume);
+        check_bound(alg, &policies, &taken)?;
+    }
+
+    /// An upgrade takes effect at once: at the instant of the change, the new,
+    /// larger quota leaves at least the old remaining plus the added capacity
+    /// (GCRA may lose one unit to rounding its rescaled backlog up); a
+    /// downgrade never leaves more than the new capacity.
+    #[test]
+    fn an_upgrade_takes_effect_at_once(
+        (alg, policies, reqs) in requotas(),
+        more_limit in 0u32..10,
+        more_burst in 0u32..10,
+    ) {
+        let a = &policies[0];
+        let q = a.quota();
+        let bigger = Quota::new(q.limit().get() + more_limit, q.period())
+            .expect("quota")
+            .burst(NonZeroU32::new(q.burst_size().get() + more_burst).expect("≥ 1"));
+        let b = Policy::new(bigger, alg).expect("policy");
+        let mut state: Option<State> = None;
+        let mut now = T0;
+        for &(dt, cost, _) in &reqs {
+            now += dt;
+            let at = Timestamp::from_micros(now);
+            let peek = |p: &Policy| step(p, "k", state.as_ref(), at, 1, Mode::Peek)
+                .expect("converts").decision.remaining;
+            let (before, after) = (peek(a), peek(&b));
+            let added = b.capacity() - a.capacity();
+            let slack = u64::from(alg == Algorithm::Gcra);
+            prop_assert!(after + slack >= (before + added).min(b.capacity()),
+                "{before} of {} became {after} of {}", a.capacity(), b.capacity());
+            prop_assert!(before <= a.capacity());
+            let cost = cost.min(u32::try_from(a.capacity()).unwrap_or(1));
+            if let Some(n) = step(a, "k", state.as_ref(), at, cost, Mode::Consume).expect("step").next {
+                state = Some(n.state);
+            }
+        }
+    }
+
+    /// A refund never takes a key beyond its capacity, and a refund at the
+    /// instant of a check undoes it exactly.
+    #[test]
+    fn a_refund_undoes_a_check_and_never_exceeds_the_capacity(
+        p in policies(),
+        reqs in prop::collection::vec((0u64..300_000, 1u32..8, any::<bool>()), 1..100),
+    ) {
+        let mut state: Option<State> = None;
+        let mut now = T0;
+        let cap = p.capacity();
+        for (dt, cost, refund) in reqs {
+            now += dt;
+            let at = Timestamp::from_micros(now);
+            let cost = cost.min(u32::try_from(cap).unwrap_or(1));
+            let go = |s: Option<&State>, cost, mode| step(&p, "k", s, at, cost, mode).expect("step");
+            if refund {
+                let r = go(state.as_ref(), cost * 3, Mode::Refund);
+                prop_assert!(r.decision.remaining <= cap);
+                if let Some(n) = r.next { state = Some(n.state); }
+                continue;
+            }
+            let before = go(state.as_ref(), 1, Mode::Peek).decision;
+            let taken = go(state.as_ref(), cost, Mode::Consume);
+            if !taken.decision.allowed { continue; }
+            let next = taken.next.expect("consumed").state;
+            let back = go(Some(&next), cost, Mode::Refund);
+            prop_assert_eq!(back.decision.remaining, before.remaining, "a refund undoes the check");
+            state = Some(next);
+        }
+    }
+
+    /// Reservations under changing quotas keep the bound, counted at the
+    /// instants they proceed; under one quota of GCRA or the token bucket
+    /// nobody proceeds before one who booked earlier.
+    #[test]
+    fn reservations_keep_the_bound_and_their_order(
+        (alg, policies, reqs) in requotas(),
+        max_ms in 0u64..3_000,
+    ) {
+        // The sliding log books too, but across quota changes its bound is not
+        // shown here (a known gap); under one quota the contract tests cover it.
+        prop_assume!(matches!(alg, Algorithm::Gcra | Algorithm::TokenBucket));
+        let mode = Mode::Reserve(Duration::from_millis(max_ms));
+        // Under one quota: across quota changes, a change rescales what is
+        // booked after it but not the instants already promised (a known gap).
+        let one: Vec<_> = reqs.iter().map(|&(dt, c, _)| (dt, c, 0)).collect();
+        let taken = run_requota(&policies, &one, mode);
+        check_bound(alg, &policies[..1], &taken)?;
+        if alg != Algorithm::SlidingLog {
+            prop_assert!(taken.windows(2).all(|w| w[0].0 <= w[1].0), "out of booking order: {taken:?}");
+        }
+    }
 }

@@ -36,8 +36,14 @@ pub(crate) fn arrival(state: &GcraState, now: u64, t: u64) -> u64 {
     if state.interval == t || state.tat <= now {
         return state.tat;
     }
-    let backlog = (state.tat - now) as f64 * t as f64 / state.interval as f64;
-    now + backlog.ceil().min(MAX_BACKLOG as f64) as u64
+    now + rescale(state.tat - now, state.interval, t)
+}
+
+/// A backlog of `backlog` µs at `old` µs per unit, at `t` µs per unit: the
+/// same units, rounded up, at most [`MAX_BACKLOG`].
+pub(crate) fn rescale(backlog: u64, old: u64, t: u64) -> u64 {
+    let scaled = backlog as f64 * t as f64 / old as f64;
+    scaled.ceil().min(MAX_BACKLOG as f64) as u64
 }
 
 /// The state after giving back `cost` units at `now` (never beyond a full

@@ -31,7 +31,7 @@ pub const MAX_STORED: u64 = (1 << 53) - 1;
 /// let p = Policy::new(Quota::per_minute(NonZeroU32::new(3).unwrap()), Algorithm::TokenBucket)?;
 /// let s = step(&p, "k", None, Timestamp::from_micros(42), 1, Mode::Consume)?
 ///     .next.expect("consumed").state;
-/// assert_eq!(s.to_ints(), vec![2, 42, 3]); // 2 of 3 tokens left, refilled at 42 µs
+/// assert_eq!(s.to_ints(), vec![2, 42, 3, 20_000_000]); // 2 of 3 tokens left at 42 µs, one per 20 s
 /// let blob = s.encode();
 /// assert_eq!(State::decode(&blob, "k")?, s);
 /// assert!(State::decode(&blob[..5], "k").is_err()); // truncated: an error, not a guess
@@ -66,13 +66,13 @@ impl State {
 
     /// The state as integers (timestamps in µs, counts), in a fixed order per
     /// algorithm: GCRA `[tat, interval]`, token bucket `[tokens, last,
-    /// capacity]`, fixed window
+    /// capacity, interval]`, fixed window
     /// `[start, count]`, sliding window `[start, current, previous]`, sliding
     /// log: the entries' timestamps, oldest first.
     pub fn to_ints(&self) -> Vec<u64> {
         match self {
             State::Gcra(s) => vec![s.tat, s.interval],
-            State::TokenBucket(s) => vec![s.tokens, s.last, s.capacity],
+            State::TokenBucket(s) => vec![s.tokens, s.last, s.capacity, s.interval],
             State::SlidingLog(s) => s.entries.clone(),
             State::SlidingWindow(s) => vec![s.start, s.current, s.previous],
             State::FixedWindow(s) => vec![s.start, s.count],
@@ -95,11 +95,12 @@ impl State {
         }
         let state = match (algorithm, ints) {
             (Algorithm::Gcra, &[tat, interval]) => State::Gcra(gcra::GcraState { tat, interval }),
-            (Algorithm::TokenBucket, &[tokens, last, capacity]) => {
+            (Algorithm::TokenBucket, &[tokens, last, capacity, interval]) => {
                 State::TokenBucket(token_bucket::TokenBucketState {
                     tokens,
                     last,
                     capacity,
+                    interval,
                 })
             }
             (Algorithm::FixedWindow, &[start, count]) => {

@@ -25,25 +25,36 @@ pub struct TokenBucketState {
     pub last: u64,
     /// The capacity of the quota that wrote it.
     pub capacity: u64,
+    /// The interval (µs per token) of the quota that wrote it.
+    pub interval: u64,
 }
 
-/// `state` under a quota of `capacity` at `t` µs per unit: the bucket keeps
-/// its deficit (`n` tokens short stays `n` short), clamped to the new
-/// capacity; a deficit beyond it is owed, as time before the next token.
-fn convert(s: TokenBucketState, capacity: u64, t: u64) -> TokenBucketState {
-    if s.capacity == capacity {
+/// `state` under a quota of `capacity` at `t` µs per unit, at `now`: refilled
+/// at its own rate, its backlog (the time until full) rescaled to the new rate
+/// as GCRA's is — the units taken stay taken — and read back as tokens; a
+/// backlog beyond the new capacity is owed, as time before the next token.
+fn convert(s: TokenBucketState, now: u64, capacity: u64, t: u64) -> TokenBucketState {
+    if s.capacity == capacity && s.interval == t {
         return s;
     }
-    let deficit = s.capacity.saturating_sub(s.tokens);
-    let (tokens, last) = if deficit <= capacity {
-        (capacity - deficit, s.last)
+    let old_t = s.interval.max(1);
+    let now = now.max(s.last);
+    let added = (now - s.last) / old_t;
+    let (tokens, last) = if s.tokens + added >= s.capacity {
+        (s.capacity, now)
     } else {
-        (0, s.last + (deficit - capacity) * t)
+        (s.tokens + added, s.last + added * old_t)
     };
+    let mut backlog = (s.capacity - tokens) * old_t - (now - last);
+    if s.interval != t && backlog > 0 {
+        backlog = super::gcra::rescale(backlog, old_t, t);
+    }
+    let tokens = capacity.saturating_sub(backlog.div_ceil(t));
     TokenBucketState {
         tokens,
-        last,
+        last: now + backlog - (capacity - tokens) * t,
         capacity,
+        interval: t,
     }
 }
 
@@ -53,11 +64,12 @@ fn convert(s: TokenBucketState, capacity: u64, t: u64) -> TokenBucketState {
 fn refilled(policy: &Policy, state: Option<&TokenBucketState>, now: Timestamp) -> (u64, u64, u64) {
     let (t, capacity) = (policy.interval_micros(), policy.capacity());
     let s = match state {
-        Some(s) => convert(*s, capacity, t),
+        Some(s) => convert(*s, now.as_micros(), capacity, t),
         None => TokenBucketState {
             tokens: capacity,
             last: now.as_micros(),
             capacity,
+            interval: t,
         },
     };
     let (now, _) = not_before(Some(s.last), now);
@@ -79,7 +91,7 @@ pub fn refund(
     cost: u32,
 ) -> Option<TokenBucketState> {
     let (t, capacity) = (policy.interval_micros(), policy.capacity());
-    let mut s = convert(*state?, capacity, t);
+    let mut s = convert(*state?, now.as_micros(), capacity, t);
     let mut cost = u64::from(cost);
     let raw = now.as_micros();
     if s.last > raw {
@@ -94,6 +106,7 @@ pub fn refund(
         tokens,
         last,
         capacity,
+        interval: t,
     })
 }
 
@@ -152,6 +165,7 @@ pub fn step(
             tokens: left,
             last,
             capacity,
+            interval: t,
         };
         (next, until_full(left))
     })

@@ -33,24 +33,24 @@ end
 -- One policy, consuming or peeking, the common case: no table but the answer.
 local function apply_one(key, args, now, pad, cost, peek, nonce)
   local code, cap = args[5], tonumber(args[6])
-  local available, retry, reset, reset_consumed, skew, a, b, c, d =
+  local available, retry, reset, reset_consumed, skew, a, b, c, d, e =
     STEPS[code](key, now, cost, nonce, cap, args[7], args[8])
   if not peek and (cost <= available or args[9] == '1') then
-    WRITES[code](key, pad, skew, cost, nonce, a, b, c, d)
+    WRITES[code](key, pad, skew, cost, nonce, a, b, c, d, e)
   end
   return decision(cap, cost, peek, available, retry, reset, reset_consumed, skew)
 end
 
--- Every policy's step at `now`: {decision, code, recorded, skew, w1..w4}.
+-- Every policy's step at `now`: {decision, code, recorded, skew, w1..w5}.
 local function steps_at(keys, args, now, cost, peek, nonce)
   local steps = {}
   for i = 1, #keys do
     local b = 4 + (i - 1) * 5
     local code, cap = args[b + 1], tonumber(args[b + 2])
-    local available, retry, reset, reset_consumed, skew, w1, w2, w3, w4 =
+    local available, retry, reset, reset_consumed, skew, w1, w2, w3, w4, w5 =
       STEPS[code](keys[i], now, cost, nonce, cap, args[b + 3], args[b + 4])
     local d = decision(cap, cost, peek, available, retry, reset, reset_consumed, skew)
-    steps[i] = {d, code, args[b + 5] == '1', skew, w1, w2, w3, w4}
+    steps[i] = {d, code, args[b + 5] == '1', skew, w1, w2, w3, w4, w5}
   end
   return steps
 end
@@ -87,7 +87,7 @@ local function apply_all(keys, args, now, pad, cost, peek, nonce, max_delay)
   for i = 1, #keys do
     local s = steps[i]
     if not peek and (all or s[3]) then
-      WRITES[s[2]](keys[i], pad, s[4] + delay, cost, nonce, s[5], s[6], s[7], s[8])
+      WRITES[s[2]](keys[i], pad, s[4] + delay, cost, nonce, s[5], s[6], s[7], s[8], s[9])
     end
     local d = s[1]
     if delay > 0 then

@@ -4,9 +4,9 @@
 --
 -- Every step takes (key, now, cost, nonce, cap, period, interval), the last two
 -- as the strings they arrived as (each step converts the one it uses), and returns
--- (available, retry, reset, reset_consumed, skew, a, b, c, d): what it found
--- (see limit_apply.lua) and up to four values its WRITES twin stores, called
--- as (key, pad_ms, skew, cost, nonce, a, b, c, d) only when the request
+-- (available, retry, reset, reset_consumed, skew, a, b, c, d, e): what it found
+-- (see limit_apply.lua) and up to five values its WRITES twin stores, called
+-- as (key, pad_ms, skew, cost, nonce, a, b, c, d, e) only when the request
 -- commits. REFUNDS[code](key, now, cost, cap, period, interval) gives units
 -- back and says whether it wrote. No table or closure is made on the way.
 

@@ -1,6 +1,7 @@
 -- Rate limiting, part 3 of 7: token bucket. The key is a hash {tokens, last,
--- cap}: whole tokens, when the last whole token was added (µs; in the future
--- when units are booked ahead), and the capacity that wrote them. Mirrors
+-- cap, t}: whole tokens, when the last whole token was added (µs; in the
+-- future when units are booked ahead), and the capacity and interval (µs per
+-- token) of the quota that wrote them. Mirrors
 -- limit/token_bucket.rs.
 
 -- Time until a bucket last refilled at `last` is full again with `left` tokens.
@@ -12,23 +13,34 @@ local function tb_until_full(left, cap, last, t, now)
 end
 
 -- The stored tokens and last refill under a capacity `cap` at `t` µs per
--- unit, or nil: after a quota change the bucket keeps its deficit, clamped to
--- the new capacity; a deficit beyond it is owed as time (`convert` in Rust).
-local function tb_state(key, cap, t)
-  local s = hash_fields(key, 'tokens', 'last', 'cap')
+-- unit, or nil: after a quota change the bucket is refilled at its own rate,
+-- its backlog rescaled like GCRA's and read back as tokens; a backlog beyond
+-- the new capacity is owed as time (`convert` in Rust).
+local function tb_state(key, now, cap, t)
+  local s = hash_fields(key, 'tokens', 'last', 'cap', 't')
   if not s then
     return nil
   end
-  local tokens, last, old = s[1], s[2], s[3]
-  if old ~= cap then
-    local deficit = math.max(old - tokens, 0)
-    if deficit <= cap then
-      tokens = cap - deficit
-    else
-      tokens, last = 0, last + (deficit - cap) * t
-    end
+  local tokens, last, old_cap, old_t = s[1], s[2], s[3], s[4]
+  if old_cap == cap and old_t == t then
+    return tokens, last
   end
-  return tokens, last
+  local step = math.max(old_t, 1)
+  if now < last then
+    now = last
+  end
+  local added = idiv(now - last, step)
+  if tokens + added >= old_cap then
+    tokens, last = old_cap, now
+  else
+    tokens, last = tokens + added, last + added * step
+  end
+  local backlog = (old_cap - tokens) * step - (now - last)
+  if old_t ~= t and backlog > 0 then
+    backlog = math.min(math.ceil(backlog * t / step), 1125899906842624)
+  end
+  tokens = math.max(cap - idiv(backlog + t - 1, t), 0)
+  return tokens, now + backlog - (cap - tokens) * t
 end
 
 -- Refilled tokens and last refill at `now`, and the instant judged at (later
@@ -46,7 +58,7 @@ end
 
 STEPS['2'] = function(key, now, cost, _, cap, _, interval)
   local t = tonumber(interval)
-  local tokens, last = tb_state(key, cap, t)
+  local tokens, last = tb_state(key, now, cap, t)
   if not tokens then
     tokens, last = cap, now
   end
@@ -60,17 +72,17 @@ STEPS['2'] = function(key, now, cost, _, cap, _, interval)
   local left = math.max(tokens - cost, 0)
   local full_left = tb_until_full(left, cap, last, t, now)
   return tokens, retry, tb_until_full(tokens, cap, last, t, now), full_left, skew,
-    left, last, full_left, cap
+    left, last, full_left, cap, t
 end
 
-WRITES['2'] = function(key, pad, skew, _, _, left, last, ttl, cap)
-  redis.call('HSET', key, 'tokens', int(left), 'last', int(last), 'cap', int(cap))
+WRITES['2'] = function(key, pad, skew, _, _, left, last, ttl, cap, t)
+  redis.call('HSET', key, 'tokens', int(left), 'last', int(last), 'cap', int(cap), 't', int(t))
   redis.call('PEXPIRE', key, expiry(ttl, skew, pad))
 end
 
 REFUNDS['2'] = function(key, now, cost, cap, _, interval)
   local t = tonumber(interval)
-  local tokens, last = tb_state(key, cap, t)
+  local tokens, last = tb_state(key, now, cap, t)
   if not tokens then
     return false
   end
@@ -84,6 +96,6 @@ REFUNDS['2'] = function(key, now, cost, cap, _, interval)
   if tokens == cap then
     last = judged
   end
-  redis.call('HSET', key, 'tokens', int(tokens), 'last', int(last), 'cap', int(cap))
+  redis.call('HSET', key, 'tokens', int(tokens), 'last', int(last), 'cap', int(cap), 't', int(t))
   return true
 end
