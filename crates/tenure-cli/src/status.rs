@@ -17,9 +17,10 @@ pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
     let rw = rw::status_of(&tenure, args.key.get()).await;
     if args.json {
         let mut json = to_json(args.key.get(), &s);
-        json["rw"] = rw
-            .as_ref()
-            .map_or(serde_json::Value::Null, |r| rw::to_json(args.key.get(), r));
+        // Only when the key's read-write lease is held or waited for.
+        if let Some(r) = &rw {
+            json["rw"] = rw::to_json(args.key.get(), r);
+        }
         output::json(&json);
     } else if !global.quiet {
         let state = match (s.held, s.ttl_left) {
