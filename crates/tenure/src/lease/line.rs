@@ -33,16 +33,13 @@ pub(crate) const HEARTBEAT: Duration = Duration::from_millis(250);
 /// How long a place in line lives without a look: four heartbeats. A waiter
 /// that is killed (or cut off) while it waits stops counting after this
 /// long, whatever its lease's TTL.
-#[cfg_attr(
-    not(any(feature = "redis", feature = "sqlite", feature = "etcd")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(any(feature = "sqlite", feature = "etcd")), allow(dead_code))]
 pub(crate) const PLACE_LIFETIME: Duration = Duration::from_millis(1000);
 
 /// How long a lease handed to a waiter stays set for it (at most its TTL)
 /// until the waiter claims it with a look, which sets the full TTL: a lease
 /// handed to a waiter that died meanwhile is free again after this long.
-#[cfg_attr(not(any(feature = "redis", feature = "sqlite")), allow(dead_code))]
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
 
 /// A hand-off is taken from its notification only while the validity it
