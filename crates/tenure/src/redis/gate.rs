@@ -131,13 +131,7 @@ impl GateStore for RedisStore {
                 &[token.as_str(), &ms],
             )
             .await?;
-        Ok(if renewed == 1 {
-            ExtendReply::Extended {
-                valid_until: valid_until(sent, ttl),
-            }
-        } else {
-            ExtendReply::NotHeld
-        })
+        Ok(gate::extend_reply(renewed == 1, sent, ttl))
     }
 
     async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
@@ -152,11 +146,7 @@ impl GateStore for RedisStore {
                 &[token.as_str(), &channel],
             )
             .await?;
-        Ok(if released == 1 {
-            ReleaseOutcome::Released
-        } else {
-            ReleaseOutcome::NotHeld
-        })
+        Ok(gate::release_outcome(released == 1))
     }
 
     async fn status(&self, kind: GateKind, key: &str) -> Result<GateStatus> {
