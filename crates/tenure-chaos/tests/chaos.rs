@@ -2,27 +2,15 @@
 //! processes. Every random choice follows from the printed seed (set
 //! `TENURE_CHAOS_SEED` to replay one); a failing run keeps its history.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use tenure_chaos::run::{RunResult, Scenario, Settings, run};
+mod common;
+
+use common::{keep_if, out_dir, seed};
+use tenure_chaos::run::{Scenario, Settings, run};
 use tenure_test::nemesis::FaultKind;
 
 const DEFAULT_SEED: u64 = 20_261_201;
-
-fn seed() -> u64 {
-    std::env::var("TENURE_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_SEED)
-}
-
-/// Each test its own directory: tests run at once, with the same seed.
-fn out_dir(test: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("chaos")
-        .join(test)
-}
 
 fn settings(test: &str, seed: u64, secs: u64, only: Vec<FaultKind>) -> Settings {
     Settings {
@@ -40,22 +28,9 @@ fn settings(test: &str, seed: u64, secs: u64, only: Vec<FaultKind>) -> Settings 
     }
 }
 
-/// Keeps the history of a failed run (and says where); removes it otherwise.
-fn keep_if(failed: bool, r: &RunResult, seed: u64) {
-    if failed {
-        eprintln!(
-            "seed {seed}: history kept at {} (replay: TENURE_CHAOS_SEED={seed})\n{:#?}",
-            r.history.display(),
-            r.report
-        );
-    } else {
-        let _ = std::fs::remove_file(&r.history);
-    }
-}
-
 #[test]
 fn a_short_seeded_run_accepts_no_stale_write_and_leaves_no_orphan() {
-    let seed = seed();
+    let seed = seed(DEFAULT_SEED);
     println!("seed {seed}");
     // Every fault tenure tolerates, plus clients frozen past their TTL (the
     // fenced resources must refuse them); the scenario keeps those it can
@@ -90,7 +65,7 @@ fn a_short_seeded_run_accepts_no_stale_write_and_leaves_no_orphan() {
 
 #[test]
 fn the_checker_reports_stale_writes_when_the_fence_is_not_checked() {
-    let seed = seed();
+    let seed = seed(DEFAULT_SEED);
     println!("seed {seed}");
     // One key, frequent freezes past the TTL: stale writers are certain.
     let mut s = settings("unfenced", seed, 20, vec![FaultKind::ClientPause]);

@@ -9,16 +9,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod common;
+
+use common::{keep_if, out_dir, seed};
 use tenure_chaos::run::{RunResult, Scenario, Settings, run};
 
 const DEFAULT_SEED: u64 = 20_261_202;
-
-fn seed() -> u64 {
-    std::env::var("TENURE_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_SEED)
-}
 
 fn settings(scenario: Scenario, seed: u64, secs: u64) -> Settings {
     let line = scenario == Scenario::Line;
@@ -32,9 +28,7 @@ fn settings(scenario: Scenario, seed: u64, secs: u64) -> Settings {
         fence_check: true,
         postgres: false,
         only: None,
-        out_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join("chaos")
-            .join(scenario.name()),
+        out_dir: out_dir(scenario.name()),
         tenure_bin: tenure_bin(),
     }
 }
@@ -54,20 +48,12 @@ fn tenure_bin() -> Option<PathBuf> {
 /// Runs `scenario` for `secs` and fails on any violation, or when fewer than
 /// `faults` faults were injected or fewer than `grants` leases granted.
 fn check_run(scenario: Scenario, secs: u64, faults: u64, grants: u64) -> RunResult {
-    let seed = seed();
+    let seed = seed(DEFAULT_SEED);
     println!("{}: seed {seed}", scenario.name());
     let r = run(&settings(scenario, seed, secs)).expect("the scenario sets up");
     let v = r.report.violations();
     let failed = !v.is_empty() || r.report.total().faults < faults || r.report.acquired < grants;
-    if failed {
-        eprintln!(
-            "seed {seed}: history kept at {} (replay: TENURE_CHAOS_SEED={seed})\n{:#?}",
-            r.history.display(),
-            r.report
-        );
-    } else {
-        let _ = std::fs::remove_file(&r.history);
-    }
+    keep_if(failed, &r, seed);
     assert!(v.is_empty(), "seed {seed}: {v:?}\n{:#?}", r.report.examples);
     assert!(!failed, "seed {seed}: too little happened: {:#?}", r.report);
     r

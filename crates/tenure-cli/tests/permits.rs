@@ -10,53 +10,20 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Running, Sandbox, output, pid_in, stderr, wait_for_file};
+use common::{Running, Sandbox, output, pid_in, stderr, timed_runs, wait_for_file};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tenure_test::RedisServer;
 
 fn never_more_than_three(backend: &str) {
     let sandbox = Sandbox::new();
-    let children: Vec<_> = (0..20)
-        .map(|i| {
-            let record = sandbox.path(&format!("in.{i}"));
-            let script = format!(
-                "s=$(date +%s%N); sleep 0.2; e=$(date +%s%N); echo \"$TENURE_FENCE $s $e\" > {}",
-                record.display()
-            );
-            sandbox
-                .tenure()
-                .args([
-                    "--backend",
-                    backend,
-                    "run",
-                    "--key",
-                    "pool",
-                    "--permits",
-                    "3",
-                ])
-                .args(["--wait", "60s", "--", "sh", "-c", &script])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
-    }
+    let shapes = vec![vec!["--key", "pool", "--permits", "3"]; 20];
     let mut events = Vec::new();
     let mut fences = Vec::new();
-    for i in 0..20 {
-        let text = std::fs::read_to_string(sandbox.path(&format!("in.{i}"))).unwrap();
-        let f: Vec<u128> = text
-            .split_whitespace()
-            .map(|x| x.parse().unwrap())
-            .collect();
-        fences.push(f[0]);
-        events.push((f[1], 1i32));
-        events.push((f[2], -1i32));
+    for (fence, start, end) in timed_runs(&sandbox, backend, "0.2", &shapes) {
+        fences.push(fence);
+        events.push((start, 1i32));
+        events.push((end, -1i32));
     }
     // Ends sort before starts at the same instant.
     events.sort();

@@ -7,10 +7,9 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Running, Sandbox, output, stderr, stdout, wait_for_file};
+use common::{Running, Sandbox, output, stderr, stdout, timed_runs, wait_for_file};
 use nix::sys::signal::{Signal, kill};
 use tenure_test::RedisServer;
 
@@ -25,43 +24,18 @@ struct Stay {
 
 fn shared_runs_overlap_and_exclusive_runs_are_alone(backend: &str) {
     let sandbox = Sandbox::new();
-    let children: Vec<_> = (0..9)
-        .map(|i| {
-            let write = i % 3 == 1;
-            let record = sandbox.path(&format!("stay.{i}"));
-            let script = format!(
-                "s=$(date +%s%N); sleep 0.2; e=$(date +%s%N); echo \"{} $TENURE_FENCE $s $e\" > {}",
-                u8::from(write),
-                record.display()
-            );
-            let mode = if write { "--exclusive" } else { "--shared" };
-            sandbox
-                .tenure()
-                .args(["--backend", backend, "run", mode, "cfg", "--wait", "60s"])
-                .args(["--", "sh", "-c", &script])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+    let write = |i: usize| i % 3 == 1;
+    let shapes: Vec<Vec<&str>> = (0..9)
+        .map(|i| vec![if write(i) { "--exclusive" } else { "--shared" }, "cfg"])
         .collect();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
-    }
-    let stays: Vec<Stay> = (0..9)
-        .map(|i| {
-            let text = std::fs::read_to_string(sandbox.path(&format!("stay.{i}"))).unwrap();
-            let f: Vec<u128> = text
-                .split_whitespace()
-                .map(|x| x.parse().unwrap())
-                .collect();
-            Stay {
-                write: f[0] == 1,
-                fence: u64::try_from(f[1]).unwrap(),
-                start: f[2],
-                end: f[3],
-            }
+    let stays: Vec<Stay> = timed_runs(&sandbox, backend, "0.2", &shapes)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (fence, start, end))| Stay {
+            write: write(i),
+            fence,
+            start,
+            end,
         })
         .collect();
     let overlap = |a: &Stay, b: &Stay| a.start < b.end && b.start < a.end;

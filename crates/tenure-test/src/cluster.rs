@@ -424,6 +424,36 @@ fn keys_in_slot(addr: &str, slot: &str) -> Result<Vec<String>, String> {
 /// Sends one command as a RESP array and reads the whole reply: a bulk
 /// string's content, or the first line of any other reply.
 fn query(addr: &str, args: &[&str]) -> std::io::Result<String> {
+    exchange(addr, args, |text| {
+        let (head, body) = text.split_once("\r\n")?;
+        match head.strip_prefix('$').map(str::parse::<usize>) {
+            Some(Ok(len)) if body.len() >= len => Some(body[..len].to_string()),
+            Some(Ok(_)) => None,
+            _ => Some(head.to_string()),
+        }
+    })
+}
+
+/// Sends one command whose reply is an array of bulk strings and returns the
+/// raw reply once every element has arrived.
+fn query_raw(addr: &str, args: &[&str]) -> std::io::Result<String> {
+    exchange(addr, args, |text| {
+        let (head, _) = text.split_once("\r\n")?;
+        let elements = head
+            .strip_prefix('*')
+            .and_then(|c| c.parse::<usize>().ok())
+            .unwrap_or(0);
+        (text.matches("\r\n").count() > 2 * elements).then(|| text.to_string())
+    })
+}
+
+/// Sends one command as a RESP array and reads until `done` makes an answer
+/// of the reply so far, or the node closes (then the whole reply).
+fn exchange(
+    addr: &str,
+    args: &[&str],
+    done: impl Fn(&str) -> Option<String>,
+) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut request = format!("*{}\r\n", args.len());
@@ -439,47 +469,9 @@ fn query(addr: &str, args: &[&str]) -> std::io::Result<String> {
             break;
         }
         reply.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&reply);
-        let Some((head, body)) = text.split_once("\r\n") else {
-            continue;
-        };
-        match head.strip_prefix('$').map(str::parse::<usize>) {
-            Some(Ok(len)) if body.len() >= len => return Ok(body[..len].to_string()),
-            Some(Ok(_)) => continue,
-            _ => return Ok(head.to_string()),
+        if let Some(answer) = done(&String::from_utf8_lossy(&reply)) {
+            return Ok(answer);
         }
     }
     Ok(String::from_utf8_lossy(&reply).into_owned())
-}
-
-/// Sends one command whose reply is an array of bulk strings and returns the
-/// raw reply once every element has arrived.
-fn query_raw(addr: &str, args: &[&str]) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut request = format!("*{}\r\n", args.len());
-    for a in args {
-        request.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
-    stream.write_all(request.as_bytes())?;
-    let mut reply = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = stream.read(&mut buf)?;
-        reply.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&reply).into_owned();
-        let Some((head, _)) = text.split_once("\r\n") else {
-            if n == 0 {
-                return Ok(text);
-            }
-            continue;
-        };
-        let elements = head
-            .strip_prefix('*')
-            .and_then(|c| c.parse::<usize>().ok())
-            .unwrap_or(0);
-        if n == 0 || text.matches("\r\n").count() > 2 * elements {
-            return Ok(text);
-        }
-    }
 }

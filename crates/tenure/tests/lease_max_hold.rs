@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tenure::clock::FakeClock;
 use tenure::memory::MemoryStore;
-use tenure::{Coordinator, Error, LossCause};
+use tenure::{Coordinator, Error, LeaseGuard, LossCause};
 
 const TTL: Duration = Duration::from_secs(30);
 const MAX_HOLD: Duration = Duration::from_secs(60);
@@ -41,6 +41,19 @@ async fn renewed(w: &Coordinator, key: &str, above: Duration) -> bool {
 async fn step_and_renew(w: &Coordinator, clock: &FakeClock, key: &str, step: Duration) {
     clock.advance(step);
     assert!(renewed(w, key, TTL - step).await, "{key} not renewed");
+}
+
+/// Takes `key` with [`MAX_HOLD`] and moves the fake clock on by it: the
+/// guard is lost (waited for, at most 5 s of real time). Returns what the
+/// test keeps alive to its end.
+async fn lost_to_max_hold(key: &str) -> (Coordinator, FakeClock, LeaseGuard) {
+    let (w, clock) = jumping();
+    let guard = w.lease(key).max_hold(MAX_HOLD).acquire().await.unwrap();
+    clock.advance(MAX_HOLD);
+    tokio::time::timeout(Duration::from_secs(5), guard.lost().wait())
+        .await
+        .expect("lost");
+    (w, clock, guard)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,17 +192,7 @@ async fn the_lost_event_names_the_max_hold() {
         .with_ansi(false)
         .finish();
     let _default = tracing::subscriber::set_default(subscriber);
-    let (w, clock) = jumping();
-    let guard = w
-        .lease("mh:event")
-        .max_hold(MAX_HOLD)
-        .acquire()
-        .await
-        .unwrap();
-    clock.advance(MAX_HOLD);
-    tokio::time::timeout(Duration::from_secs(5), guard.lost().wait())
-        .await
-        .expect("lost");
+    let _lost = lost_to_max_hold("mh:event").await;
     let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
     let line = text
         .lines()
@@ -207,17 +210,7 @@ async fn the_losses_metric_names_the_max_hold() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _local = metrics::set_default_local_recorder(&recorder);
-    let (w, clock) = jumping();
-    let guard = w
-        .lease("mh:metric")
-        .max_hold(MAX_HOLD)
-        .acquire()
-        .await
-        .unwrap();
-    clock.advance(MAX_HOLD);
-    tokio::time::timeout(Duration::from_secs(5), guard.lost().wait())
-        .await
-        .expect("lost");
+    let _lost = lost_to_max_hold("mh:metric").await;
     let counted: u64 = snapshotter
         .snapshot()
         .into_vec()

@@ -102,6 +102,19 @@ fn report(store: &str, stall: Duration) {
     );
 }
 
+/// Measures and reports the stall on `store`, counting the waiters with
+/// `status`.
+async fn stall_counted_by_status(name: &str, store: &str) {
+    let tenure = connect(store).await;
+    let lease = tenure.lease("line").ttl(TTL);
+    let count = || async {
+        let waiters = tenure.status("line").await.unwrap().waiters;
+        usize::try_from(waiters.unwrap()).unwrap()
+    };
+    let stall = stall_after_killing_the_first(store, &lease, count).await;
+    report(name, stall);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_a_killed_first_waiter_stalls_the_line_briefly() {
     let server = tenure_test::RedisServer::start();
@@ -131,14 +144,7 @@ async fn redis_a_killed_first_waiter_stalls_the_line_briefly() {
 async fn sqlite_a_killed_first_waiter_stalls_the_line_briefly() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("leases.db").display());
-    let tenure = connect(&store).await;
-    let lease = tenure.lease("line").ttl(TTL);
-    let count = || async {
-        let waiters = tenure.status("line").await.unwrap().waiters;
-        usize::try_from(waiters.unwrap()).unwrap()
-    };
-    let stall = stall_after_killing_the_first(&store, &lease, count).await;
-    report("sqlite", stall);
+    stall_counted_by_status("sqlite", &store).await;
 }
 
 #[cfg(feature = "etcd")]
@@ -146,12 +152,5 @@ async fn sqlite_a_killed_first_waiter_stalls_the_line_briefly() {
 async fn etcd_a_killed_first_waiter_stalls_the_line_briefly() {
     let etcd = tenure_test::EtcdCluster::single();
     let store = format!("etcd:{}", etcd.url());
-    let tenure = connect(&store).await;
-    let lease = tenure.lease("line").ttl(TTL);
-    let count = || async {
-        let waiters = tenure.status("line").await.unwrap().waiters;
-        usize::try_from(waiters.unwrap()).unwrap()
-    };
-    let stall = stall_after_killing_the_first(&store, &lease, count).await;
-    report("etcd", stall);
+    stall_counted_by_status("etcd", &store).await;
 }

@@ -189,41 +189,45 @@ impl Drop for Running {
     }
 }
 
-/// Starts `n` concurrent `tenure --backend BACKEND run` on one key, each
-/// command sleeping `sleep` seconds and recording its fence and start/end times
-/// (ns). Checks that no two intervals overlap and that fences strictly increase
-/// in the order the lease was acquired.
-pub fn concurrent_runs_take_turns(sandbox: &Sandbox, backend: &str, n: usize, sleep: &str) {
-    let mut children = Vec::new();
-    for i in 0..n {
-        let record = sandbox.path(&format!("run.{i}"));
-        let script = format!(
-            "s=$(date +%s%N); sleep {sleep}; e=$(date +%s%N); echo \"$TENURE_FENCE $s $e\" > {}",
-            record.display()
-        );
-        let child = sandbox
-            .tenure()
-            .args([
-                "--backend",
-                backend,
-                "run",
-                "--key",
-                "batch",
-                "--wait",
-                "60s",
-            ])
-            .args(["--", "sh", "-c", &script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        children.push(child);
-    }
+/// One `tenure run` as its command recorded it: its fence and the start and
+/// end (ns) of the command.
+pub type Stay = (u64, u128, u128);
+
+/// Starts one `tenure --backend BACKEND run SHAPE --wait 60s` per entry of
+/// `shapes`, all at once, each command sleeping `sleep` seconds and
+/// recording its fence and start/end times; waits for every run (each must
+/// succeed) and returns the records in the order of `shapes`.
+pub fn timed_runs(
+    sandbox: &Sandbox,
+    backend: &str,
+    sleep: &str,
+    shapes: &[Vec<&str>],
+) -> Vec<Stay> {
+    let children: Vec<_> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| {
+            let record = sandbox.path(&format!("run.{i}"));
+            let script = format!(
+                "s=$(date +%s%N); sleep {sleep}; e=$(date +%s%N); echo \"$TENURE_FENCE $s $e\" > {}",
+                record.display()
+            );
+            sandbox
+                .tenure()
+                .args(["--backend", backend, "run"])
+                .args(shape)
+                .args(["--wait", "60s", "--", "sh", "-c", &script])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
     for child in children {
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
     }
-    let mut runs: Vec<(u64, u128, u128)> = (0..n)
+    (0..shapes.len())
         .map(|i| {
             let text = std::fs::read_to_string(sandbox.path(&format!("run.{i}"))).unwrap();
             let f: Vec<&str> = text.split_whitespace().collect();
@@ -233,7 +237,16 @@ pub fn concurrent_runs_take_turns(sandbox: &Sandbox, backend: &str, n: usize, sl
                 f[2].parse().unwrap(),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Starts `n` concurrent `tenure --backend BACKEND run` on one key, each
+/// command sleeping `sleep` seconds and recording its fence and start/end times
+/// (ns). Checks that no two intervals overlap and that fences strictly increase
+/// in the order the lease was acquired.
+pub fn concurrent_runs_take_turns(sandbox: &Sandbox, backend: &str, n: usize, sleep: &str) {
+    let shapes = vec![vec!["--key", "batch"]; n];
+    let mut runs = timed_runs(sandbox, backend, sleep, &shapes);
     runs.sort_by_key(|r| r.1);
     for pair in runs.windows(2) {
         let ((f1, _, end1), (f2, start2, _)) = (pair[0], pair[1]);

@@ -216,6 +216,28 @@ pub(crate) fn reply(
     }
 }
 
+/// A store's answer to an extend: `renewed` when the grant was still held;
+/// `sent` is when the request left, for the validity of the grant.
+pub(crate) fn extend_reply(renewed: bool, sent: Moment, ttl: Duration) -> ExtendReply {
+    if renewed {
+        ExtendReply::Extended {
+            valid_until: valid_until(sent, ttl),
+        }
+    } else {
+        ExtendReply::NotHeld
+    }
+}
+
+/// A store's answer to a release: `released` when the grant or place was
+/// still there.
+pub(crate) fn release_outcome(released: bool) -> ReleaseOutcome {
+    if released {
+        ReleaseOutcome::Released
+    } else {
+        ReleaseOutcome::NotHeld
+    }
+}
+
 /// The arguments of a step for `ask`.
 pub(crate) fn step_ask<'a>(ask: &GateAsk<'a>, record: Option<&'a HolderRecord>) -> Ask<'a> {
     Ask {

@@ -12,7 +12,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
 use crate::gate::store::HolderRecord;
 use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, State};
-use crate::lease::valid_until;
 use crate::lease::{AcquireReply, ExtendReply, QueuePlace, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
 
@@ -96,13 +95,7 @@ impl GateStore for MemoryGates {
         let ok = self.with(kind, key, |state, now| {
             (state.extend(now, token.as_str(), gate::ttl_ms(ttl)), false)
         });
-        Ok(if ok {
-            ExtendReply::Extended {
-                valid_until: valid_until(sent, ttl),
-            }
-        } else {
-            ExtendReply::NotHeld
-        })
+        Ok(gate::extend_reply(ok, sent, ttl))
     }
 
     async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
@@ -111,11 +104,7 @@ impl GateStore for MemoryGates {
             let (released, _) = state.release(now, token.as_str());
             (released, true)
         });
-        Ok(if released {
-            ReleaseOutcome::Released
-        } else {
-            ReleaseOutcome::NotHeld
-        })
+        Ok(gate::release_outcome(released))
     }
 
     async fn status(&self, kind: GateKind, key: &str) -> Result<GateStatus> {

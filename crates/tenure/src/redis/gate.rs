@@ -131,13 +131,7 @@ impl GateStore for RedisStore {
                 &[token.as_str(), &ms],
             )
             .await?;
-        Ok(if renewed == 1 {
-            ExtendReply::Extended {
-                valid_until: valid_until(sent, ttl),
-            }
-        } else {
-            ExtendReply::NotHeld
-        })
+        Ok(gate::extend_reply(renewed == 1, sent, ttl))
     }
 
     async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
@@ -152,11 +146,7 @@ impl GateStore for RedisStore {
                 &[token.as_str(), &channel],
             )
             .await?;
-        Ok(if released == 1 {
-            ReleaseOutcome::Released
-        } else {
-            ReleaseOutcome::NotHeld
-        })
+        Ok(gate::release_outcome(released == 1))
     }
 
     async fn status(&self, kind: GateKind, key: &str) -> Result<GateStatus> {
@@ -213,7 +203,6 @@ impl RedisStore {
     /// `SCAN` for `PREFIX{TAG*}:rw` (or `:permits`), each read with its
     /// status. Refused on a cluster (`SCAN` walks one node).
     async fn list_gates(&self, kind: GateKind, prefix: &str) -> Result<Vec<(String, GateStatus)>> {
-        use super::list::{glob_escape, user_key};
         if matches!(self.conn().origin(), super::conn::Origin::Cluster(_)) {
             return Err(Error::Config {
                 url: LeaseStore::describe(self),
@@ -222,41 +211,9 @@ impl RedisStore {
                     .into(),
             });
         }
-        let store_prefix = self.prefix();
-        let suffix = format!(":{}", kind.name());
-        let pattern = format!(
-            "{}{{{}*}}{suffix}",
-            glob_escape(store_prefix),
-            glob_escape(&crate::key::hash_tag(prefix))
-        );
-        let mut cursor = "0".to_string();
-        let mut keys = Vec::new();
-        loop {
-            let mut cmd = redis::cmd("SCAN");
-            cmd.arg(&cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000);
-            let (next, found): (String, Vec<String>) = self
-                .conn()
-                .call("list", prefix, |mut c| async move {
-                    cmd.query_async(&mut c).await
-                })
-                .await?;
-            keys.extend(
-                found
-                    .iter()
-                    .filter_map(|k| user_key(store_prefix, k.strip_suffix(&suffix)?))
-                    .filter(|k| k.starts_with(prefix)),
-            );
-            if next == "0" {
-                break;
-            }
-            cursor = next;
-        }
-        keys.sort();
-        keys.dedup();
+        let keys = self
+            .scan_user_keys(prefix, &format!(":{}", kind.name()))
+            .await?;
         let mut held = Vec::new();
         for key in keys {
             match GateStore::status(self, kind, &key).await {

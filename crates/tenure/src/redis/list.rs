@@ -28,9 +28,29 @@ impl RedisStore {
                     .into(),
             });
         }
+        let keys = self.scan_user_keys(prefix, "").await?;
+        let mut held = Vec::with_capacity(keys.len());
+        for key in keys {
+            match self.status(&key).await {
+                Ok(status) if status.held => held.push((key, status)),
+                Ok(_) => {}
+                // Someone else's data under tenure's name: not a lease.
+                Err(Error::WrongType { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(held)
+    }
+}
+
+impl RedisStore {
+    /// The user keys starting with `prefix` of the Redis keys
+    /// `PREFIX{TAG}SUFFIX` on this node (`suffix` empty: the lease keys), in
+    /// key order: a `SCAN` walk.
+    pub(super) async fn scan_user_keys(&self, prefix: &str, suffix: &str) -> Result<Vec<String>> {
         let store_prefix = self.prefix();
         let pattern = format!(
-            "{}{{{}*}}",
+            "{}{{{}*}}{suffix}",
             glob_escape(store_prefix),
             glob_escape(&hash_tag(prefix))
         );
@@ -52,7 +72,7 @@ impl RedisStore {
             keys.extend(
                 found
                     .iter()
-                    .filter_map(|k| user_key(store_prefix, k))
+                    .filter_map(|k| user_key(store_prefix, k.strip_suffix(suffix)?))
                     .filter(|k| k.starts_with(prefix)),
             );
             if next == "0" {
@@ -63,17 +83,7 @@ impl RedisStore {
         // SCAN may return a key twice.
         keys.sort();
         keys.dedup();
-        let mut held = Vec::with_capacity(keys.len());
-        for key in keys {
-            match self.status(&key).await {
-                Ok(status) if status.held => held.push((key, status)),
-                Ok(_) => {}
-                // Someone else's data under tenure's name: not a lease.
-                Err(Error::WrongType { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(held)
+        Ok(keys)
     }
 }
 

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::gate::store::HolderRecord;
 use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, State};
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch,
 };
 use crate::token::OwnerToken;
 
@@ -143,13 +143,7 @@ impl GateStore for SqliteStore {
                 state.extend(now, &token, ms)
             })
             .await?;
-        Ok(if renewed {
-            ExtendReply::Extended {
-                valid_until: valid_until(sent, ttl),
-            }
-        } else {
-            ExtendReply::NotHeld
-        })
+        Ok(gate::extend_reply(renewed, sent, ttl))
     }
 
     async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
@@ -160,11 +154,7 @@ impl GateStore for SqliteStore {
                 state.release(now, &token).0
             })
             .await?;
-        Ok(if released {
-            ReleaseOutcome::Released
-        } else {
-            ReleaseOutcome::NotHeld
-        })
+        Ok(gate::release_outcome(released))
     }
 
     async fn status(&self, kind: GateKind, key: &str) -> Result<GateStatus> {

@@ -22,6 +22,11 @@ fn token() -> OwnerToken {
 
 const LONG: Duration = Duration::from_secs(60);
 
+/// Takes `key` with `token` for [`LONG`]; its fence.
+async fn grant(backend: &SqliteStore, key: &str, token: &OwnerToken) -> u64 {
+    fence_of(backend.try_acquire(key, token, LONG, None).await.unwrap())
+}
+
 fn fence_of(reply: AcquireReply) -> u64 {
     match reply {
         AcquireReply::Acquired { fence, .. } => fence.get(),
@@ -35,7 +40,7 @@ async fn fences_survive_release_expiry_and_reopening() {
     let path = dir.path().join("w.db");
     let a = open(&path).await;
     let t = token();
-    let first = fence_of(a.try_acquire("k", &t, LONG, None).await.unwrap());
+    let first = grant(&a, "k", &t).await;
     assert_eq!(a.release("k", &t).await.unwrap(), ReleaseOutcome::Released);
     let short = Duration::from_millis(30);
     let second = fence_of(a.try_acquire("k", &token(), short, None).await.unwrap());
@@ -47,7 +52,7 @@ async fn fences_survive_release_expiry_and_reopening() {
     let status = b.status("k").await.unwrap();
     assert!(!status.held, "{status:?}");
     assert_eq!(status.fence, Some(Fence::new(second)));
-    assert!(fence_of(b.try_acquire("k", &token(), LONG, None).await.unwrap()) > second);
+    assert!(grant(&b, "k", &token()).await > second);
     assert_eq!(b.status("other").await.unwrap().fence, None);
 }
 
@@ -57,7 +62,7 @@ async fn two_connections_exclude_each_other_like_two_processes() {
     let path = dir.path().join("w.db");
     let (a, b) = (open(&path).await, open(&path).await);
     let (ta, tb) = (token(), token());
-    let first = fence_of(a.try_acquire("k", &ta, LONG, None).await.unwrap());
+    let first = grant(&a, "k", &ta).await;
     match b.try_acquire("k", &tb, LONG, None).await.unwrap() {
         AcquireReply::Held { ttl_left } => {
             let left = ttl_left.unwrap();
@@ -75,7 +80,7 @@ async fn two_connections_exclude_each_other_like_two_processes() {
         ExtendReply::Extended { .. }
     ));
     assert_eq!(a.release("k", &ta).await.unwrap(), ReleaseOutcome::Released);
-    assert!(fence_of(b.try_acquire("k", &tb, LONG, None).await.unwrap()) > first);
+    assert!(grant(&b, "k", &tb).await > first);
 }
 
 /// Rewrites a held lease's row as if it had been written in another boot, or
@@ -91,7 +96,7 @@ async fn a_lease_from_another_boot_is_expired_and_the_fence_goes_on() {
     let path = dir.path().join("w.db");
     let backend = open(&path).await;
     let old = token();
-    let first = fence_of(backend.try_acquire("k", &old, LONG, None).await.unwrap());
+    let first = grant(&backend, "k", &old).await;
     // Written during an earlier boot whose leases have run out on the wall
     // clock too (a reboot longer than the TTL).
     tamper(
@@ -104,12 +109,7 @@ async fn a_lease_from_another_boot_is_expired_and_the_fence_goes_on() {
         backend.extend("k", &old, LONG).await.unwrap(),
         ExtendReply::NotHeld
     );
-    let next = fence_of(
-        backend
-            .try_acquire("k", &token(), LONG, None)
-            .await
-            .unwrap(),
-    );
+    let next = grant(&backend, "k", &token()).await;
     assert!(next > first);
 }
 
@@ -118,12 +118,7 @@ async fn a_lease_further_away_than_its_ttl_is_expired() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let backend = open(&path).await;
-    let first = fence_of(
-        backend
-            .try_acquire("k", &token(), LONG, None)
-            .await
-            .unwrap(),
-    );
+    let first = grant(&backend, "k", &token()).await;
     // As after a restart of the clock on a host without a boot id: the stored
     // expiry is far in this clock's future.
     tamper(
@@ -131,12 +126,7 @@ async fn a_lease_further_away_than_its_ttl_is_expired() {
         "UPDATE tenure_leases SET expires_at_ms = expires_at_ms + 3600000",
     );
     assert!(!backend.status("k").await.unwrap().held);
-    let next = fence_of(
-        backend
-            .try_acquire("k", &token(), LONG, None)
-            .await
-            .unwrap(),
-    );
+    let next = grant(&backend, "k", &token()).await;
     assert!(next > first);
 }
 
@@ -247,7 +237,7 @@ async fn a_legacy_monotonic_row_keeps_its_expiry() {
     let path = dir.path().join("w.db");
     let backend = open(&path).await;
     let holder = token();
-    fence_of(backend.try_acquire("k", &holder, LONG, None).await.unwrap());
+    grant(&backend, "k", &holder).await;
     let mono = clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap();
     let mono_ms = mono.tv_sec() * 1000 + mono.tv_nsec() / 1_000_000;
     let conn = Connection::open(&path).unwrap();
@@ -380,7 +370,7 @@ async fn a_lease_written_by_another_kernel_is_held_until_its_wall_clock_expiry()
     let path = dir.path().join("w.db");
     let backend = open(&path).await;
     let theirs = token();
-    fence_of(backend.try_acquire("k", &theirs, LONG, None).await.unwrap());
+    grant(&backend, "k", &theirs).await;
     tamper(&path, "UPDATE tenure_leases SET boot_id = 'another-kernel'");
     let mine = token();
     let reply = backend.try_acquire("k", &mine, LONG, None).await.unwrap();
@@ -398,7 +388,7 @@ async fn a_lease_written_by_another_kernel_is_held_until_its_wall_clock_expiry()
         &path,
         "UPDATE tenure_leases SET expires_at_wall_ms = expires_at_wall_ms - 120000",
     );
-    fence_of(backend.try_acquire("k", &mine, LONG, None).await.unwrap());
+    grant(&backend, "k", &mine).await;
 }
 
 /// The store can lose its file (deleted, restored from an old backup): the
@@ -412,9 +402,7 @@ async fn fences_go_on_after_the_file_is_lost() {
     let mut fences = Vec::new();
     for _ in 0..3 {
         let t = token();
-        fences.push(fence_of(
-            backend.try_acquire("k", &t, LONG, None).await.unwrap(),
-        ));
+        fences.push(grant(&backend, "k", &t).await);
         backend.release("k", &t).await.unwrap();
     }
     drop(backend);
@@ -422,12 +410,7 @@ async fn fences_go_on_after_the_file_is_lost() {
         let _ = std::fs::remove_file(format!("{}{side}", path.display()));
     }
     let backend = open(&path).await;
-    fences.push(fence_of(
-        backend
-            .try_acquire("k", &token(), LONG, None)
-            .await
-            .unwrap(),
-    ));
+    fences.push(grant(&backend, "k", &token()).await);
     assert!(fences.windows(2).all(|w| w[1] > w[0]), "{fences:?}");
 }
 
@@ -440,19 +423,9 @@ async fn idle_fence_counters_are_pruned_by_later_grants() {
     let path = dir.path().join("w.db");
     let backend = open(&path).await;
     let held = token();
-    fence_of(
-        backend
-            .try_acquire("b-held", &held, LONG, None)
-            .await
-            .unwrap(),
-    );
+    grant(&backend, "b-held", &held).await;
     let recent = token();
-    fence_of(
-        backend
-            .try_acquire("b-recent", &recent, LONG, None)
-            .await
-            .unwrap(),
-    );
+    grant(&backend, "b-recent", &recent).await;
     backend.release("b-recent", &recent).await.unwrap();
     // Counters as an earlier version left them: small fences, long idle.
     let conn = Connection::open(&path).unwrap();
@@ -463,12 +436,7 @@ async fn idle_fence_counters_are_pruned_by_later_grants() {
     .unwrap();
     for i in 0..4 {
         let t = token();
-        fence_of(
-            backend
-                .try_acquire(&format!("a{i}"), &t, LONG, None)
-                .await
-                .unwrap(),
-        );
+        grant(&backend, &format!("a{i}"), &t).await;
         backend.release(&format!("a{i}"), &t).await.unwrap();
     }
     let keys: Vec<String> = conn
@@ -490,7 +458,7 @@ async fn grants_commit_without_an_fsync() {
     let dir = tempfile::tempdir().unwrap();
     let backend = open(&dir.path().join("w.db")).await;
     let t = token();
-    fence_of(backend.try_acquire("k", &t, LONG, None).await.unwrap());
+    grant(&backend, "k", &t).await;
     let commit = backend.inner.conn.lock().unwrap().commit;
     assert_eq!(commit, Commit::Relaxed);
 }
