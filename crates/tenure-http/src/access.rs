@@ -11,8 +11,9 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-/// Keys and networks that skip the limiter ([`allow`](Self::allow)) or get
-/// `403 Forbidden` ([`deny`](Self::deny)), for
+/// Keys and networks that skip the limiter ([`allow_key`](Self::allow_key),
+/// [`allow_network`](Self::allow_network)) or get `403 Forbidden`
+/// ([`deny_key`](Self::deny_key), [`deny_network`](Self::deny_network)), for
 /// [`RateLimitLayer::access`](crate::RateLimitLayer::access).
 ///
 /// ```
