@@ -240,38 +240,3 @@ async fn a_new_memory_store_goes_on_above_the_fences_of_the_last() {
     let after = cycle(&Coordinator::memory(), "m", 2).await;
     assert_increasing(&before, &after);
 }
-
-// ---- semaphore permits ----
-
-/// A semaphore's permits have fences too: floored the same way.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn semaphore_fences_go_on_after_a_volatile_restart() {
-    let mut server = RedisServer::start();
-    let tenure = common::connect_redis(&server).await;
-    let sem = tenure
-        .semaphore("sem", std::num::NonZeroU32::new(2).unwrap())
-        .unwrap();
-    let lease = sem.lease().watchdog(false);
-    let mut fences = Vec::new();
-    for round in 0..2 {
-        if round == 1 {
-            server.restart();
-        }
-        for _ in 0..2 {
-            let mut guard = None;
-            for _ in 0..50 {
-                match lease.attempt().await {
-                    Ok(out) => {
-                        guard = out.into_guard();
-                        break;
-                    }
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                }
-            }
-            let guard = guard.expect("a permit");
-            fences.push(guard.fence());
-            guard.release().await.unwrap();
-        }
-    }
-    assert!(fences.windows(2).all(|w| w[1] > w[0]), "{fences:?}");
-}

@@ -127,7 +127,9 @@ async fn wait_sleeps_until_allowed_with_bounded_jitter() {
 
 #[tokio::test(start_paused = true)]
 async fn wait_gives_up_at_once_when_max_wait_is_too_short() {
-    let l = Limiter::local(Quota::per_second(nz(1)), Algorithm::FixedWindow);
+    // An hour's window: the wall-clock window boundary cannot fall between
+    // the two checks (with a second's, it did under load).
+    let l = Limiter::local(Quota::per_hour(nz(1)), Algorithm::FixedWindow);
     assert!(l.check("job").await.expect("first").allowed);
     let start = Instant::now();
     let d = l

@@ -160,6 +160,12 @@ impl<N: QuorumNode> Quorum<N> {
         };
         let target = target(key, token);
         let confirmed = |r: &[Option<Result<bool>>]| at_fence + count_ok(r, |ok| *ok) >= quorum;
+        // Every granting node is raised before the fence is returned (not
+        // only a majority): fences floored by each node's clock differ, and a
+        // node left below the fence would make the holder's fence read lower
+        // than it is (`status`). A node that does not answer is waited for
+        // until the deadline only.
+        let raises = to_raise.len();
         let replies = self
             .gather(
                 call,
@@ -167,7 +173,7 @@ impl<N: QuorumNode> Quorum<N> {
                     let t = Arc::clone(&target);
                     async move { node.raise_fence(&t.0, &t.1, fence).await }
                 },
-                confirmed,
+                move |r| count_ok(r, |ok| *ok) >= raises,
             )
             .await;
         confirmed(&replies).then_some(fence)

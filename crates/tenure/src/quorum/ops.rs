@@ -241,7 +241,7 @@ impl<N: QuorumNode> Quorum<N> {
             .get(quorum - 1)
             .copied()
             .filter(|t| *t != Duration::MAX);
-        status.fence = holder_fence(&holding).or(highest);
+        status.fence = holder_fence(&holding, quorum).or(highest);
         // The holder as recorded on a node that holds the lease for the fence
         // it granted (a node whose counter was raised to the quorum's fence
         // reports none).
@@ -307,15 +307,22 @@ pub(super) fn majority_holder<'a>(
     })
 }
 
-/// The holder's fence as the nodes holding its token report it: the lowest
-/// of their counters. While a node holds a token its counter does not move,
-/// and the won ballot left it at the holder's fence — those that granted
-/// the fence, those raised to it — or above it only where an extend took a
-/// node whose counter was already higher. A counter raised by someone
+/// The holder's fence as the nodes holding its token report it: the
+/// `quorum`-th highest of their counters. While a node holds a token its
+/// counter does not move, and the won ballot left a majority at the holder's
+/// fence — those that granted it, those raised to it — while a minority may
+/// sit below it (a node that granted a lower fence and was not raised: fences
+/// floored by each node's clock differ) or above it (an extend that took a
+/// node whose counter was already higher). A counter raised by someone
 /// else's failed vote sits on a node that does not hold the token, and is
 /// left out.
-pub(super) fn holder_fence(holding: &[&NodeStatus]) -> Option<crate::fence::Fence> {
-    holding.iter().filter_map(|s| s.lease.fence).min()
+pub(super) fn holder_fence(holding: &[&NodeStatus], quorum: usize) -> Option<crate::fence::Fence> {
+    let mut fences: Vec<_> = holding.iter().filter_map(|s| s.lease.fence).collect();
+    fences.sort_unstable_by(|a, b| b.cmp(a));
+    fences
+        .get(quorum.saturating_sub(1))
+        .or(fences.last())
+        .copied()
 }
 
 /// Forwards one node's release notifications to the merged watch while anyone
