@@ -64,8 +64,7 @@ impl SemaphoreStore for MemorySemaphores {
             // Floored by the process's wall clock, like a lease's fence.
             let last = (sem.fence > 0).then_some(sem.fence);
             sem.fence =
-                crate::fence::next_fence(last, crate::fence::wall_clock_us(), crate::fence::FloorUnit::WholeSeconds)
-                    .unwrap_or(u64::MAX);
+                crate::fence::next_fence(last, crate::fence::wall_clock_us()).unwrap_or(u64::MAX);
             sem.holders.push((token.clone(), now + ttl));
             AcquireReply::Acquired {
                 fence: Fence::new(sem.fence),
