@@ -1,7 +1,9 @@
-//! Fences never repeat, even when the store forgets its counters: every fence
-//! is at least the store's clock (whole seconds × 10⁶ while a counter lives,
-//! milliseconds × 1000 for a missing one), so a store restarted without its
-//! data, a counter dropped by the retention and a counter written by an older
+//! Fences never repeat, even when the store forgets its counters or goes
+//! back to an older one: every fence is at least the store's clock (in
+//! microseconds on one master; on the nodes of a quorum in whole seconds ×
+//! 10⁶ while a counter lives, milliseconds × 1000 for a missing one), so a
+//! store restarted without its data, a replica promoted after missing grants,
+//! a counter dropped by the retention and a counter written by an older
 //! tenure all go on above every fence handed out before.
 
 #![allow(clippy::unwrap_used)]
@@ -12,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tenure::redis::{RedisOptions, RedisStore};
 use tenure::{Coordinator, Fence};
-use tenure_test::RedisServer;
+use tenure_test::{RedisServer, ReplicatedRedis};
 
 /// The wall clock in microseconds.
 fn now_us() -> u64 {
@@ -51,6 +53,16 @@ async fn take(tenure: &Coordinator, key: &str) -> tenure::LeaseGuard {
     panic!("{key}: the store never came back");
 }
 
+/// Waits for the start of the next second when this one is well under way,
+/// so the grants that follow share one second of the clock (the case a floor
+/// in whole seconds cannot tell apart from a counter that went back).
+async fn early_in_a_second() {
+    let into = now_us() % 1_000_000;
+    if into > 200_000 {
+        tokio::time::sleep(Duration::from_micros(1_000_000 - into)).await;
+    }
+}
+
 fn assert_increasing(before: &[Fence], after: &[Fence]) {
     let all: Vec<Fence> = before.iter().chain(after).copied().collect();
     for w in all.windows(2) {
@@ -67,6 +79,51 @@ async fn a_volatile_redis_restart_does_not_restart_the_fences() {
     let before = cycle(&tenure, "restart", 5).await;
     server.restart(); // kill -9 and start again at once: every key is gone
     let after = cycle(&tenure, "restart", 3).await;
+    assert_increasing(&before, &after);
+}
+
+/// What a replica promoted within the second of grants it did not receive
+/// holds: a counter behind the last fences handed out. Set back by hand here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_counter_set_back_within_the_second_goes_on_above_its_fences() {
+    let server = RedisServer::start();
+    let tenure = common::connect_redis(&server).await;
+    early_in_a_second().await;
+    let before = cycle(&tenure, "behind", 4).await;
+    let reply = server
+        .command(&format!("SET tenure:{{behind}}:fence {}", before[0].get()))
+        .unwrap();
+    assert!(reply.starts_with("+OK"), "{reply}");
+    let after = cycle(&tenure, "behind", 2).await;
+    assert_increasing(&before, &after);
+}
+
+/// A real failover: the replica receives the first grant, the link is cut,
+/// the master grants three more, the replica is promoted (`REPLICAOF NO
+/// ONE`) within the same second and the clients move to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_promoted_after_missing_grants_goes_on_above_them() {
+    let mut pair = ReplicatedRedis::start(RedisServer::builder());
+    let options = RedisOptions::default().timeout(Duration::from_millis(500));
+    let store = RedisStore::connect(&pair.url(), options).await.unwrap();
+    let tenure = Coordinator::with_backend(store);
+    early_in_a_second().await;
+    let mut before = cycle(&tenure, "fo", 1).await;
+    // The replica has the grant and the release (replicated in order).
+    let counter = format!("\r\n{}\r\n", before[0].get());
+    for _ in 0..200 {
+        let fence = pair.replica.command("GET tenure:{fo}:fence").unwrap();
+        let lease = pair.replica.command("EXISTS tenure:{fo}").unwrap();
+        if fence.contains(&counter) && lease.starts_with(":0") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    pair.link.cut();
+    before.extend(cycle(&tenure, "fo", 3).await);
+    pair.failover();
+    let after = cycle(&tenure, "fo", 2).await;
+    assert!(pair.replica.command("ROLE").unwrap().contains("master"));
     assert_increasing(&before, &after);
 }
 
@@ -239,4 +296,15 @@ async fn a_new_memory_store_goes_on_above_the_fences_of_the_last() {
     tokio::time::sleep(Duration::from_millis(2)).await;
     let after = cycle(&Coordinator::memory(), "m", 2).await;
     assert_increasing(&before, &after);
+}
+
+/// A store made right after another one dropped, within its millisecond
+/// (no sleep here): the clock in microseconds is already past its fences.
+#[tokio::test]
+async fn a_new_memory_store_within_the_millisecond_goes_on_above_the_last() {
+    for _ in 0..20 {
+        let before = cycle(&Coordinator::memory(), "m", 3).await;
+        let after = cycle(&Coordinator::memory(), "m", 2).await;
+        assert_increasing(&before, &after);
+    }
 }
