@@ -32,6 +32,7 @@ pub(crate) enum FloorUnit {
     Micros,
     /// The clock in whole seconds × 10⁶ while a counter lives (milliseconds
     /// × 1000 for a missing one): the nodes of a quorum, which must agree.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     WholeSeconds,
 }
 

@@ -132,13 +132,12 @@ impl LeaseStore for MemoryStore {
         // Floored by the process's wall clock, so a store made after this
         // one was dropped (a restarted process) still hands out greater fences.
         let last = state.fences.get(key).copied();
-        let fence =
-            next_fence(last, wall_clock_us(), FloorUnit::WholeSeconds).ok_or_else(|| {
-                Error::WrongType {
-                    key: key.to_string(),
-                    detail: "the fence counter is at its maximum".into(),
-                }
-            })?;
+        let fence = next_fence(last, wall_clock_us(), FloorUnit::Micros).ok_or_else(|| {
+            Error::WrongType {
+                key: key.to_string(),
+                detail: "the fence counter is at its maximum".into(),
+            }
+        })?;
         state.leases.insert(
             key.to_string(),
             Entry {

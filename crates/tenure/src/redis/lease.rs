@@ -20,7 +20,7 @@ use super::keys::{Keys, from_millis, millis};
 use super::options::{RedisOptions, ReplicaAcks};
 use super::subscriber::Subscriber;
 use crate::error::{Error, Result};
-use crate::fence::Fence;
+use crate::fence::{Fence, FloorUnit};
 use crate::lease::{
     AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
     ReleaseWatch, valid_until,
@@ -125,7 +125,7 @@ impl RedisStore {
             subscriber: Arc::new(OnceCell::new()),
             replicas: options.replicas,
             loaded: None,
-            counters: CounterScripts::for_retention(options.fence_retention),
+            counters: CounterScripts::for_store(options.fence_retention, FloorUnit::Micros),
         }
     }
 
@@ -139,9 +139,14 @@ impl RedisStore {
     /// (the server restarted or flushed its scripts) fails that one call,
     /// which the server did not run, and forgets the script so the next call
     /// loads it again.
+    ///
+    /// Its fences are floored in whole seconds, so the nodes agree on them
+    /// (see `fence::floor`).
     #[cfg(feature = "quorum")]
     pub(super) fn quorum_scripts(mut self) -> Self {
         self.loaded = Some(Arc::default());
+        self.counters =
+            CounterScripts::for_store(self.counters.retention(), FloorUnit::WholeSeconds);
         self
     }
 

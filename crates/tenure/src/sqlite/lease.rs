@@ -145,7 +145,7 @@ pub(super) fn next_fence(last: i64) -> Result<i64, Fault> {
     crate::fence::next_fence(
         (last > 0).then_some(last),
         wall_clock_us(),
-        FloorUnit::WholeSeconds,
+        FloorUnit::Micros,
     )
     .and_then(|f| i64::try_from(f).ok())
     .ok_or_else(corrupt)
