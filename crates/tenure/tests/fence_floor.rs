@@ -38,19 +38,29 @@ async fn cycle(tenure: &Coordinator, key: &str, n: usize) -> Vec<Fence> {
     fences
 }
 
-/// Takes `key`, retrying while a restarted server comes back.
+/// Takes `key`, retrying while a restarted server comes back; the attempts
+/// that failed before are in the message when the key is not free.
 async fn take(tenure: &Coordinator, key: &str) -> tenure::LeaseGuard {
     let lease = tenure.lease(key).watchdog(false);
+    let mut failed = Vec::new();
     for _ in 0..50 {
         match lease.attempt().await {
-            Ok(out) => return out.into_guard().expect("the key is free"),
+            Ok(out) => {
+                let seen = format!("{out:?}");
+                let Some(guard) = out.into_guard() else {
+                    let status = tenure.status(key).await;
+                    panic!("{key} is not free: {seen:.200}; status {status:?}; after {failed:?}");
+                };
+                return guard;
+            }
             Err(e) if e.is_infrastructure() => {
+                failed.push(e.to_string());
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Err(e) => panic!("{e}"),
         }
     }
-    panic!("{key}: the store never came back");
+    panic!("{key}: the store never came back: {failed:?}");
 }
 
 /// Waits for the start of the next second when this one is well under way,
@@ -137,6 +147,38 @@ async fn a_quorum_whose_nodes_all_lost_their_data_goes_on_above_its_fences() {
         node.restart();
     }
     let after = cycle(&fixture.tenure, "q", 3).await;
+    assert_increasing(&before, &after);
+}
+
+/// A quorum won on nodes whose fences differ raises the lower ones; a node
+/// that forgot its scripts (a restart, `SCRIPT FLUSH`) answers that raise
+/// with `NOSCRIPT`. The raise goes again at once (it only ever raises a
+/// counter under our own token), so the won ballot is not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_raise_on_a_node_that_forgot_its_scripts_still_wins() {
+    let fixture = common::quorum().await;
+    // Counters ahead of the clock and all different: every majority's grants
+    // differ, so every won ballot raises a node.
+    let set_apart = |ahead: u64| {
+        for (i, node) in (0..).zip(&fixture.nodes) {
+            let reply = node
+                .command(&format!("SET tenure:{{raise}}:fence {}", ahead + i))
+                .unwrap();
+            assert!(reply.starts_with("+OK"), "{reply}");
+        }
+    };
+    let ahead = now_us() + 60_000_000;
+    set_apart(ahead);
+    let before = cycle(&fixture.tenure, "raise", 2).await;
+    assert!(before[0].get() > ahead, "{before:?}");
+    // The scripts forgotten (the raise's too) and the counters apart again.
+    for node in &fixture.nodes {
+        assert!(node.command("SCRIPT FLUSH").unwrap().starts_with("+OK"));
+    }
+    let ahead = before[1].get() + 60_000_000;
+    set_apart(ahead);
+    let after = cycle(&fixture.tenure, "raise", 2).await;
+    assert!(after[0].get() > ahead, "{after:?}");
     assert_increasing(&before, &after);
 }
 
