@@ -28,7 +28,7 @@
 mod step;
 pub mod store;
 
-pub(crate) use step::{Answer, Ask, Kind, State};
+pub(crate) use step::{Answer, Ask, Kind, Now, State};
 pub use store::{GateAsk, GateHolder, GateKind, GateStatus, GateStore};
 
 use std::num::NonZeroU32;

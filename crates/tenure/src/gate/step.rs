@@ -4,6 +4,10 @@
 //! one transaction; the Redis store runs the same rules as Lua
 //! (`redis/scripts/gate_*.lua`) on the server's clock.
 //!
+//! The clock is an input of every step ([`Now`]): the store's deadline clock
+//! for expiries and its wall clock for the fence floor (the Redis scripts
+//! read both from `TIME`).
+//!
 //! A gate holds *holders* (token, mode, expiry, fence) and a *line* of
 //! waiters in arrival order (token, mode, TTL, expiry). Every step first
 //! drops what expired, then *promotes*: while the first waiter in line fits
@@ -85,10 +89,30 @@ pub(crate) struct Waiting {
     pub(crate) seq: u64,
 }
 
+/// The store's clocks at one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Now {
+    /// The store's deadline clock in milliseconds: what expiries count on.
+    pub(crate) ms: i64,
+    /// The store's wall clock in microseconds since the Unix epoch: the
+    /// floor of fences.
+    pub(crate) wall_us: u64,
+}
+
+impl Now {
+    /// `ms` on the deadline clock, and this host's wall clock.
+    pub(crate) fn host(ms: i64) -> Self {
+        Now {
+            ms,
+            wall_us: crate::fence::wall_clock_us(),
+        }
+    }
+}
+
 /// Everything a store keeps for one gate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct State {
-    /// The last fence handed out (never reset).
+    /// The last fence handed out (0: none, or lost with the store's data).
     #[serde(default)]
     pub(crate) fence: u64,
     #[serde(default)]
@@ -139,23 +163,26 @@ impl State {
         }
     }
 
-    /// A fresh fence (saturating: a counter at `u64::MAX` is refused by the
-    /// caller before).
-    fn next_fence(&mut self) -> u64 {
-        self.fence = self.fence.saturating_add(1);
+    /// A fresh fence, floored by the wall clock as lease fences are
+    /// ([`fence::next_fence`](crate::fence::next_fence)), so a gate whose
+    /// state was lost goes on above every fence it handed out before
+    /// (saturating: a counter at `u64::MAX` is refused by the caller before).
+    fn next_fence(&mut self, wall_us: u64) -> u64 {
+        let last = (self.fence > 0).then_some(self.fence);
+        self.fence = crate::fence::next_fence(last, wall_us).unwrap_or(u64::MAX);
         self.fence
     }
 
     /// Admits the waiters at the head of the line while they fit; returns
     /// their tokens (to be woken).
-    pub(crate) fn promote(&mut self) -> Vec<String> {
+    pub(crate) fn promote(&mut self, wall_us: u64) -> Vec<String> {
         let mut woken = Vec::new();
         while let Some(head) = self.line.first() {
             if !self.fits(head.kind) {
                 break;
             }
             let head = self.line.remove(0);
-            let fence = self.next_fence();
+            let fence = self.next_fence(wall_us);
             self.holders.push(Held {
                 token: head.token.clone(),
                 kind: head.kind,
@@ -181,9 +208,10 @@ impl State {
     /// One look by `ask.token` at `now`: claims a grant handed to it, admits
     /// it when nobody waits and it fits, else keeps (or takes) its place in
     /// line when it stands. Returns the answer and the tokens to wake.
-    pub(crate) fn look(&mut self, now: i64, ask: &Ask<'_>) -> (Answer, Vec<String>) {
+    pub(crate) fn look(&mut self, at: Now, ask: &Ask<'_>) -> (Answer, Vec<String>) {
+        let now = at.ms;
         self.prune(now);
-        let woken = self.promote();
+        let woken = self.promote(at.wall_us);
         let expires_ms = now.saturating_add(ask.ttl_ms);
         if let Some(held) = self.holders.iter_mut().find(|h| h.token == ask.token) {
             held.expires_ms = expires_ms;
@@ -203,7 +231,7 @@ impl State {
             return (Answer::Refused { place, ttl_left_ms }, woken);
         }
         if self.line.is_empty() && self.fits(ask.kind) {
-            let fence = self.next_fence();
+            let fence = self.next_fence(at.wall_us);
             self.holders.push(Held {
                 token: ask.token.to_string(),
                 kind: ask.kind,
@@ -232,11 +260,11 @@ impl State {
     }
 
     /// Resets the expiry of `token`'s grant; `false` when it holds none.
-    pub(crate) fn extend(&mut self, now: i64, token: &str, ttl_ms: i64) -> bool {
-        self.prune(now);
+    pub(crate) fn extend(&mut self, at: Now, token: &str, ttl_ms: i64) -> bool {
+        self.prune(at.ms);
         match self.holders.iter_mut().find(|h| h.token == token) {
             Some(held) => {
-                held.expires_ms = now.saturating_add(ttl_ms);
+                held.expires_ms = at.ms.saturating_add(ttl_ms);
                 true
             }
             None => false,
@@ -246,13 +274,13 @@ impl State {
     /// Gives back `token`'s grant and its place in line, if any, and
     /// promotes the waiters that fit now. Returns whether a grant was given
     /// back, and the tokens to wake.
-    pub(crate) fn release(&mut self, now: i64, token: &str) -> (bool, Vec<String>) {
-        self.prune(now);
+    pub(crate) fn release(&mut self, at: Now, token: &str) -> (bool, Vec<String>) {
+        self.prune(at.ms);
         let before = self.holders.len();
         self.holders.retain(|h| h.token != token);
         self.line.retain(|w| w.token != token);
         let released = self.holders.len() != before;
-        (released, self.promote())
+        (released, self.promote(at.wall_us))
     }
 }
 
@@ -272,6 +300,14 @@ mod tests {
         }
     }
 
+    /// The clocks `ms` into a run that starts at a wall clock of 2025.
+    fn at(ms: i64) -> Now {
+        Now {
+            ms,
+            wall_us: 1_764_673_200_000_000 + ms.unsigned_abs() * 1000,
+        }
+    }
+
     fn granted(answer: &Answer) -> bool {
         matches!(answer, Answer::Granted(_))
     }
@@ -279,30 +315,30 @@ mod tests {
     #[test]
     fn readers_share_and_a_writer_waits_for_them() {
         let mut s = State::default();
-        assert!(granted(&s.look(0, &ask("r1", Kind::Read)).0));
-        assert!(granted(&s.look(0, &ask("r2", Kind::Read)).0));
-        let (w, _) = s.look(0, &ask("w", Kind::Write));
+        assert!(granted(&s.look(at(0), &ask("r1", Kind::Read)).0));
+        assert!(granted(&s.look(at(0), &ask("r2", Kind::Read)).0));
+        let (w, _) = s.look(at(0), &ask("w", Kind::Write));
         assert!(matches!(w, Answer::Refused { place: Some(_), .. }));
         // A waiting writer blocks new readers.
-        assert!(!granted(&s.look(0, &ask("r3", Kind::Read)).0));
-        assert!(s.release(1, "r1").1.is_empty());
-        assert_eq!(s.release(1, "r2").1, vec!["w".to_string()]);
-        let (w, _) = s.look(2, &ask("w", Kind::Write));
+        assert!(!granted(&s.look(at(0), &ask("r3", Kind::Read)).0));
+        assert!(s.release(at(1), "r1").1.is_empty());
+        assert_eq!(s.release(at(1), "r2").1, vec!["w".to_string()]);
+        let (w, _) = s.look(at(2), &ask("w", Kind::Write));
         assert!(granted(&w));
         // r3 waits behind the writer, then gets in when it leaves.
-        assert!(!granted(&s.look(2, &ask("r3", Kind::Read)).0));
-        assert_eq!(s.release(3, "w").1, vec!["r3".to_string()]);
+        assert!(!granted(&s.look(at(2), &ask("r3", Kind::Read)).0));
+        assert_eq!(s.release(at(3), "w").1, vec!["r3".to_string()]);
     }
 
     #[test]
     fn a_writers_fence_is_above_every_earlier_fence() {
         let mut s = State::default();
-        let Answer::Granted(r) = s.look(0, &ask("r", Kind::Read)).0 else {
+        let Answer::Granted(r) = s.look(at(0), &ask("r", Kind::Read)).0 else {
             panic!()
         };
-        s.look(0, &ask("w", Kind::Write));
-        s.release(0, "r");
-        let Answer::Granted(w) = s.look(0, &ask("w", Kind::Write)).0 else {
+        s.look(at(0), &ask("w", Kind::Write));
+        s.release(at(0), "r");
+        let Answer::Granted(w) = s.look(at(0), &ask("w", Kind::Write)).0 else {
             panic!()
         };
         assert!(w > r);
@@ -312,40 +348,40 @@ mod tests {
     fn permits_go_in_arrival_order() {
         let mut s = State::default();
         let two = Kind::Permit(2);
-        assert!(granted(&s.look(0, &ask("a", two)).0));
-        assert!(granted(&s.look(0, &ask("b", two)).0));
+        assert!(granted(&s.look(at(0), &ask("a", two)).0));
+        assert!(granted(&s.look(at(0), &ask("b", two)).0));
         for t in ["c", "d", "e"] {
-            assert!(!granted(&s.look(0, &ask(t, two)).0));
+            assert!(!granted(&s.look(at(0), &ask(t, two)).0));
         }
         // e looks again first: still behind c and d.
-        assert!(!granted(&s.look(1, &ask("e", two)).0));
-        assert_eq!(s.release(1, "a").1, vec!["c".to_string()]);
-        assert!(!granted(&s.look(1, &ask("e", two)).0));
-        assert_eq!(s.release(1, "b").1, vec!["d".to_string()]);
+        assert!(!granted(&s.look(at(1), &ask("e", two)).0));
+        assert_eq!(s.release(at(1), "a").1, vec!["c".to_string()]);
+        assert!(!granted(&s.look(at(1), &ask("e", two)).0));
+        assert_eq!(s.release(at(1), "b").1, vec!["d".to_string()]);
     }
 
     #[test]
     fn a_dead_waiter_stalls_the_line_at_most_its_ttl() {
         let mut s = State::default();
         let one = Kind::Permit(1);
-        assert!(granted(&s.look(0, &ask("a", one)).0));
-        s.look(0, &ask("dead", one));
-        s.look(0, &ask("live", one));
+        assert!(granted(&s.look(at(0), &ask("a", one)).0));
+        s.look(at(0), &ask("dead", one));
+        s.look(at(0), &ask("live", one));
         // The holder leaves; the dead waiter is promoted but never claims.
-        s.release(10, "a");
-        s.look(500, &ask("live", one));
-        assert!(!granted(&s.look(999, &ask("live", one)).0));
+        s.release(at(10), "a");
+        s.look(at(500), &ask("live", one));
+        assert!(!granted(&s.look(at(999), &ask("live", one)).0));
         // Its grant dies with its place (expiry 1000): the live waiter is next.
-        assert!(granted(&s.look(1000, &ask("live", one)).0));
+        assert!(granted(&s.look(at(1000), &ask("live", one)).0));
     }
 
     #[test]
     fn a_single_attempt_does_not_stand_in_line() {
         let mut s = State::default();
-        assert!(granted(&s.look(0, &ask("w", Kind::Write)).0));
+        assert!(granted(&s.look(at(0), &ask("w", Kind::Write)).0));
         let mut single = ask("r", Kind::Read);
         single.stand = false;
-        let (answer, _) = s.look(0, &single);
+        let (answer, _) = s.look(at(0), &single);
         assert_eq!(
             answer,
             Answer::Refused {
@@ -354,5 +390,25 @@ mod tests {
             }
         );
         assert!(s.line.is_empty());
+    }
+
+    #[test]
+    fn a_lost_state_goes_on_above_its_fences() {
+        let mut s = State::default();
+        let mut fences = Vec::new();
+        for t in 0..5 {
+            let Answer::Granted(f) = s.look(at(0), &ask(&format!("t{t}"), Kind::Read)).0 else {
+                panic!()
+            };
+            fences.push(f);
+        }
+        assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+        assert!(fences[0] >= at(0).wall_us, "{fences:?}");
+        // The store lost the state; it comes back a millisecond later.
+        let mut lost = State::default();
+        let Answer::Granted(after) = lost.look(at(1), &ask("n", Kind::Write)).0 else {
+            panic!()
+        };
+        assert!(fences.iter().all(|&f| f < after), "{fences:?} {after}");
     }
 }

@@ -1,5 +1,6 @@
 //! Gates (semaphores, read-write leases) in this process's memory: the pure
-//! steps of [`gate`](crate::gate) on a map, every waiter woken on a change.
+//! steps of [`gate`](crate::gate) on a map (fences floored by the host's
+//! wall clock), every waiter woken on a change.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use tokio::sync::watch;
 use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
 use crate::gate::store::HolderRecord;
-use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, State};
+use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, Now, State};
 use crate::lease::{AcquireReply, ExtendReply, QueuePlace, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
 
@@ -52,13 +53,13 @@ impl MemoryGates {
         &self,
         kind: GateKind,
         key: &str,
-        f: impl FnOnce(&mut State, i64) -> (T, bool),
+        f: impl FnOnce(&mut State, Now) -> (T, bool),
     ) -> T {
         // Every update completes under the lock; poisoning cannot leave a
         // gate half-updated.
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let entry = map.entry((kind, key.to_string())).or_default();
-        let (out, wake) = f(&mut entry.state, now_ms());
+        let (out, wake) = f(&mut entry.state, Now::host(now_ms()));
         if wake {
             entry.changed.send_modify(|n| *n = n.wrapping_add(1));
         }
@@ -110,7 +111,7 @@ impl GateStore for MemoryGates {
     async fn status(&self, kind: GateKind, key: &str) -> Result<GateStatus> {
         let storage = format!("{key} ({})", kind.name());
         Ok(self.with(kind, key, |state, now| {
-            (gate::status_of(state, now, storage), false)
+            (gate::status_of(state, now.ms, storage), false)
         }))
     }
 

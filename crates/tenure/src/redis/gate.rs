@@ -3,7 +3,7 @@
 //! (semaphore) or `{prefix}{key}:rw` (read-write lease), its fence counter
 //! `…:fence` beside it, both in the lease's hash slot; each operation is one
 //! script (`scripts/gate_*.lua`, the rules of `gate/step.rs` on the server's
-//! clock). Grants to waiters are published on `…:released` with the
+//! clock, fences floored by its `TIME` as lease fences are). Grants to waiters are published on `…:released` with the
 //! waiter's token, releases with `1`, so waiters are woken without polling.
 
 use std::sync::LazyLock;
@@ -23,10 +23,12 @@ use crate::lease::{
 };
 use crate::token::OwnerToken;
 
-/// A gate script: the shared prelude, then the script's own part.
+/// A gate script: the lease scripts' fence floor (`fence_floor`), the
+/// gates' shared prelude, then the script's own part.
 macro_rules! gate_script {
     ($part:literal) => {
         concat!(
+            include_str!("scripts/lease_fence.lua"),
             include_str!("scripts/gate_prelude.lua"),
             include_str!(concat!("scripts/", $part)),
         )

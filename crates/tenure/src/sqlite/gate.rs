@@ -3,7 +3,7 @@
 //! fence counter) as JSON, stamped with the boot id of its expiry instants
 //! (a state of another boot keeps its fence and nothing else). Each
 //! operation is one `BEGIN IMMEDIATE` transaction running a pure step of
-//! [`gate`](crate::gate) on the host clock. Waiters poll.
+//! [`gate`](crate::gate) on the host clock (fences floored by its wall clock). Waiters poll.
 
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use super::clock::HostTime;
 use super::{Fault, SqliteStore};
 use crate::error::Result;
 use crate::gate::store::HolderRecord;
-use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, State};
+use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, Now, State};
 use crate::lease::{
     AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch,
 };
@@ -85,12 +85,12 @@ impl SqliteStore {
         op: &'static str,
         kind: GateKind,
         key: &str,
-        f: impl Fn(&mut State, i64) -> T + Send + 'static,
+        f: impl Fn(&mut State, Now) -> T + Send + 'static,
     ) -> Result<T> {
         let owned = key.to_string();
         self.transact(op, key, TransactionBehavior::Immediate, move |tx, now| {
             let mut state = load(tx, kind, &owned, now)?;
-            let out = f(&mut state, now.ms());
+            let out = f(&mut state, Now::host(now.ms()));
             save(tx, kind, &owned, &state, now)?;
             Ok(out)
         })

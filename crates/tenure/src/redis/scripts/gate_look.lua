@@ -38,7 +38,7 @@ if waiting then
   return {0, ttl_left(state, now), tostring(waiting.seq)}
 end
 if #state.line == 0 and fits(state, kind) then
-  local fence = string.format('%d', redis.call('INCR', KEYS[2]))
+  local fence = next_fence(KEYS[2])
   local h = {token = ARGV[1], kind = kind, expires_ms = now + ttl, fence = fence,
              claimed = true, since_ms = now}
   if ARGV[6] ~= '' then h.holder = cjson.decode(ARGV[6]) end
