@@ -12,8 +12,14 @@
 //! waiters in arrival order (token, mode, TTL, expiry). Every step first
 //! drops what expired, then *promotes*: while the first waiter in line fits
 //! beside the holders it becomes a holder with a fresh fence (it claims the
-//! grant at its next look; unclaimed, the grant lives only as long as its
-//! place would have). A newcomer is admitted directly only when nobody waits
+//! grant at its next look; unclaimed, the grant lives for the lease line's
+//! claim window at most, and never longer than its place would have).
+//!
+//! A place in line lives for the lease line's place lifetime after the
+//! waiter's last look (at most its TTL), not for its TTL: a waiter looks
+//! again every heartbeat while it waits, so a waiter that was killed stops
+//! counting within a second (`PLACE_LIFETIME`, `CLAIM_WINDOW` and
+//! `HEARTBEAT` in lease/line.rs). A newcomer is admitted directly only when nobody waits
 //! and it fits; otherwise it stands at the end of the line — so a waiting
 //! writer blocks new readers, and permits go in arrival order.
 
@@ -21,6 +27,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Mode;
 use super::store::HolderRecord;
+use crate::duration::millis_i64;
+use crate::lease::{CLAIM_WINDOW, PLACE_LIFETIME};
 
 /// The stored form of a mode: `"r"`, `"w"`, or the permit count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,20 +181,22 @@ impl State {
         self.fence
     }
 
-    /// Admits the waiters at the head of the line while they fit; returns
-    /// their tokens (to be woken).
-    pub(crate) fn promote(&mut self, wall_us: u64) -> Vec<String> {
+    /// Admits the waiters at the head of the line while they fit, each for
+    /// the claim window (at most as long as its place would have lived);
+    /// returns their tokens (to be woken).
+    pub(crate) fn promote(&mut self, at: Now) -> Vec<String> {
         let mut woken = Vec::new();
         while let Some(head) = self.line.first() {
             if !self.fits(head.kind) {
                 break;
             }
             let head = self.line.remove(0);
-            let fence = self.next_fence(wall_us);
+            let fence = self.next_fence(at.wall_us);
+            let claim_ms = head.ttl_ms.min(millis_i64(CLAIM_WINDOW));
             self.holders.push(Held {
                 token: head.token.clone(),
                 kind: head.kind,
-                expires_ms: head.expires_ms,
+                expires_ms: head.expires_ms.min(at.ms.saturating_add(claim_ms)),
                 fence,
                 claimed: false,
                 since_ms: 0,
@@ -211,7 +221,7 @@ impl State {
     pub(crate) fn look(&mut self, at: Now, ask: &Ask<'_>) -> (Answer, Vec<String>) {
         let now = at.ms;
         self.prune(now);
-        let woken = self.promote(at.wall_us);
+        let woken = self.promote(at);
         let expires_ms = now.saturating_add(ask.ttl_ms);
         if let Some(held) = self.holders.iter_mut().find(|h| h.token == ask.token) {
             held.expires_ms = expires_ms;
@@ -222,9 +232,11 @@ impl State {
             }
             return (Answer::Granted(held.fence), woken);
         }
-        if let Some(at) = self.line.iter().position(|w| w.token == ask.token) {
-            let place = &mut self.line[at];
-            place.expires_ms = expires_ms;
+        let place_ms = ask.ttl_ms.min(millis_i64(PLACE_LIFETIME));
+        let place_expires_ms = now.saturating_add(place_ms);
+        if let Some(i) = self.line.iter().position(|w| w.token == ask.token) {
+            let place = &mut self.line[i];
+            place.expires_ms = place_expires_ms;
             place.ttl_ms = ask.ttl_ms;
             let place = Some(place.seq);
             let ttl_left_ms = self.ttl_left(now);
@@ -250,7 +262,7 @@ impl State {
                 token: ask.token.to_string(),
                 kind: ask.kind,
                 ttl_ms: ask.ttl_ms,
-                expires_ms,
+                expires_ms: place_expires_ms,
                 seq,
             });
             seq
@@ -280,7 +292,7 @@ impl State {
         self.holders.retain(|h| h.token != token);
         self.line.retain(|w| w.token != token);
         let released = self.holders.len() != before;
-        (released, self.promote(at.wall_us))
+        (released, self.promote(at))
     }
 }
 
@@ -360,19 +372,48 @@ mod tests {
         assert_eq!(s.release(at(1), "b").1, vec!["d".to_string()]);
     }
 
+    /// A waiter's look with the default lease TTL (30 s).
+    fn long(token: &str) -> Ask<'_> {
+        Ask {
+            ttl_ms: 30_000,
+            ..ask(token, Kind::Permit(1))
+        }
+    }
+
     #[test]
-    fn a_dead_waiter_stalls_the_line_at_most_its_ttl() {
+    fn a_dead_waiters_place_dies_a_place_lifetime_after_its_last_look() {
         let mut s = State::default();
-        let one = Kind::Permit(1);
-        assert!(granted(&s.look(at(0), &ask("a", one)).0));
-        s.look(at(0), &ask("dead", one));
-        s.look(at(0), &ask("live", one));
+        assert!(granted(&s.look(at(0), &long("a")).0));
+        s.look(at(0), &long("dead"));
+        s.look(at(0), &long("live"));
+        // The live waiter beats; the dead one stopped at 0.
+        for t in [250, 500, 750, 999] {
+            s.look(at(t), &long("live"));
+        }
+        assert_eq!(s.line.len(), 2);
+        s.look(at(1000), &long("live"));
+        assert_eq!(s.line.len(), 1, "the dead place is gone");
+        assert_eq!(s.release(at(1100), "a").1, vec!["live".to_string()]);
+    }
+
+    #[test]
+    fn a_grant_to_a_dead_waiter_is_free_again_after_the_claim_window() {
+        let mut s = State::default();
+        assert!(granted(&s.look(at(0), &long("a")).0));
+        s.look(at(0), &long("dead"));
+        s.look(at(0), &long("live"));
         // The holder leaves; the dead waiter is promoted but never claims.
-        s.release(at(10), "a");
-        s.look(at(500), &ask("live", one));
-        assert!(!granted(&s.look(at(999), &ask("live", one)).0));
-        // Its grant dies with its place (expiry 1000): the live waiter is next.
-        assert!(granted(&s.look(at(1000), &ask("live", one)).0));
+        assert_eq!(s.release(at(100), "a").1, vec!["dead".to_string()]);
+        assert!(!granted(&s.look(at(350), &long("live")).0));
+        assert!(!granted(&s.look(at(599), &long("live")).0));
+        // Its grant lived for the claim window (500 ms): the live waiter is next.
+        let Answer::Granted(_) = s.look(at(600), &long("live")).0 else {
+            panic!("{s:?}")
+        };
+        assert_eq!(
+            s.holders[0].expires_ms, 30_600,
+            "a claim takes the full TTL"
+        );
     }
 
     #[test]

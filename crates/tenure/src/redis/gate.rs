@@ -227,3 +227,20 @@ impl RedisStore {
         Ok(held)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::lease::{CLAIM_WINDOW, PLACE_LIFETIME};
+
+    /// The scripts' place and claim timings are the lease line's.
+    #[test]
+    fn the_gate_scripts_use_the_lease_lines_timings() {
+        let ms = crate::duration::millis;
+        let place = format!("local PLACE_MS = {}\n", ms(PLACE_LIFETIME));
+        let claim = format!("local CLAIM_MS = {}\n", ms(CLAIM_WINDOW));
+        for script in [super::LOOK_LUA, super::RELEASE_LUA] {
+            assert!(script.contains(&place), "{place}");
+            assert!(script.contains(&claim), "{claim}");
+        }
+    }
+}

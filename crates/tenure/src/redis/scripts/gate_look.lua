@@ -20,7 +20,7 @@ end
 local ttl = tonumber(ARGV[3])
 local now = server_ms()
 prune(state, now)
-promote(state, KEYS[2], ARGV[5])
+promote(state, KEYS[2], ARGV[5], now)
 local _, held = find(state.holders, ARGV[1])
 if held then
   held.expires_ms = now + ttl
@@ -33,7 +33,7 @@ if held then
 end
 local _, waiting = find(state.line, ARGV[1])
 if waiting then
-  waiting.expires_ms, waiting.ttl_ms = now + ttl, ttl
+  waiting.expires_ms, waiting.ttl_ms = now + math.min(ttl, PLACE_MS), ttl
   save(KEYS[1], state)
   return {0, ttl_left(state, now), tostring(waiting.seq)}
 end
@@ -51,7 +51,7 @@ if ARGV[4] == '1' then
   local seq = state.next_seq
   state.next_seq = seq + 1
   state.line[#state.line + 1] = {token = ARGV[1], kind = kind, ttl_ms = ttl,
-                                 expires_ms = now + ttl, seq = seq}
+                                 expires_ms = now + math.min(ttl, PLACE_MS), seq = seq}
   place = tostring(seq)
 end
 save(KEYS[1], state)

@@ -10,6 +10,13 @@
 -- (`fence_floor` of lease_fence.lua, which comes first). An idle gate is
 -- deleted (the counter stays).
 
+-- How long a waiter's place lives after its last look (at most its TTL),
+-- and how long a grant made to a waiter lives until its look claims it
+-- (`PLACE_LIFETIME` and `CLAIM_WINDOW` in lease/line.rs): a waiter looks
+-- every heartbeat, so one that was killed stops counting within a second.
+local PLACE_MS = 1000
+local CLAIM_MS = 500
+
 local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -105,9 +112,10 @@ local function next_fence(fence_key)
 end
 
 -- Grants the waiters at the head of the line while they fit (each with a
--- fresh fence, living as long as its place would have) and wakes them on
--- `channel` (best effort). Nothing is granted while the counter is unusable.
-local function promote(state, fence_key, channel)
+-- fresh fence, living for the claim window and never longer than its place
+-- would have) and wakes them on `channel` (best effort). Nothing is granted
+-- while the counter is unusable.
+local function promote(state, fence_key, channel, now)
   if fence_err(fence_key) then
     return
   end
@@ -115,7 +123,8 @@ local function promote(state, fence_key, channel)
     local head = table.remove(state.line, 1)
     local fence = next_fence(fence_key)
     state.holders[#state.holders + 1] = {
-      token = head.token, kind = head.kind, expires_ms = head.expires_ms,
+      token = head.token, kind = head.kind,
+      expires_ms = math.min(head.expires_ms, now + math.min(head.ttl_ms, CLAIM_MS)),
       fence = fence, claimed = false, since_ms = 0,
     }
     redis.pcall('PUBLISH', channel, head.token)
