@@ -3,8 +3,13 @@
 //! (semaphore) or `{prefix}{key}:rw` (read-write lease), its fence counter
 //! `…:fence` beside it, both in the lease's hash slot; each operation is one
 //! script (`scripts/gate_*.lua`, the rules of `gate/step.rs` on the server's
-//! clock, fences floored by its `TIME` as lease fences are). Grants to waiters are published on `…:released` with the
-//! waiter's token, releases with `1`, so waiters are woken without polling.
+//! clock, fences floored by its `TIME` as lease fences are). Grants to
+//! waiters are published on `…:released` with the waiter's token, releases
+//! with `1`, so waiters are woken without polling. With
+//! [`RedisOptions::require_replicas`](super::RedisOptions::require_replicas)
+//! looks and extends wait for the replicas as lease writes do: a grant they
+//! did not acknowledge is given back and reported, an extend is reported and
+//! the grant kept.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -90,9 +95,19 @@ impl GateStore for RedisStore {
             &self.keys().gate_channel(kind, key),
             &holder,
         ];
-        let (won, value, place): (i64, String, String) = self
-            .run_script("look", (&LOOK, LOOK_LUA), &keys, &args)
-            .await?;
+        let written = self.run_write("look", (&LOOK, LOOK_LUA), &keys, &args);
+        let ((won, value, place), acks): ((i64, String, String), _) = match written.await {
+            Ok(reply) => reply,
+            Err(e) => {
+                // With acknowledgements the failure may have come after the
+                // script granted (the pipeline's WAIT): undo it with the
+                // asker's own token; no guard exists yet.
+                if self.acknowledges_writes() {
+                    let _ = GateStore::release(self, ask.mode, key, ask.token).await;
+                }
+                return Err(e);
+            }
+        };
         let number = value
             .parse::<i64>()
             .map_err(|_| self.bad_reply(kind, key, format!("a look answered {value:?}")))?;
@@ -101,6 +116,12 @@ impl GateStore for RedisStore {
                 .ok()
                 .filter(|f| *f > 0)
                 .ok_or_else(|| self.bad_reply(kind, key, format!("fence {number}")))?;
+            if let Some(acks) = acks.filter(|a| !a.enough()) {
+                if let Err(e) = GateStore::release(self, ask.mode, key, ask.token).await {
+                    tracing::warn!(key, error = %e, "release after missing replica acknowledgements failed; the TTL will free the grant");
+                }
+                return Err(self.unacknowledged("acquire", key, acks));
+            }
             return Ok((
                 AcquireReply::Acquired {
                     fence: Fence::new(fence),
@@ -125,14 +146,19 @@ impl GateStore for RedisStore {
         let sent = crate::clock::now();
         let keys = [self.keys().gate(kind, key)];
         let ms = millis(ttl).max(1).to_string();
-        let renewed: i64 = self
-            .run_script(
+        let (renewed, acks): (i64, _) = self
+            .run_write(
                 "extend",
                 (&EXTEND, EXTEND_LUA),
                 &keys,
                 &[token.as_str(), &ms],
             )
             .await?;
+        if let Some(acks) = acks.filter(|a| renewed == 1 && !a.enough()) {
+            // The grant is kept: its guard counts on its last confirmed
+            // deadline (as for leases).
+            return Err(self.unacknowledged("extend", key, acks));
+        }
         Ok(gate::extend_reply(renewed == 1, sent, ttl))
     }
 
