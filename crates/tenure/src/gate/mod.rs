@@ -15,12 +15,17 @@
 //!   writer blocks readers that come after it, and permits go in arrival
 //!   order. A single attempt ([`Lease::try_acquire`](crate::Lease::try_acquire))
 //!   never passes a waiter either.
-//! - **Dead waiters.** A waiter refreshes its place every time it looks (at
-//!   least every half TTL); a place not refreshed for the TTL dies. A waiter
-//!   killed in line stalls the waiters behind it for at most its TTL: a grant
-//!   made to it while it was dead lives only as long as its place would have.
-//! - **Fences.** One counter per gate; every grant takes the next value, so a
-//!   writer's fence is above every fence handed out before it.
+//! - **Dead waiters.** A waiter refreshes its place every time it looks
+//!   (every 250 ms while it waits); a place not refreshed for a second dies,
+//!   whatever the TTL, and a grant made to a waiter lives half a second
+//!   until the waiter claims it with a look. A waiter killed in line stalls
+//!   the waiters behind it for about a second (etcd: its minimum lease TTL
+//!   plus its expiry sweep, about 1.5 s).
+//! - **Fences.** One counter per gate, floored by the store's clock as lease
+//!   fences are (`max(last + 1, clock)`; etcd: the create revision); every
+//!   grant takes the next value, so a writer's fence is above every fence
+//!   handed out before it, and a store that lost its data goes on above
+//!   every fence it handed out.
 //!
 //! Each grant is an ordinary [`LeaseGuard`](crate::LeaseGuard): TTL,
 //! watchdog renewal, the lost signal and the fence work as for leases.
