@@ -42,7 +42,7 @@ use super::keys::{etcd_ttl_secs, permits_prefix, range_end, rw_prefix};
 use super::lease::Granted;
 use crate::error::Result;
 use crate::fence::Fence;
-use crate::gate::{GateAsk, GateHolder, GateKind, GateStatus, GateStore, Mode};
+use crate::gate::{GateAsk, GateHolder, GateKind, GateStatus, GateStore, Mode, Request};
 use crate::lease::{
     AcquireReply, ExtendReply, LeaseStore, PLACE_LIFETIME, QueuePlace, ReleaseOutcome,
     ReleaseWatch, valid_until,
@@ -249,7 +249,7 @@ impl GateStore for EtcdStore {
         key: &str,
         ask: GateAsk<'_>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        let sent = crate::clock::now();
+        let request = Request::look(&ask);
         let member = self.member_key(ask.mode, key, ask.token);
         let stayed = match ask.place {
             Some(_) => self.stay(key, &member, &ask).await?,
@@ -259,7 +259,7 @@ impl GateStore for EtcdStore {
             Some(found) => found,
             None => self.join(key, &member, &ask).await?,
         };
-        let prefix = self.gate_prefix(ask.mode.kind(), key);
+        let prefix = self.gate_prefix(request.kind, key);
         let members = Self::members(&prefix, kvs);
         let at = members.iter().position(|m| m.key == member.as_bytes());
         let rev = at.map(|at| members[at].kv.create_revision);
@@ -283,7 +283,7 @@ impl GateStore for EtcdStore {
             return Ok((
                 AcquireReply::Acquired {
                     fence,
-                    valid_until: valid_until(sent, ask.ttl.min(granted_ttl)),
+                    valid_until: valid_until(request.sent, ask.ttl.min(granted_ttl)),
                 },
                 None,
             ));

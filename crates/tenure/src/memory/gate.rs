@@ -11,8 +11,9 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
-use crate::gate::store::HolderRecord;
-use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, Now, State};
+use crate::gate::{
+    self, GateAsk, GateKind, GateStatus, GateStore, Look, Mode, Now, Request, State,
+};
 use crate::lease::{AcquireReply, ExtendReply, QueuePlace, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
 
@@ -74,14 +75,12 @@ impl GateStore for MemoryGates {
         key: &str,
         ask: GateAsk<'_>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        let sent = SystemClock.now();
-        let record = ask.holder.map(HolderRecord::from);
-        let step = gate::step_ask(&ask, record.as_ref());
-        let answer = self.with(ask.mode.kind(), key, |state, now| {
-            let (answer, woken) = state.look(now, &step);
+        let (request, look) = (Request::look(&ask), Look::of(&ask));
+        let answer = self.with(request.kind, key, |state, now| {
+            let (answer, woken) = state.look(now, &look.step());
             (answer, !woken.is_empty())
         });
-        Ok(gate::reply(&answer, sent, ask.ttl))
+        Ok(request.reply(&answer))
     }
 
     async fn extend(
@@ -91,12 +90,11 @@ impl GateStore for MemoryGates {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<ExtendReply> {
-        let kind = mode.kind();
-        let sent = SystemClock.now();
-        let ok = self.with(kind, key, |state, now| {
-            (state.extend(now, token.as_str(), gate::ttl_ms(ttl)), false)
+        let request = Request::new(mode, ttl);
+        let ok = self.with(request.kind, key, |state, now| {
+            (state.extend(now, token.as_str(), request.ttl_ms), false)
         });
-        Ok(gate::extend_reply(ok, sent, ttl))
+        Ok(request.extended(ok))
     }
 
     async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {

@@ -18,13 +18,11 @@ use async_trait::async_trait;
 use redis::Script;
 
 use super::RedisStore;
-use super::keys::millis;
 use crate::error::{Error, Result};
-use crate::fence::Fence;
 use crate::gate::store::HolderRecord;
-use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, State};
+use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, Request, State};
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch,
 };
 use crate::token::OwnerToken;
 
@@ -58,7 +56,38 @@ fn mode_arg(mode: Mode) -> String {
     }
 }
 
+/// The holder to record, as the look script takes it (`''` for none).
+fn holder_arg(ask: &GateAsk<'_>) -> Result<String> {
+    ask.holder.map_or(Ok(String::new()), |info| {
+        serde_json::to_string(&HolderRecord::from(info))
+            .map_err(|e| Error::invalid("holder", format!("cannot be recorded: {e}")))
+    })
+}
+
 impl RedisStore {
+    /// Gives back what a look may have granted when it cannot be kept (the
+    /// replicas did not acknowledge it); no guard exists yet.
+    async fn undo(&self, key: &str, ask: &GateAsk<'_>) {
+        if let Err(e) = GateStore::release(self, ask.mode, key, ask.token).await {
+            tracing::warn!(key, error = %e, "giving back an unacknowledged grant failed; its TTL will free it");
+        }
+    }
+
+    /// A look's reply; on an error with acknowledgements required, the
+    /// failure may have come after the script granted (the pipeline's
+    /// `WAIT`), so the grant is given back first.
+    async fn undo_on_error<T>(
+        &self,
+        written: Result<T>,
+        key: &str,
+        ask: &GateAsk<'_>,
+    ) -> Result<T> {
+        if written.is_err() && self.acknowledges_writes() {
+            self.undo(key, ask).await;
+        }
+        written
+    }
+
     /// The Redis key holding the state of a semaphore or read-write lease.
     pub fn gate_key(&self, kind: GateKind, key: &str) -> String {
         self.keys().gate(kind, key)
@@ -79,35 +108,23 @@ impl GateStore for RedisStore {
         key: &str,
         ask: GateAsk<'_>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        let sent = crate::clock::now();
-        let kind = ask.mode.kind();
+        let request = Request::look(&ask);
+        let kind = request.kind;
         let keys = self.keys().gate_and_fence(kind, key);
-        let holder = match ask.holder {
-            Some(info) => serde_json::to_string(&HolderRecord::from(info))
-                .map_err(|e| Error::invalid("holder", format!("cannot be recorded: {e}")))?,
-            None => String::new(),
-        };
+        let holder = holder_arg(&ask)?;
         let args = [
             ask.token.as_str(),
             &mode_arg(ask.mode),
-            &gate::ttl_ms(ask.ttl).to_string(),
+            &request.ttl_ms.to_string(),
             if ask.stand { "1" } else { "0" },
             &self.keys().gate_channel(kind, key),
             &holder,
         ];
-        let written = self.run_write("look", (&LOOK, LOOK_LUA), &keys, &args);
-        let ((won, value, place), acks): ((i64, String, String), _) = match written.await {
-            Ok(reply) => reply,
-            Err(e) => {
-                // With acknowledgements the failure may have come after the
-                // script granted (the pipeline's WAIT): undo it with the
-                // asker's own token; no guard exists yet.
-                if self.acknowledges_writes() {
-                    let _ = GateStore::release(self, ask.mode, key, ask.token).await;
-                }
-                return Err(e);
-            }
-        };
+        let written = self
+            .run_write("look", (&LOOK, LOOK_LUA), &keys, &args)
+            .await;
+        let ((won, value, place), acks): ((i64, String, String), _) =
+            self.undo_on_error(written, key, &ask).await?;
         let number = value
             .parse::<i64>()
             .map_err(|_| self.bad_reply(kind, key, format!("a look answered {value:?}")))?;
@@ -117,18 +134,10 @@ impl GateStore for RedisStore {
                 .filter(|f| *f > 0)
                 .ok_or_else(|| self.bad_reply(kind, key, format!("fence {number}")))?;
             if let Some(acks) = acks.filter(|a| !a.enough()) {
-                if let Err(e) = GateStore::release(self, ask.mode, key, ask.token).await {
-                    tracing::warn!(key, error = %e, "release after missing replica acknowledgements failed; the TTL will free the grant");
-                }
+                self.undo(key, &ask).await;
                 return Err(self.unacknowledged("acquire", key, acks));
             }
-            return Ok((
-                AcquireReply::Acquired {
-                    fence: Fence::new(fence),
-                    valid_until: valid_until(sent, ask.ttl),
-                },
-                None,
-            ));
+            return Ok((request.granted(fence), None));
         }
         let ttl_left = u64::try_from(number).ok().map(Duration::from_millis);
         let place = (!place.is_empty()).then(|| QueuePlace::new(place));
@@ -142,10 +151,9 @@ impl GateStore for RedisStore {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<ExtendReply> {
-        let kind = mode.kind();
-        let sent = crate::clock::now();
-        let keys = [self.keys().gate(kind, key)];
-        let ms = millis(ttl).max(1).to_string();
+        let request = Request::new(mode, ttl);
+        let keys = [self.keys().gate(request.kind, key)];
+        let ms = request.ttl_ms.to_string();
         let (renewed, acks): (i64, _) = self
             .run_write(
                 "extend",
@@ -159,7 +167,7 @@ impl GateStore for RedisStore {
             // deadline (as for leases).
             return Err(self.unacknowledged("extend", key, acks));
         }
-        Ok(gate::extend_reply(renewed == 1, sent, ttl))
+        Ok(request.extended(renewed == 1))
     }
 
     async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
