@@ -15,8 +15,8 @@
 //! two writers can never both see themselves first.
 //!
 //! A member lives on an etcd lease of the holder's TTL while admitted, and
-//! on a lease of the lease line's place lifetime (etcd's shortest, 1 s)
-//! while it waits: a refused waiter moves its member to such a lease, an
+//! on a lease of the lease line's place lifetime (1 s, or etcd's minimum
+//! lease TTL if that is longer) while it waits: a refused waiter moves its member to such a lease, an
 //! admitted one back to a TTL lease at its next look (the key stays, so its
 //! create revision — its place and fence — too). A waiter refreshes its
 //! lease at every look (every heartbeat), so a waiter that is killed leaves

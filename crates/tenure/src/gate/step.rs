@@ -13,15 +13,16 @@
 //! drops what expired, then *promotes*: while the first waiter in line fits
 //! beside the holders it becomes a holder with a fresh fence (it claims the
 //! grant at its next look; unclaimed, the grant lives for the lease line's
-//! claim window at most, and never longer than its place would have).
+//! claim window at most, and never longer than its place would have). A
+//! newcomer is admitted directly only when nobody waits and it fits;
+//! otherwise it stands at the end of the line — so a waiting writer blocks
+//! new readers, and permits go in arrival order.
 //!
 //! A place in line lives for the lease line's place lifetime after the
 //! waiter's last look (at most its TTL), not for its TTL: a waiter looks
 //! again every heartbeat while it waits, so a waiter that was killed stops
 //! counting within a second (`PLACE_LIFETIME`, `CLAIM_WINDOW` and
-//! `HEARTBEAT` in lease/line.rs). A newcomer is admitted directly only when nobody waits
-//! and it fits; otherwise it stands at the end of the line — so a waiting
-//! writer blocks new readers, and permits go in arrival order.
+//! `HEARTBEAT` in lease/line.rs).
 
 use serde::{Deserialize, Serialize};
 
