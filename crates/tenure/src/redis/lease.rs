@@ -267,7 +267,7 @@ impl RedisStore {
     ///
     /// Returns the script's reply and the number of acknowledging replicas
     /// (`None` without `require_replicas`).
-    async fn run_write<T: redis::FromRedisValue, K: AsRef<str>>(
+    pub(super) async fn run_write<T: redis::FromRedisValue, K: AsRef<str>>(
         &self,
         op: &'static str,
         script: (&Script, &str),
@@ -318,7 +318,7 @@ impl RedisStore {
         ))
     }
 
-    fn unacknowledged(&self, op: &'static str, key: &str, acks: ReplicaReply) -> Error {
+    pub(super) fn unacknowledged(&self, op: &'static str, key: &str, acks: ReplicaReply) -> Error {
         Error::ReplicasUnacknowledged {
             backend: self.describe(),
             op,
@@ -360,6 +360,12 @@ impl RedisStore {
     /// was not; the waiter's claim is).
     pub(super) fn trusts_handoffs(&self) -> bool {
         self.replicas.is_none()
+    }
+
+    /// Whether writes wait for replica acknowledgements
+    /// ([`RedisOptions::require_replicas`]).
+    pub(super) fn acknowledges_writes(&self) -> bool {
+        self.replicas.is_some()
     }
 
     /// The release subscriber, opened on first contention. A failed open is not
@@ -484,14 +490,14 @@ impl RedisStore {
 
 /// What `WAIT` answered after a lease write.
 #[derive(Debug, Clone, Copy)]
-struct ReplicaReply {
+pub(super) struct ReplicaReply {
     needed: u32,
     acked: u32,
     waited: Duration,
 }
 
 impl ReplicaReply {
-    fn enough(self) -> bool {
+    pub(super) fn enough(self) -> bool {
         self.acked >= self.needed
     }
 }
