@@ -178,7 +178,7 @@ impl State {
     /// (saturating: a counter at `u64::MAX` is refused by the caller before).
     fn next_fence(&mut self, wall_us: u64) -> u64 {
         let last = (self.fence > 0).then_some(self.fence);
-        self.fence = crate::fence::next_fence(last, wall_us).unwrap_or(u64::MAX);
+        self.fence = crate::fence::next_fence(last, wall_us, crate::fence::FloorUnit::Micros).unwrap_or(u64::MAX);
         self.fence
     }
 
