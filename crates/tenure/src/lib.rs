@@ -60,8 +60,9 @@
 //! - Renewal is on by default (every ttl/3) for leases, elections and
 //!   run-once; [`Lease::watchdog`] turns it off for a fixed budget.
 //! - Fences are large numbers, floored by the store's clock (µs since the
-//!   epoch), so they never repeat even after a store lost its data; fence
-//!   counters are dropped a day after a key's last grant (none on etcd).
+//!   epoch), so they never repeat even after a store lost its data or failed
+//!   over, unless its clock stepped back past them; fence counters are
+//!   dropped a day after a key's last grant (none on etcd).
 //!
 //! ## Where to go next
 //!

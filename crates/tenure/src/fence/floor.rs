@@ -1,23 +1,46 @@
 //! The clock floor of fences: every store hands out `max(last fence + 1,
-//! its clock)`, so a store that lost its counters (a restart without
-//! persistence, a failover to a replica that missed writes, a counter dropped
-//! by its retention) still hands out a fence above every fence it handed out
-//! before — as long as its clock has not stepped back by more than the time
-//! since that fence.
+//! its clock)`, so a store that lost its counters or went back to older ones
+//! (a restart without persistence, a failover to a replica that missed
+//! writes, a counter dropped by its retention) still hands out a fence above
+//! every fence handed out before — as long as the clock that grants next is
+//! not behind the clock that granted the last fence by more than the time
+//! between the two grants (one store: its clock has not stepped back by more
+//! than the time since its last fence; a failover: the new master's clock
+//! against the old one's). If it is, fences may repeat; a fenced resource
+//! that checks the acquisition id ([`FenceStamp`](super::FenceStamp)) still
+//! refuses the second holder's equal fence.
 //!
-//! The floor is **whole seconds × 10⁶** while a counter lives: the nodes of a
-//! quorum compute their fences independently and a won ballot settles on
-//! their maximum, with a second round trip only when a majority did not
+//! # The unit: [`FloorUnit`]
+//!
+//! **One master per key** (a Redis master, Sentinel, a Redis Cluster, SQLite,
+//! memory) floors by the clock in **microseconds**. Every fence is then at
+//! most the clock of its grant (a key's grants are at least a script call
+//! apart, far more than a microsecond), so a counter that is behind — a
+//! replica promoted within the same second as grants it never received —
+//! still goes on above every fence the old master handed out. A floor in
+//! whole seconds would repeat them (the fault suite saw it under Sentinel).
+//!
+//! **The nodes of a quorum** floor by **whole seconds × 10⁶** while a counter
+//! lives: they compute their fences independently and a won ballot settles
+//! on their maximum, with a second round trip only when a majority did not
 //! grant that same maximum; in microseconds no two nodes would ever agree,
 //! in whole seconds they do whenever their counters agree and their clocks
-//! read the same second. A **missing** counter starts at the clock in
-//! milliseconds × 1000: in whole seconds, a store restarted within the
-//! second of its last grant would hand out that second's fences again,
-//! while every fence handed out before is at most the clock of its grant
-//! (the floor never runs ahead of it, and a counter grows by one per grant,
-//! far fewer than one per microsecond) and a restart takes longer than a
-//! millisecond. The Redis scripts (`redis/scripts/lease_fence.lua`) compute
-//! the same rule with the server's `TIME`.
+//! read the same second. A **missing** counter there starts at the clock in
+//! milliseconds × 1000: in whole seconds, a node restarted within the second
+//! of its last grant would hand out that second's fences again, while every
+//! fence handed out before is at most the clock of its grant and a restart
+//! takes longer than a millisecond. A quorum node that comes back with an
+//! *older* counter of the same second is excluded by the quorum's own
+//! assumption (no node loses an acknowledged write, `docs/quorum.md`).
+//!
+//! The unit is a property of the store for its whole life, so it is chosen
+//! where the store is built, not passed with every grant: the Rust stores
+//! call [`next_fence`] with their unit; on Redis it is baked into the script
+//! text next to the fence retention (`local fence_floor_unit = 'us'` in
+//! `redis/scripts/lease_fence.lua`, replaced with `'seconds'` for a quorum
+//! node by `redis/counter.rs`), so the scripts' arguments — shared with the
+//! waiting line's scripts — stay as they are, and a single master's scripts
+//! and a quorum node's are distinct scripts (their own SHA1).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

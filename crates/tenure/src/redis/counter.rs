@@ -36,6 +36,7 @@ pub(super) struct LuaScript {
 
 impl LuaScript {
     /// `source` with the retention line set to `retention_ms`.
+    #[cfg(feature = "quorum")]
     fn new(source: &str, retention_ms: u64) -> Self {
         Self::from_source(with_retention(source, retention_ms))
     }
@@ -76,6 +77,7 @@ fn with_retention(source: &str, retention_ms: u64) -> String {
 #[derive(Debug)]
 pub(super) struct CounterScripts {
     /// The retention they carry.
+    #[cfg(feature = "quorum")]
     retention: Duration,
     /// `scripts/lease_acquire.lua`.
     pub(super) acquire: LuaScript,
@@ -121,6 +123,7 @@ impl CounterScripts {
     fn build(retention: Duration, unit: FloorUnit) -> Self {
         let ms = millis(retention);
         CounterScripts {
+            #[cfg(feature = "quorum")]
             retention,
             acquire: LuaScript::floored(super::lease::ACQUIRE_LUA, ms, unit),
             release: LuaScript::floored(super::lease::RELEASE_LUA, ms, unit),
