@@ -172,13 +172,15 @@ impl State {
         }
     }
 
-    /// A fresh fence, floored by the wall clock as lease fences are
+    /// A fresh fence, floored by the wall clock in microseconds as a single
+    /// master's lease fences are
     /// ([`fence::next_fence`](crate::fence::next_fence)), so a gate whose
     /// state was lost goes on above every fence it handed out before
     /// (saturating: a counter at `u64::MAX` is refused by the caller before).
     fn next_fence(&mut self, wall_us: u64) -> u64 {
         let last = (self.fence > 0).then_some(self.fence);
-        self.fence = crate::fence::next_fence(last, wall_us, crate::fence::FloorUnit::Micros).unwrap_or(u64::MAX);
+        self.fence = crate::fence::next_fence(last, wall_us, crate::fence::FloorUnit::Micros)
+            .unwrap_or(u64::MAX);
         self.fence
     }
 

@@ -277,4 +277,12 @@ mod tests {
             assert!(script.contains(&claim), "{claim}");
         }
     }
+
+    /// Gate fences are floored in microseconds, as a single master's leases.
+    #[test]
+    fn the_gate_scripts_floor_fences_by_the_microsecond() {
+        for script in [super::LOOK_LUA, super::RELEASE_LUA] {
+            assert!(script.contains("local fence_floor_unit = 'us'\n"));
+        }
+    }
 }

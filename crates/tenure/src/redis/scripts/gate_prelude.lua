@@ -7,7 +7,8 @@
 -- since_ms, holder}, a waiter {token, kind, ttl_ms, expires_ms, seq}; a kind
 -- is "r", "w" or {p = N}. Fences are kept as strings (JSON numbers lose
 -- digits) and taken from the counter KEYS[2], floored by the server's clock
--- (`fence_floor` of lease_fence.lua, which comes first). An idle gate is
+-- in microseconds (`fence_floor` of lease_fence.lua, which comes first, with
+-- its unit line left at 'us': gates never run on a quorum). An idle gate is
 -- deleted (the counter stays).
 
 -- How long a waiter's place lives after its last look (at most its TTL),
