@@ -94,9 +94,10 @@ impl Table<'_> {
     ) {
         let workload = workload.into();
         if let Some(met) = met {
+            let measured = if ratio.is_empty() { &tenure } else { &ratio };
             self.targets.push(Target {
                 what: format!("{workload}: {target}"),
-                measured: ratio.clone(),
+                measured: measured.clone(),
                 met,
             });
         }

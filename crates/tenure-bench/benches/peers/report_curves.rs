@@ -304,7 +304,8 @@ pub fn render(s: &Samples) -> String {
         let Some(held) = v(&format!("lease.{n}.held")) else {
             continue;
         };
-        let b = |x: Option<f64>| fmt_or_dash(x, |v| format!("{v:.0} B"));
+        // Freed memory can leave `used_memory` a few bytes under its start.
+        let b = |x: Option<f64>| fmt_or_dash(x, |v| format!("{:.0} B", v.max(0.0)));
         let k = |x: Option<f64>| fmt_or_dash(x, |v| format!("{v:.2}"));
         let _ = writeln!(
             out,
