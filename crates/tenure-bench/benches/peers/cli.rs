@@ -22,7 +22,15 @@ pub fn tenure_bin() -> std::path::PathBuf {
     )
 }
 
+/// `cmd` without what `cargo bench` adds to this process's environment:
+/// its `LD_LIBRARY_PATH` would make the dynamic loader of every measured
+/// process search the target directory first.
+pub fn plain(cmd: &mut Command) -> &mut Command {
+    cmd.env_remove("LD_LIBRARY_PATH")
+}
+
 fn time(cmd: &mut Command) -> Duration {
+    let cmd = plain(cmd);
     let start = Instant::now();
     let status = cmd.stdout(Stdio::null()).status().unwrap();
     let took = start.elapsed();
@@ -109,7 +117,7 @@ pub async fn count(stats: &crate::server_stats::ServerStats, redis_url: &str, ou
 /// System calls of `cmd` and its children (`strace -c -f`'s total).
 fn syscalls(cmd: Command) -> Option<f64> {
     let report = std::env::temp_dir().join(format!("tenure-bench-strace-{}", std::process::id()));
-    let status = Command::new("strace")
+    let status = plain(&mut Command::new("strace"))
         .args(["-c", "-f", "-o"])
         .arg(&report)
         .arg(cmd.get_program())

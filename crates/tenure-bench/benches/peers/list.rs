@@ -88,7 +88,7 @@ async fn release(guards: Vec<tenure::lease::LeaseGuard>) {
 /// One `tenure list --json` against `backend`, in ms; checks it listed `n`.
 fn time_list(backend: &str, n: usize) -> f64 {
     let start = Instant::now();
-    let listed = Command::new(tenure_bin())
+    let listed = crate::cli::plain(&mut Command::new(tenure_bin()))
         .args(["--backend", backend, "list", "--json", "--prefix", "list:"])
         .env_remove("TENURE_BACKEND")
         .stderr(Stdio::inherit())

@@ -409,9 +409,10 @@ How the curves are measured (`crates/tenure-bench/benches/peers/`):
 - *memory*: a redis-server of its own; `used_memory` of `INFO memory` before,
   while holding N leases (lease key and fence counter), and after releasing
   them (the fence counters stay, with their retention; an expired lease leaves
-  the same); N limiter keys (GCRA, 10 per second) while their state lives and
-  after it expired (every key touched by a `SCAN`). Bytes per key are the
-  difference divided by N.
+  the same); N limiter keys (GCRA, 10 per hour) while their state lives and
+  after it expired (the test harness shortens every TTL by two hours, which
+  deletes the keys whose TTL ends, as a clock jump would). Bytes per key are
+  the difference divided by N.
 - *`tenure list`*: this process holds N leases; the release `tenure` binary
   lists them (`--json`, to a pipe), the median of 3 runs.
 - *cold start*: the Redis commands of a second `tenure run -- true` against a
