@@ -15,7 +15,7 @@
 //! `--quick` is one round of 0.5 s and the small points of each curve.
 //! `TENURE_BENCH_ROUNDS` (default 3) and `TENURE_BENCH_SECONDS` (default 2,
 //! per workload and peer) shorten or lengthen the run; `TENURE_BENCH_BIG=1`
-//! adds the 10⁶-key memory point; `TENURE_BENCH_ONLY` (comma-separated:
+//! adds the 10⁶-key memory point and etcd's 1000-waiter point; `TENURE_BENCH_ONLY` (comma-separated:
 //! `distinct`, `cost`, `contended`, `limiter`, `blocked`, `local`, `quorum`,
 //! `cli`, `waiters`, `memory`, `list`, `coldstart`) runs only those
 //! workloads, and the tables then show the others as not measured.
