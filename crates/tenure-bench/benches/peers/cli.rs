@@ -1,6 +1,8 @@
 //! One `tenure run --key K -- true` process, start to exit, on the embedded
 //! SQLite default and on Redis, against `flock FILE true`: interleaved, one
-//! of each per iteration.
+//! of each per iteration. Then what one Redis cold start sends (the server's
+//! `INFO commandstats`) and the system calls of each (`strace -c -f`, when
+//! strace is installed).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -13,14 +15,22 @@ const RUNS: usize = 40;
 
 /// The release build of the `tenure` binary: `TENURE_BIN`, or the workspace's
 /// `target/release/tenure` (`scripts/bench` builds it).
-fn tenure_bin() -> std::path::PathBuf {
+pub fn tenure_bin() -> std::path::PathBuf {
     std::env::var_os("TENURE_BIN").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/tenure"),
         Into::into,
     )
 }
 
+/// `cmd` without what `cargo bench` adds to this process's environment:
+/// its `LD_LIBRARY_PATH` would make the dynamic loader of every measured
+/// process search the target directory first.
+pub fn plain(cmd: &mut Command) -> &mut Command {
+    cmd.env_remove("LD_LIBRARY_PATH")
+}
+
 fn time(cmd: &mut Command) -> Duration {
+    let cmd = plain(cmd);
     let start = Instant::now();
     let status = cmd.stdout(Stdio::null()).status().unwrap();
     let took = start.elapsed();
@@ -39,19 +49,7 @@ pub async fn run(redis_url: &str, out: &mut Samples) {
     let [sqlite, redis, flock] = tokio::task::spawn_blocking(move || {
         let home = std::env::temp_dir().join(format!("tenure-bench-{}", std::process::id()));
         std::fs::create_dir_all(&home).unwrap();
-        let bin = tenure_bin();
-        let tenure = |backend: Option<&str>| {
-            let mut c = Command::new(&bin);
-            c.env("HOME", &home)
-                .env_remove("TENURE_BACKEND")
-                .env_remove("TENURE_DB")
-                .env_remove("XDG_STATE_HOME");
-            if let Some(b) = backend {
-                c.args(["--backend", b]);
-            }
-            c.args(["run", "--key", "bench", "--", "true"]);
-            c
-        };
+        let tenure = |backend: Option<&str>| tenure_run(&home, backend);
         let lock_file = home.join("flock");
         let (mut s, mut r, mut f) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
@@ -67,4 +65,80 @@ pub async fn run(redis_url: &str, out: &mut Samples) {
     out.add("cli.sqlite", sqlite);
     out.add("cli.redis", redis);
     out.add("cli.flock", flock);
+}
+
+/// A `tenure run` command: `HOME` in `home` (the SQLite default file there),
+/// on `backend` when given.
+fn tenure_run(home: &Path, backend: Option<&str>) -> Command {
+    let mut c = Command::new(tenure_bin());
+    c.env("HOME", home)
+        .env_remove("TENURE_BACKEND")
+        .env_remove("TENURE_DB")
+        .env_remove("XDG_STATE_HOME");
+    if let Some(b) = backend {
+        c.args(["--backend", b]);
+    }
+    c.args(["run", "--key", "bench", "--", "true"]);
+    c
+}
+
+/// Records `cli.redis.commands` (commands one cold start sends, by name in
+/// `cli.redis.command.<name>`) and, with strace, `cli.{sqlite,redis,flock}.syscalls`.
+pub async fn count(stats: &crate::server_stats::ServerStats, redis_url: &str, out: &mut Samples) {
+    let home = std::env::temp_dir().join(format!("tenure-bench-count-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    // A first run loads the scripts, as any earlier client of the server has.
+    time(&mut tenure_run(&home, Some(redis_url)));
+    stats.reset().await;
+    time(&mut tenure_run(&home, Some(redis_url)));
+    let mut total = 0;
+    for (name, calls) in stats.calls_by_command().await {
+        total += calls;
+        out.add(format!("cli.redis.command.{name}"), calls as f64);
+    }
+    out.add("cli.redis.commands", total as f64);
+    if Command::new("strace").arg("-V").output().is_ok() {
+        let lock_file = home.join("flock");
+        let mut flock = Command::new("flock");
+        flock.arg(&lock_file).arg("true");
+        for (name, cmd) in [
+            ("sqlite", tenure_run(&home, None)),
+            ("redis", tenure_run(&home, Some(redis_url))),
+            ("flock", flock),
+        ] {
+            if let Some(n) = syscalls(cmd) {
+                out.add(format!("cli.{name}.syscalls"), n);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// System calls of `cmd` and its children (`strace -c -f`'s total).
+fn syscalls(cmd: Command) -> Option<f64> {
+    let report = std::env::temp_dir().join(format!("tenure-bench-strace-{}", std::process::id()));
+    let status = plain(&mut Command::new("strace"))
+        .args(["-c", "-f", "-o"])
+        .arg(&report)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdout(Stdio::null())
+        .status()
+        .ok()?;
+    let text = std::fs::read_to_string(&report).ok()?;
+    let _ = std::fs::remove_file(&report);
+    if !status.success() {
+        return None;
+    }
+    // The last line: "100.00 SECONDS USECS/CALL CALLS [ERRORS] total".
+    let total = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_end().ends_with("total"))?;
+    let nums: Vec<f64> = total
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    nums.get(3).copied()
 }

@@ -9,8 +9,12 @@ use crate::samples::Samples;
 use crate::server_stats::ServerStats;
 use crate::tasks::rate;
 
+/// The task counts of the throughput curve.
+pub const TASKS: [usize; 5] = [1, 4, 16, 64, 256];
+
 /// Cycles per second of each peer with `tasks` tasks, recorded as
-/// `distinct<tasks>.<peer>`.
+/// `distinct<tasks>.<peer>` (redis-py, a process of its own, at 16 and 64
+/// tasks only).
 pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Samples) {
     let leases = p.leases((0..tasks).map(|t| format!("d{tasks}:{t}")));
     let tenure = rate(tasks, run_for, move |t| {
@@ -47,7 +51,7 @@ pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Sa
     .await;
     out.add(format!("distinct{tasks}.rslock"), rslock);
 
-    if let Some(py) = &p.python {
+    if let Some(py) = p.python.as_ref().filter(|_| matches!(tasks, 16 | 64)) {
         let secs = run_for.as_secs_f64().to_string();
         let r = py
             .run(&["distinct", &p.url, &tasks.to_string(), &secs])

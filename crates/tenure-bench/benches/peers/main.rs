@@ -6,20 +6,32 @@
 //! its section of FILE (`docs/BENCHMARKS.md`). Run it with `scripts/bench`,
 //! which installs the peers and builds the release `tenure` binary.
 //!
+//! After the rounds, the curves run once each: hand-off latency against
+//! waiters (Redis, SQLite, etcd), Redis memory per key, `tenure list` against
+//! held leases, and what a cold start sends. With `--write FILE` the charts
+//! go into `bench/` beside FILE; rows, bars and targets of other benchmarks
+//! are read from the directory `TENURE_BENCH_ROWS` names (see `extra.rs`).
+//!
+//! `--quick` is one round of 0.5 s and the small points of each curve.
 //! `TENURE_BENCH_ROUNDS` (default 3) and `TENURE_BENCH_SECONDS` (default 2,
-//! per workload and peer) shorten or lengthen the run; `TENURE_BENCH_ONLY`
-//! (comma-separated: `distinct`, `cost`, `contended`, `limiter`, `blocked`, `local`,
-//! `quorum`, `cli`) runs only those workloads, and the table then shows the
-//! others as not measured.
+//! per workload and peer) shorten or lengthen the run; `TENURE_BENCH_BIG=1`
+//! adds the 10⁶-key memory point and etcd's 1000-waiter point; `TENURE_BENCH_ONLY` (comma-separated:
+//! `distinct`, `cost`, `contended`, `limiter`, `blocked`, `local`, `quorum`,
+//! `cli`, `waiters`, `memory`, `list`, `coldstart`) runs only those
+//! workloads, and the tables then show the others as not measured.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod blocked;
+mod charts;
 mod cli;
 mod contended;
 mod distinct;
+mod extra;
 mod limiter;
+mod list;
 mod local;
+mod memory;
 mod minimal_scripts;
 mod peers;
 mod python;
@@ -27,9 +39,11 @@ mod quorum;
 mod raw;
 mod redis_benchmark;
 mod report;
+mod report_curves;
 mod samples;
 mod server_stats;
 mod tasks;
+mod waiters;
 
 use std::time::Duration;
 
@@ -92,9 +106,15 @@ async fn main() {
         .windows(2)
         .find(|w| w[0] == "--write")
         .map(|w| w[1].clone());
-    let rounds: usize = env_or("TENURE_BENCH_ROUNDS", 3);
-    let run_for = Duration::from_secs_f64(env_or("TENURE_BENCH_SECONDS", 2.0));
+    let quick = args.iter().any(|a| a == "--quick");
+    let rounds: usize = env_or("TENURE_BENCH_ROUNDS", if quick { 1 } else { 3 });
+    let run_for = Duration::from_secs_f64(env_or(
+        "TENURE_BENCH_SECONDS",
+        if quick { 0.5 } else { 2.0 },
+    ));
+    let big = std::env::var("TENURE_BENCH_BIG").is_ok_and(|v| v == "1");
     let load_before = load_average();
+    let began = std::time::Instant::now();
 
     let server = RedisServer::start();
     let nodes: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
@@ -116,8 +136,9 @@ async fn main() {
         eprintln!("round {round} of {rounds}");
         stats.flush().await;
         if wanted("distinct") {
-            distinct::throughput(&p, 16, run_for, &mut s).await;
-            distinct::throughput(&p, 64, run_for, &mut s).await;
+            for tasks in distinct::TASKS {
+                distinct::throughput(&p, tasks, run_for, &mut s).await;
+            }
             let ceiling = ceiling(&stats, server.port(), run_for).await;
             s.add("ceiling.evalsha", ceiling);
             stats.flush().await;
@@ -149,6 +170,8 @@ async fn main() {
         }
     }
 
+    curves(&server, &stats, quick, big, &wanted, &mut s).await;
+
     let setting = report::Setting {
         date: today(),
         redis_version: stats.version().await,
@@ -159,10 +182,110 @@ async fn main() {
         run_for_secs: run_for.as_secs_f64(),
         command: "scripts/bench".into(),
     };
-    let section = report::render(&s, &setting);
+    let extras = std::env::var_os("TENURE_BENCH_ROWS")
+        .map(|d| extra::Extras::read(std::path::Path::new(&d)))
+        .unwrap_or_default();
+    let chart_dir = match &write {
+        Some(path) => std::path::Path::new(path)
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("bench"),
+        None => std::env::temp_dir().join("tenure-bench-charts"),
+    };
+    let charts = report_curves::charts(&s, &extras, &chart_dir);
+    let (section, targets) = report::render(&s, &setting, &extras, &charts);
     println!("{section}");
+    println!("Targets (medians of this run):");
+    for t in &targets {
+        let met = if t.met { "met" } else { "NOT met" };
+        println!("  {}: {} — {met}", t.what, t.measured);
+    }
+    for t in &extras.targets {
+        println!("  {t}");
+    }
+    eprintln!("charts in {}", chart_dir.display());
+    eprintln!("measured in {:.0} s", began.elapsed().as_secs_f64());
     if let Some(path) = write {
         report::write_into(&path, &section).unwrap();
         eprintln!("written into {path}");
     }
+}
+
+/// The curves, once each: small points only with `quick`.
+async fn curves(
+    server: &RedisServer,
+    stats: &ServerStats,
+    quick: bool,
+    big: bool,
+    wanted: &dyn Fn(&str) -> bool,
+    s: &mut Samples,
+) {
+    let upto =
+        |xs: &[usize], max: usize| xs.iter().copied().filter(|&x| x <= max).collect::<Vec<_>>();
+    let limit = Duration::from_secs(if quick { 10 } else { 30 });
+    if wanted("waiters") {
+        let dir = tempfile_dir("waiters");
+        let waiters = upto(&report_curves::WAITERS, if quick { 100 } else { 1000 });
+        let etcd = tenure_test::EtcdCluster::single();
+        for (store, url) in [
+            ("redis", server.url()),
+            ("sqlite", format!("sqlite:{}", dir.join("w.db").display())),
+            ("etcd", etcd.url()),
+        ] {
+            eprintln!("hand-off latency against waiters on {store}");
+            let tenure = tenure::Coordinator::connect(&url).await.unwrap();
+            // etcd's line costs more per waiter (see BENCHMARKS.md): its
+            // 1000-waiter point takes minutes, so it is opt-in.
+            let most = if store == "etcd" && !big {
+                100
+            } else {
+                usize::MAX
+            };
+            for &w in waiters.iter().filter(|&&w| w <= most) {
+                waiters::run(&tenure, store, w, limit, s).await;
+            }
+            tenure.close().await;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    if wanted("memory") {
+        eprintln!("memory per key");
+        let max = if big {
+            1_000_000
+        } else if quick {
+            10_000
+        } else {
+            100_000
+        };
+        memory::run(&upto(&report_curves::MEMORY_KEYS, max), s).await;
+    }
+    if wanted("list") {
+        eprintln!("tenure list against held leases");
+        stats.flush().await;
+        let tenure = tenure::Coordinator::connect(&server.url()).await.unwrap();
+        let sizes = upto(&report_curves::LISTED, if quick { 1_000 } else { 100_000 });
+        list::run(&tenure, &server.url(), "redis", &sizes, s).await;
+        let dir = tempfile_dir("list");
+        let url = format!("sqlite:{}", dir.join("l.db").display());
+        let tenure = tenure::Coordinator::connect(&url).await.unwrap();
+        let sizes = upto(&report_curves::LISTED, if quick { 1_000 } else { 10_000 });
+        list::run(&tenure, &url, "sqlite", &sizes, s).await;
+        tenure.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    if wanted("coldstart") {
+        eprintln!("what a cold start sends");
+        cli::count(stats, &server.url(), s).await;
+    }
+}
+
+/// A fresh directory under the system's temporary directory.
+fn tempfile_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "tenure-bench-{what}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }

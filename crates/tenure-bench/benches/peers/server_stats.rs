@@ -58,6 +58,17 @@ impl ServerStats {
             .sum()
     }
 
+    /// Calls of each command since the last reset, but this reader's own
+    /// (`INFO`, `CONFIG RESETSTAT`).
+    pub async fn calls_by_command(&self) -> Vec<(String, u64)> {
+        self.commands()
+            .await
+            .into_iter()
+            .filter(|(name, _, _)| name != "info" && name != "config|resetstat")
+            .map(|(name, calls, _)| (name, calls))
+            .collect()
+    }
+
     /// Script and function calls (`EVALSHA`, `EVAL`, `FCALL`) since the last
     /// reset: one per store call, whatever runs inside.
     pub async fn script_calls(&self) -> u64 {
@@ -116,6 +127,36 @@ impl ServerStats {
             }
             cursor = next;
         }
+    }
+
+    /// `used_memory` of `INFO memory`, in bytes.
+    pub async fn used_memory(&self) -> f64 {
+        let mut c = self.0.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(f64::NAN)
+    }
+
+    /// Keys in the database (`DBSIZE`).
+    pub async fn dbsize(&self) -> u64 {
+        let mut c = self.0.clone();
+        redis::cmd("DBSIZE").query_async(&mut c).await.unwrap()
+    }
+
+    /// `PTTL` of `key` in ms (-1: none, -2: no key).
+    pub async fn pttl(&self, key: &str) -> i64 {
+        let mut c = self.0.clone();
+        redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut c)
+            .await
+            .unwrap()
     }
 
     /// `FLUSHALL`, between workloads.

@@ -398,29 +398,47 @@ impl RedisConn {
     /// Like [`lazy`](Self::lazy), then checks the server answers `PING`.
     pub(crate) async fn connect(url: &str, options: &RedisOptions) -> Result<Self> {
         let conn = Self::lazy(url, options)?;
-        conn.call("connect", "", |mut c| async move {
-            redis::cmd("PING").query_async::<()>(&mut c).await
-        })
-        .await?;
+        conn.ping().await?;
         Ok(conn)
     }
 
-    /// Reads `maxmemory-policy` and refuses (or, with `allow`, warns about) a
-    /// policy that may evict tenure's keys: an evicted lease key lets a second
-    /// holder in. Where
-    /// `CONFIG` is disabled or denied (managed services), the policy cannot be
-    /// read and the check is skipped.
-    pub(crate) async fn check_eviction_policy(&self, allow: bool) -> Result<()> {
-        let reply = self.read_policies().await;
-        let policies = match reply {
-            Ok(policies) => policies,
+    async fn ping(&self) -> Result<()> {
+        self.call("connect", "", |mut c| async move {
+            redis::cmd("PING").query_async::<()>(&mut c).await
+        })
+        .await
+    }
+
+    /// Like [`connect`](Self::connect), and reads `maxmemory-policy`: refuses
+    /// (or, with `allow`, warns about) a policy that may evict tenure's keys,
+    /// since an evicted lease key lets a second holder in.
+    ///
+    /// One round trip where `CONFIG GET` may be read: its answer shows the
+    /// server answers, so no `PING` goes before it (a one-shot process pays
+    /// every round trip). Where `CONFIG` is disabled or denied (managed
+    /// services), the policy cannot be read, the check is skipped and a `PING`
+    /// checks the server, as `connect` does.
+    pub(crate) async fn connect_checked(
+        url: &str,
+        options: &RedisOptions,
+        allow: bool,
+    ) -> Result<Self> {
+        let conn = Self::lazy(url, options)?;
+        match conn.read_policies().await {
+            Ok(policies) => conn.judge_policies(policies, allow)?,
             // An error *answer* (unknown command, NOPERM): CONFIG is not ours to use.
             Err(Error::Backend { cause, .. }) => {
-                tracing::debug!(backend = %self.display, %cause, "cannot read maxmemory-policy; eviction check skipped");
-                return Ok(());
+                tracing::debug!(backend = %conn.display, %cause, "cannot read maxmemory-policy; eviction check skipped");
+                conn.ping().await?;
             }
             Err(e) => return Err(e),
-        };
+        }
+        Ok(conn)
+    }
+
+    /// Refuses (or, with `allow`, warns about) the first of `policies` that
+    /// may evict keys.
+    fn judge_policies(&self, policies: Vec<(Option<String>, String)>, allow: bool) -> Result<()> {
         let Some((node, policy)) = policies.into_iter().find(|(_, p)| evicts(p)) else {
             return Ok(());
         };

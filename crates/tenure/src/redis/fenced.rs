@@ -66,8 +66,7 @@ impl RedisFencedStore {
     /// Connects to `url` with the prefix, time budgets and eviction policy check
     /// of `options` (replica acknowledgements do not apply to the store).
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self> {
-        let conn = RedisConn::connect(url, &options).await?;
-        conn.check_eviction_policy(options.allow_eviction).await?;
+        let conn = RedisConn::connect_checked(url, &options, options.allow_eviction).await?;
         Ok(Self::with_conn(conn, options.prefix))
     }
 

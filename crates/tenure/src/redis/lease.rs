@@ -102,8 +102,7 @@ impl RedisStore {
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self> {
         options.check_replica_wait()?;
         options.check_fence_retention()?;
-        let conn = RedisConn::connect(url, &options).await?;
-        conn.check_eviction_policy(options.allow_eviction).await?;
+        let conn = RedisConn::connect_checked(url, &options, options.allow_eviction).await?;
         Ok(Self::with_conn(conn, options))
     }
 
