@@ -75,11 +75,11 @@ fn waiter_table(s: &mut String, rows: &[Row]) {
 fn run_table(s: &mut String, rows: &[Row]) {
     let _ = writeln!(
         s,
-        "| scenario | seed | min | faults | ops | acquire ok | acquire p50 / p99 | double grants (tolerated / other) | stale writes accepted | fence regressions | reused fences | lost updates | orphan keys | lost signal p50 / p99 (n) | limiter over-admission | control: stale applied / lost |"
+        "| scenario | seed | min | faults | ops | acquire ok | granted: sets / readers / writers | acquire p50 / p99 | double grants (tolerated / other) | stale writes accepted | fence regressions | reused fences | lost updates | orphan keys | lost signal p50 / p99 (n) | limiter over-admission | control: stale applied / lost |"
     );
     let _ = writeln!(
         s,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in rows {
         let rep = &r.report;
@@ -87,13 +87,16 @@ fn run_table(s: &mut String, rows: &[Row]) {
         let tol = rep.tolerated();
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} | {} | {} | {} | {:.0} / {:.0} ms | {} / {} | {} | {} | {} | {} | {} | {:.0} / {:.0} ms ({}) | {} | {} / {} |",
+            "| {} | {} | {:.1} | {} | {} | {} | {} / {} / {} | {:.0} / {:.0} ms | {} / {} | {} | {} | {} | {} | {} | {:.0} / {:.0} ms ({}) | {} | {} / {} |",
             r.scenario,
             r.seed,
             r.minutes,
             all.faults,
             rep.ops,
             pct(rep.acquired, rep.acquires),
+            rep.sets_acquired,
+            rep.readers,
+            rep.writers,
             rep.acquire_p50_ms,
             rep.acquire_p99_ms,
             tol.double_grants,
@@ -190,5 +193,12 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("5 faults injected"), "{table}");
+        // Per run: reused fences beside stale writes and fence regressions.
+        assert!(
+            table.contains(
+                "| s | 2 | 1.0 | 3 | 0 | – | 0 / 0 / 0 | 0 / 0 ms | 0 / 0 | 1 | 0 | 2 | 0 | 0 |"
+            ),
+            "{table}"
+        );
     }
 }
