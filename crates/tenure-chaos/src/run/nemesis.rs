@@ -167,11 +167,21 @@ impl Targets {
         procs.get(slot).cloned().flatten().map(|p| p.pid)
     }
 
-    /// Injects each of `faults` at its time, then waits out `duration`.
+    /// Injects each of `faults` at its time, then waits out `duration`. A
+    /// schedule that overran `duration` (faults that waited for the store to
+    /// settle) ends there: the faults left are recorded as not injected.
     pub(super) fn nemesis(&mut self, faults: &[Fault], duration: Duration, stop: &AtomicBool) {
         let t0 = Instant::now();
-        for f in faults {
+        for (i, f) in faults.iter().enumerate() {
             let now = t0.elapsed();
+            if now >= duration {
+                self.history
+                    .record(&Event::new("nemesis", Op::Config, Kind::Info).note(format!(
+                        "the schedule overran the run: {} faults not injected",
+                        faults.len() - i
+                    )));
+                break;
+            }
             if f.at > now {
                 sleep_unless(stop, f.at - now);
             }
