@@ -1,7 +1,9 @@
-//! Fences never repeat, even when the store forgets its counters: every fence
-//! is at least the store's clock (whole seconds × 10⁶ while a counter lives,
-//! milliseconds × 1000 for a missing one), so a store restarted without its
-//! data, a counter dropped by the retention and a counter written by an older
+//! Fences never repeat, even when the store forgets its counters or goes
+//! back to an older one: every fence is at least the store's clock (in
+//! microseconds on one master; on the nodes of a quorum in whole seconds ×
+//! 10⁶ while a counter lives, milliseconds × 1000 for a missing one), so a
+//! store restarted without its data, a replica promoted after missing grants,
+//! a counter dropped by the retention and a counter written by an older
 //! tenure all go on above every fence handed out before.
 
 #![allow(clippy::unwrap_used)]
@@ -12,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tenure::redis::{RedisOptions, RedisStore};
 use tenure::{Coordinator, Fence};
-use tenure_test::RedisServer;
+use tenure_test::{RedisServer, ReplicatedRedis};
 
 /// The wall clock in microseconds.
 fn now_us() -> u64 {
@@ -36,19 +38,39 @@ async fn cycle(tenure: &Coordinator, key: &str, n: usize) -> Vec<Fence> {
     fences
 }
 
-/// Takes `key`, retrying while a restarted server comes back.
+/// Takes `key`, retrying while a restarted server comes back; the attempts
+/// that failed before are in the message when the key is not free.
 async fn take(tenure: &Coordinator, key: &str) -> tenure::LeaseGuard {
     let lease = tenure.lease(key).watchdog(false);
+    let mut failed = Vec::new();
     for _ in 0..50 {
         match lease.attempt().await {
-            Ok(out) => return out.into_guard().expect("the key is free"),
+            Ok(out) => {
+                let seen = format!("{out:?}");
+                let Some(guard) = out.into_guard() else {
+                    let status = tenure.status(key).await;
+                    panic!("{key} is not free: {seen:.200}; status {status:?}; after {failed:?}");
+                };
+                return guard;
+            }
             Err(e) if e.is_infrastructure() => {
+                failed.push(e.to_string());
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Err(e) => panic!("{e}"),
         }
     }
-    panic!("{key}: the store never came back");
+    panic!("{key}: the store never came back: {failed:?}");
+}
+
+/// Waits for the start of the next second when this one is well under way,
+/// so the grants that follow share one second of the clock (the case a floor
+/// in whole seconds cannot tell apart from a counter that went back).
+async fn early_in_a_second() {
+    let into = now_us() % 1_000_000;
+    if into > 200_000 {
+        tokio::time::sleep(Duration::from_micros(1_000_000 - into)).await;
+    }
 }
 
 fn assert_increasing(before: &[Fence], after: &[Fence]) {
@@ -70,6 +92,51 @@ async fn a_volatile_redis_restart_does_not_restart_the_fences() {
     assert_increasing(&before, &after);
 }
 
+/// What a replica promoted within the second of grants it did not receive
+/// holds: a counter behind the last fences handed out. Set back by hand here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_counter_set_back_within_the_second_goes_on_above_its_fences() {
+    let server = RedisServer::start();
+    let tenure = common::connect_redis(&server).await;
+    early_in_a_second().await;
+    let before = cycle(&tenure, "behind", 4).await;
+    let reply = server
+        .command(&format!("SET tenure:{{behind}}:fence {}", before[0].get()))
+        .unwrap();
+    assert!(reply.starts_with("+OK"), "{reply}");
+    let after = cycle(&tenure, "behind", 2).await;
+    assert_increasing(&before, &after);
+}
+
+/// A real failover: the replica receives the first grant, the link is cut,
+/// the master grants three more, the replica is promoted (`REPLICAOF NO
+/// ONE`) within the same second and the clients move to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_promoted_after_missing_grants_goes_on_above_them() {
+    let mut pair = ReplicatedRedis::start(RedisServer::builder());
+    let options = RedisOptions::default().timeout(Duration::from_millis(500));
+    let store = RedisStore::connect(&pair.url(), options).await.unwrap();
+    let tenure = Coordinator::with_backend(store);
+    early_in_a_second().await;
+    let mut before = cycle(&tenure, "fo", 1).await;
+    // The replica has the grant and the release (replicated in order).
+    let counter = format!("\r\n{}\r\n", before[0].get());
+    for _ in 0..200 {
+        let fence = pair.replica.command("GET tenure:{fo}:fence").unwrap();
+        let lease = pair.replica.command("EXISTS tenure:{fo}").unwrap();
+        if fence.contains(&counter) && lease.starts_with(":0") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    pair.link.cut();
+    before.extend(cycle(&tenure, "fo", 3).await);
+    pair.failover();
+    let after = cycle(&tenure, "fo", 2).await;
+    assert!(pair.replica.command("ROLE").unwrap().contains("master"));
+    assert_increasing(&before, &after);
+}
+
 /// A quorum whose nodes all restart without their data (each node runs the
 /// same floored script; the ballot settles on the maximum).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,6 +147,38 @@ async fn a_quorum_whose_nodes_all_lost_their_data_goes_on_above_its_fences() {
         node.restart();
     }
     let after = cycle(&fixture.tenure, "q", 3).await;
+    assert_increasing(&before, &after);
+}
+
+/// A quorum won on nodes whose fences differ raises the lower ones; a node
+/// that forgot its scripts (a restart, `SCRIPT FLUSH`) answers that raise
+/// with `NOSCRIPT`. The raise goes again at once (it only ever raises a
+/// counter under our own token), so the won ballot is not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_raise_on_a_node_that_forgot_its_scripts_still_wins() {
+    let fixture = common::quorum().await;
+    // Counters ahead of the clock and all different: every majority's grants
+    // differ, so every won ballot raises a node.
+    let set_apart = |ahead: u64| {
+        for (i, node) in (0..).zip(&fixture.nodes) {
+            let reply = node
+                .command(&format!("SET tenure:{{raise}}:fence {}", ahead + i))
+                .unwrap();
+            assert!(reply.starts_with("+OK"), "{reply}");
+        }
+    };
+    let ahead = now_us() + 60_000_000;
+    set_apart(ahead);
+    let before = cycle(&fixture.tenure, "raise", 2).await;
+    assert!(before[0].get() > ahead, "{before:?}");
+    // The scripts forgotten (the raise's too) and the counters apart again.
+    for node in &fixture.nodes {
+        assert!(node.command("SCRIPT FLUSH").unwrap().starts_with("+OK"));
+    }
+    let ahead = before[1].get() + 60_000_000;
+    set_apart(ahead);
+    let after = cycle(&fixture.tenure, "raise", 2).await;
+    assert!(after[0].get() > ahead, "{after:?}");
     assert_increasing(&before, &after);
 }
 
@@ -98,10 +197,10 @@ async fn fences_start_at_the_server_clock_and_are_stored_as_integers() {
         .into_guard()
         .unwrap();
     let fence = guard.fence().get();
-    // A fresh counter starts at the clock in milliseconds × 1000 (same host).
-    assert!(fence >= t0 / 1000 * 1000 - 1_000_000, "{fence} vs {t0}");
+    // A fresh counter starts at the server's clock in microseconds (same
+    // host; a second's margin for a clock step during the test).
+    assert!(fence >= t0 - 1_000_000, "{fence} vs {t0}");
     assert!(fence <= now_us() + 1_000_000, "{fence}");
-    assert_eq!(fence % 1000, 0, "{fence}");
     let counter = server.command("GET tenure:{big}:fence").unwrap();
     assert!(counter.contains(&format!("\r\n{fence}\r\n")), "{counter:?}");
     let recorded = server.command("HGET tenure:{big}:holder fence").unwrap();
@@ -239,4 +338,15 @@ async fn a_new_memory_store_goes_on_above_the_fences_of_the_last() {
     tokio::time::sleep(Duration::from_millis(2)).await;
     let after = cycle(&Coordinator::memory(), "m", 2).await;
     assert_increasing(&before, &after);
+}
+
+/// A store made right after another one dropped, within its millisecond
+/// (no sleep here): the clock in microseconds is already past its fences.
+#[tokio::test]
+async fn a_new_memory_store_within_the_millisecond_goes_on_above_the_last() {
+    for _ in 0..20 {
+        let before = cycle(&Coordinator::memory(), "m", 3).await;
+        let after = cycle(&Coordinator::memory(), "m", 2).await;
+        assert_increasing(&before, &after);
+    }
 }

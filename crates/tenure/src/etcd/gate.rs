@@ -14,9 +14,15 @@
 //! read (the transaction that creates the member, or one range read), so
 //! two writers can never both see themselves first.
 //!
-//! A waiter keeps its member and refreshes its etcd lease at every look; a
-//! waiter that is killed leaves when its TTL runs out. A single attempt
-//! that is not admitted revokes its member at once. The fence is the
+//! A member lives on an etcd lease of the holder's TTL while admitted, and
+//! on a lease of the lease line's place lifetime (1 s, or etcd's minimum
+//! lease TTL if that is longer) while it waits: a refused waiter moves its member to such a lease, an
+//! admitted one back to a TTL lease at its next look (the key stays, so its
+//! create revision — its place and fence — too). A waiter refreshes its
+//! lease at every look (every heartbeat), so a waiter that is killed leaves
+//! within its place lifetime plus etcd's expiry sweep, whether it was still
+//! waiting or admitted without having looked since. A single attempt that
+//! is not admitted revokes its member at once. The fence is the
 //! member's create revision: a writer's is above every member created
 //! before it, so above every fence handed out before it. Waiters are woken
 //! by deletions in the gate's range (a member leaving) and look again.
@@ -26,18 +32,20 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::EtcdStore;
+use super::api::etcdserverpb::compare::CompareResult;
 use super::api::etcdserverpb::range_request::{SortOrder, SortTarget};
-use super::api::etcdserverpb::{PutRequest, RangeRequest, RequestOp, TxnRequest};
+use super::api::etcdserverpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest};
 use super::api::mvccpb::KeyValue;
 use super::api::mvccpb::event::EventType;
 use super::holder::{self, holder_key};
-use super::keys::{permits_prefix, range_end, rw_prefix};
+use super::keys::{etcd_ttl_secs, permits_prefix, range_end, rw_prefix};
 use super::lease::Granted;
 use crate::error::Result;
 use crate::fence::Fence;
-use crate::gate::{GateAsk, GateHolder, GateKind, GateStatus, GateStore, Mode};
+use crate::gate::{GateAsk, GateHolder, GateKind, GateStatus, GateStore, Mode, Request};
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, ExtendReply, LeaseStore, PLACE_LIFETIME, QueuePlace, ReleaseOutcome,
+    ReleaseWatch, valid_until,
 };
 use crate::token::OwnerToken;
 
@@ -126,6 +134,59 @@ impl EtcdStore {
             .with_sort(SortTarget::Create, SortOrder::Ascend)
     }
 
+    /// The puts of our member (and its holder record) on etcd lease `id`.
+    fn member_puts(member: &str, ask: &GateAsk<'_>, id: i64) -> Vec<RequestOp> {
+        let mut ops = vec![RequestOp::put(
+            PutRequest::new(member, ask.token.as_str()).with_lease(id),
+        )];
+        if let Some(info) = ask.holder {
+            ops.push(RequestOp::put(
+                PutRequest::new(holder_key(member), holder::encode(info)).with_lease(id),
+            ));
+        }
+        ops
+    }
+
+    /// Moves our member (created at revision `rev`) from etcd lease `from`
+    /// to a fresh one of `ttl`; `None` when the member is gone. The key
+    /// stays, so its place and fence do. Kept on `from` when etcd grants the
+    /// same TTL (a TTL at etcd's minimum).
+    async fn rebind(
+        &self,
+        key: &str,
+        member: &str,
+        ask: &GateAsk<'_>,
+        rev: i64,
+        from: Granted,
+        ttl: Duration,
+    ) -> Result<Option<Granted>> {
+        let to = self.grant("look", key, ttl).await?;
+        if to.ttl_secs == from.ttl_secs {
+            self.revoke_in_background(to.id);
+            return Ok(Some(from));
+        }
+        let txn = TxnRequest::new()
+            .when([Compare::create_revision(member, CompareResult::Equal, rev)])
+            .and_then(Self::member_puts(member, ask, to.id));
+        let moved = match self.txn("look", key, txn).await {
+            Ok(reply) => reply.succeeded,
+            Err(e) => {
+                // Its fate is unknown: the member keeps whichever lease
+                // lives; the other is revoked.
+                self.revoke_in_background(to.id);
+                return Err(e);
+            }
+        };
+        let (keep, drop) = if moved { (to, from) } else { (from, to) };
+        self.revoke_in_background(drop.id);
+        if !moved {
+            self.forget(member, ask.token);
+            return Ok(None);
+        }
+        self.remember(member, ask.token, keep);
+        Ok(Some(keep))
+    }
+
     /// Creates our member on a fresh etcd lease (with the holder record) and
     /// reads the gate, in one transaction.
     async fn join(
@@ -136,14 +197,7 @@ impl EtcdStore {
     ) -> Result<(Granted, Vec<KeyValue>)> {
         let granted = self.grant("look", key, ask.ttl).await?;
         let prefix = self.gate_prefix(ask.mode.kind(), key);
-        let mut ops = vec![RequestOp::put(
-            PutRequest::new(member, ask.token.as_str()).with_lease(granted.id),
-        )];
-        if let Some(info) = ask.holder {
-            ops.push(RequestOp::put(
-                PutRequest::new(holder_key(member), holder::encode(info)).with_lease(granted.id),
-            ));
-        }
+        let mut ops = Self::member_puts(member, ask, granted.id);
         ops.push(RequestOp::get(Self::by_creation(&prefix)));
         match self.txn("look", key, TxnRequest::new().and_then(ops)).await {
             Ok(reply) => Ok((granted, reply.reads().into_iter().flatten().collect())),
@@ -195,7 +249,7 @@ impl GateStore for EtcdStore {
         key: &str,
         ask: GateAsk<'_>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        let sent = crate::clock::now();
+        let request = Request::look(&ask);
         let member = self.member_key(ask.mode, key, ask.token);
         let stayed = match ask.place {
             Some(_) => self.stay(key, &member, &ask).await?,
@@ -205,25 +259,49 @@ impl GateStore for EtcdStore {
             Some(found) => found,
             None => self.join(key, &member, &ask).await?,
         };
-        let prefix = self.gate_prefix(ask.mode.kind(), key);
+        let prefix = self.gate_prefix(request.kind, key);
         let members = Self::members(&prefix, kvs);
         let at = members.iter().position(|m| m.key == member.as_bytes());
+        let rev = at.map(|at| members[at].kv.create_revision);
         if let Some(at) = at
             && admitted(&members, at, ask.mode)
         {
             let fence = self.created_fence(&member, Some(members[at].kv.clone()))?;
             self.remember(&member, ask.token, granted);
+            // Admitted while on a place's lease: the grant gets its TTL.
+            let moved = if granted.ttl_secs < etcd_ttl_secs(ask.ttl) {
+                let rev = members[at].kv.create_revision;
+                self.rebind(key, &member, &ask, rev, granted, ask.ttl)
+                    .await?
+            } else {
+                Some(granted)
+            };
+            let Some(granted) = moved else {
+                return Ok((AcquireReply::Held { ttl_left: None }, None));
+            };
             let granted_ttl = Duration::from_secs(u64::try_from(granted.ttl_secs).unwrap_or(0));
             return Ok((
                 AcquireReply::Acquired {
                     fence,
-                    valid_until: valid_until(sent, ask.ttl.min(granted_ttl)),
+                    valid_until: valid_until(request.sent, ask.ttl.min(granted_ttl)),
                 },
                 None,
             ));
         }
-        if ask.stand && at.is_some() {
+        if ask.stand
+            && let Some(rev) = rev
+        {
+            // While it waits, the member lives for the place lifetime.
             self.remember(&member, ask.token, granted);
+            let moved = if granted.ttl_secs >= etcd_ttl_secs(ask.ttl) {
+                self.rebind(key, &member, &ask, rev, granted, PLACE_LIFETIME)
+                    .await?
+            } else {
+                Some(granted)
+            };
+            let Some(granted) = moved else {
+                return Ok((AcquireReply::Held { ttl_left: None }, None));
+            };
             let place = QueuePlace::new(granted.id.to_string());
             return Ok((AcquireReply::Held { ttl_left: None }, Some(place)));
         }

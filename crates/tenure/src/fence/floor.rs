@@ -24,13 +24,29 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Microseconds in a second.
 const SECOND_US: u64 = 1_000_000;
 
+/// The clock floor a store's fences use (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FloorUnit {
+    /// The clock in microseconds: one master per key (a Redis master,
+    /// Sentinel, a Redis Cluster, SQLite, memory).
+    Micros,
+    /// The clock in whole seconds × 10⁶ while a counter lives (milliseconds
+    /// × 1000 for a missing one): the nodes of a quorum, which must agree.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    WholeSeconds,
+}
+
 /// The fence after `last` (the counter; `None` when there is none) at
-/// `now_us`, the store's wall clock in microseconds since the Unix epoch.
-/// `None` when the counter cannot grow (at `u64::MAX`).
-pub(crate) fn next_fence(last: Option<u64>, now_us: u64) -> Option<u64> {
-    match last {
-        None => Some(now_us / 1000 * 1000),
-        Some(last) => Some(last.checked_add(1)?.max(now_us / SECOND_US * SECOND_US)),
+/// `now_us`, the store's wall clock in microseconds since the Unix epoch,
+/// floored in `unit`. `None` when the counter cannot grow (at `u64::MAX`).
+pub(crate) fn next_fence(last: Option<u64>, now_us: u64, unit: FloorUnit) -> Option<u64> {
+    match (last, unit) {
+        (None, FloorUnit::Micros) => Some(now_us),
+        (None, FloorUnit::WholeSeconds) => Some(now_us / 1000 * 1000),
+        (Some(last), FloorUnit::Micros) => Some(last.checked_add(1)?.max(now_us)),
+        (Some(last), FloorUnit::WholeSeconds) => {
+            Some(last.checked_add(1)?.max(now_us / SECOND_US * SECOND_US))
+        }
     }
 }
 
@@ -49,17 +65,53 @@ mod tests {
 
     #[test]
     fn a_missing_counter_starts_at_the_clock_in_milliseconds() {
-        assert_eq!(next_fence(None, NOW), Some(1_764_673_200_123_000));
+        assert_eq!(
+            next_fence(None, NOW, FloorUnit::WholeSeconds),
+            Some(1_764_673_200_123_000)
+        );
     }
 
     #[test]
     fn a_living_counter_is_floored_by_the_second() {
-        assert_eq!(next_fence(Some(17), NOW), Some(1_764_673_200_000_000));
+        assert_eq!(
+            next_fence(Some(17), NOW, FloorUnit::WholeSeconds),
+            Some(1_764_673_200_000_000)
+        );
         let same_second = 1_764_673_200_123_000;
-        assert_eq!(next_fence(Some(same_second), NOW), Some(same_second + 1));
+        assert_eq!(
+            next_fence(Some(same_second), NOW, FloorUnit::WholeSeconds),
+            Some(same_second + 1)
+        );
         let ahead = NOW + 5 * SECOND_US; // raised by a quorum, or a clock stepped back
-        assert_eq!(next_fence(Some(ahead), NOW), Some(ahead + 1));
-        assert_eq!(next_fence(Some(u64::MAX), NOW), None);
+        assert_eq!(
+            next_fence(Some(ahead), NOW, FloorUnit::WholeSeconds),
+            Some(ahead + 1)
+        );
+        assert_eq!(
+            next_fence(Some(u64::MAX), NOW, FloorUnit::WholeSeconds),
+            None
+        );
+    }
+
+    #[test]
+    fn a_single_master_floors_by_the_microsecond() {
+        assert_eq!(next_fence(None, NOW, FloorUnit::Micros), Some(NOW));
+        assert_eq!(next_fence(Some(17), NOW, FloorUnit::Micros), Some(NOW));
+        assert_eq!(next_fence(Some(NOW), NOW, FloorUnit::Micros), Some(NOW + 1));
+        assert_eq!(next_fence(Some(u64::MAX), NOW, FloorUnit::Micros), None);
+    }
+
+    #[test]
+    fn a_counter_set_back_within_the_second_goes_on_above_its_fences() {
+        // A replica promoted within the second of the grants it missed: its
+        // counter is behind them, its clock a little ahead.
+        let handed_out = [NOW, NOW + 1, NOW + 40];
+        let behind = Some(NOW - 500_000);
+        let next = next_fence(behind, NOW + 200, FloorUnit::Micros).unwrap();
+        assert!(handed_out.iter().all(|&f| f < next), "{next}");
+        // In whole seconds it repeats the first of them.
+        let next = next_fence(behind, NOW + 200, FloorUnit::WholeSeconds).unwrap();
+        assert!(next <= NOW, "{next}");
     }
 
     #[test]
@@ -68,11 +120,11 @@ mod tests {
         let mut last = None;
         let mut fences = Vec::new();
         for us in 0..5 {
-            let f = next_fence(last, NOW + us).unwrap();
+            let f = next_fence(last, NOW + us, FloorUnit::WholeSeconds).unwrap();
             fences.push(f);
             last = Some(f);
         }
-        let after_restart = next_fence(None, NOW + 1000).unwrap();
+        let after_restart = next_fence(None, NOW + 1000, FloorUnit::WholeSeconds).unwrap();
         assert!(
             fences.iter().all(|&f| f < after_restart),
             "{fences:?} {after_restart}"

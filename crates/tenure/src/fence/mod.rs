@@ -40,7 +40,7 @@ use std::fmt;
 mod floor;
 mod stamp;
 
-pub(crate) use floor::{next_fence, wall_clock_us};
+pub(crate) use floor::{FloorUnit, next_fence, wall_clock_us};
 pub use stamp::{AcquisitionId, AcquisitionIdError, FenceStamp};
 
 /// How long a store keeps a fence counter after its last grant by default: a

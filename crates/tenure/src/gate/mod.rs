@@ -15,20 +15,27 @@
 //!   writer blocks readers that come after it, and permits go in arrival
 //!   order. A single attempt ([`Lease::try_acquire`](crate::Lease::try_acquire))
 //!   never passes a waiter either.
-//! - **Dead waiters.** A waiter refreshes its place every time it looks (at
-//!   least every half TTL); a place not refreshed for the TTL dies. A waiter
-//!   killed in line stalls the waiters behind it for at most its TTL: a grant
-//!   made to it while it was dead lives only as long as its place would have.
-//! - **Fences.** One counter per gate; every grant takes the next value, so a
-//!   writer's fence is above every fence handed out before it.
+//! - **Dead waiters.** A waiter refreshes its place every time it looks
+//!   (every 250 ms while it waits); a place not refreshed for a second dies,
+//!   whatever the TTL, and a grant made to a waiter lives half a second
+//!   until the waiter claims it with a look. A waiter killed in line stalls
+//!   the waiters behind it for about a second (etcd: its minimum lease TTL
+//!   plus its expiry sweep, about 1.5 s).
+//! - **Fences.** One counter per gate, floored by the store's clock as lease
+//!   fences are (`max(last + 1, clock)`; etcd: the create revision); every
+//!   grant takes the next value, so a writer's fence is above every fence
+//!   handed out before it, and a store that lost its data goes on above
+//!   every fence it handed out.
 //!
 //! Each grant is an ordinary [`LeaseGuard`](crate::LeaseGuard): TTL,
 //! watchdog renewal, the lost signal and the fence work as for leases.
 
+mod request;
 mod step;
 pub mod store;
 
-pub(crate) use step::{Answer, Ask, Kind, State};
+pub(crate) use request::{Look, Request};
+pub(crate) use step::{Kind, Now, State};
 pub use store::{GateAsk, GateHolder, GateKind, GateStatus, GateStore};
 
 use std::num::NonZeroU32;
@@ -37,15 +44,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::clock::Moment;
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::lease::{
     AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
-    ReleaseWatch, valid_until,
+    ReleaseWatch,
 };
 use crate::token::OwnerToken;
-use store::HolderRecord;
 
 /// What a holder of a gate holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -192,42 +197,6 @@ fn lease_status(status: &GateStatus, mode: Mode) -> LeaseStatus {
     lease
 }
 
-/// A step's answer as a store's reply; `sent` is when the request left, for
-/// the validity of a grant.
-pub(crate) fn reply(
-    answer: &Answer,
-    sent: Moment,
-    ttl: Duration,
-) -> (AcquireReply, Option<QueuePlace>) {
-    match *answer {
-        Answer::Granted(fence) => (
-            AcquireReply::Acquired {
-                fence: Fence::new(fence),
-                valid_until: valid_until(sent, ttl),
-            },
-            None,
-        ),
-        Answer::Refused { place, ttl_left_ms } => (
-            AcquireReply::Held {
-                ttl_left: ttl_left_ms.map(|ms| Duration::from_millis(ms.unsigned_abs())),
-            },
-            place.map(|p| QueuePlace::new(p.to_string())),
-        ),
-    }
-}
-
-/// A store's answer to an extend: `renewed` when the grant was still held;
-/// `sent` is when the request left, for the validity of the grant.
-pub(crate) fn extend_reply(renewed: bool, sent: Moment, ttl: Duration) -> ExtendReply {
-    if renewed {
-        ExtendReply::Extended {
-            valid_until: valid_until(sent, ttl),
-        }
-    } else {
-        ExtendReply::NotHeld
-    }
-}
-
 /// A store's answer to a release: `released` when the grant or place was
 /// still there.
 pub(crate) fn release_outcome(released: bool) -> ReleaseOutcome {
@@ -236,22 +205,6 @@ pub(crate) fn release_outcome(released: bool) -> ReleaseOutcome {
     } else {
         ReleaseOutcome::NotHeld
     }
-}
-
-/// The arguments of a step for `ask`.
-pub(crate) fn step_ask<'a>(ask: &GateAsk<'a>, record: Option<&'a HolderRecord>) -> Ask<'a> {
-    Ask {
-        token: ask.token.as_str(),
-        kind: ask.mode.into(),
-        ttl_ms: ttl_ms(ask.ttl),
-        stand: ask.stand,
-        holder: record,
-    }
-}
-
-/// A TTL in whole milliseconds, at least 1.
-pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
-    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
 /// The status of a gate kept as `state`, read at `now` (store clock ms).

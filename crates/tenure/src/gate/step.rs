@@ -4,19 +4,32 @@
 //! one transaction; the Redis store runs the same rules as Lua
 //! (`redis/scripts/gate_*.lua`) on the server's clock.
 //!
+//! The clock is an input of every step ([`Now`]): the store's deadline clock
+//! for expiries and its wall clock for the fence floor (the Redis scripts
+//! read both from `TIME`).
+//!
 //! A gate holds *holders* (token, mode, expiry, fence) and a *line* of
 //! waiters in arrival order (token, mode, TTL, expiry). Every step first
 //! drops what expired, then *promotes*: while the first waiter in line fits
 //! beside the holders it becomes a holder with a fresh fence (it claims the
-//! grant at its next look; unclaimed, the grant lives only as long as its
-//! place would have). A newcomer is admitted directly only when nobody waits
-//! and it fits; otherwise it stands at the end of the line — so a waiting
-//! writer blocks new readers, and permits go in arrival order.
+//! grant at its next look; unclaimed, the grant lives for the lease line's
+//! claim window at most, and never longer than its place would have). A
+//! newcomer is admitted directly only when nobody waits and it fits;
+//! otherwise it stands at the end of the line — so a waiting writer blocks
+//! new readers, and permits go in arrival order.
+//!
+//! A place in line lives for the lease line's place lifetime after the
+//! waiter's last look (at most its TTL), not for its TTL: a waiter looks
+//! again every heartbeat while it waits, so a waiter that was killed stops
+//! counting within a second (`PLACE_LIFETIME`, `CLAIM_WINDOW` and
+//! `HEARTBEAT` in lease/line.rs).
 
 use serde::{Deserialize, Serialize};
 
 use super::Mode;
 use super::store::HolderRecord;
+use crate::duration::millis_i64;
+use crate::lease::{CLAIM_WINDOW, PLACE_LIFETIME};
 
 /// The stored form of a mode: `"r"`, `"w"`, or the permit count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,10 +98,30 @@ pub(crate) struct Waiting {
     pub(crate) seq: u64,
 }
 
+/// The store's clocks at one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Now {
+    /// The store's deadline clock in milliseconds: what expiries count on.
+    pub(crate) ms: i64,
+    /// The store's wall clock in microseconds since the Unix epoch: the
+    /// floor of fences.
+    pub(crate) wall_us: u64,
+}
+
+impl Now {
+    /// `ms` on the deadline clock, and this host's wall clock.
+    pub(crate) fn host(ms: i64) -> Self {
+        Now {
+            ms,
+            wall_us: crate::fence::wall_clock_us(),
+        }
+    }
+}
+
 /// Everything a store keeps for one gate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct State {
-    /// The last fence handed out (never reset).
+    /// The last fence handed out (0: none, or lost with the store's data).
     #[serde(default)]
     pub(crate) fence: u64,
     #[serde(default)]
@@ -139,27 +172,32 @@ impl State {
         }
     }
 
-    /// A fresh fence (saturating: a counter at `u64::MAX` is refused by the
-    /// caller before).
-    fn next_fence(&mut self) -> u64 {
-        self.fence = self.fence.saturating_add(1);
+    /// A fresh fence, floored by the wall clock as lease fences are
+    /// ([`fence::next_fence`](crate::fence::next_fence)), so a gate whose
+    /// state was lost goes on above every fence it handed out before
+    /// (saturating: a counter at `u64::MAX` is refused by the caller before).
+    fn next_fence(&mut self, wall_us: u64) -> u64 {
+        let last = (self.fence > 0).then_some(self.fence);
+        self.fence = crate::fence::next_fence(last, wall_us, crate::fence::FloorUnit::Micros).unwrap_or(u64::MAX);
         self.fence
     }
 
-    /// Admits the waiters at the head of the line while they fit; returns
-    /// their tokens (to be woken).
-    pub(crate) fn promote(&mut self) -> Vec<String> {
+    /// Admits the waiters at the head of the line while they fit, each for
+    /// the claim window (at most as long as its place would have lived);
+    /// returns their tokens (to be woken).
+    pub(crate) fn promote(&mut self, at: Now) -> Vec<String> {
         let mut woken = Vec::new();
         while let Some(head) = self.line.first() {
             if !self.fits(head.kind) {
                 break;
             }
             let head = self.line.remove(0);
-            let fence = self.next_fence();
+            let fence = self.next_fence(at.wall_us);
+            let claim_ms = head.ttl_ms.min(millis_i64(CLAIM_WINDOW));
             self.holders.push(Held {
                 token: head.token.clone(),
                 kind: head.kind,
-                expires_ms: head.expires_ms,
+                expires_ms: head.expires_ms.min(at.ms.saturating_add(claim_ms)),
                 fence,
                 claimed: false,
                 since_ms: 0,
@@ -181,9 +219,10 @@ impl State {
     /// One look by `ask.token` at `now`: claims a grant handed to it, admits
     /// it when nobody waits and it fits, else keeps (or takes) its place in
     /// line when it stands. Returns the answer and the tokens to wake.
-    pub(crate) fn look(&mut self, now: i64, ask: &Ask<'_>) -> (Answer, Vec<String>) {
+    pub(crate) fn look(&mut self, at: Now, ask: &Ask<'_>) -> (Answer, Vec<String>) {
+        let now = at.ms;
         self.prune(now);
-        let woken = self.promote();
+        let woken = self.promote(at);
         let expires_ms = now.saturating_add(ask.ttl_ms);
         if let Some(held) = self.holders.iter_mut().find(|h| h.token == ask.token) {
             held.expires_ms = expires_ms;
@@ -194,16 +233,18 @@ impl State {
             }
             return (Answer::Granted(held.fence), woken);
         }
-        if let Some(at) = self.line.iter().position(|w| w.token == ask.token) {
-            let place = &mut self.line[at];
-            place.expires_ms = expires_ms;
+        let place_ms = ask.ttl_ms.min(millis_i64(PLACE_LIFETIME));
+        let place_expires_ms = now.saturating_add(place_ms);
+        if let Some(i) = self.line.iter().position(|w| w.token == ask.token) {
+            let place = &mut self.line[i];
+            place.expires_ms = place_expires_ms;
             place.ttl_ms = ask.ttl_ms;
             let place = Some(place.seq);
             let ttl_left_ms = self.ttl_left(now);
             return (Answer::Refused { place, ttl_left_ms }, woken);
         }
         if self.line.is_empty() && self.fits(ask.kind) {
-            let fence = self.next_fence();
+            let fence = self.next_fence(at.wall_us);
             self.holders.push(Held {
                 token: ask.token.to_string(),
                 kind: ask.kind,
@@ -222,7 +263,7 @@ impl State {
                 token: ask.token.to_string(),
                 kind: ask.kind,
                 ttl_ms: ask.ttl_ms,
-                expires_ms,
+                expires_ms: place_expires_ms,
                 seq,
             });
             seq
@@ -232,11 +273,11 @@ impl State {
     }
 
     /// Resets the expiry of `token`'s grant; `false` when it holds none.
-    pub(crate) fn extend(&mut self, now: i64, token: &str, ttl_ms: i64) -> bool {
-        self.prune(now);
+    pub(crate) fn extend(&mut self, at: Now, token: &str, ttl_ms: i64) -> bool {
+        self.prune(at.ms);
         match self.holders.iter_mut().find(|h| h.token == token) {
             Some(held) => {
-                held.expires_ms = now.saturating_add(ttl_ms);
+                held.expires_ms = at.ms.saturating_add(ttl_ms);
                 true
             }
             None => false,
@@ -246,13 +287,13 @@ impl State {
     /// Gives back `token`'s grant and its place in line, if any, and
     /// promotes the waiters that fit now. Returns whether a grant was given
     /// back, and the tokens to wake.
-    pub(crate) fn release(&mut self, now: i64, token: &str) -> (bool, Vec<String>) {
-        self.prune(now);
+    pub(crate) fn release(&mut self, at: Now, token: &str) -> (bool, Vec<String>) {
+        self.prune(at.ms);
         let before = self.holders.len();
         self.holders.retain(|h| h.token != token);
         self.line.retain(|w| w.token != token);
         let released = self.holders.len() != before;
-        (released, self.promote())
+        (released, self.promote(at))
     }
 }
 
@@ -272,6 +313,14 @@ mod tests {
         }
     }
 
+    /// The clocks `ms` into a run that starts at a wall clock of 2025.
+    fn at(ms: i64) -> Now {
+        Now {
+            ms,
+            wall_us: 1_764_673_200_000_000 + ms.unsigned_abs() * 1000,
+        }
+    }
+
     fn granted(answer: &Answer) -> bool {
         matches!(answer, Answer::Granted(_))
     }
@@ -279,30 +328,30 @@ mod tests {
     #[test]
     fn readers_share_and_a_writer_waits_for_them() {
         let mut s = State::default();
-        assert!(granted(&s.look(0, &ask("r1", Kind::Read)).0));
-        assert!(granted(&s.look(0, &ask("r2", Kind::Read)).0));
-        let (w, _) = s.look(0, &ask("w", Kind::Write));
+        assert!(granted(&s.look(at(0), &ask("r1", Kind::Read)).0));
+        assert!(granted(&s.look(at(0), &ask("r2", Kind::Read)).0));
+        let (w, _) = s.look(at(0), &ask("w", Kind::Write));
         assert!(matches!(w, Answer::Refused { place: Some(_), .. }));
         // A waiting writer blocks new readers.
-        assert!(!granted(&s.look(0, &ask("r3", Kind::Read)).0));
-        assert!(s.release(1, "r1").1.is_empty());
-        assert_eq!(s.release(1, "r2").1, vec!["w".to_string()]);
-        let (w, _) = s.look(2, &ask("w", Kind::Write));
+        assert!(!granted(&s.look(at(0), &ask("r3", Kind::Read)).0));
+        assert!(s.release(at(1), "r1").1.is_empty());
+        assert_eq!(s.release(at(1), "r2").1, vec!["w".to_string()]);
+        let (w, _) = s.look(at(2), &ask("w", Kind::Write));
         assert!(granted(&w));
         // r3 waits behind the writer, then gets in when it leaves.
-        assert!(!granted(&s.look(2, &ask("r3", Kind::Read)).0));
-        assert_eq!(s.release(3, "w").1, vec!["r3".to_string()]);
+        assert!(!granted(&s.look(at(2), &ask("r3", Kind::Read)).0));
+        assert_eq!(s.release(at(3), "w").1, vec!["r3".to_string()]);
     }
 
     #[test]
     fn a_writers_fence_is_above_every_earlier_fence() {
         let mut s = State::default();
-        let Answer::Granted(r) = s.look(0, &ask("r", Kind::Read)).0 else {
+        let Answer::Granted(r) = s.look(at(0), &ask("r", Kind::Read)).0 else {
             panic!()
         };
-        s.look(0, &ask("w", Kind::Write));
-        s.release(0, "r");
-        let Answer::Granted(w) = s.look(0, &ask("w", Kind::Write)).0 else {
+        s.look(at(0), &ask("w", Kind::Write));
+        s.release(at(0), "r");
+        let Answer::Granted(w) = s.look(at(0), &ask("w", Kind::Write)).0 else {
             panic!()
         };
         assert!(w > r);
@@ -312,40 +361,69 @@ mod tests {
     fn permits_go_in_arrival_order() {
         let mut s = State::default();
         let two = Kind::Permit(2);
-        assert!(granted(&s.look(0, &ask("a", two)).0));
-        assert!(granted(&s.look(0, &ask("b", two)).0));
+        assert!(granted(&s.look(at(0), &ask("a", two)).0));
+        assert!(granted(&s.look(at(0), &ask("b", two)).0));
         for t in ["c", "d", "e"] {
-            assert!(!granted(&s.look(0, &ask(t, two)).0));
+            assert!(!granted(&s.look(at(0), &ask(t, two)).0));
         }
         // e looks again first: still behind c and d.
-        assert!(!granted(&s.look(1, &ask("e", two)).0));
-        assert_eq!(s.release(1, "a").1, vec!["c".to_string()]);
-        assert!(!granted(&s.look(1, &ask("e", two)).0));
-        assert_eq!(s.release(1, "b").1, vec!["d".to_string()]);
+        assert!(!granted(&s.look(at(1), &ask("e", two)).0));
+        assert_eq!(s.release(at(1), "a").1, vec!["c".to_string()]);
+        assert!(!granted(&s.look(at(1), &ask("e", two)).0));
+        assert_eq!(s.release(at(1), "b").1, vec!["d".to_string()]);
+    }
+
+    /// A waiter's look with the default lease TTL (30 s).
+    fn long(token: &str) -> Ask<'_> {
+        Ask {
+            ttl_ms: 30_000,
+            ..ask(token, Kind::Permit(1))
+        }
     }
 
     #[test]
-    fn a_dead_waiter_stalls_the_line_at_most_its_ttl() {
+    fn a_dead_waiters_place_dies_a_place_lifetime_after_its_last_look() {
         let mut s = State::default();
-        let one = Kind::Permit(1);
-        assert!(granted(&s.look(0, &ask("a", one)).0));
-        s.look(0, &ask("dead", one));
-        s.look(0, &ask("live", one));
+        assert!(granted(&s.look(at(0), &long("a")).0));
+        s.look(at(0), &long("dead"));
+        s.look(at(0), &long("live"));
+        // The live waiter beats; the dead one stopped at 0.
+        for t in [250, 500, 750, 999] {
+            s.look(at(t), &long("live"));
+        }
+        assert_eq!(s.line.len(), 2);
+        s.look(at(1000), &long("live"));
+        assert_eq!(s.line.len(), 1, "the dead place is gone");
+        assert_eq!(s.release(at(1100), "a").1, vec!["live".to_string()]);
+    }
+
+    #[test]
+    fn a_grant_to_a_dead_waiter_is_free_again_after_the_claim_window() {
+        let mut s = State::default();
+        assert!(granted(&s.look(at(0), &long("a")).0));
+        s.look(at(0), &long("dead"));
+        s.look(at(0), &long("live"));
         // The holder leaves; the dead waiter is promoted but never claims.
-        s.release(10, "a");
-        s.look(500, &ask("live", one));
-        assert!(!granted(&s.look(999, &ask("live", one)).0));
-        // Its grant dies with its place (expiry 1000): the live waiter is next.
-        assert!(granted(&s.look(1000, &ask("live", one)).0));
+        assert_eq!(s.release(at(100), "a").1, vec!["dead".to_string()]);
+        assert!(!granted(&s.look(at(350), &long("live")).0));
+        assert!(!granted(&s.look(at(599), &long("live")).0));
+        // Its grant lived for the claim window (500 ms): the live waiter is next.
+        let Answer::Granted(_) = s.look(at(600), &long("live")).0 else {
+            panic!("{s:?}")
+        };
+        assert_eq!(
+            s.holders[0].expires_ms, 30_600,
+            "a claim takes the full TTL"
+        );
     }
 
     #[test]
     fn a_single_attempt_does_not_stand_in_line() {
         let mut s = State::default();
-        assert!(granted(&s.look(0, &ask("w", Kind::Write)).0));
+        assert!(granted(&s.look(at(0), &ask("w", Kind::Write)).0));
         let mut single = ask("r", Kind::Read);
         single.stand = false;
-        let (answer, _) = s.look(0, &single);
+        let (answer, _) = s.look(at(0), &single);
         assert_eq!(
             answer,
             Answer::Refused {
@@ -354,5 +432,25 @@ mod tests {
             }
         );
         assert!(s.line.is_empty());
+    }
+
+    #[test]
+    fn a_lost_state_goes_on_above_its_fences() {
+        let mut s = State::default();
+        let mut fences = Vec::new();
+        for t in 0..5 {
+            let Answer::Granted(f) = s.look(at(0), &ask(&format!("t{t}"), Kind::Read)).0 else {
+                panic!()
+            };
+            fences.push(f);
+        }
+        assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+        assert!(fences[0] >= at(0).wall_us, "{fences:?}");
+        // The store lost the state; it comes back a millisecond later.
+        let mut lost = State::default();
+        let Answer::Granted(after) = lost.look(at(1), &ask("n", Kind::Write)).0 else {
+            panic!()
+        };
+        assert!(fences.iter().all(|&f| f < after), "{fences:?} {after}");
     }
 }

@@ -1,5 +1,6 @@
 //! Gates (semaphores, read-write leases) in this process's memory: the pure
-//! steps of [`gate`](crate::gate) on a map, every waiter woken on a change.
+//! steps of [`gate`](crate::gate) on a map (fences floored by the host's
+//! wall clock), every waiter woken on a change.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,8 +11,9 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
-use crate::gate::store::HolderRecord;
-use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, State};
+use crate::gate::{
+    self, GateAsk, GateKind, GateStatus, GateStore, Look, Mode, Now, Request, State,
+};
 use crate::lease::{AcquireReply, ExtendReply, QueuePlace, ReleaseOutcome, ReleaseWatch};
 use crate::token::OwnerToken;
 
@@ -52,13 +54,13 @@ impl MemoryGates {
         &self,
         kind: GateKind,
         key: &str,
-        f: impl FnOnce(&mut State, i64) -> (T, bool),
+        f: impl FnOnce(&mut State, Now) -> (T, bool),
     ) -> T {
         // Every update completes under the lock; poisoning cannot leave a
         // gate half-updated.
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let entry = map.entry((kind, key.to_string())).or_default();
-        let (out, wake) = f(&mut entry.state, now_ms());
+        let (out, wake) = f(&mut entry.state, Now::host(now_ms()));
         if wake {
             entry.changed.send_modify(|n| *n = n.wrapping_add(1));
         }
@@ -73,14 +75,12 @@ impl GateStore for MemoryGates {
         key: &str,
         ask: GateAsk<'_>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        let sent = SystemClock.now();
-        let record = ask.holder.map(HolderRecord::from);
-        let step = gate::step_ask(&ask, record.as_ref());
-        let answer = self.with(ask.mode.kind(), key, |state, now| {
-            let (answer, woken) = state.look(now, &step);
+        let (request, look) = (Request::look(&ask), Look::of(&ask));
+        let answer = self.with(request.kind, key, |state, now| {
+            let (answer, woken) = state.look(now, &look.step());
             (answer, !woken.is_empty())
         });
-        Ok(gate::reply(&answer, sent, ask.ttl))
+        Ok(request.reply(&answer))
     }
 
     async fn extend(
@@ -90,12 +90,11 @@ impl GateStore for MemoryGates {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<ExtendReply> {
-        let kind = mode.kind();
-        let sent = SystemClock.now();
-        let ok = self.with(kind, key, |state, now| {
-            (state.extend(now, token.as_str(), gate::ttl_ms(ttl)), false)
+        let request = Request::new(mode, ttl);
+        let ok = self.with(request.kind, key, |state, now| {
+            (state.extend(now, token.as_str(), request.ttl_ms), false)
         });
-        Ok(gate::extend_reply(ok, sent, ttl))
+        Ok(request.extended(ok))
     }
 
     async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
@@ -110,7 +109,7 @@ impl GateStore for MemoryGates {
     async fn status(&self, kind: GateKind, key: &str) -> Result<GateStatus> {
         let storage = format!("{key} ({})", kind.name());
         Ok(self.with(kind, key, |state, now| {
-            (gate::status_of(state, now, storage), false)
+            (gate::status_of(state, now.ms, storage), false)
         }))
     }
 

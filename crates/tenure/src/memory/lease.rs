@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, Moment, SystemClock};
 use crate::error::{Error, Result};
-use crate::fence::{Fence, next_fence, wall_clock_us};
+use crate::fence::{Fence, FloorUnit, next_fence, wall_clock_us};
 use crate::lease::{
     AcquireReply, ExtendReply, Holder, HolderInfo, LeaseStatus, LeaseStore, ReleaseOutcome,
     ReleaseWatch, valid_until,
@@ -132,9 +132,11 @@ impl LeaseStore for MemoryStore {
         // Floored by the process's wall clock, so a store made after this
         // one was dropped (a restarted process) still hands out greater fences.
         let last = state.fences.get(key).copied();
-        let fence = next_fence(last, wall_clock_us()).ok_or_else(|| Error::WrongType {
-            key: key.to_string(),
-            detail: "the fence counter is at its maximum".into(),
+        let fence = next_fence(last, wall_clock_us(), FloorUnit::Micros).ok_or_else(|| {
+            Error::WrongType {
+                key: key.to_string(),
+                detail: "the fence counter is at its maximum".into(),
+            }
         })?;
         state.leases.insert(
             key.to_string(),

@@ -3,7 +3,13 @@
 //! line of `scripts/lease_fence.lua`, `scripts/quorum_fence.lua` and
 //! `scripts/quorum_extend.lua`): a counter expires when no grant has touched
 //! it for that long, and the clock floor keeps later fences above it (see
-//! `docs/leases.md`, "Fences").
+//! `docs/leases.md`, "Fences"). The scripts that take a fence also carry the
+//! unit of the clock floor (`local fence_floor_unit = 'us'`, next in
+//! `scripts/lease_fence.lua`): microseconds on one master, whole seconds on
+//! the nodes of a quorum (see `fence::floor`). Both are settings of a store
+//! for its whole life, so they are baked into its scripts rather than sent
+//! with every call: the scripts' arguments stay as they are, and a quorum
+//! node's scripts differ from a single master's (their own SHA1).
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -11,9 +17,15 @@ use std::time::Duration;
 use redis::Script;
 
 use super::keys::millis;
+use crate::fence::FloorUnit;
 
 /// The line of every counter-writing script that names the retention.
 const DEFAULT_LINE: &str = "local fence_retention_ms = '86400000'";
+
+/// The line of every fence-taking script that names the floor's unit, as
+/// written (microseconds), and as a quorum node runs it.
+const MICROS_LINE: &str = "local fence_floor_unit = 'us'";
+const SECONDS_LINE: &str = "local fence_floor_unit = 'seconds'";
 
 /// A script and its text (the text goes by `EVAL` where a call needs it).
 #[derive(Debug)]
@@ -25,9 +37,21 @@ pub(super) struct LuaScript {
 impl LuaScript {
     /// `source` with the retention line set to `retention_ms`.
     fn new(source: &str, retention_ms: u64) -> Self {
-        debug_assert!(source.contains(DEFAULT_LINE), "no retention line");
-        let line = format!("local fence_retention_ms = '{retention_ms}'");
-        let source = source.replacen(DEFAULT_LINE, &line, 1);
+        Self::from_source(with_retention(source, retention_ms))
+    }
+
+    /// A script that takes fences (`scripts/lease_fence.lua` first): the
+    /// retention line set to `retention_ms`, the floor's unit to `unit`.
+    fn floored(source: &str, retention_ms: u64, unit: FloorUnit) -> Self {
+        debug_assert!(source.contains(MICROS_LINE), "no floor unit line");
+        let source = with_retention(source, retention_ms);
+        Self::from_source(match unit {
+            FloorUnit::Micros => source,
+            FloorUnit::WholeSeconds => source.replacen(MICROS_LINE, SECONDS_LINE, 1),
+        })
+    }
+
+    fn from_source(source: String) -> Self {
         LuaScript {
             script: Script::new(&source),
             source,
@@ -40,9 +64,19 @@ impl LuaScript {
     }
 }
 
-/// Every script that writes a fence counter, for one retention.
+/// `source` with the retention line set to `retention_ms`.
+fn with_retention(source: &str, retention_ms: u64) -> String {
+    debug_assert!(source.contains(DEFAULT_LINE), "no retention line");
+    let line = format!("local fence_retention_ms = '{retention_ms}'");
+    source.replacen(DEFAULT_LINE, &line, 1)
+}
+
+/// Every script that writes a fence counter, for one retention and one unit
+/// of the clock floor.
 #[derive(Debug)]
 pub(super) struct CounterScripts {
+    /// The retention they carry.
+    retention: Duration,
     /// `scripts/lease_acquire.lua`.
     pub(super) acquire: LuaScript,
     /// `scripts/lease_release.lua` (a hand-off takes a fence).
@@ -59,29 +93,39 @@ pub(super) struct CounterScripts {
     pub(super) take: LuaScript,
 }
 
-/// The scripts of the default retention, shared by every store that keeps it.
-static DEFAULT: LazyLock<Arc<CounterScripts>> = LazyLock::new(|| {
-    Arc::new(CounterScripts::build(millis(
-        super::options::DEFAULT_FENCE_RETENTION,
-    )))
+/// The scripts of the default retention, shared by every store that keeps
+/// it: one master's, a quorum node's.
+static DEFAULT: LazyLock<[Arc<CounterScripts>; 2]> = LazyLock::new(|| {
+    let retention = super::options::DEFAULT_FENCE_RETENTION;
+    [FloorUnit::Micros, FloorUnit::WholeSeconds]
+        .map(|unit| Arc::new(CounterScripts::build(retention, unit)))
 });
 
 impl CounterScripts {
-    /// The scripts for a fence retention of `retention`.
-    pub(super) fn for_retention(retention: Duration) -> Arc<Self> {
-        let ms = millis(retention);
-        if ms == millis(super::options::DEFAULT_FENCE_RETENTION) {
-            return Arc::clone(&DEFAULT);
+    /// The scripts for a fence retention of `retention` and fences floored
+    /// in `unit`.
+    pub(super) fn for_store(retention: Duration, unit: FloorUnit) -> Arc<Self> {
+        if millis(retention) == millis(super::options::DEFAULT_FENCE_RETENTION) {
+            let i = usize::from(unit == FloorUnit::WholeSeconds);
+            return Arc::clone(&DEFAULT[i]);
         }
-        Arc::new(Self::build(ms))
+        Arc::new(Self::build(retention, unit))
     }
 
-    fn build(ms: u64) -> Self {
+    /// The retention these scripts carry.
+    #[cfg(feature = "quorum")]
+    pub(super) fn retention(&self) -> Duration {
+        self.retention
+    }
+
+    fn build(retention: Duration, unit: FloorUnit) -> Self {
+        let ms = millis(retention);
         CounterScripts {
-            acquire: LuaScript::new(super::lease::ACQUIRE_LUA, ms),
-            release: LuaScript::new(super::lease::RELEASE_LUA, ms),
-            wait: LuaScript::new(super::queue::WAIT_LUA, ms),
-            leave: LuaScript::new(super::queue::LEAVE_LUA, ms),
+            retention,
+            acquire: LuaScript::floored(super::lease::ACQUIRE_LUA, ms, unit),
+            release: LuaScript::floored(super::lease::RELEASE_LUA, ms, unit),
+            wait: LuaScript::floored(super::queue::WAIT_LUA, ms, unit),
+            leave: LuaScript::floored(super::queue::LEAVE_LUA, ms, unit),
             #[cfg(feature = "quorum")]
             raise: LuaScript::new(super::node::RAISE_FENCE_LUA, ms),
             #[cfg(feature = "quorum")]
@@ -96,7 +140,7 @@ mod tests {
 
     #[test]
     fn every_counter_script_carries_the_retention() {
-        let scripts = CounterScripts::for_retention(Duration::from_secs(90));
+        let scripts = CounterScripts::for_store(Duration::from_secs(90), FloorUnit::Micros);
         for s in [
             &scripts.acquire,
             &scripts.release,
@@ -105,6 +149,27 @@ mod tests {
         ] {
             assert!(s.source.contains("local fence_retention_ms = '90000'"));
             assert!(!s.source.contains(DEFAULT_LINE));
+        }
+    }
+
+    #[test]
+    fn a_quorum_nodes_scripts_floor_in_whole_seconds() {
+        for retention in [
+            super::super::options::DEFAULT_FENCE_RETENTION,
+            Duration::from_secs(90),
+        ] {
+            let one = CounterScripts::for_store(retention, FloorUnit::Micros);
+            let node = CounterScripts::for_store(retention, FloorUnit::WholeSeconds);
+            for (one, node) in [
+                (&one.acquire, &node.acquire),
+                (&one.release, &node.release),
+                (&one.wait, &node.wait),
+                (&one.leave, &node.leave),
+            ] {
+                assert!(one.source.contains(MICROS_LINE) && !one.source.contains(SECONDS_LINE));
+                assert!(node.source.contains(SECONDS_LINE) && !node.source.contains(MICROS_LINE));
+                assert_ne!(one.script.get_hash(), node.script.get_hash());
+            }
         }
     }
 }

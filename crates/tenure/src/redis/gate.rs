@@ -3,8 +3,13 @@
 //! (semaphore) or `{prefix}{key}:rw` (read-write lease), its fence counter
 //! `…:fence` beside it, both in the lease's hash slot; each operation is one
 //! script (`scripts/gate_*.lua`, the rules of `gate/step.rs` on the server's
-//! clock). Grants to waiters are published on `…:released` with the
-//! waiter's token, releases with `1`, so waiters are woken without polling.
+//! clock, fences floored by its `TIME` as lease fences are). Grants to
+//! waiters are published on `…:released` with the waiter's token, releases
+//! with `1`, so waiters are woken without polling. With
+//! [`RedisOptions::require_replicas`](super::RedisOptions::require_replicas)
+//! looks and extends wait for the replicas as lease writes do: a grant they
+//! did not acknowledge is given back and reported, an extend is reported and
+//! the grant kept.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -13,20 +18,20 @@ use async_trait::async_trait;
 use redis::Script;
 
 use super::RedisStore;
-use super::keys::millis;
 use crate::error::{Error, Result};
-use crate::fence::Fence;
 use crate::gate::store::HolderRecord;
-use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, State};
+use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, Request, State};
 use crate::lease::{
-    AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch,
 };
 use crate::token::OwnerToken;
 
-/// A gate script: the shared prelude, then the script's own part.
+/// A gate script: the lease scripts' fence floor (`fence_floor`), the
+/// gates' shared prelude, then the script's own part.
 macro_rules! gate_script {
     ($part:literal) => {
         concat!(
+            include_str!("scripts/lease_fence.lua"),
             include_str!("scripts/gate_prelude.lua"),
             include_str!(concat!("scripts/", $part)),
         )
@@ -51,7 +56,38 @@ fn mode_arg(mode: Mode) -> String {
     }
 }
 
+/// The holder to record, as the look script takes it (`''` for none).
+fn holder_arg(ask: &GateAsk<'_>) -> Result<String> {
+    ask.holder.map_or(Ok(String::new()), |info| {
+        serde_json::to_string(&HolderRecord::from(info))
+            .map_err(|e| Error::invalid("holder", format!("cannot be recorded: {e}")))
+    })
+}
+
 impl RedisStore {
+    /// Gives back what a look may have granted when it cannot be kept (the
+    /// replicas did not acknowledge it); no guard exists yet.
+    async fn undo(&self, key: &str, ask: &GateAsk<'_>) {
+        if let Err(e) = GateStore::release(self, ask.mode, key, ask.token).await {
+            tracing::warn!(key, error = %e, "giving back an unacknowledged grant failed; its TTL will free it");
+        }
+    }
+
+    /// A look's reply; on an error with acknowledgements required, the
+    /// failure may have come after the script granted (the pipeline's
+    /// `WAIT`), so the grant is given back first.
+    async fn undo_on_error<T>(
+        &self,
+        written: Result<T>,
+        key: &str,
+        ask: &GateAsk<'_>,
+    ) -> Result<T> {
+        if written.is_err() && self.acknowledges_writes() {
+            self.undo(key, ask).await;
+        }
+        written
+    }
+
     /// The Redis key holding the state of a semaphore or read-write lease.
     pub fn gate_key(&self, kind: GateKind, key: &str) -> String {
         self.keys().gate(kind, key)
@@ -72,25 +108,23 @@ impl GateStore for RedisStore {
         key: &str,
         ask: GateAsk<'_>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        let sent = crate::clock::now();
-        let kind = ask.mode.kind();
+        let request = Request::look(&ask);
+        let kind = request.kind;
         let keys = self.keys().gate_and_fence(kind, key);
-        let holder = match ask.holder {
-            Some(info) => serde_json::to_string(&HolderRecord::from(info))
-                .map_err(|e| Error::invalid("holder", format!("cannot be recorded: {e}")))?,
-            None => String::new(),
-        };
+        let holder = holder_arg(&ask)?;
         let args = [
             ask.token.as_str(),
             &mode_arg(ask.mode),
-            &gate::ttl_ms(ask.ttl).to_string(),
+            &request.ttl_ms.to_string(),
             if ask.stand { "1" } else { "0" },
             &self.keys().gate_channel(kind, key),
             &holder,
         ];
-        let (won, value, place): (i64, String, String) = self
-            .run_script("look", (&LOOK, LOOK_LUA), &keys, &args)
-            .await?;
+        let written = self
+            .run_write("look", (&LOOK, LOOK_LUA), &keys, &args)
+            .await;
+        let ((won, value, place), acks): ((i64, String, String), _) =
+            self.undo_on_error(written, key, &ask).await?;
         let number = value
             .parse::<i64>()
             .map_err(|_| self.bad_reply(kind, key, format!("a look answered {value:?}")))?;
@@ -99,13 +133,11 @@ impl GateStore for RedisStore {
                 .ok()
                 .filter(|f| *f > 0)
                 .ok_or_else(|| self.bad_reply(kind, key, format!("fence {number}")))?;
-            return Ok((
-                AcquireReply::Acquired {
-                    fence: Fence::new(fence),
-                    valid_until: valid_until(sent, ask.ttl),
-                },
-                None,
-            ));
+            if let Some(acks) = acks.filter(|a| !a.enough()) {
+                self.undo(key, &ask).await;
+                return Err(self.unacknowledged("acquire", key, acks));
+            }
+            return Ok((request.granted(fence), None));
         }
         let ttl_left = u64::try_from(number).ok().map(Duration::from_millis);
         let place = (!place.is_empty()).then(|| QueuePlace::new(place));
@@ -119,19 +151,23 @@ impl GateStore for RedisStore {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<ExtendReply> {
-        let kind = mode.kind();
-        let sent = crate::clock::now();
-        let keys = [self.keys().gate(kind, key)];
-        let ms = millis(ttl).max(1).to_string();
-        let renewed: i64 = self
-            .run_script(
+        let request = Request::new(mode, ttl);
+        let keys = [self.keys().gate(request.kind, key)];
+        let ms = request.ttl_ms.to_string();
+        let (renewed, acks): (i64, _) = self
+            .run_write(
                 "extend",
                 (&EXTEND, EXTEND_LUA),
                 &keys,
                 &[token.as_str(), &ms],
             )
             .await?;
-        Ok(gate::extend_reply(renewed == 1, sent, ttl))
+        if let Some(acks) = acks.filter(|a| renewed == 1 && !a.enough()) {
+            // The grant is kept: its guard counts on its last confirmed
+            // deadline (as for leases).
+            return Err(self.unacknowledged("extend", key, acks));
+        }
+        Ok(request.extended(renewed == 1))
     }
 
     async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
@@ -223,5 +259,22 @@ impl RedisStore {
             }
         }
         Ok(held)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::lease::{CLAIM_WINDOW, PLACE_LIFETIME};
+
+    /// The scripts' place and claim timings are the lease line's.
+    #[test]
+    fn the_gate_scripts_use_the_lease_lines_timings() {
+        let ms = crate::duration::millis;
+        let place = format!("local PLACE_MS = {}\n", ms(PLACE_LIFETIME));
+        let claim = format!("local CLAIM_MS = {}\n", ms(CLAIM_WINDOW));
+        for script in [super::LOOK_LUA, super::RELEASE_LUA] {
+            assert!(script.contains(&place), "{place}");
+            assert!(script.contains(&claim), "{claim}");
+        }
     }
 }

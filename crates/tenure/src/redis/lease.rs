@@ -20,7 +20,7 @@ use super::keys::{Keys, from_millis, millis};
 use super::options::{RedisOptions, ReplicaAcks};
 use super::subscriber::Subscriber;
 use crate::error::{Error, Result};
-use crate::fence::Fence;
+use crate::fence::{Fence, FloorUnit};
 use crate::lease::{
     AcquireReply, ExtendReply, HolderInfo, LeaseStatus, LeaseStore, QueuePlace, ReleaseOutcome,
     ReleaseWatch, valid_until,
@@ -125,7 +125,7 @@ impl RedisStore {
             subscriber: Arc::new(OnceCell::new()),
             replicas: options.replicas,
             loaded: None,
-            counters: CounterScripts::for_retention(options.fence_retention),
+            counters: CounterScripts::for_store(options.fence_retention, FloorUnit::Micros),
         }
     }
 
@@ -139,9 +139,14 @@ impl RedisStore {
     /// (the server restarted or flushed its scripts) fails that one call,
     /// which the server did not run, and forgets the script so the next call
     /// loads it again.
+    ///
+    /// Its fences are floored in whole seconds, so the nodes agree on them
+    /// (see `fence::floor`).
     #[cfg(feature = "quorum")]
     pub(super) fn quorum_scripts(mut self) -> Self {
         self.loaded = Some(Arc::default());
+        self.counters =
+            CounterScripts::for_store(self.counters.retention(), FloorUnit::WholeSeconds);
         self
     }
 
@@ -262,7 +267,7 @@ impl RedisStore {
     ///
     /// Returns the script's reply and the number of acknowledging replicas
     /// (`None` without `require_replicas`).
-    async fn run_write<T: redis::FromRedisValue, K: AsRef<str>>(
+    pub(super) async fn run_write<T: redis::FromRedisValue, K: AsRef<str>>(
         &self,
         op: &'static str,
         script: (&Script, &str),
@@ -313,7 +318,7 @@ impl RedisStore {
         ))
     }
 
-    fn unacknowledged(&self, op: &'static str, key: &str, acks: ReplicaReply) -> Error {
+    pub(super) fn unacknowledged(&self, op: &'static str, key: &str, acks: ReplicaReply) -> Error {
         Error::ReplicasUnacknowledged {
             backend: self.describe(),
             op,
@@ -355,6 +360,12 @@ impl RedisStore {
     /// was not; the waiter's claim is).
     pub(super) fn trusts_handoffs(&self) -> bool {
         self.replicas.is_none()
+    }
+
+    /// Whether writes wait for replica acknowledgements
+    /// ([`RedisOptions::require_replicas`]).
+    pub(super) fn acknowledges_writes(&self) -> bool {
+        self.replicas.is_some()
     }
 
     /// The release subscriber, opened on first contention. A failed open is not
@@ -479,14 +490,14 @@ impl RedisStore {
 
 /// What `WAIT` answered after a lease write.
 #[derive(Debug, Clone, Copy)]
-struct ReplicaReply {
+pub(super) struct ReplicaReply {
     needed: u32,
     acked: u32,
     waited: Duration,
 }
 
 impl ReplicaReply {
-    fn enough(self) -> bool {
+    pub(super) fn enough(self) -> bool {
         self.acked >= self.needed
     }
 }

@@ -84,9 +84,17 @@ impl QuorumNode for RedisStore {
     async fn raise_fence(&self, key: &str, token: &OwnerToken, fence: u64) -> Result<bool> {
         let keys = self.keys().lease_and_fence(key);
         let args = [token.as_str(), &fence.to_string()];
-        let raised: i64 = self
-            .run_script("raise fence", self.counters().raise.pair(), &keys, &args)
-            .await?;
+        let script = self.counters().raise.pair();
+        let raised: i64 = match self.run_script("raise fence", script, &keys, &args).await {
+            // Not run, and the store has forgotten the script (a restarted
+            // node): the raise may go again at once, later is as good — it
+            // only ever raises the counter while the key holds our token —
+            // and a won ballot is not refused for a node's script cache.
+            Err(e) if super::lease::is_noscript(&e) => {
+                self.run_script("raise fence", script, &keys, &args).await?
+            }
+            reply => reply?,
+        };
         Ok(raised >= 0 && raised.unsigned_abs() >= fence)
     }
 

@@ -11,8 +11,9 @@
 //!   (see [`gate`](crate::gate)): a writer waiting for readers to leave
 //!   blocks the readers that come after it, so it waits only for the readers
 //!   that were there before it.
-//! - **Fences.** One counter per key; every grant, read or write, takes the
-//!   next value. A writer's fence is above every fence handed out before it,
+//! - **Fences.** One counter per key, floored by the store's clock as a
+//!   lease's (a store that lost its data goes on above every earlier fence);
+//!   every grant, read or write, takes the next value. A writer's fence is above every fence handed out before it,
 //!   and a reader's fence is above the fence of every writer granted before
 //!   it. A resource that remembers the fence of the last write it accepted
 //!   can therefore refuse a reader that started before that writer (its
@@ -33,8 +34,8 @@
 //! As for every lease: exclusion *by the holders' own local deadlines*. A
 //! holder paused past its TTL may act after its grant was given to a writer;
 //! only a check at the resource (the fences above) catches that. FIFO order
-//! covers waiters; a waiter killed in line delays those behind it by at most
-//! its TTL.
+//! covers waiters; a waiter killed in line delays those behind it by about a
+//! second (its place lives a second after its last look), whatever its TTL.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {

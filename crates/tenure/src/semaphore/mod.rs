@@ -4,7 +4,8 @@
 //! (Redis) or transaction (SQLite, etcd) each — so it has a TTL, the watchdog, the
 //! lost signal and a fence: [`Semaphore::lease`] returns an ordinary
 //! [`Lease`] whose guards are permits. Fences are strictly increasing per
-//! semaphore (one counter for all its permits). A crashed holder's permit
+//! semaphore (one counter for all its permits) and floored by the store's
+//! clock as a lease's, so a store that lost its data goes on above them. A crashed holder's permit
 //! expires with its TTL. The number of permits is given with each acquisition:
 //! changing it applies to new acquisitions, which are admitted only while
 //! fewer than the new N permits are held, so once the old holders are gone
@@ -16,8 +17,8 @@
 //! per semaphore (see [`gate`](crate::gate)), and a freed permit goes to the
 //! first waiter in line, never to a newcomer or a single
 //! [`try_acquire`](crate::Lease::try_acquire) while someone waits. A waiter
-//! that dies in line (killed, cut off) holds up those behind it for at most
-//! its TTL. Waiters are woken by the grant on Redis and in memory, and poll
+//! that dies in line (killed, cut off) holds up those behind it for about a
+//! second, whatever its TTL (its place lives a second after its last look). Waiters are woken by the grant on Redis and in memory, and poll
 //! on SQLite and etcd. The permit count stays exact when holders are killed
 //! (their permits expire with their TTL) and across restarts of the holders;
 //! on SQLite and etcd the permits survive a restart of the store, on a

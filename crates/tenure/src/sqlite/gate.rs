@@ -3,7 +3,7 @@
 //! fence counter) as JSON, stamped with the boot id of its expiry instants
 //! (a state of another boot keeps its fence and nothing else). Each
 //! operation is one `BEGIN IMMEDIATE` transaction running a pure step of
-//! [`gate`](crate::gate) on the host clock. Waiters poll.
+//! [`gate`](crate::gate) on the host clock (fences floored by its wall clock). Waiters poll.
 
 use std::time::Duration;
 
@@ -13,8 +13,9 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::clock::HostTime;
 use super::{Fault, SqliteStore};
 use crate::error::Result;
-use crate::gate::store::HolderRecord;
-use crate::gate::{self, GateAsk, GateKind, GateStatus, GateStore, Mode, State};
+use crate::gate::{
+    self, GateAsk, GateKind, GateStatus, GateStore, Look, Mode, Now, Request, State,
+};
 use crate::lease::{
     AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome, ReleaseWatch,
 };
@@ -85,12 +86,12 @@ impl SqliteStore {
         op: &'static str,
         kind: GateKind,
         key: &str,
-        f: impl Fn(&mut State, i64) -> T + Send + 'static,
+        f: impl Fn(&mut State, Now) -> T + Send + 'static,
     ) -> Result<T> {
         let owned = key.to_string();
         self.transact(op, key, TransactionBehavior::Immediate, move |tx, now| {
             let mut state = load(tx, kind, &owned, now)?;
-            let out = f(&mut state, now.ms());
+            let out = f(&mut state, Now::host(now.ms()));
             save(tx, kind, &owned, &state, now)?;
             Ok(out)
         })
@@ -105,27 +106,13 @@ impl GateStore for SqliteStore {
         key: &str,
         ask: GateAsk<'_>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        let sent = crate::clock::now();
-        let record = ask.holder.map(HolderRecord::from);
-        let (token, kind, ttl_ms, stand) = (
-            ask.token.as_str().to_string(),
-            ask.mode.into(),
-            gate::ttl_ms(ask.ttl),
-            ask.stand,
-        );
+        let (request, look) = (Request::look(&ask), Look::of(&ask));
         let answer = self
-            .gate_step("look", ask.mode.kind(), key, move |state, now| {
-                let step = gate::Ask {
-                    token: &token,
-                    kind,
-                    ttl_ms,
-                    stand,
-                    holder: record.as_ref(),
-                };
-                state.look(now, &step).0
+            .gate_step("look", request.kind, key, move |state, now| {
+                state.look(now, &look.step()).0
             })
             .await?;
-        Ok(gate::reply(&answer, sent, ask.ttl))
+        Ok(request.reply(&answer))
     }
 
     async fn extend(
@@ -135,15 +122,14 @@ impl GateStore for SqliteStore {
         token: &OwnerToken,
         ttl: Duration,
     ) -> Result<ExtendReply> {
-        let kind = mode.kind();
-        let sent = crate::clock::now();
-        let (token, ms) = (token.as_str().to_string(), gate::ttl_ms(ttl));
+        let request = Request::new(mode, ttl);
+        let token = token.as_str().to_string();
         let renewed = self
-            .gate_step("extend", kind, key, move |state, now| {
-                state.extend(now, &token, ms)
+            .gate_step("extend", request.kind, key, move |state, now| {
+                state.extend(now, &token, request.ttl_ms)
             })
             .await?;
-        Ok(gate::extend_reply(renewed, sent, ttl))
+        Ok(request.extended(renewed))
     }
 
     async fn release(&self, mode: Mode, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {

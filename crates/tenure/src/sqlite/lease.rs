@@ -13,7 +13,7 @@ use super::notify::Wanted;
 use super::{Commit, Fault, SqliteStore, line, schema};
 use crate::duration::millis_i64;
 use crate::error::Result;
-use crate::fence::{Fence, wall_clock_us};
+use crate::fence::{Fence, FloorUnit, wall_clock_us};
 use crate::lease::{
     AcquireReply, ExtendReply, Holder, HolderInfo, LeaseStatus, LeaseStore, QueuePlace,
     ReleaseOutcome, ReleaseWatch, elapsed_ms, valid_until,
@@ -142,9 +142,13 @@ pub(super) fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<
 pub(super) fn next_fence(last: i64) -> Result<i64, Fault> {
     let corrupt = || Fault::Data(format!("fence counter is {last}"));
     let last = u64::try_from(last).map_err(|_| corrupt())?;
-    crate::fence::next_fence((last > 0).then_some(last), wall_clock_us())
-        .and_then(|f| i64::try_from(f).ok())
-        .ok_or_else(corrupt)
+    crate::fence::next_fence(
+        (last > 0).then_some(last),
+        wall_clock_us(),
+        FloorUnit::Micros,
+    )
+    .and_then(|f| i64::try_from(f).ok())
+    .ok_or_else(corrupt)
 }
 
 /// How many rows one grant looks at for idle fence counters.

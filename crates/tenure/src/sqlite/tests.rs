@@ -334,6 +334,37 @@ async fn a_version_1_file_is_migrated_and_keeps_its_fences() {
     assert!(again.status("old").await.unwrap().held);
 }
 
+/// A counter set back within the second of the grants after it (a database
+/// restored from a copy taken moments before, a power cut that lost the last
+/// commits): the next fence is still above every fence handed out.
+#[tokio::test]
+async fn a_counter_set_back_within_the_second_goes_on_above_its_fences() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("behind.db");
+    let backend = open(&path).await;
+    let into = crate::fence::wall_clock_us() % 1_000_000;
+    if into > 200_000 {
+        tokio::time::sleep(Duration::from_micros(1_000_000 - into)).await;
+    }
+    let mut fences = Vec::new();
+    for _ in 0..4 {
+        let t = token();
+        fences.push(grant(&backend, "k", &t).await);
+        backend.release("k", &t).await.unwrap();
+    }
+    let first = i64::try_from(fences[0]).unwrap();
+    let rows = Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE tenure_leases SET fence = ?1 WHERE key = 'k'",
+            [first],
+        )
+        .unwrap();
+    assert_eq!(rows, 1);
+    let next = grant(&backend, "k", &token()).await;
+    assert!(fences.iter().all(|&f| f < next), "{fences:?} then {next}");
+}
+
 /// The owner token stays in the row; neither status nor list shows it.
 #[tokio::test]
 async fn status_and_list_never_show_the_owner_token() {

@@ -20,7 +20,7 @@ end
 local ttl = tonumber(ARGV[3])
 local now = server_ms()
 prune(state, now)
-promote(state, KEYS[2], ARGV[5])
+promote(state, KEYS[2], ARGV[5], now)
 local _, held = find(state.holders, ARGV[1])
 if held then
   held.expires_ms = now + ttl
@@ -33,12 +33,12 @@ if held then
 end
 local _, waiting = find(state.line, ARGV[1])
 if waiting then
-  waiting.expires_ms, waiting.ttl_ms = now + ttl, ttl
+  waiting.expires_ms, waiting.ttl_ms = now + math.min(ttl, PLACE_MS), ttl
   save(KEYS[1], state)
   return {0, ttl_left(state, now), tostring(waiting.seq)}
 end
 if #state.line == 0 and fits(state, kind) then
-  local fence = string.format('%d', redis.call('INCR', KEYS[2]))
+  local fence = next_fence(KEYS[2])
   local h = {token = ARGV[1], kind = kind, expires_ms = now + ttl, fence = fence,
              claimed = true, since_ms = now}
   if ARGV[6] ~= '' then h.holder = cjson.decode(ARGV[6]) end
@@ -51,7 +51,7 @@ if ARGV[4] == '1' then
   local seq = state.next_seq
   state.next_seq = seq + 1
   state.line[#state.line + 1] = {token = ARGV[1], kind = kind, ttl_ms = ttl,
-                                 expires_ms = now + ttl, seq = seq}
+                                 expires_ms = now + math.min(ttl, PLACE_MS), seq = seq}
   place = tostring(seq)
 end
 save(KEYS[1], state)

@@ -6,8 +6,16 @@
 -- next_seq = n}; a holder is {token, kind, expires_ms, fence, claimed,
 -- since_ms, holder}, a waiter {token, kind, ttl_ms, expires_ms, seq}; a kind
 -- is "r", "w" or {p = N}. Fences are kept as strings (JSON numbers lose
--- digits) and taken from the counter KEYS[2]. An idle gate is deleted (the
--- counter stays).
+-- digits) and taken from the counter KEYS[2], floored by the server's clock
+-- (`fence_floor` of lease_fence.lua, which comes first). An idle gate is
+-- deleted (the counter stays).
+
+-- How long a waiter's place lives after its last look (at most its TTL),
+-- and how long a grant made to a waiter lives until its look claims it
+-- (`PLACE_LIFETIME` and `CLAIM_WINDOW` in lease/line.rs): a waiter looks
+-- every heartbeat, so one that was killed stops counting within a second.
+local PLACE_MS = 1000
+local CLAIM_MS = 500
 
 local function server_ms()
   local t = redis.call('TIME')
@@ -89,18 +97,34 @@ local function fits(state, kind)
   return #state.holders < tonumber(kind.p)
 end
 
+-- The next fence of the gate, as a string: max(counter + 1, clock floor)
+-- (gate/step.rs `next_fence`), so a gate whose counter was lost (a restart
+-- without persistence, FLUSHALL) goes on above every fence it handed out.
+-- Formatted as an integer: Lua numbers are doubles (tostring gives 1.8e+15).
+local function next_fence(fence_key)
+  local fence = redis.call('INCR', fence_key)
+  local floor = fence_floor(fence)
+  if fence < floor then
+    fence = floor
+    redis.call('SET', fence_key, string.format('%.0f', fence))
+  end
+  return string.format('%.0f', fence)
+end
+
 -- Grants the waiters at the head of the line while they fit (each with a
--- fresh fence, living as long as its place would have) and wakes them on
--- `channel` (best effort). Nothing is granted while the counter is unusable.
-local function promote(state, fence_key, channel)
+-- fresh fence, living for the claim window and never longer than its place
+-- would have) and wakes them on `channel` (best effort). Nothing is granted
+-- while the counter is unusable.
+local function promote(state, fence_key, channel, now)
   if fence_err(fence_key) then
     return
   end
   while #state.line > 0 and fits(state, state.line[1].kind) do
     local head = table.remove(state.line, 1)
-    local fence = string.format('%d', redis.call('INCR', fence_key))
+    local fence = next_fence(fence_key)
     state.holders[#state.holders + 1] = {
-      token = head.token, kind = head.kind, expires_ms = head.expires_ms,
+      token = head.token, kind = head.kind,
+      expires_ms = math.min(head.expires_ms, now + math.min(head.ttl_ms, CLAIM_MS)),
       fence = fence, claimed = false, since_ms = 0,
     }
     redis.pcall('PUBLISH', channel, head.token)

@@ -18,7 +18,7 @@ at = find(state.line, ARGV[1])
 if at then
   table.remove(state.line, at)
 end
-promote(state, KEYS[2], ARGV[2])
+promote(state, KEYS[2], ARGV[2], now)
 save(KEYS[1], state)
 if released == 1 then
   redis.pcall('PUBLISH', ARGV[2], '1')

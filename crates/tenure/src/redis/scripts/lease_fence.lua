@@ -4,22 +4,36 @@
 -- store's fence retention: the Rust side replaces this line when it differs).
 local fence_retention_ms = '86400000'
 
+-- The unit of the clock floor: 'us' on one master (a Redis master, Sentinel,
+-- a Redis Cluster: one master per key), 'seconds' on the nodes of a quorum,
+-- which must agree on their fences (the Rust side replaces this line there).
+local fence_floor_unit = 'us'
+
 -- The clock floor of the fence that follows `fence` (the counter after its
--- INCR; 1 when it was missing): whole seconds x 10^6 on the server's clock
--- while the counter lives, so the nodes of a quorum agree on it, and the clock
--- in milliseconds x 1000 for a missing counter (a new key, one dropped by the
--- retention, a store that lost its data), which is then above every fence
--- handed out before: those were never above the clock, and a restart takes
--- longer than a millisecond. See docs/leases.md, "Fences".
+-- INCR; 1 when it was missing), on the server's clock. On one master, the
+-- clock in microseconds: above every fence handed out before (each was at
+-- most the clock of its grant, unless grants came faster than one per
+-- microsecond), so a promoted replica whose counter is behind the old
+-- master's goes on above the old master's fences. On a quorum node, whole
+-- seconds x 10^6 while the counter lives, so the nodes agree, and the clock
+-- in milliseconds x 1000 for a missing counter (a new key, one dropped by
+-- the retention, a store that lost its data), which is then above every
+-- fence handed out before: those were never above the clock, and a restart
+-- takes longer than a millisecond. See docs/leases.md, "Fences".
 local function fence_floor(fence)
   local now = redis.call('TIME')
+  local seconds = tonumber(now[1]) * 1000000
+  if fence_floor_unit == 'us' then
+    return seconds + tonumber(now[2])
+  end
   local ms = fence == 1 and math.floor(tonumber(now[2]) / 1000) or 0
-  return tonumber(now[1]) * 1000000 + ms * 1000
+  return seconds + ms * 1000
 end
 
 -- Takes the next fence for a grant of lease_key: max(counter + 1, clock
--- floor), stored with the fence retention (written whenever the floor wins,
--- so a counter that only grows by one was written within the second). Lua
+-- floor), stored with the fence retention (written whenever the floor wins:
+-- on one master at nearly every grant; on a quorum node a counter that only
+-- grows by one was written within the second). Lua
 -- numbers are doubles, exact to 2^53 (the year 2255 in microseconds): stored
 -- fences are formatted as integers, never left to tostring (1.8e+15). On
 -- failure (a counter of another type, not an integer, at its maximum, or
