@@ -29,15 +29,20 @@ pub fn now_ns() -> u64 {
 pub enum Op {
     /// The run's settings (`value`: TTL in ms; `note`: scenario).
     Config,
-    /// A lease acquire (`key`; on ok: `fence`, `lease`).
+    /// A lease acquire (`key`; on ok: `fence`, `lease`; `note`: `read` or
+    /// `write` for a read-write lease). For a lease set, `key` is its keys
+    /// joined by `+`, and its ok reply has no fence: each key's is a `grant`.
     Acquire,
+    /// One key of a lease set granted (before the set's ok reply): `key`,
+    /// `fence`, `lease` (the set's).
+    Grant,
     /// A read of a resource (`key`: resource; `value`).
     Read,
     /// A read-modify-write's write (`key`: resource; `read`, `value`, `fence`, `lease`).
     Write,
     /// A release (`until`: end of the holder's belief that it held the lease).
     Release,
-    /// The holder's lost signal fired.
+    /// The holder's lost signal fired (`note`: the cause).
     Lost,
     /// A fault starts (`note`: kind; `value`: target).
     Fault,
@@ -91,7 +96,8 @@ pub struct Event {
     /// For a write: the value its read-modify-write read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read: Option<u64>,
-    /// For a release: until when the holder believed it held the lease (ns).
+    /// For a release: until when the holder believed it held the lease (ns);
+    /// for a grant: its local deadline then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<u64>,
     /// Free text: an error, a fault kind, a scenario name.

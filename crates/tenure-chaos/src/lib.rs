@@ -8,10 +8,12 @@
 //! grants per fault class, orphan keys, limiter over-admission and the
 //! lost-signal latency. [`run::run`] runs one scenario; a holder's critical
 //! section ([`section`]) is the same in the in-process clients ([`workload`])
-//! and in the writer `tenure run` processes run ([`rmw`]);
+//! and in the writer `tenure run` processes run ([`rmw`]); the in-process
+//! clients also take lease sets and read-write leases ([`held`]);
 //! [`scorecard`] renders the table of `docs/RELIABILITY.md`.
 
 pub mod check;
+pub mod held;
 pub mod history;
 pub mod resource;
 pub mod rmw;

@@ -110,6 +110,18 @@ fn settings(
         clients: o
             .num("--clients")?
             .unwrap_or(if scenario == Scenario::Sqlite { 3 } else { 4 }),
+        // Beside them (not in the waiting line's scenario): lease sets
+        // everywhere, read-write leases where the store has them.
+        set_clients: o
+            .num("--set-clients")?
+            .unwrap_or(if scenario == Scenario::Line { 0 } else { 3 }),
+        rw_clients: o.num("--rw-clients")?.unwrap_or(
+            if scenario == Scenario::Line || !scenario.read_write() {
+                0
+            } else {
+                3
+            },
+        ),
         keys: o
             .num("--keys")?
             .unwrap_or(if scenario == Scenario::Line { 1 } else { 2 }),

@@ -75,11 +75,11 @@ fn waiter_table(s: &mut String, rows: &[Row]) {
 fn run_table(s: &mut String, rows: &[Row]) {
     let _ = writeln!(
         s,
-        "| scenario | seed | min | faults | ops | acquire ok | acquire p50 / p99 | double grants (tolerated / other) | stale writes accepted | fence regressions | lost updates | orphan keys | lost signal p50 / p99 (n) | limiter over-admission | control: stale applied / lost |"
+        "| scenario | seed | min | faults | ops | acquire ok | granted: sets / readers / writers | acquire p50 / p99 | double grants (tolerated / other) | stale writes accepted | fence regressions | reused fences | lost updates | orphan keys | lost signal p50 / p99 (n) | limiter over-admission | control: stale applied / lost |"
     );
     let _ = writeln!(
         s,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in rows {
         let rep = &r.report;
@@ -87,19 +87,23 @@ fn run_table(s: &mut String, rows: &[Row]) {
         let tol = rep.tolerated();
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} | {} | {} | {} | {:.0} / {:.0} ms | {} / {} | {} | {} | {} | {} | {:.0} / {:.0} ms ({}) | {} | {} / {} |",
+            "| {} | {} | {:.1} | {} | {} | {} | {} / {} / {} | {:.0} / {:.0} ms | {} / {} | {} | {} | {} | {} | {} | {:.0} / {:.0} ms ({}) | {} | {} / {} |",
             r.scenario,
             r.seed,
             r.minutes,
             all.faults,
             rep.ops,
             pct(rep.acquired, rep.acquires),
+            rep.sets_acquired,
+            rep.readers,
+            rep.writers,
             rep.acquire_p50_ms,
             rep.acquire_p99_ms,
             tol.double_grants,
             all.double_grants - tol.double_grants,
             all.stale_accepted,
             all.fence_regressions,
+            all.reused_fences,
             all.lost_updates,
             rep.orphan_keys,
             rep.detect_p50_ms,
@@ -122,19 +126,20 @@ fn class_table(s: &mut String, rows: &[Row]) {
     }
     let _ = writeln!(
         s,
-        "| fault | tolerated? | injected | double grants | stale writes accepted | fence regressions | lost updates | limiter over-admission / burst after loss | control: stale applied / lost |"
+        "| fault | tolerated? | injected | double grants | stale writes accepted | fence regressions | reused fences | lost updates | limiter over-admission / burst after loss | control: stale applied / lost |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
     for (k, c) in &classes {
         let tolerated = tenure_test::nemesis::FaultKind::from_name(k)
             .map_or("–", |f| if f.tolerated() { "yes" } else { "no, measured" });
         let _ = writeln!(
             s,
-            "| {k} | {tolerated} | {} | {} | {} | {} | {} | {} / {} | {} / {} |",
+            "| {k} | {tolerated} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} |",
             c.faults,
             c.double_grants,
             c.stale_accepted,
             c.fence_regressions,
+            c.reused_fences,
             c.lost_updates,
             c.over_admission,
             c.burst_after_loss,
@@ -170,6 +175,7 @@ mod tests {
                 Counts {
                     faults,
                     stale_accepted: stale,
+                    reused_fences: seed,
                     burst_after_loss: 1,
                     ..Counts::default()
                 },
@@ -183,9 +189,16 @@ mod tests {
         };
         let table = render("today", "8", "test", &[row(1, 2, 0), row(2, 3, 1)]);
         assert!(
-            table.contains("| server-pause | yes | 5 | 0 | 1 | 0 | 0 | 0 / 2 | 0 / 0 |"),
+            table.contains("| server-pause | yes | 5 | 0 | 1 | 0 | 3 | 0 | 0 / 2 | 0 / 0 |"),
             "{table}"
         );
         assert!(table.contains("5 faults injected"), "{table}");
+        // Per run: reused fences beside stale writes and fence regressions.
+        assert!(
+            table.contains(
+                "| s | 2 | 1.0 | 3 | 0 | – | 0 / 0 / 0 | 0 / 0 ms | 0 / 0 | 1 | 0 | 2 | 0 | 0 |"
+            ),
+            "{table}"
+        );
     }
 }

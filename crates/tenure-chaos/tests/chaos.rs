@@ -11,6 +11,9 @@ use tenure_chaos::run::{Scenario, Settings, run};
 use tenure_test::nemesis::FaultKind;
 
 const DEFAULT_SEED: u64 = 20_261_201;
+/// Lease-set and read-write clients beside the lease clients.
+const SET_CLIENTS: usize = 2;
+const RW_CLIENTS: usize = 2;
 
 fn settings(test: &str, seed: u64, secs: u64, only: Vec<FaultKind>) -> Settings {
     Settings {
@@ -18,6 +21,8 @@ fn settings(test: &str, seed: u64, secs: u64, only: Vec<FaultKind>) -> Settings 
         seed,
         duration: Duration::from_secs(secs),
         clients: 4,
+        set_clients: SET_CLIENTS,
+        rw_clients: RW_CLIENTS,
         keys: 2,
         ttl: Duration::from_secs(1),
         fence_check: true,
@@ -45,7 +50,10 @@ fn a_short_seeded_run_accepts_no_stale_write_and_leaves_no_orphan() {
     let all = r.report.total();
     // violations() covers stale writes and orphans under any fault; fence
     // regressions are failures here under client pauses too.
-    let failed = !r.report.violations().is_empty() || all.fence_regressions > 0;
+    // The lease-set and read-write clients were granted (their checks ran).
+    let rep = &r.report;
+    let few_gates = rep.sets_acquired < 20 || rep.readers < 20 || rep.writers < 5;
+    let failed = !r.report.violations().is_empty() || all.fence_regressions > 0 || few_gates;
     keep_if(failed, &r, seed);
     assert!(
         !failed,
@@ -61,6 +69,10 @@ fn a_short_seeded_run_accepts_no_stale_write_and_leaves_no_orphan() {
         "seed {seed}: {:#?}",
         r.report
     );
+    assert!(
+        !few_gates,
+        "seed {seed}: too few lease sets or read-write grants"
+    );
 }
 
 #[test]
@@ -70,6 +82,7 @@ fn the_checker_reports_stale_writes_when_the_fence_is_not_checked() {
     // One key, frequent freezes past the TTL: stale writers are certain.
     let mut s = settings("unfenced", seed, 20, vec![FaultKind::ClientPause]);
     s.keys = 1;
+    (s.set_clients, s.rw_clients) = (0, 0);
     s.fence_check = false;
     let unfenced = run(&s).expect("the scenario sets up");
     let stale = unfenced.report.total().stale_accepted;

@@ -69,6 +69,10 @@ impl Fold<'_> {
                 self.pending.insert(e.client.clone(), e.t);
             }
             (Op::Acquire, k) => self.acquire_reply(e, k, report),
+            (Op::Grant, Kind::Ok) => {
+                let invoked = self.pending.get(&e.client).copied();
+                self.out.holders.acquired(e, self.ttl_ns, invoked);
+            }
             (Op::Release, Kind::Invoke) => self.out.holders.released(e),
             (Op::Lost, _) => self.lost(e, report),
             (Op::Write, _) => self.out.writes.write(e),
@@ -81,13 +85,24 @@ impl Fold<'_> {
     }
 
     fn acquire_reply(&mut self, e: &Event, k: Kind, report: &mut Report) {
-        if let Some(t0) = self.pending.remove(&e.client) {
+        let invoked = self.pending.remove(&e.client);
+        if let Some(t0) = invoked {
             self.acquire_lat.push((e.t.saturating_sub(t0)) as f64 / 1e6);
         }
         match k {
+            Kind::Ok if e.fence.is_none() => {
+                report.acquired += 1;
+                report.sets_acquired += 1;
+                self.out.holders.set_acquired(e);
+            }
             Kind::Ok => {
                 report.acquired += 1;
-                self.out.holders.acquired(e, self.ttl_ns);
+                match e.note.as_deref() {
+                    Some("read") => report.readers += 1,
+                    Some("write") => report.writers += 1,
+                    _ => {}
+                }
+                self.out.holders.acquired(e, self.ttl_ns, invoked);
             }
             Kind::Fail => report.refused += 1,
             _ => report.acquire_errors += 1,
@@ -98,6 +113,7 @@ impl Fold<'_> {
     /// (or just healed), for holders that held the lease when it started (a
     /// guard that arrived lost after the fault is not a detection).
     fn lost(&mut self, e: &Event, report: &mut Report) {
+        self.out.holders.lost(e);
         let since = e
             .lease
             .as_deref()

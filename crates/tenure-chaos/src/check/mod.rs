@@ -255,6 +255,145 @@ mod tests {
         assert_eq!(check(&h, 0).total().double_grants, 0);
     }
 
+    /// One grant of `key` to `lease` from `from` to `to` (ms), in `mode`
+    /// (`None`: a lease; `read` / `write`).
+    fn hold(
+        lease: &str,
+        key: &str,
+        fence: u64,
+        from: u64,
+        to: u64,
+        mode: Option<&str>,
+    ) -> Vec<Event> {
+        let mut ok = ev(from, lease, Op::Acquire, Kind::Ok)
+            .key(key)
+            .held(fence, lease);
+        ok.note = mode.map(str::to_string);
+        vec![
+            ev(from - 1, lease, Op::Acquire, Kind::Invoke).key(key),
+            ok,
+            ev(to, lease, Op::Release, Kind::Invoke)
+                .key(key)
+                .held(fence, lease),
+        ]
+    }
+
+    /// A lease set of `keys` (with their fences; `None`: granted without
+    /// one) held by `lease` from `from` to `to` (ms).
+    fn set(lease: &str, keys: &[(&str, Option<u64>)], from: u64, to: u64) -> Vec<Event> {
+        let names: Vec<String> = keys.iter().map(|(k, _)| (*k).to_string()).collect();
+        let joined = crate::held::joined(&names);
+        let mut h = vec![ev(from - 1, lease, Op::Acquire, Kind::Invoke).key(&joined)];
+        for (k, fence) in keys {
+            let g = ev(from, lease, Op::Grant, Kind::Ok).key(k);
+            h.push(match fence {
+                Some(f) => g.held(*f, lease),
+                None => ev(from, lease, Op::Grant, Kind::Fail).key(k),
+            });
+        }
+        let mut ok = ev(from, lease, Op::Acquire, Kind::Ok).key(&joined);
+        ok.lease = Some(lease.to_string());
+        h.push(ok);
+        for (k, fence) in keys.iter().filter_map(|(k, f)| Some((k, (*f)?))) {
+            h.push(
+                ev(to, lease, Op::Release, Kind::Invoke)
+                    .key(k)
+                    .held(fence, lease),
+            );
+        }
+        h
+    }
+
+    fn checked(mut h: Vec<Event>) -> Report {
+        h.sort_by_key(|e| e.t);
+        check(&h, 0)
+    }
+
+    #[test]
+    fn lease_sets_overlapping_on_one_key_are_a_double_grant() {
+        // Disjoint in time on the shared key m1: fine.
+        let mut h = set("a", &[("m0", Some(1)), ("m1", Some(1))], 10, 20);
+        h.extend(set("b", &[("m2", Some(1)), ("m1", Some(2))], 30, 40));
+        let r = checked(h.clone());
+        assert!(r.violations().is_empty(), "{:?}", r.violations());
+        assert_eq!((r.acquired, r.sets_acquired), (2, 2));
+        // A third set holding m1 while b does: one double grant, on m1 only.
+        h.extend(set("c", &[("m1", Some(3)), ("m3", Some(1))], 35, 50));
+        let r = checked(h);
+        assert_eq!(r.total().double_grants, 1);
+        assert!(
+            r.examples[0].starts_with("double grant on m1: b (fence 2) and c (fence 3)"),
+            "{:?}",
+            r.examples
+        );
+        assert_eq!(r.violations(), ["1 double grants under tolerated faults"]);
+    }
+
+    #[test]
+    fn a_lease_set_granted_without_a_fence_for_a_key_fails_the_run() {
+        let r = checked(set("a", &[("m0", Some(1)), ("m1", None)], 10, 20));
+        assert_eq!(r.incomplete_sets, 1);
+        assert_eq!(
+            r.violations(),
+            ["1 lease sets without a fence for every key"]
+        );
+    }
+
+    #[test]
+    fn a_set_lost_before_the_next_grant_held_until_its_lost_signal() {
+        let mut h = set("a", &[("m0", Some(1)), ("m1", Some(1))], 10, 60);
+        h.extend(set("b", &[("m1", Some(2))], 40, 70));
+        assert_eq!(checked(h.clone()).total().double_grants, 1);
+        // a's lost signal fired at 30 ms, before b's grant: a knew.
+        let mut lost = ev(30, "a", Op::Lost, Kind::Ok).key("m0+m1");
+        lost.lease = Some("a".into());
+        h.push(lost);
+        assert_eq!(checked(h).total().double_grants, 0);
+    }
+
+    #[test]
+    fn readers_share_a_key_but_a_writer_shares_it_with_nobody() {
+        let mut h = hold("r1", "rw0", 1, 10, 50, Some("read"));
+        h.extend(hold("r2", "rw0", 2, 20, 60, Some("read")));
+        let r = checked(h.clone());
+        assert_eq!(r.total().double_grants, 0);
+        assert_eq!((r.readers, r.writers), (2, 0));
+        // A writer granted while r2 reads.
+        h.extend(hold("w1", "rw0", 3, 55, 70, Some("write")));
+        let r = checked(h);
+        assert_eq!(r.total().double_grants, 1);
+        assert!(
+            r.examples[0].contains("r2 (fence 2) and w1 (fence 3)"),
+            "{:?}",
+            r.examples
+        );
+    }
+
+    #[test]
+    fn read_write_fences_out_of_order_are_fence_regressions() {
+        // In order: reader 10, writer 20 (above every earlier fence), reader
+        // 30 (above the writer's).
+        let mut h = hold("r1", "rw0", 10, 10, 20, Some("read"));
+        h.extend(hold("w1", "rw0", 20, 30, 40, Some("write")));
+        h.extend(hold("r2", "rw0", 30, 50, 60, Some("read")));
+        assert_eq!(checked(h.clone()).total().fence_regressions, 0);
+        // A writer whose fence is not above an earlier reader's.
+        let mut bad = h.clone();
+        bad.extend(hold("w2", "rw0", 25, 70, 80, Some("write")));
+        let r = checked(bad);
+        assert_eq!(r.total().fence_regressions, 1);
+        assert_eq!(
+            r.examples,
+            ["fence order on rw0: w2 (fence 25) granted after r2 (fence 30) [none]"]
+        );
+        // A reader below the latest writer's fence (but above other readers).
+        h.extend(hold("w2", "rw0", 90, 70, 80, Some("write")));
+        h.extend(hold("r3", "rw0", 80, 90, 95, Some("read")));
+        let r = checked(h);
+        assert_eq!(r.total().fence_regressions, 1);
+        assert_eq!(r.violations(), ["1 fence regressions"]);
+    }
+
     #[test]
     fn a_lost_update_is_two_acknowledged_writes_of_one_value() {
         let mut h = Vec::new();

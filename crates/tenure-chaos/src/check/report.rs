@@ -59,6 +59,15 @@ pub struct Report {
     pub acquires: u64,
     /// Acquires that got the lease.
     pub acquired: u64,
+    /// Lease sets granted (every key of the set).
+    #[serde(default)]
+    pub sets_acquired: u64,
+    /// Read-write lease grants to readers.
+    #[serde(default)]
+    pub readers: u64,
+    /// Read-write lease grants to writers.
+    #[serde(default)]
+    pub writers: u64,
     /// Acquires refused because another holder had the lease.
     pub refused: u64,
     /// Acquires with an unknown outcome (error, timeout).
@@ -79,6 +88,9 @@ pub struct Report {
     pub detect_p99_ms: f64,
     /// Lease keys still held TTL + ε after the run.
     pub orphan_keys: u64,
+    /// Lease sets granted without a fence for every one of their keys.
+    #[serde(default)]
+    pub incomplete_sets: u64,
     /// Head waiters killed while they waited (`waiter-kill`) whose key was
     /// handed on afterwards.
     #[serde(default)]
@@ -143,6 +155,10 @@ impl Report {
             (all.fence_regressions, "fence regressions"),
             (all.reused_fences, "reused fences"),
             (self.orphan_keys, "orphan lease keys after TTL + ε"),
+            (
+                self.incomplete_sets,
+                "lease sets without a fence for every key",
+            ),
             (tol.double_grants, "double grants under tolerated faults"),
             (
                 tol.over_admission,

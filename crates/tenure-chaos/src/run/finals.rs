@@ -10,6 +10,23 @@ use crate::history::{Event, History, Kind, Op};
 use crate::resource::Resource;
 use crate::store::StoreSpec;
 
+/// The keys a run's clients acquired.
+pub(super) struct Keys {
+    /// Lease keys (`k0..`), with PostgreSQL rows when the run has them.
+    pub(super) leases: Vec<String>,
+    /// Keys of lease sets (`m0..`).
+    pub(super) sets: Vec<String>,
+    /// Read-write lease keys (`rw0..`).
+    pub(super) rw: Vec<String>,
+}
+
+impl Keys {
+    /// Every key whose resources were written.
+    fn all(&self) -> impl Iterator<Item = &String> {
+        self.leases.iter().chain(&self.sets).chain(&self.rw)
+    }
+}
+
 /// Waits TTL + ε, then records orphan keys and final values in `history`.
 ///
 /// # Errors
@@ -17,7 +34,7 @@ use crate::store::StoreSpec;
 pub(super) fn record(
     s: &Settings,
     store: &StoreSpec,
-    keys: &[String],
+    keys: &Keys,
     resource_url: &str,
     pg: Option<&PostgresServer>,
     history: &History,
@@ -32,8 +49,9 @@ pub(super) fn record(
     Ok(())
 }
 
-/// Records each of `keys` still held (or that could not be asked about).
-async fn orphans(store: &StoreSpec, keys: &[String], history: &History) {
+/// Records each of `keys` still held (or that could not be asked about): a
+/// lease or a read-write lease with any holder.
+async fn orphans(store: &StoreSpec, keys: &Keys, history: &History) {
     let w = match store.connect().await {
         Ok(w) => w,
         Err(e) => {
@@ -41,20 +59,38 @@ async fn orphans(store: &StoreSpec, keys: &[String], history: &History) {
             return;
         }
     };
-    for k in keys {
-        match w.status(k).await {
-            Ok(st) if st.held => history.record(
-                &Event::new("checker", Op::Orphan, Kind::Ok)
-                    .key(k)
-                    .note(format!("{:?}", st.ttl_left)),
-            ),
-            Ok(_) => {}
-            Err(e) => history.record(
-                &Event::new("checker", Op::Orphan, Kind::Info)
-                    .key(k)
-                    .note(e.to_string()),
-            ),
-        }
+    for k in keys.leases.iter().chain(&keys.sets) {
+        let held = w
+            .status(k)
+            .await
+            .map(|st| st.held.then(|| format!("{:?}", st.ttl_left)));
+        record_orphan(history, k, held);
+    }
+    for k in &keys.rw {
+        let held = match w.rw_lease(k) {
+            Ok(rw) => rw.status().await.map(|st| {
+                (!st.holders.is_empty()).then(|| format!("{} holders", st.holders.len()))
+            }),
+            Err(e) => Err(e),
+        };
+        record_orphan(history, k, held);
+    }
+}
+
+/// Records `key` as an orphan when it is still held (`Some`: how), or as
+/// unknown when the store could not say.
+fn record_orphan(history: &History, key: &str, held: tenure::Result<Option<String>>) {
+    let e = Event::new("checker", Op::Orphan, Kind::Ok).key(key);
+    match held {
+        Ok(Some(how)) => history.record(&e.note(how)),
+        Ok(None) => {}
+        Err(err) => history.record(
+            &Event {
+                kind: Kind::Info,
+                ..e
+            }
+            .note(err.to_string()),
+        ),
     }
 }
 
@@ -63,7 +99,7 @@ async fn finals(
     resource_url: &str,
     fence_check: bool,
     pg: Option<&PostgresServer>,
-    keys: &[String],
+    keys: &Keys,
     history: &History,
 ) {
     let mut res: Vec<(String, Resource)> = Vec::new();
@@ -76,7 +112,7 @@ async fn finals(
     if let Some(pg) = pg {
         res.push(("pg".into(), Resource::postgres(&pg.url(), true)));
     }
-    for k in keys {
+    for k in keys.all() {
         for (kind, r) in &mut res {
             let name = format!("{k}/{kind}");
             if let Ok(v) = r.read(&name).await {

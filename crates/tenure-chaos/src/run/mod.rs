@@ -27,7 +27,7 @@ use crate::check::{Report, check};
 use crate::history::{self, Event, History, Kind, Op, now_ns};
 use crate::resource::pg_setup;
 use crate::store::StoreSpec;
-use crate::workload::{Shared, client_thread, resource_names};
+use crate::workload::{Role, Shared, client_thread, resource_names, rw_keys, set_keys};
 
 /// The set-ups of the scorecard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +89,11 @@ impl Scenario {
         Scenario::ALL.into_iter().find(|s| s.name() == name)
     }
 
+    /// Whether its store has read-write leases (a quorum refuses them).
+    pub fn read_write(self) -> bool {
+        !matches!(self, Scenario::Quorum3 | Scenario::Quorum5)
+    }
+
     fn nodes(self) -> usize {
         match self {
             Scenario::Quorum3 | Scenario::Etcd3 | Scenario::Cluster => 3,
@@ -115,6 +120,12 @@ pub struct Settings {
     pub duration: Duration,
     /// Concurrent clients (threads, or `tenure run` processes for SQLite).
     pub clients: usize,
+    /// Clients taking lease sets over random overlapping keys (threads,
+    /// beside the others; 0 for none).
+    pub set_clients: usize,
+    /// Clients taking read-write leases as readers or writers (threads; 0
+    /// where the store has none, a quorum).
+    pub rw_clients: usize,
     /// Lease keys.
     pub keys: u64,
     /// Lease TTL.
@@ -215,6 +226,19 @@ pub fn run(s: &Settings) -> Result<RunResult, String> {
     for h in handles {
         let _ = h.join();
     }
+    let keys = finals::Keys {
+        leases: keys,
+        sets: if s.set_clients > 0 {
+            set_keys()
+        } else {
+            Vec::new()
+        },
+        rw: if s.rw_clients > 0 {
+            rw_keys()
+        } else {
+            Vec::new()
+        },
+    };
     finals::record(
         s,
         &store,
@@ -336,7 +360,9 @@ struct Launch<'a> {
 }
 
 impl Launch<'_> {
-    /// Starts the clients: `tenure run` process slots for SQLite, threads otherwise.
+    /// Starts the clients: `tenure run` process slots for SQLite and the
+    /// line, threads otherwise; the lease-set and read-write clients are
+    /// threads beside them.
     fn clients(
         &self,
         targets: &mut Targets,
@@ -344,14 +370,22 @@ impl Launch<'_> {
         rng: &mut Rng,
     ) -> Result<Vec<JoinHandle<()>>, String> {
         let start_ns = now_ns();
-        if self.s.scenario.processes() {
-            if self.s.scenario == Scenario::Sqlite {
+        let s = self.s;
+        let mut roles = Vec::new();
+        if s.scenario.processes() {
+            if s.scenario == Scenario::Sqlite {
                 targets.clock = FakeClock::new(tmp);
             }
-            self.processes(targets, rng)
         } else {
-            Ok(self.threads(targets, start_ns, rng))
+            roles.extend(std::iter::repeat_n(Role::Lease, s.clients));
         }
+        roles.extend(std::iter::repeat_n(Role::Set, s.set_clients));
+        roles.extend(std::iter::repeat_n(Role::ReadWrite, s.rw_clients));
+        let mut handles = self.threads(targets, &roles, start_ns, rng);
+        if s.scenario.processes() {
+            handles.extend(self.processes(targets, rng)?);
+        }
+        Ok(handles)
     }
 
     fn processes(&self, targets: &Targets, rng: &mut Rng) -> Result<Vec<JoinHandle<()>>, String> {
@@ -385,7 +419,14 @@ impl Launch<'_> {
         Ok(handles)
     }
 
-    fn threads(&self, targets: &mut Targets, start_ns: u64, rng: &mut Rng) -> Vec<JoinHandle<()>> {
+    /// One thread per client of `roles` (their ids index the freezes).
+    fn threads(
+        &self,
+        targets: &mut Targets,
+        roles: &[Role],
+        start_ns: u64,
+        rng: &mut Rng,
+    ) -> Vec<JoinHandle<()>> {
         let s = self.s;
         let shared = Arc::new(Shared {
             store: self.store.clone(),
@@ -397,14 +438,16 @@ impl Launch<'_> {
             fence_check: s.fence_check,
             history: self.history.clone(),
             stop: AtomicBool::new(false),
-            freezes: (0..s.clients).map(|_| AtomicU64::new(0)).collect(),
+            freezes: roles.iter().map(|_| AtomicU64::new(0)).collect(),
             start_ns,
         });
         targets.shared = Some(Arc::clone(&shared));
-        (0..s.clients)
-            .map(|id| {
+        roles
+            .iter()
+            .enumerate()
+            .map(|(id, &role)| {
                 let (sh, crng) = (Arc::clone(&shared), rng.fork());
-                std::thread::spawn(move || client_thread(id, &sh, crng))
+                std::thread::spawn(move || client_thread(id, role, &sh, crng))
             })
             .collect()
     }

@@ -29,6 +29,8 @@ pub(super) struct Targets {
     pub(super) procs: Arc<Mutex<Vec<Option<LiveProc>>>>,
     pub(super) clock: Option<FakeClock>,
     pub(super) shared: Option<Arc<Shared>>,
+    /// Whether client faults hit `tenure run` processes (else threads).
+    pub(super) processes: bool,
     pub(super) history: History,
     pub(super) rng: Rng,
     pub(super) ttl: Duration,
@@ -136,6 +138,7 @@ impl Targets {
             procs: Arc::new(Mutex::new(vec![None; s.clients])),
             clock: None,
             shared: None,
+            processes: s.scenario.processes(),
             history,
             rng,
             ttl: s.ttl,
@@ -164,11 +167,21 @@ impl Targets {
         procs.get(slot).cloned().flatten().map(|p| p.pid)
     }
 
-    /// Injects each of `faults` at its time, then waits out `duration`.
+    /// Injects each of `faults` at its time, then waits out `duration`. A
+    /// schedule that overran `duration` (faults that waited for the store to
+    /// settle) ends there: the faults left are recorded as not injected.
     pub(super) fn nemesis(&mut self, faults: &[Fault], duration: Duration, stop: &AtomicBool) {
         let t0 = Instant::now();
-        for f in faults {
+        for (i, f) in faults.iter().enumerate() {
             let now = t0.elapsed();
+            if now >= duration {
+                self.history
+                    .record(&Event::new("nemesis", Op::Config, Kind::Info).note(format!(
+                        "the schedule overran the run: {} faults not injected",
+                        faults.len() - i
+                    )));
+                break;
+            }
             if f.at > now {
                 sleep_unless(stop, f.at - now);
             }
@@ -291,18 +304,20 @@ impl Targets {
     }
 
     fn client_pause(&self, i: usize, d: Duration, m: &Marks<'_>) {
-        if let Some(sh) = &self.shared {
+        if self.processes {
+            if let Some(pid) = self.live_proc(i) {
+                m.lasting(
+                    d,
+                    || tenure_test::process::pause_tree(pid),
+                    || tenure_test::process::resume_tree(pid),
+                );
+            }
+        } else if let Some(sh) = &self.shared {
             // Tasks freeze themselves at their next write (and record it).
             if let Some(slot) = sh.freezes.get(i) {
                 slot.store(u64::try_from(d.as_millis()).unwrap_or(0), Ordering::SeqCst);
             }
             m.wait(d);
-        } else if let Some(pid) = self.live_proc(i) {
-            m.lasting(
-                d,
-                || tenure_test::process::pause_tree(pid),
-                || tenure_test::process::resume_tree(pid),
-            );
         }
     }
 

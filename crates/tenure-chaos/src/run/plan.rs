@@ -33,10 +33,16 @@ fn network_and_pause(nodes: usize, long: Span) -> Vec<FaultSpec> {
 /// The store's faults of scenario `s` (before the resource's and the filter).
 fn store_faults(s: &Settings, short: Span, long: Span) -> Vec<FaultSpec> {
     let (ttl, clients, nodes) = (s.ttl, s.clients, s.scenario.nodes());
+    // Every client thread can be frozen; of processes, the slots.
+    let paused = if s.scenario.processes() {
+        clients
+    } else {
+        clients + s.set_clients + s.rw_clients
+    };
     let keys = usize::try_from(s.keys).unwrap_or(1);
     match s.scenario {
         Scenario::Sqlite => vec![
-            client_pause(clients, ttl),
+            client_pause(paused, ttl),
             FaultSpec::new(FaultKind::ClientKill, clients, short).weight(2),
             FaultSpec::new(FaultKind::ClientClockJump, clients, long).weight(2),
             FaultSpec::new(FaultKind::WaiterKill, 1, short),
@@ -50,14 +56,14 @@ fn store_faults(s: &Settings, short: Span, long: Span) -> Vec<FaultSpec> {
                 short,
             ));
             f.push(FaultSpec::new(FaultKind::ServerClockJump, nodes, long));
-            f.push(client_pause(clients, ttl));
+            f.push(client_pause(paused, ttl));
             f
         }
         Scenario::Replicated => {
             let mut f = network_and_pause(1, long);
             f.push(FaultSpec::new(FaultKind::ReplicationCut, 1, long).weight(2));
             f.push(FaultSpec::new(FaultKind::Failover, 1, long).weight(2));
-            f.push(client_pause(clients, ttl));
+            f.push(client_pause(paused, ttl));
             f
         }
         Scenario::Etcd3 => {
@@ -67,7 +73,7 @@ fn store_faults(s: &Settings, short: Span, long: Span) -> Vec<FaultSpec> {
             let mut f = network_and_pause(nodes, long);
             f.push(FaultSpec::new(FaultKind::LeaderKill, 1, short).weight(2));
             f.push(FaultSpec::new(FaultKind::DiskStall, nodes, long).weight(2));
-            f.push(client_pause(clients, ttl));
+            f.push(client_pause(paused, ttl));
             f
         }
         Scenario::Cluster => {
@@ -81,7 +87,7 @@ fn store_faults(s: &Settings, short: Span, long: Span) -> Vec<FaultSpec> {
             f.push(FaultSpec::new(FaultKind::MasterKill, keys, failover).weight(2));
             f.push(FaultSpec::new(FaultKind::MasterPartition, keys, failover).weight(2));
             f.push(FaultSpec::new(FaultKind::SlotMigration, keys, short).weight(2));
-            f.push(client_pause(clients, ttl));
+            f.push(client_pause(paused, ttl));
             f
         }
         Scenario::Sentinel => vec![
@@ -89,7 +95,7 @@ fn store_faults(s: &Settings, short: Span, long: Span) -> Vec<FaultSpec> {
             // than that is a failover while leases are held.
             FaultSpec::new(FaultKind::MasterKill, 1, (ttl / 2, ttl * 4)).weight(3),
             FaultSpec::new(FaultKind::ServerPause, 1, (100 * MS, 800 * MS)),
-            client_pause(clients, ttl),
+            client_pause(paused, ttl),
         ],
         Scenario::Line => vec![
             FaultSpec::new(FaultKind::WaiterKill, 1, short).weight(3),
