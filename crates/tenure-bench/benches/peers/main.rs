@@ -9,7 +9,7 @@
 //! `TENURE_BENCH_ROUNDS` (default 3) and `TENURE_BENCH_SECONDS` (default 2,
 //! per workload and peer) shorten or lengthen the run; `TENURE_BENCH_ONLY`
 //! (comma-separated: `distinct`, `cost`, `contended`, `limiter`, `blocked`, `local`,
-//! `quorum`, `cli`) runs only those workloads, and the table then shows the
+//! `quorum`, `cli`, `http`) runs only those workloads, and the table then shows the
 //! others as not measured.
 
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -18,8 +18,13 @@ mod blocked;
 mod cli;
 mod contended;
 mod distinct;
+mod http;
 mod limiter;
 mod local;
+mod local_curve;
+mod local_hash;
+mod local_rows;
+mod local_threads;
 mod minimal_scripts;
 mod peers;
 mod python;
@@ -87,6 +92,9 @@ async fn ceiling(stats: &ServerStats, port: u16, run_for: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    if local_curve::child() {
+        return;
+    }
     let args: Vec<String> = std::env::args().collect();
     let write = args
         .windows(2)
@@ -137,6 +145,12 @@ async fn main() {
         }
         if wanted("local") {
             local::run(&mut s).await;
+            local_threads::run(&mut s).await;
+            local_curve::run(&mut s).await;
+            local_hash::run(&mut s);
+        }
+        if wanted("http") {
+            http::run(&p.tenure, run_for, &mut s).await;
         }
         if wanted("quorum") {
             for n in &node_stats {

@@ -314,6 +314,7 @@ pub fn render(s: &Samples, setting: &Setting) -> String {
         );
     }
     out.push_str(HOW);
+    out.push_str(&crate::local_rows::render(s));
     let _ = writeln!(out, "{END}");
     out
 }
