@@ -102,7 +102,11 @@ mod tests {
                     let mut key = vec![b'k'; len];
                     key[at] = b;
                     let expected = key.iter().all(|b| (0x20..0x7f).contains(b));
-                    assert_eq!(printable_ascii(&key), expected, "byte {b:#x} at {at} of {len}");
+                    assert_eq!(
+                        printable_ascii(&key),
+                        expected,
+                        "byte {b:#x} at {at} of {len}"
+                    );
                 }
             }
         }

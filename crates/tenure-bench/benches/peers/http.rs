@@ -40,7 +40,11 @@ fn quota() -> Quota {
     Quota::per_second(NonZeroU32::new(RATE).unwrap()).burst(NonZeroU32::new(BURST).unwrap())
 }
 
-fn tower_governor() -> GovernorLayer<tower_governor::key_extractor::PeerIpKeyExtractor, governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>, Body> {
+fn tower_governor() -> GovernorLayer<
+    tower_governor::key_extractor::PeerIpKeyExtractor,
+    governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>,
+    Body,
+> {
     let config = GovernorConfigBuilder::default()
         .per_nanosecond(u64::from(1_000_000_000 / RATE))
         .burst_size(BURST)
@@ -68,8 +72,14 @@ pub async fn run(redis: &tenure::Coordinator, run_for: Duration, out: &mut Sampl
     let rows = [
         ("bare", bare_app.clone()),
         ("governor", app().layer(tower_governor())),
-        ("tenure", app().layer(ours(Limiter::local(quota(), Algorithm::Gcra)))),
-        ("redis", app().layer(ours(redis.limiter(quota(), Algorithm::Gcra)))),
+        (
+            "tenure",
+            app().layer(ours(Limiter::local(quota(), Algorithm::Gcra))),
+        ),
+        (
+            "redis",
+            app().layer(ours(redis.limiter(quota(), Algorithm::Gcra))),
+        ),
     ];
     for (name, app) in rows {
         out.add(format!("http.load.{name}"), load(app, run_for).await);
@@ -94,28 +104,53 @@ fn request(i: u32) -> Request<Body> {
 
 /// ns per request through `svc`, called in this thread (every answer is ready
 /// at once).
-fn per_request<S, B>(mut svc: S) -> f64
+fn per_request<S, B>(mut svc: S, requests: u32) -> f64
 where
     S: Service<Request<Body>, Response = Response<B>>,
     S::Error: std::fmt::Debug,
 {
-    for i in 0..REQUESTS / 10 {
-        at_once(svc.ready()).unwrap().call(request(i));
+    for i in 0..requests / 10 {
+        let _ = at_once(at_once(svc.ready()).unwrap().call(request(i)));
     }
     let began = Instant::now();
-    for i in 0..REQUESTS {
+    for i in 0..requests {
         let res = at_once(at_once(svc.ready()).unwrap().call(request(i))).unwrap();
         assert!(res.status().is_success(), "refused: {}", res.status());
     }
-    began.elapsed().as_nanos() as f64 / f64::from(REQUESTS)
+    began.elapsed().as_nanos() as f64 / f64::from(requests)
+}
+
+/// The variable that makes this program run `WHO:N` requests through one
+/// service only (`bare`, `governor`, `tenure`) and exit: for
+/// `valgrind --tool=callgrind`.
+const COUNT: &str = "TENURE_BENCH_HTTP_COUNT";
+
+/// In a process started with [`COUNT`] set: runs its requests and returns `true`.
+pub fn child() -> bool {
+    let Ok(what) = std::env::var(COUNT) else {
+        return false;
+    };
+    let (who, n) = what.split_once(':').unwrap();
+    let n: u32 = n.parse().unwrap();
+    let hello = || tower::service_fn(hello);
+    let ns = match who {
+        "governor" => per_request(tower_governor().layer(hello()), n),
+        "tenure" => {
+            let limiter = Limiter::local(quota(), Algorithm::Gcra);
+            per_request(ours(limiter).layer(hello()), n)
+        }
+        _ => per_request(hello(), n),
+    };
+    println!("{ns}");
+    true
 }
 
 /// ns per request: bare, tower_governor, tenure-http in process.
 fn overheads() -> (f64, f64, f64) {
-    let bare = per_request(tower::service_fn(hello));
-    let governor = per_request(tower_governor().layer(tower::service_fn(hello)));
+    let bare = per_request(tower::service_fn(hello), REQUESTS);
+    let governor = per_request(tower_governor().layer(tower::service_fn(hello)), REQUESTS);
     let limiter = Limiter::local(quota(), Algorithm::Gcra);
-    let tenure = per_request(ours(limiter).layer(tower::service_fn(hello)));
+    let tenure = per_request(ours(limiter).layer(tower::service_fn(hello)), REQUESTS);
     (bare, governor, tenure)
 }
 

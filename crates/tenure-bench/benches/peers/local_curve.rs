@@ -53,9 +53,14 @@ pub async fn run(out: &mut Samples) {
                 .await
                 .unwrap();
             let text = String::from_utf8_lossy(&child.stdout);
-            let mut values = text.split_whitespace().map(|v| v.parse().unwrap_or(f64::NAN));
+            let mut values = text
+                .split_whitespace()
+                .map(|v| v.parse().unwrap_or(f64::NAN));
             let (bytes, ns) = (values.next(), values.next());
-            out.add(format!("local.curve.{n}.{who}.bytes"), bytes.unwrap_or(f64::NAN));
+            out.add(
+                format!("local.curve.{n}.{who}.bytes"),
+                bytes.unwrap_or(f64::NAN),
+            );
             out.add(format!("local.curve.{n}.{who}.ns"), ns.unwrap_or(f64::NAN));
         }
     }
@@ -85,7 +90,9 @@ fn measure(who: &str, n: usize) -> (f64, f64) {
     let decisions = (2 * n).max(1_000_000);
     let mut decide: Box<dyn FnMut(&String) -> bool> = if who == "governor" {
         let interval = Duration::from_secs(86_400) / per_day().get();
-        let quota = governor::Quota::with_period(interval).unwrap().allow_burst(per_day());
+        let quota = governor::Quota::with_period(interval)
+            .unwrap()
+            .allow_burst(per_day());
         let limiter = governor::RateLimiter::keyed(quota);
         Box::new(move |key| limiter.check_key(key).is_ok())
     } else {

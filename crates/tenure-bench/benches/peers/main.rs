@@ -92,7 +92,7 @@ async fn ceiling(stats: &ServerStats, port: u16, run_for: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    if local_curve::child() {
+    if local_curve::child() || http::child() {
         return;
     }
     let args: Vec<String> = std::env::args().collect();

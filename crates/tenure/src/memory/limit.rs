@@ -15,8 +15,8 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::limit::store::{
-    LimitRequest, LimitStore, SlotKey, State, StateTable, read_step_write, read_step_write_combined,
-    keep, step,
+    LimitRequest, LimitStore, SlotKey, State, StateTable, keep, read_step_write,
+    read_step_write_combined, step,
 };
 use crate::limit::{Algorithm, Decision, Limiter, Mode, Policy, PolicyTag, Quota, Timestamp};
 
@@ -382,7 +382,14 @@ impl Map {
         let key = request.key;
         let keyed = self.entries.find_mut(hash, |k| *k.key == *key)?;
         let entry = keyed.state_mut(policy.tag())?;
-        let stepped = match step(policy, key, Some(&entry.state), now, request.cost, request.mode) {
+        let stepped = match step(
+            policy,
+            key,
+            Some(&entry.state),
+            now,
+            request.cost,
+            request.mode,
+        ) {
             Ok(stepped) => stepped,
             Err(e) => return Some(Err(e)),
         };
@@ -436,7 +443,10 @@ impl Map {
             if states.iter().any(|(_, e)| e.expires_at <= now) {
                 states.retain(|(_, e)| e.expires_at > now);
             }
-            next = states.iter().map(|(_, e)| e.expires_at).fold(next, u64::min);
+            next = states
+                .iter()
+                .map(|(_, e)| e.expires_at)
+                .fold(next, u64::min);
             len += states.len();
             !states.is_empty()
         });
