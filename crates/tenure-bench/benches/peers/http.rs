@@ -121,7 +121,7 @@ where
 }
 
 /// The variable that makes this program run `WHO:N` requests through one
-/// service only (`bare`, `governor`, `tenure`) and exit: for
+/// service only (`bare`, `governor`, `tenure`, `tenure-nolegacy`) and exit: for
 /// `valgrind --tool=callgrind`.
 const COUNT: &str = "TENURE_BENCH_HTTP_COUNT";
 
@@ -138,6 +138,10 @@ pub fn child() -> bool {
         "tenure" => {
             let limiter = Limiter::local(quota(), Algorithm::Gcra);
             per_request(ours(limiter).layer(hello()), n)
+        }
+        "tenure-nolegacy" => {
+            let limiter = Limiter::local(quota(), Algorithm::Gcra);
+            per_request(ours(limiter).legacy_headers(false).layer(hello()), n)
         }
         _ => per_request(hello(), n),
     };
