@@ -97,12 +97,43 @@ pub fn policy_value(name: &PolicyName, policy: QuotaPolicy) -> HeaderValue {
 
 /// `"name";r=12;t=41`.
 pub fn ratelimit_value(name: &PolicyName, decision: &Decision) -> HeaderValue {
-    number_value(format!(
-        "\"{}\";r={};t={}",
-        name.0,
-        decision.remaining,
-        ceil_secs(decision.reset_after)
-    ))
+    // Written by hand: this runs on every response.
+    let mut out = Vec::with_capacity(name.0.len() + 2 * MAX_DIGITS + 8);
+    out.push(b'"');
+    out.extend_from_slice(name.0.as_bytes());
+    out.extend_from_slice(b"\";r=");
+    push_decimal(&mut out, decision.remaining);
+    out.extend_from_slice(b";t=");
+    push_decimal(&mut out, ceil_secs(decision.reset_after));
+    // Only a checked policy name, digits, quotes, `;` and `=`: always valid.
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(out))
+        .unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// The most decimal digits of a `u64`.
+const MAX_DIGITS: usize = 20;
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; MAX_DIGITS];
+    let mut at = MAX_DIGITS;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// `n` as a header value.
+fn decimal_value(n: u64) -> HeaderValue {
+    let mut out = Vec::with_capacity(MAX_DIGITS);
+    push_decimal(&mut out, n);
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(out))
+        .unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
 /// The seconds a refused client should wait: the limiter's `retry_after` (or,
@@ -129,6 +160,7 @@ impl HeaderStyle {
     /// Writes the rate-limit fields of `decision` into `headers`, replacing any
     /// the inner service set.
     pub(crate) fn write(&self, decision: &Decision, now: SystemTime, headers: &mut HeaderMap) {
+        headers.reserve(5); // grown once, not field by field
         if let Some(policy) = &self.policy {
             headers.insert(RATELIMIT_POLICY, policy.clone());
         }
@@ -138,9 +170,9 @@ impl HeaderStyle {
                 .checked_add(decision.reset_after)
                 .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
                 .map_or(0, ceil_secs);
-            headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit));
-            headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining));
-            headers.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
+            headers.insert(X_RATELIMIT_LIMIT, decimal_value(decision.limit));
+            headers.insert(X_RATELIMIT_REMAINING, decimal_value(decision.remaining));
+            headers.insert(X_RATELIMIT_RESET, decimal_value(reset));
         }
         if !decision.allowed {
             headers.insert(
@@ -170,6 +202,13 @@ mod tests {
             window: Duration::from_millis(200),
         };
         assert_eq!(policy_value(&name, sub_second), "\"default\";q=5;w=1");
+    }
+
+    #[test]
+    fn decimals_are_written_whole() {
+        for n in [0, 7, 10, 99, 1_000_000, u64::MAX] {
+            assert_eq!(decimal_value(n), HeaderValue::from(n));
+        }
     }
 
     #[test]

@@ -99,6 +99,15 @@ pub trait RateLimiter: Send + Sync + 'static {
     /// Spends `cost` units of `key`'s quota if they are available.
     fn check(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>>;
 
+    /// The answer of [`check`](Self::check) at once, for a limiter that can
+    /// decide without waiting (in process, nobody watching): the middleware
+    /// then needs no future for it. `None`, the default, means "call
+    /// `check`".
+    fn check_now(&self, key: &str, cost: u32) -> Option<Result<Decision, LimiterError>> {
+        let _ = (key, cost);
+        None
+    }
+
     /// The quota advertised in `RateLimit-Policy`; `None` leaves the header out.
     fn policy(&self) -> Option<QuotaPolicy>;
 
@@ -126,6 +135,10 @@ pub trait RateLimiter: Send + Sync + 'static {
 impl<T: RateLimiter + ?Sized> RateLimiter for std::sync::Arc<T> {
     fn check(&self, key: &str, cost: u32) -> BoxFuture<Result<Decision, LimiterError>> {
         (**self).check(key, cost)
+    }
+
+    fn check_now(&self, key: &str, cost: u32) -> Option<Result<Decision, LimiterError>> {
+        (**self).check_now(key, cost)
     }
 
     fn policy(&self) -> Option<QuotaPolicy> {

@@ -44,6 +44,11 @@ impl RateLimiter for Limiter {
         Box::pin(async move { limiter.check_n(&key, cost).await.map_err(classify) })
     }
 
+    /// [`Limiter::check_local`]: an in-process limiter decides at once.
+    fn check_now(&self, key: &str, cost: u32) -> Option<Result<Decision, LimiterError>> {
+        Some(self.check_local(key, cost)?.map_err(classify))
+    }
+
     fn policy(&self) -> Option<QuotaPolicy> {
         let first = self.policies().ok()?.first()?.quota();
         Some(QuotaPolicy {

@@ -13,8 +13,7 @@ pub const MAX_KEY_LEN: usize = 1024;
 /// characters (they make logs and `redis-cli` sessions unreadable).
 pub fn validate_key(key: &str) -> Result<()> {
     // Printable ASCII (the usual key) needs no UTF-8 decoding to check.
-    let printable = |b: &u8| (0x20..0x7f).contains(b);
-    if !key.is_empty() && key.len() <= MAX_KEY_LEN && key.as_bytes().iter().all(printable) {
+    if !key.is_empty() && key.len() <= MAX_KEY_LEN && printable_ascii(key.as_bytes()) {
         return Ok(());
     }
     let reason = if key.is_empty() {
@@ -30,6 +29,36 @@ pub fn validate_key(key: &str) -> Result<()> {
         key: shorten(key),
         reason,
     })
+}
+
+/// Whether every byte is printable ASCII (0x20..=0x7e), eight bytes at a time.
+fn printable_ascii(bytes: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // A byte is flagged when it has its high bit set, is below 0x20 or is
+    // 0x7f (a zero byte of `w ^ 0x7f…`). A borrow can flag a byte above a
+    // flagged one, never a word without one.
+    let bad = |w: u64| {
+        let del = w ^ (0x7f * ONES);
+        (w | w.wrapping_sub(0x20 * ONES) | del.wrapping_sub(ONES) & !del) & HIGH
+    };
+    let word = |chunk: &[u8]| {
+        let mut word = [b'a'; 8]; // a short key is padded with printable bytes
+        word[..chunk.len()].copy_from_slice(chunk);
+        u64::from_ne_bytes(word)
+    };
+    let Some(last) = bytes.len().checked_sub(8) else {
+        return bad(word(bytes)) == 0;
+    };
+    let whole = |chunk: &[u8]| <[u8; 8]>::try_from(chunk).map_or(HIGH, u64::from_ne_bytes);
+    let mut words = bytes.chunks_exact(8);
+    let mut flags = 0;
+    for chunk in &mut words {
+        flags |= bad(whole(chunk));
+    }
+    // The last bytes: the last whole word again, overlapping.
+    flags |= bad(whole(&bytes[last..]));
+    flags == 0
 }
 
 /// A user key as it goes between the braces of a Redis hash tag
@@ -64,6 +93,25 @@ pub(crate) fn shorten(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printable_ascii_agrees_with_the_byte_by_byte_check() {
+        for len in 1..=17 {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut key = vec![b'k'; len];
+                    key[at] = b;
+                    let expected = key.iter().all(|b| (0x20..0x7f).contains(b));
+                    assert_eq!(
+                        printable_ascii(&key),
+                        expected,
+                        "byte {b:#x} at {at} of {len}"
+                    );
+                }
+            }
+        }
+        assert!(printable_ascii(b""));
+    }
 
     #[test]
     fn refuses_empty_huge_and_control_keys() {

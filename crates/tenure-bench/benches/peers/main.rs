@@ -17,7 +17,7 @@
 //! per workload and peer) shorten or lengthen the run; `TENURE_BENCH_BIG=1`
 //! adds the 10⁶-key memory point and etcd's 1000-waiter point; `TENURE_BENCH_ONLY` (comma-separated:
 //! `distinct`, `cost`, `contended`, `limiter`, `blocked`, `local`, `quorum`,
-//! `cli`, `waiters`, `memory`, `list`, `coldstart`) runs only those
+//! `cli`, `http`, `waiters`, `memory`, `list`, `coldstart`) runs only those
 //! workloads, and the tables then show the others as not measured.
 
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -28,9 +28,14 @@ mod cli;
 mod contended;
 mod distinct;
 mod extra;
+mod http;
 mod limiter;
 mod list;
 mod local;
+mod local_curve;
+mod local_hash;
+mod local_rows;
+mod local_threads;
 mod memory;
 mod minimal_scripts;
 mod peers;
@@ -101,6 +106,9 @@ async fn ceiling(stats: &ServerStats, port: u16, run_for: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    if local_curve::child() || http::child() {
+        return;
+    }
     let args: Vec<String> = std::env::args().collect();
     let write = args
         .windows(2)
@@ -158,6 +166,12 @@ async fn main() {
         }
         if wanted("local") {
             local::run(&mut s).await;
+            local_threads::run(&mut s).await;
+            local_curve::run(&mut s).await;
+            local_hash::run(&mut s);
+        }
+        if wanted("http") {
+            http::run(&p.tenure, run_for, &mut s).await;
         }
         if wanted("quorum") {
             for n in &node_stats {

@@ -342,6 +342,7 @@ pub fn render(
             let _ = writeln!(out, "| {w} | {te} | {p} | {r} |");
         }
     }
+    out.push_str(&crate::local_rows::render(s));
     let _ = writeln!(out, "{END}");
     t.targets.extend(crate::report_curves::targets(s));
     (out, t.targets)

@@ -130,7 +130,7 @@ impl KeyExtractor for ClientIp {
                 let net = ipnet::Ipv6Net::new(v6, len).ok()?.trunc();
                 Some(format!("ip:{net}"))
             }
-            _ => Some(format!("ip:{ip}")),
+            _ => Some(super::peer::ip_key(ip)),
         }
     }
 }

@@ -76,6 +76,21 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
         }
     }
 
+    /// The limiter decided at once ([`check_now`](crate::RateLimiter::check_now)).
+    pub(crate) fn decided<ResB, E>(
+        outcome: Result<Decision, LimiterError>,
+        key: &str,
+        mut inner: S,
+        req: Request<ReqB>,
+        settings: Arc<Settings>,
+    ) -> Self
+    where
+        S: Service<Request<ReqB>, Response = Response<ResB>, Error = E, Future = F>,
+    {
+        let state = after_check(Some(outcome), key, &mut inner, req, &settings);
+        ResponseFuture { state, settings }
+    }
+
     pub(crate) fn checking(
         check: Check,
         key: String,
@@ -107,6 +122,29 @@ fn charged_key(
     match outcome {
         Some(Ok(d)) if d.allowed && !(settings.shadow && d.would_refuse) => Some(key.to_owned()),
         _ => None,
+    }
+}
+
+/// What follows the limiter's `outcome` (`None`: no decision within the
+/// budget): the inner service's call, or the middleware's own answer.
+fn after_check<S, ReqB, F, ResB, E>(
+    outcome: Option<Result<Decision, LimiterError>>,
+    key: &str,
+    inner: &mut S,
+    req: Request<ReqB>,
+    settings: &Settings,
+) -> State<S, ReqB, F>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>, Error = E, Future = F>,
+{
+    let charged = charged_key(&outcome, key, settings);
+    match next_step(outcome, key, settings) {
+        Next::Call(decision) => State::Calling {
+            fut: inner.call(req),
+            decision,
+            charged,
+        },
+        Next::Answer(res) => State::Ready { res: Some(res) },
     }
 }
 
@@ -152,21 +190,11 @@ where
                     req,
                 } => {
                     let outcome = ready!(check.poll(cx)).ok();
-                    let charged = charged_key(&outcome, key, this.settings);
-                    match next_step(outcome, key, this.settings) {
-                        Next::Call(decision) => {
-                            let (Some(mut inner), Some(req)) = (inner.take(), req.take()) else {
-                                panic!("ResponseFuture polled after completion");
-                            };
-                            let fut = inner.call(req);
-                            this.state.set(State::Calling {
-                                fut,
-                                decision,
-                                charged,
-                            });
-                        }
-                        Next::Answer(res) => this.state.set(State::Ready { res: Some(res) }),
-                    }
+                    let (Some(mut inner), Some(req)) = (inner.take(), req.take()) else {
+                        panic!("ResponseFuture polled after completion");
+                    };
+                    let next = after_check(outcome, key, &mut inner, req, this.settings);
+                    this.state.set(next);
                 }
                 StateProj::Calling {
                     fut,

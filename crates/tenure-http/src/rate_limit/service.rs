@@ -73,6 +73,9 @@ where
             Access::Allowed => return ResponseFuture::calling(inner.call(req), settings),
             _ => {}
         }
+        if let Some(outcome) = settings.store.check_now(&key, settings.cost) {
+            return ResponseFuture::decided(outcome, &key, inner, req, settings);
+        }
         let check = settings.store.check(&key, settings.cost);
         ResponseFuture::checking(check, key, inner, req, settings)
     }

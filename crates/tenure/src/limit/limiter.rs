@@ -266,7 +266,47 @@ impl Limiter {
     /// Invalid key or policies, and store failures. A refusal is `Ok` with
     /// `allowed == false`.
     pub async fn check(&self, key: &str) -> Result<Decision> {
+        if let Some(done) = self.check_local(key, 1) {
+            return done;
+        }
         self.decide(key, 1, Mode::Consume, None).await
+    }
+
+    /// [`check_n`](Self::check_n) decided at once, without a future, when the
+    /// store is in this process ([`Limiter::local`],
+    /// [`MemoryLimits`](crate::memory::MemoryLimits)) and nothing watches the
+    /// decision (no subscriber of the `limit` span at `debug`, no `metrics`
+    /// feature, no shadow mode). `None` otherwise: then await
+    /// [`check_n`](Self::check_n), which decides the same.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use tenure::limit::{Algorithm, Limiter, Quota};
+    ///
+    /// let limiter = Limiter::local(Quota::per_second(NonZeroU32::new(5).unwrap()), Algorithm::Gcra);
+    /// if let Some(decision) = limiter.check_local("ip:192.0.2.1", 1) {
+    ///     assert!(decision?.allowed);
+    /// }
+    /// # Ok::<(), tenure::Error>(())
+    /// ```
+    pub fn check_local(&self, key: &str, cost: u32) -> Option<Result<Decision>> {
+        let inner = &*self.inner;
+        if inner.store.is_shared() || inner.shadow.is_active() || observed() {
+            return None;
+        }
+        let policies = match self.policies() {
+            Ok(policies) => policies,
+            Err(e) => return Some(Err(e)),
+        };
+        let request = match Self::request(key, policies, cost, Mode::Consume, None) {
+            Ok(request) => request,
+            Err(e) => return Some(Err(e)),
+        };
+        // A store error goes the long way, which reports it.
+        match inner.store.decide_inline(&request)? {
+            Ok(decision) => Some(Ok(decision)),
+            Err(_) => None,
+        }
     }
 
     /// Takes `cost` units for `key` if all are allowed (none are taken otherwise).
@@ -275,6 +315,9 @@ impl Limiter {
     /// As [`check`](Self::check); also [`Error::InvalidArgument`] for a zero cost
     /// and [`Error::CostExceedsCapacity`] for a cost no policy could ever admit.
     pub async fn check_n(&self, key: &str, cost: u32) -> Result<Decision> {
+        if let Some(done) = self.check_local(key, cost) {
+            return done;
+        }
         self.decide(key, cost, Mode::Consume, None).await
     }
 
@@ -420,7 +463,11 @@ impl Limiter {
         now: Option<Timestamp>,
     ) -> Result<LimitRequest<'a>> {
         validate_key(key)?;
-        check_request(policies, cost, mode)?;
+        // One unit fits every policy (capacities are at least 1), and the
+        // policies of a limiter never share a slot (`Inner::policies`).
+        if cost != 1 {
+            check_request(policies, cost, mode)?;
+        }
         if now.is_some_and(|t| t.as_micros() > LATEST_NOW) {
             return Err(Error::invalid(
                 "now",

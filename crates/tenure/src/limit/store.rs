@@ -18,7 +18,7 @@ use super::decision::{Decision, Mode, Timestamp};
 use super::policy::Policy;
 use crate::error::{Error, Result};
 
-use super::step::keep;
+pub(crate) use super::step::keep;
 pub use super::step::{
     Applied, MAX_STORED, Next, Slot, State, Step, apply, check_cost, check_request, reserve_delay,
     step,

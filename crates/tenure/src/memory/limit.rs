@@ -5,7 +5,7 @@
 //! nothing in the map), the bound on keys (refusing new keys when full, never
 //! evicting live ones) and the sweeps of expired keys.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
 use hashbrown::HashTable;
@@ -15,9 +15,10 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::limit::store::{
-    LimitRequest, LimitStore, SlotKey, State, StateTable, read_step_write, read_step_write_combined,
+    LimitRequest, LimitStore, SlotKey, State, StateTable, keep, read_step_write,
+    read_step_write_combined, step,
 };
-use crate::limit::{Algorithm, Decision, Limiter, Policy, PolicyTag, Quota, Timestamp};
+use crate::limit::{Algorithm, Decision, Limiter, Mode, Policy, PolicyTag, Quota, Timestamp};
 
 /// The default bound on the keys a [`MemoryLimits`] keeps.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -56,20 +57,32 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 /// ```
 #[derive(Debug, Clone)]
 pub struct MemoryLimits {
-    inner: Arc<Mutex<Map>>,
+    inner: Arc<Shared>,
     max_keys: usize,
     origin: Instant,
     origin_wall: Timestamp,
 }
 
+/// The map and the hasher of its keys, which hashes a request's key before
+/// the lock is taken.
+#[derive(Debug, Default)]
+struct Shared {
+    map: Mutex<Map>,
+    hasher: KeyHasher,
+}
+
+/// The hasher of user keys, randomly keyed: the keys come from clients.
+type KeyHasher = foldhash::fast::RandomState;
+
 #[derive(Debug, Default)]
 struct Map {
     /// Per user key, the state of each policy that has one (most keys have
     /// one policy, a compound limiter's a few). A table of its own hashes
-    /// (SipHash, randomly keyed: the keys come from clients), so a request's
-    /// key is hashed once for its read and its write.
+    /// (see [`KeyHasher`]), so a request's key is hashed once for its read
+    /// and its write.
     entries: HashTable<Keyed>,
-    hasher: RandomState,
+    /// The same hasher as [`Shared::hasher`].
+    hasher: KeyHasher,
     /// The number of (key, policy) states held.
     len: usize,
     /// Writes since the last periodic sweep.
@@ -113,8 +126,16 @@ impl Default for MemoryLimits {
 impl MemoryLimits {
     /// An empty store bounded to [`DEFAULT_MAX_KEYS`] keys.
     pub fn new() -> Self {
+        let hasher = KeyHasher::default();
+        let map = Map {
+            hasher: hasher.clone(),
+            ..Map::default()
+        };
         MemoryLimits {
-            inner: Arc::default(),
+            inner: Arc::new(Shared {
+                map: Mutex::new(map),
+                hasher,
+            }),
             max_keys: DEFAULT_MAX_KEYS,
             origin: Instant::now(),
             origin_wall: Timestamp::now_wall(),
@@ -147,7 +168,12 @@ impl MemoryLimits {
     fn lock(&self) -> std::sync::MutexGuard<'_, Map> {
         // The map is consistent between statements: a panic elsewhere while
         // holding the lock cannot leave half a write behind.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The hash of a user key in the map.
+    fn hash(&self, key: &str) -> u64 {
+        self.inner.hasher.hash_one(key)
     }
 
     /// Runs a request synchronously (the store never waits on I/O).
@@ -170,9 +196,10 @@ impl MemoryLimits {
         run: impl FnOnce(&mut Table<'_>, &LimitRequest<'_>, Timestamp) -> Result<T>,
     ) -> Result<T> {
         let now = request.now.unwrap_or_else(|| self.now());
+        let hash = self.hash(request.key);
         let map = &mut self.lock();
         let mut table = Table {
-            hash: map.hasher.hash_one(request.key),
+            hash,
             key: request.key,
             map,
             max_keys: self.max_keys,
@@ -181,12 +208,7 @@ impl MemoryLimits {
         };
         let answer = run(&mut table, request, now)?;
         if table.wrote {
-            let map = &mut *table.map;
-            map.ops += 1;
-            if map.ops >= SWEEP_EVERY.max(u64::try_from(map.len).unwrap_or(u64::MAX)) {
-                map.ops = 0;
-                map.sweep(now.as_micros().saturating_sub(SWEEP_GRACE_US));
-            }
+            table.map.wrote(now);
         }
         Ok(answer)
     }
@@ -329,6 +351,13 @@ impl Keyed {
             .iter()
             .find_map(|(t, e)| (*t == tag).then_some(e))
     }
+
+    /// The entry of the policy tagged `tag`, if any, to change.
+    fn state_mut(&mut self, tag: PolicyTag) -> Option<&mut Entry> {
+        self.states
+            .iter_mut()
+            .find_map(|(t, e)| (*t == tag).then_some(e))
+    }
 }
 
 impl Map {
@@ -337,6 +366,52 @@ impl Map {
         self.entries
             .find(hash, |k| *k.key == *slot.key)?
             .state(slot.policy.tag())
+    }
+
+    /// A request of one policy on a key that already holds a state of it (the
+    /// common case): the state is stepped where it lies, with one lookup and
+    /// no copy. Such a request adds no key, so the bound has nothing to say.
+    /// `None` when the key holds no state of the policy yet.
+    fn step_known(
+        &mut self,
+        hash: u64,
+        request: &LimitRequest<'_>,
+        policy: &Policy,
+        now: Timestamp,
+    ) -> Option<Result<Decision>> {
+        let key = request.key;
+        let keyed = self.entries.find_mut(hash, |k| *k.key == *key)?;
+        let entry = keyed.state_mut(policy.tag())?;
+        let stepped = match step(
+            policy,
+            key,
+            Some(&entry.state),
+            now,
+            request.cost,
+            request.mode,
+        ) {
+            Ok(stepped) => stepped,
+            Err(e) => return Some(Err(e)),
+        };
+        let decision = stepped.decision;
+        let commit = decision.allowed || request.mode == Mode::Refund;
+        if let Some(next) = keep(stepped, policy, commit) {
+            entry.state = next.state;
+            entry.expires_at = now.plus(next.ttl).as_micros();
+            self.next_expiry = self.next_expiry.min(entry.expires_at);
+            self.wrote(now);
+        }
+        Some(Ok(decision))
+    }
+
+    /// Counts a write, and now and then sweeps the keys expired for a while
+    /// (see [`SWEEP_EVERY`], [`SWEEP_GRACE_US`]).
+    fn wrote(&mut self, now: Timestamp) {
+        self.ops += 1;
+        if self.ops >= SWEEP_EVERY.max(u64::try_from(self.len).unwrap_or(u64::MAX)) {
+            self.ops = 0;
+            self.sweep(now.as_micros().saturating_sub(SWEEP_GRACE_US));
+        }
     }
 
     /// Forgets the states of `key` under `policies`, and the key when it has
@@ -362,14 +437,20 @@ impl Map {
     /// forgotten), and the keys left without one, and notes when the first
     /// state kept expires.
     fn sweep(&mut self, now: u64) {
-        let mut next = u64::MAX;
+        let (mut next, mut len) = (u64::MAX, 0);
         self.entries.retain(|keyed| {
-            keyed.states.retain(|(_, e)| e.expires_at > now);
-            let expiries = keyed.states.iter().map(|(_, e)| e.expires_at);
-            next = expiries.fold(next, u64::min);
-            !keyed.states.is_empty()
+            let states = &mut keyed.states;
+            if states.iter().any(|(_, e)| e.expires_at <= now) {
+                states.retain(|(_, e)| e.expires_at > now);
+            }
+            next = states
+                .iter()
+                .map(|(_, e)| e.expires_at)
+                .fold(next, u64::min);
+            len += states.len();
+            !states.is_empty()
         });
-        self.len = self.entries.iter().map(|k| k.states.len()).sum();
+        self.len = len;
         self.next_expiry = next;
     }
 
@@ -401,6 +482,13 @@ impl LimitStore for MemoryLimits {
     }
 
     fn decide_inline(&self, request: &LimitRequest<'_>) -> Option<Result<Decision>> {
+        if let [policy] = request.policies {
+            let now = request.now.unwrap_or_else(|| self.now());
+            let hash = self.hash(request.key);
+            if let Some(known) = self.lock().step_known(hash, request, policy, now) {
+                return Some(known);
+            }
+        }
         Some(self.locked(request, |table, request, now| {
             read_step_write_combined(table, request, now)
         }))

@@ -1,0 +1,132 @@
+//! The tables of the in-process limiter (4 threads, the curve over live keys,
+//! the hash candidates) and of the HTTP middleware against tower_governor,
+//! each ratio against its target.
+
+use std::fmt::Write as _;
+
+use crate::samples::Samples;
+
+/// The markdown of every row measured by `local_threads`, `local_curve`,
+/// `local_hash` and `http`; empty parts for what was not measured.
+pub fn render(s: &Samples) -> String {
+    let mut out = String::new();
+    threads(s, &mut out);
+    curve(s, &mut out);
+    hashes(s, &mut out);
+    http(s, &mut out);
+    out
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok { "yes" } else { "**no**" }
+}
+
+fn threads(s: &Samples, out: &mut String) {
+    let (Some(w), Some(g)) = (
+        s.median("local.threads.tenure"),
+        s.median("local.threads.governor"),
+    ) else {
+        return;
+    };
+    let n = crate::local_threads::THREADS;
+    let ratio = g / w; // time per decision, tenure over governor
+    let _ = writeln!(
+        out,
+        "\n| in-process limiter, {n} threads, 10 000 keys | tenure | governor keyed | ratio (time) | target | met |\n\
+         |---|---:|---:|---:|---|---|\n\
+         | decisions/s | {:.2}M | {:.2}M | {ratio:.2}× | ≤ 2× governor | {} |",
+        w / 1e6,
+        g / 1e6,
+        met(ratio <= 2.0)
+    );
+}
+
+fn curve(s: &Samples, out: &mut String) {
+    let m = |n: usize, what: &str| s.median(&format!("local.curve.{n}.{what}"));
+    if m(crate::local_curve::KEYS[0], "tenure.ns").is_none() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n| live keys | tenure bytes/key | governor bytes/key | tenure ns/decision | governor ns/decision | ratio (ns) |\n\
+         |---:|---:|---:|---:|---:|---:|"
+    );
+    for n in crate::local_curve::KEYS {
+        let v = |what| m(n, what).unwrap_or(f64::NAN);
+        let _ = writeln!(
+            out,
+            "| {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}× |",
+            v("tenure.bytes"),
+            v("governor.bytes"),
+            v("tenure.ns"),
+            v("governor.ns"),
+            v("tenure.ns") / v("governor.ns"),
+        );
+    }
+}
+
+fn hashes(s: &Samples, out: &mut String) {
+    use crate::local_hash::{HASHERS, KEYS};
+    if s.median("local.hash.siphash13.ipv4").is_none() {
+        return;
+    }
+    let names: Vec<&str> = KEYS.iter().map(|(name, _)| *name).collect();
+    let _ = writeln!(
+        out,
+        "\n| hasher (random state), ns per key | {} |\n|---|{}",
+        names.join(" | "),
+        "---:|".repeat(names.len())
+    );
+    for hasher in HASHERS {
+        let cells: Vec<String> = names
+            .iter()
+            .map(|k| {
+                let v = s.median(&format!("local.hash.{hasher}.{k}"));
+                format!("{:.1}", v.unwrap_or(f64::NAN))
+            })
+            .collect();
+        let _ = writeln!(out, "| {hasher} | {} |", cells.join(" | "));
+    }
+}
+
+fn http(s: &Samples, out: &mut String) {
+    let m = |name: &str| s.median(&format!("http.{name}")).unwrap_or(f64::NAN);
+    if s.median("http.overhead.bare").is_none() {
+        return;
+    }
+    let (bare, governor, tenure) = (
+        m("overhead.bare"),
+        m("overhead.governor"),
+        m("overhead.tenure"),
+    );
+    let ratio = (tenure - bare) / (governor - bare);
+    let _ = writeln!(
+        out,
+        "\n| HTTP middleware, 256 clients, in process | ns/request | overhead over bare |\n\
+         |---|---:|---:|\n\
+         | bare service | {bare:.0} | |\n\
+         | tower_governor | {governor:.0} | {:.0} ns |\n\
+         | tenure-http, in-process limiter | {tenure:.0} | {:.0} ns |\n\n\
+         tenure-http's overhead is {ratio:.2}× tower_governor's (target ≤ 1.5×: {}).",
+        governor - bare,
+        tenure - bare,
+        met(ratio <= 1.5)
+    );
+    if s.median("http.load.bare").is_none() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n| HTTP under `wrk -t2 -c256`, loopback | requests/s | of bare |\n|---|---:|---:|"
+    );
+    let load_bare = m("load.bare");
+    for (name, label) in [
+        ("bare", "bare axum service"),
+        ("governor", "tower_governor"),
+        ("tenure", "tenure-http, in-process"),
+        ("redis", "tenure-http, Redis"),
+    ] {
+        let v = m(&format!("load.{name}"));
+        let _ = writeln!(out, "| {label} | {v:.0} | {:.2}× |", v / load_bare);
+    }
+}
