@@ -91,15 +91,15 @@ end
 -- Hands the lease (ours, or free) to `waiter`: a fresh fence, the key set to
 -- its token for its TTL or CLAIM_MS, whichever is shorter (a waiter that died
 -- just before leaves the key free again soon), and a message on the release
--- channel. When the key has the waiter's full TTL the message is
--- "<token> <fence> <entry>": the waiter it names may hold the lease with that
--- fence without a claim, counting its validity from the look that wrote
--- `entry` (it was sent before this hand-off ran). Otherwise it is the bare
--- token: the waiter claims the full TTL with its next look. Best-effort: an ACL user
--- without channel rights still hands over, and the waiter finds out when it
--- next looks. If the fence cannot be taken, no key is left, the waiter goes
--- back to the head of the line and is woken (its bare token: no hand-off) so
--- it meets the error itself; the error reply is returned.
+-- channel, "<token> <fence> <entry>": the waiter it names may hold the lease
+-- with that fence without another call, counting its validity (the time the
+-- key was set for) from the look that wrote `entry` (it was sent before this
+-- hand-off ran); its first renewal claims the rest of its TTL. Best-effort: an
+-- ACL user without channel rights still hands over, and the waiter finds out
+-- when it next looks (and claims with that look). If the fence cannot be
+-- taken, no key is left, the waiter goes back to the head of the line and is
+-- woken (its bare token: no hand-off) so it meets the error itself; the error
+-- reply is returned.
 local function hand_off(keys, waiter, channel)
   local fence, err = take_fence(keys[1], keys[2])
   if not fence then
@@ -107,13 +107,8 @@ local function hand_off(keys, waiter, channel)
     redis.pcall('PUBLISH', channel, waiter.token)
     return err
   end
-  if tonumber(waiter.ttl) <= CLAIM_MS then
-    redis.call('SET', keys[1], waiter.token, 'PX', waiter.ttl)
-    redis.pcall('PUBLISH', channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
-  else
-    redis.call('SET', keys[1], waiter.token, 'PX', CLAIM_MS)
-    redis.pcall('PUBLISH', channel, waiter.token)
-  end
+  redis.call('SET', keys[1], waiter.token, 'PX', math.min(tonumber(waiter.ttl), CLAIM_MS))
+  redis.pcall('PUBLISH', channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
   return nil
 end
 
