@@ -53,11 +53,14 @@ local function put_back(queue, entries, front, now)
   end
 end
 
--- Pops the line's first live waiter: entries that expired are dropped,
--- observers' markers are put back at the end. Returns the waiter ({token, ttl,
--- entry}, or nil when nobody waits) and whether an observer watches; or nil,
--- false and an error reply when the line is not a list.
-local function pop_waiter(queue)
+-- Pops the line's first waiter: observers' markers are put back at the end,
+-- entries that expired are dropped — with `timed`; without, the first
+-- waiter's entry is taken as it is (no TIME: a release's hand-off to a waiter
+-- that died holds the key for CLAIM_MS only, and the next look of a live
+-- waiter, which is timed, skips every expired entry). Returns the waiter
+-- ({token, ttl, entry}, or nil when nobody waits) and whether an observer
+-- watches; or nil, false and an error reply when the line is not a list.
+local function pop_waiter(queue, timed)
   local now, observed, markers = nil, false, {}
   while true do
     local entry = redis.pcall('LPOP', queue)
@@ -69,6 +72,12 @@ local function pop_waiter(queue)
     end
     local expires, ttl, token = string.match(entry, '^(%d+) (%d+) (.+)$')
     if expires then
+      if ttl ~= '0' and not timed then
+        if #markers > 0 then
+          put_back(queue, markers, false, now or server_ms())
+        end
+        return {token = token, ttl = ttl, entry = entry}, observed
+      end
       now = now or server_ms()
       if tonumber(expires) > now then
         if ttl ~= '0' then
@@ -112,12 +121,12 @@ local function hand_off(keys, waiter, channel)
   return nil
 end
 
--- Releases the lease we hold: hands it to the first live waiter in line, or
--- deletes it. Every watcher is woken ('1') when an observer's marker is in
+-- Releases the lease we hold: hands it to the first waiter in line (with
+-- `timed`, the first live one; see pop_waiter), or deletes it. Every watcher is woken ('1') when an observer's marker is in
 -- line. Returns 1, or an error reply (nothing changed) when the line is not a
 -- list.
-local function release_to_next(keys, channel)
-  local waiter, observed, err = pop_waiter(keys[3])
+local function release_to_next(keys, channel, timed)
+  local waiter, observed, err = pop_waiter(keys[3], timed)
   if err then
     return err
   end

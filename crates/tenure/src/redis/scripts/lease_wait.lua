@@ -40,7 +40,7 @@ end
 if not owner then
   -- Free (its holder's TTL ran out): the first live waiter gets it.
   -- (A key we took is overwritten by a hand-off, deleted on an error.)
-  local waiter, _, err = pop_waiter(KEYS[3])
+  local waiter, _, err = pop_waiter(KEYS[3], true)
   if err then
     if taken then
       redis.call('DEL', KEYS[1])
