@@ -11,6 +11,7 @@ use std::time::Duration;
 use redis::Script;
 
 use super::keys::millis;
+use super::publish::Publish;
 
 /// The line of every counter-writing script that names the retention.
 const DEFAULT_LINE: &str = "local fence_retention_ms = '86400000'";
@@ -23,11 +24,12 @@ pub(super) struct LuaScript {
 }
 
 impl LuaScript {
-    /// `source` with the retention line set to `retention_ms`.
-    fn new(source: &str, retention_ms: u64) -> Self {
+    /// `source` with the retention line set to `retention_ms`, publishing
+    /// with `publish`.
+    fn new(source: &str, retention_ms: u64, publish: Publish) -> Self {
         debug_assert!(source.contains(DEFAULT_LINE), "no retention line");
         let line = format!("local fence_retention_ms = '{retention_ms}'");
-        let source = source.replacen(DEFAULT_LINE, &line, 1);
+        let source = publish.apply(&source.replacen(DEFAULT_LINE, &line, 1));
         LuaScript {
             script: Script::new(&source),
             source,
@@ -40,7 +42,8 @@ impl LuaScript {
     }
 }
 
-/// Every script that writes a fence counter, for one retention.
+/// Every script that writes a fence counter, for one retention and one way
+/// of publishing release notifications.
 #[derive(Debug)]
 pub(super) struct CounterScripts {
     /// `scripts/lease_acquire.lua`.
@@ -59,33 +62,37 @@ pub(super) struct CounterScripts {
     pub(super) take: LuaScript,
 }
 
-/// The scripts of the default retention, shared by every store that keeps it.
+/// The scripts of the default retention, publishing plainly, shared by
+/// every store that keeps them.
 static DEFAULT: LazyLock<Arc<CounterScripts>> = LazyLock::new(|| {
-    Arc::new(CounterScripts::build(millis(
-        super::options::DEFAULT_FENCE_RETENTION,
-    )))
+    Arc::new(CounterScripts::build(
+        millis(super::options::DEFAULT_FENCE_RETENTION),
+        Publish::Plain,
+    ))
 });
 
 impl CounterScripts {
-    /// The scripts for a fence retention of `retention`.
-    pub(super) fn for_retention(retention: Duration) -> Arc<Self> {
+    /// The scripts for a fence retention of `retention`, publishing with
+    /// `publish`.
+    pub(super) fn for_retention(retention: Duration, publish: Publish) -> Arc<Self> {
         let ms = millis(retention);
-        if ms == millis(super::options::DEFAULT_FENCE_RETENTION) {
+        if ms == millis(super::options::DEFAULT_FENCE_RETENTION) && publish == Publish::Plain {
             return Arc::clone(&DEFAULT);
         }
-        Arc::new(Self::build(ms))
+        Arc::new(Self::build(ms, publish))
     }
 
-    fn build(ms: u64) -> Self {
+    fn build(ms: u64, publish: Publish) -> Self {
+        let script = |source| LuaScript::new(source, ms, publish);
         CounterScripts {
-            acquire: LuaScript::new(super::lease::ACQUIRE_LUA, ms),
-            release: LuaScript::new(super::lease::RELEASE_LUA, ms),
-            wait: LuaScript::new(super::queue::WAIT_LUA, ms),
-            leave: LuaScript::new(super::queue::LEAVE_LUA, ms),
+            acquire: script(super::lease::ACQUIRE_LUA),
+            release: script(super::lease::RELEASE_LUA),
+            wait: script(super::queue::WAIT_LUA),
+            leave: script(super::queue::LEAVE_LUA),
             #[cfg(feature = "quorum")]
-            raise: LuaScript::new(super::node::RAISE_FENCE_LUA, ms),
+            raise: script(super::node::RAISE_FENCE_LUA),
             #[cfg(feature = "quorum")]
-            take: LuaScript::new(super::node::EXTEND_LUA, ms),
+            take: script(super::node::EXTEND_LUA),
         }
     }
 }
@@ -96,7 +103,7 @@ mod tests {
 
     #[test]
     fn every_counter_script_carries_the_retention() {
-        let scripts = CounterScripts::for_retention(Duration::from_secs(90));
+        let scripts = CounterScripts::for_retention(Duration::from_secs(90), Publish::Plain);
         for s in [
             &scripts.acquire,
             &scripts.release,

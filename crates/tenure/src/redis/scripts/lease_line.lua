@@ -15,6 +15,16 @@
 local PLACE_MS = 1000
 local CLAIM_MS = 500
 
+-- The command that publishes release notifications: SPUBLISH on a Redis
+-- Cluster of Redis 7 or later (the channel shares the lease's hash tag, so only
+-- the lease's master and its replicas carry the message), else PUBLISH. The
+-- Rust side replaces this line (redis/publish.rs).
+local PUBLISH = 'PUBLISH'
+
+-- How long a line lives after a stand behind others refreshed it (see
+-- lease_wait.lua): four times a place's life.
+local LINE_MS = 4 * PLACE_MS
+
 -- The server's clock in milliseconds.
 local function server_ms()
   local t = redis.call('TIME')
@@ -113,11 +123,11 @@ local function hand_off(keys, waiter, channel)
   local fence, err = take_fence(keys[1], keys[2])
   if not fence then
     put_back(keys[3], {waiter.entry}, true, server_ms())
-    redis.pcall('PUBLISH', channel, waiter.token)
+    redis.pcall(PUBLISH, channel, waiter.token)
     return err
   end
   redis.call('SET', keys[1], waiter.token, 'PX', math.min(tonumber(waiter.ttl), CLAIM_MS))
-  redis.pcall('PUBLISH', channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
+  redis.pcall(PUBLISH, channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
   return nil
 end
 
@@ -137,7 +147,7 @@ local function release_to_next(keys, channel, timed)
     redis.call('DEL', keys[1])
   end
   if observed then
-    redis.pcall('PUBLISH', channel, '1')
+    redis.pcall(PUBLISH, channel, '1')
   end
   return 1
 end

@@ -6,10 +6,13 @@
 -- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line, KEYS[4]
 -- holder hash
 -- ARGV[1] owner token, ARGV[2] ttl in milliseconds, ARGV[3] release channel,
--- ARGV[4] our entry from the last look ('' before the first); when the holder
--- is recorded, ARGV[5] host, ARGV[6] pid and ARGV[7] label (if any)
+-- ARGV[4] our entry from the last look ('' before the first), ARGV[5] '1' when
+-- the client knows of others waiting in line (a first look then stands behind
+-- them without looking at the key), else ''; when the holder is recorded,
+-- ARGV[6] host, ARGV[7] pid and ARGV[8] label (if any)
 -- Returns {1, fence, ''} when the lease is ours (its TTL reset to ttl from now),
--- {0, pttl, entry} when we wait, entry being our place in line.
+-- {0, pttl, entry} when we wait, entry being our place in line (pttl -1 when
+-- the key was not looked at).
 
 -- The owner of the lease key, or nil when it is free. The first look sets the
 -- key to our token at once if it is free (one SET NX GET, Redis 7; before 7,
@@ -27,14 +30,34 @@ local function owner_or_take(first)
   return redis.call('GET', KEYS[1]), false
 end
 
-local owner, taken = owner_or_take(ARGV[4] == '')
+-- A first look that others wait in front of: stands behind them without
+-- looking at the key (a free key with waiters in line is theirs, and the
+-- first of them takes it with its next look). Its place is made to outlive
+-- it only in the first quarter of each second (with LINE_MS, four times a
+-- place's life): the other waiters' looks and the stands in those quarters
+-- keep a busy line alive, so a stand in a contended line costs TIME and
+-- RPUSH alone. A line that turns out empty is looked at as usual.
+local first = ARGV[4] == ''
+if first and ARGV[5] == '1' then
+  local now = server_ms()
+  local entry = string.format('%d %s %s', now + PLACE_MS, ARGV[2], ARGV[1])
+  if redis.call('RPUSH', KEYS[3], entry) > 1 then
+    if now % 1000 < 250 then
+      outlive(KEYS[3], LINE_MS)
+    end
+    return {0, -1, entry}
+  end
+  redis.call('DEL', KEYS[3])
+end
+
+local owner, taken = owner_or_take(first)
 if owner == ARGV[1] then
   -- Handed over and not taken from the hand-off message (the waiter was
   -- looking, or had looked too long ago): claim it, so the holder counts its
   -- validity from this call.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   local fence = tonumber(redis.call('GET', KEYS[2]))
-  record_holder(KEYS[4], fence, ARGV[2], ARGV[5], ARGV[6], ARGV[7])
+  record_holder(KEYS[4], fence, ARGV[2], ARGV[6], ARGV[7], ARGV[8])
   return {1, fence, ''}
 end
 if not owner then
@@ -55,7 +78,7 @@ if not owner then
     if not fence then
       return fence_err
     end
-    record_holder(KEYS[4], fence, ARGV[2], ARGV[5], ARGV[6], ARGV[7])
+    record_holder(KEYS[4], fence, ARGV[2], ARGV[6], ARGV[7], ARGV[8])
     return {1, fence, ''}
   end
   local handoff_err = hand_off(KEYS, waiter, ARGV[3])
