@@ -3,11 +3,15 @@
 //! master, which the cluster bus carries to that master's replica only —
 //! not to every node, as a plain `PUBLISH` is. The same contended run with a
 //! store that publishes plainly (`RedisStore::lazy`) is the baseline: the
-//! bus messages and the bytes the nodes send per hand-off are printed
+//! bus messages, the bytes sent over the cluster bus (the kernel's TCP
+//! counters of the bus links, read with `ss`, less an idle run of the same
+//! length) and the bytes the nodes send to clients, per turn, are printed
 //! (`--no-capture`).
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+use std::collections::HashSet;
+use std::process::Command;
 use std::time::Duration;
 
 use tenure::Coordinator;
@@ -16,7 +20,7 @@ use tenure_test::RedisCluster;
 use tokio::time::Instant;
 
 const TASKS: usize = 4;
-const TURNS: usize = 50;
+const TURNS: usize = 100;
 
 /// One field of an `INFO`-style reply (`name:value` lines).
 fn field(reply: &str, name: &str) -> u64 {
@@ -78,6 +82,56 @@ impl Traffic {
     }
 }
 
+/// The cluster bus ports of every node (`CLUSTER NODES`: `ip:port@cport`).
+fn bus_ports(cluster: &RedisCluster) -> HashSet<u16> {
+    cluster
+        .query(&["CLUSTER", "NODES"])
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .nth(1)?
+                .split_once('@')?
+                .1
+                .split(',')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// The port of an `ss` address (`127.0.0.1:6379`).
+fn port_of(addr: &str) -> Option<u16> {
+    addr.rsplit_once(':')?.1.parse().ok()
+}
+
+/// Bytes sent so far over the links between `ports` (the kernel's
+/// `bytes_sent` of each TCP socket with a bus port at either end, from
+/// `ss -tinH`); `None` where `ss` cannot be run.
+fn bus_bytes(ports: &HashSet<u16>) -> Option<u64> {
+    let out = Command::new("ss").arg("-tinH").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut total = 0;
+    let mut on_bus = false;
+    for line in text.lines() {
+        if !line.starts_with(char::is_whitespace) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            on_bus = cols
+                .iter()
+                .rev()
+                .take(2)
+                .filter_map(|c| port_of(c))
+                .any(|p| ports.contains(&p));
+        } else if on_bus {
+            total += line
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix("bytes_sent:")?.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Some(total)
+}
+
 /// `TASKS` tasks take `TURNS` turns each on `key`; returns how long it took.
 async fn contend(tenure: &Coordinator, key: &str) -> Duration {
     let started = Instant::now();
@@ -108,23 +162,43 @@ async fn contend(tenure: &Coordinator, key: &str) -> Duration {
 }
 
 /// Runs the contended turns through `tenure` and returns the traffic of the
-/// whole cluster and the time they took.
-async fn measure(cluster: &RedisCluster, tenure: &Coordinator, key: &str) -> (Traffic, Duration) {
+/// whole cluster, the time they took and the bus bytes sent meanwhile less
+/// those of an idle wait as long (the nodes' own gossip).
+async fn measure(
+    cluster: &RedisCluster,
+    tenure: &Coordinator,
+    key: &str,
+) -> (Traffic, Duration, Option<i64>) {
     let nodes = cluster.nodes().len();
+    let ports = bus_ports(cluster);
     let before = Traffic::read(cluster, 0..nodes);
+    let bus_before = bus_bytes(&ports);
     let took = contend(tenure, key).await;
-    (Traffic::read(cluster, 0..nodes).since(before), took)
+    let bus_after = bus_bytes(&ports);
+    let traffic = Traffic::read(cluster, 0..nodes).since(before);
+    tokio::time::sleep(took).await;
+    let bus_idle = bus_bytes(&ports);
+    let bus = match (bus_before, bus_after, bus_idle) {
+        (Some(b), Some(a), Some(i)) => {
+            let (b, a, i) = (b as i64, a as i64, i as i64);
+            Some((a - b) - (i - a))
+        }
+        _ => None,
+    };
+    (traffic, took, bus)
 }
 
-fn report(name: &str, t: Traffic, took: Duration) {
+fn report(name: &str, t: Traffic, took: Duration, bus: Option<i64>) {
     let turns = (TASKS * TURNS) as f64;
+    let hand_offs = (t.publish + t.spublish).max(1) as f64;
+    let bus = bus.map_or("n/a".to_string(), |b| {
+        format!("{:.0}", b as f64 / hand_offs)
+    });
     println!(
-        "{name}: {turns} turns in {took:?}; per turn: {:.2} bus messages for PUBLISH, {:.2} for SPUBLISH, {:.0} bytes sent to clients by all nodes; PUBLISH calls {}, SPUBLISH calls {}",
-        t.bus_publish as f64 / turns,
-        t.bus_publishshard as f64 / turns,
-        t.client_bytes as f64 / turns,
-        t.publish,
-        t.spublish,
+        "{name}: {turns} turns, {hand_offs} published hand-offs in {took:?}; per hand-off: {:.2} bus messages for PUBLISH, {:.2} for SPUBLISH, {bus} bus bytes (less idle gossip), {:.0} bytes sent to clients by all nodes",
+        t.bus_publish as f64 / hand_offs,
+        t.bus_publishshard as f64 / hand_offs,
+        t.client_bytes as f64 / hand_offs,
     );
 }
 
@@ -139,10 +213,10 @@ async fn hand_offs_on_a_cluster_are_published_to_the_leases_shard_only() {
     contend(&sharded, "warm:sharded").await;
     contend(&plain, "warm:plain").await;
 
-    let (before, plain_took) = measure(&cluster, &plain, "turns:plain").await;
-    report("plain PUBLISH", before, plain_took);
-    let (after, took) = measure(&cluster, &sharded, "turns").await;
-    report("sharded SPUBLISH", after, took);
+    let (before, plain_took, plain_bus) = measure(&cluster, &plain, "turns:plain").await;
+    report("plain PUBLISH", before, plain_took, plain_bus);
+    let (after, took, bus) = measure(&cluster, &sharded, "turns").await;
+    report("sharded SPUBLISH", after, took, bus);
 
     let turns = (TASKS * TURNS) as u64;
     // Every hand-off was published sharded, none plainly.

@@ -22,8 +22,8 @@ local CLAIM_MS = 500
 local PUBLISH = 'PUBLISH'
 
 -- How long a line lives after a stand behind others refreshed it (see
--- lease_wait.lua): four times a place's life.
-local LINE_MS = 4 * PLACE_MS
+-- lease_wait.lua): ten times a place's life.
+local LINE_MS = 10 * PLACE_MS
 
 -- The server's clock in milliseconds.
 local function server_ms()

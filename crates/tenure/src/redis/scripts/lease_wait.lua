@@ -32,17 +32,21 @@ end
 
 -- A first look that others wait in front of: stands behind them without
 -- looking at the key (a free key with waiters in line is theirs, and the
--- first of them takes it with its next look). Its place is made to outlive
--- it only in the first quarter of each second (with LINE_MS, four times a
--- place's life): the other waiters' looks and the stands in those quarters
--- keep a busy line alive, so a stand in a contended line costs TIME and
--- RPUSH alone. A line that turns out empty is looked at as usual.
+-- first of them takes it with its next look). The line is made to outlive
+-- the new place (by LINE_MS, ten times a place's life) only when it is short
+-- or in the first 100 ms of each second: the other waiters' looks (every
+-- 250 ms) and the stands in those slices keep a long line alive, so a stand
+-- in a contended line costs TIME and RPUSH alone. (A long line whose waiters
+-- are all served within 250 ms and none of whose stands fell into a slice
+-- for ten seconds would lapse: its waiters then stand in line again with
+-- their next look.) A line that turns out empty is looked at as usual.
 local first = ARGV[4] == ''
 if first and ARGV[5] == '1' then
   local now = server_ms()
   local entry = string.format('%d %s %s', now + PLACE_MS, ARGV[2], ARGV[1])
-  if redis.call('RPUSH', KEYS[3], entry) > 1 then
-    if now % 1000 < 250 then
+  local length = redis.call('RPUSH', KEYS[3], entry)
+  if length > 1 then
+    if length <= 2 or now % 1000 < 100 then
       outlive(KEYS[3], LINE_MS)
     end
     return {0, -1, entry}
