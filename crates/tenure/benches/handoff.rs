@@ -33,10 +33,12 @@ enum Strategy {
     Polling,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Stats {
     handoffs_per_sec: f64,
     commands_per_handoff: f64,
+    /// Calls per hand-off, by command.
+    by_command: String,
     /// Acquisitions that came before another task's which had waited longer.
     fifo_violations: usize,
     /// From the holder's release call to the next holder's acquisition.
@@ -45,23 +47,26 @@ struct Stats {
     worst_wait: Duration,
 }
 
-/// Total calls of every command since the last `CONFIG RESETSTAT`, but
+/// Calls of every command since the last `CONFIG RESETSTAT`, by command, but
 /// `INFO` and `CONFIG` (the bench's own).
-fn commands(server: &RedisServer) -> u64 {
+fn commands(server: &RedisServer) -> Vec<(String, u64)> {
     let stats = server.command("INFO commandstats").unwrap();
     stats
         .lines()
         .filter_map(|l| l.strip_prefix("cmdstat_"))
         .filter(|l| !l.starts_with("info:") && !l.starts_with("config"))
         .filter_map(|l| {
-            l.split("calls=")
+            let (name, rest) = l.split_once(':')?;
+            let calls = rest
+                .split("calls=")
                 .nth(1)?
                 .split(',')
                 .next()?
-                .parse::<u64>()
-                .ok()
+                .parse()
+                .ok()?;
+            Some((name.to_string(), calls))
         })
-        .sum()
+        .collect()
 }
 
 async fn contend(
@@ -138,10 +143,19 @@ async fn contend(
     let mut handoff_times = handoff_times.lock().unwrap().clone();
     handoff_times.sort();
     let handoffs = handoffs.load(Ordering::SeqCst);
+    let per_handoff = |n: u64| n as f64 / handoffs.max(1) as f64;
+    let calls = commands(server);
+    let by_command = calls
+        .iter()
+        .filter(|(_, n)| per_handoff(*n) >= 0.005)
+        .map(|(name, n)| format!("{name} {:.2}", per_handoff(*n)))
+        .collect::<Vec<_>>()
+        .join(", ");
     Stats {
+        by_command,
         median_handoff: handoff_times[handoff_times.len() / 2],
         handoffs_per_sec: handoffs as f64 / RUN_FOR.as_secs_f64(),
-        commands_per_handoff: commands(server) as f64 / handoffs.max(1) as f64,
+        commands_per_handoff: per_handoff(calls.iter().map(|(_, n)| n).sum()),
         fifo_violations: violations.load(Ordering::SeqCst),
         median_wait: waits[waits.len() / 2],
         worst_wait: *waits.last().unwrap(),
@@ -210,6 +224,7 @@ async fn main() {
             s.worst_wait,
             s.fifo_violations,
         );
+        println!("    per hand-off: {}", s.by_command);
     }
     println!(
         "  ratio: {:.1}x the baseline's hand-off rate; one hand-off every {:.1} round trips",
@@ -221,5 +236,5 @@ async fn main() {
 /// The round with the median hand-off rate (its figures stay together).
 fn median(mut rounds: Vec<Stats>) -> Stats {
     rounds.sort_by(|a, b| a.handoffs_per_sec.total_cmp(&b.handoffs_per_sec));
-    rounds[rounds.len() / 2]
+    rounds.swap_remove(rounds.len() / 2)
 }

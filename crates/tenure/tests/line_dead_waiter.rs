@@ -73,6 +73,21 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = usize>,
 {
+    stall_after_killing_the_first_then(store, lease, count, Duration::ZERO).await
+}
+
+/// As [`stall_after_killing_the_first`], with the holder releasing `pause`
+/// after the kill.
+async fn stall_after_killing_the_first_then<F, Fut>(
+    store: &str,
+    lease: &Lease,
+    count: F,
+    pause: Duration,
+) -> Duration
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
     let holder = lease.try_acquire().await.unwrap().unwrap();
     let mut first = child(store);
     fifo_common::until_in_line(&count, 1).await;
@@ -80,6 +95,7 @@ where
     fifo_common::until_in_line(&count, 2).await;
     first.kill().unwrap(); // SIGKILL: it cannot leave the line
     first.wait().unwrap();
+    tokio::time::sleep(pause).await;
     let released = Instant::now();
     holder.release().await.unwrap();
     let guard = tokio::time::timeout(TTL * 2, second)
@@ -115,29 +131,48 @@ async fn stall_counted_by_status(name: &str, store: &str) {
     report(name, stall);
 }
 
+/// The line's length on `server`, for the waiters of the key `line`.
+fn redis_count(
+    server: &tenure_test::RedisServer,
+) -> impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = usize> + Send>> {
+    let client = redis::Client::open(server.url()).unwrap();
+    move || {
+        let client = client.clone();
+        Box::pin(async move {
+            let mut c = client.get_multiplexed_async_connection().await.unwrap();
+            redis::cmd("LLEN")
+                .arg("tenure:{line}:queue")
+                .query_async::<usize>(&mut c)
+                .await
+                .unwrap()
+        })
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_a_killed_first_waiter_stalls_the_line_briefly() {
     let server = tenure_test::RedisServer::start();
     let store = format!("redis:{}", server.url());
     let tenure = connect(&store).await;
     let lease = tenure.lease("line").ttl(TTL);
-    let c = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let count = || {
-        let mut c = c.clone();
-        async move {
-            redis::cmd("LLEN")
-                .arg("tenure:{line}:queue")
-                .query_async::<usize>(&mut c)
-                .await
-                .unwrap()
-        }
-    };
-    let stall = stall_after_killing_the_first(&store, &lease, count).await;
+    let stall = stall_after_killing_the_first(&store, &lease, redis_count(&server)).await;
     report("redis", stall);
+}
+
+/// A release does not read the clock for the waiter it hands over to: a
+/// first waiter that died longer ago than its place lives is handed the
+/// lease for the claim window, and the next live waiter's look takes it
+/// after that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_long_dead_first_waiter_stalls_the_line_briefly() {
+    let server = tenure_test::RedisServer::start();
+    let store = format!("redis:{}", server.url());
+    let tenure = connect(&store).await;
+    let lease = tenure.lease("line").ttl(TTL);
+    let pause = Duration::from_millis(1500);
+    let stall =
+        stall_after_killing_the_first_then(&store, &lease, redis_count(&server), pause).await;
+    report("redis, released 1.5 s after the kill", stall);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,6 +45,9 @@ pub(super) struct Shared {
     pub(super) stop: CancellationToken,
     /// The renewal interval (`None`: no renewal).
     renew_every: Option<Duration>,
+    /// Whether the lease was handed over for the claim window only: the
+    /// monitor's first renewal claims its full TTL.
+    unclaimed: bool,
     /// Set once the monitor task runs.
     monitoring: AtomicBool,
 }
@@ -123,7 +126,7 @@ impl Shared {
     /// ([`LeaseGuard::lost`]): every other check reads the deadline itself.
     fn start_monitor(self: &Arc<Self>) {
         if !self.monitoring.swap(true, Ordering::Relaxed) {
-            monitor::spawn(self, self.renew_every);
+            monitor::spawn(self, self.renew_every, self.unclaimed);
         }
     }
 
@@ -266,6 +269,10 @@ impl std::fmt::Display for LossCause {
 pub(super) struct Upkeep {
     pub(super) renew_every: Option<Duration>,
     pub(super) max_hold: Option<Duration>,
+    /// Handed over for the claim window only (see [`Line`](super::line)):
+    /// renewed to the full TTL before the window ends, with or without a
+    /// renewal interval.
+    pub(super) unclaimed: bool,
 }
 
 /// The result of [`LeaseGuard::extend`].
@@ -430,9 +437,10 @@ impl LeaseGuard {
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
             renew_every: upkeep.renew_every,
+            unclaimed: upkeep.unclaimed,
             monitoring: AtomicBool::new(false),
         });
-        if upkeep.renew_every.is_some() || hold_until.is_some() {
+        if upkeep.renew_every.is_some() || hold_until.is_some() || upkeep.unclaimed {
             shared.start_monitor();
         }
         LeaseGuard {

@@ -10,7 +10,11 @@
 //!
 //! A hand-off whose notification names the place of the waiter's last look
 //! is taken without asking the store again: the hand-off ran after that look
-//! was sent, so the validity counts from that send (see [`Line::look`]).
+//! was sent, so the validity counts from that send (see [`Line::look`]). A
+//! hand-off sets the lease for the claim window only ([`CLAIM_WINDOW`], when
+//! the TTL is longer): the guard's first renewal, sent [`CLAIM_LEAD`] before
+//! the window ends, claims the full TTL, so a holder that releases sooner
+//! sends nothing but its release.
 //! A wait that ends without the lease leaves the line; a wait that is
 //! cancelled (its future dropped) leaves it in the background, passing on a
 //! lease that was handed to it meanwhile. Nothing blocks in `Drop`.
@@ -37,14 +41,25 @@ pub(crate) const HEARTBEAT: Duration = Duration::from_millis(250);
 pub(crate) const PLACE_LIFETIME: Duration = Duration::from_millis(1000);
 
 /// How long a lease handed to a waiter stays set for it (at most its TTL)
-/// until the waiter claims it with a look, which sets the full TTL: a lease
-/// handed to a waiter that died meanwhile is free again after this long.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+/// until the waiter claims it — with its first renewal, or with a look when
+/// the hand-off cannot be taken from its notification — which sets the full
+/// TTL: a lease handed to a waiter that died meanwhile is free again after
+/// this long.
 pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
 
-/// A hand-off is taken from its notification only while the validity it
-/// leaves is within this fraction (1/16) of a full one; older, the waiter
-/// claims the lease, which counts a full validity from the claim.
+/// How long before the end of the claim window a guard taken from a hand-off
+/// claims the full TTL (its first renewal).
+pub(crate) const CLAIM_LEAD: Duration = Duration::from_millis(200);
+
+/// A hand-off for the claim window is taken from its notification only while
+/// it leaves this much validity (the claim is then due at the earliest
+/// 50 ms later); less, and the waiter claims with a look at once.
+const CLAIM_TAKE_MIN: Duration = Duration::from_millis(250);
+
+/// A hand-off of the full TTL (at most the claim window) is taken from its
+/// notification only while the validity it leaves is within this fraction
+/// (1/16) of a full one; older, the waiter claims the lease, which counts a
+/// full validity from the claim.
 const HANDOFF_SLACK_DIVISOR: u32 = 16;
 
 pub(super) struct Line {
@@ -55,6 +70,8 @@ pub(super) struct Line {
     /// When the look that returned `place` was sent, on the store's clock.
     placed_at: Option<Moment>,
     watch: Option<ReleaseWatch>,
+    /// The lease was taken from a hand-off for the claim window only.
+    unclaimed: bool,
     standing: bool,
     looked: bool,
     waited: bool,
@@ -74,6 +91,7 @@ impl Line {
             place: None,
             placed_at: None,
             watch,
+            unclaimed: false,
             standing: true,
             looked: false,
             waited: false,
@@ -126,24 +144,40 @@ impl Line {
     /// The lease, when the watch announced a hand-off from the place our
     /// last look returned. That look found the lease held by someone else and
     /// wrote the place; the hand-off took the place out of line, so it ran
-    /// after the look was sent, and the TTL it set runs out after the send
-    /// plus the TTL: the validity counts from the send. Taken only while that
-    /// leaves nearly a full validity (and more than the renewal interval, so
-    /// the watchdog renews before the deadline); else the waiter claims.
+    /// after the look was sent, and the TTL it set (the claim window, or the
+    /// TTL when that is shorter) runs out after the send plus that TTL: the
+    /// validity counts from the send. A hand-off of the full TTL is taken
+    /// only while that leaves nearly a full validity (and more than the
+    /// renewal interval, so the watchdog renews before the deadline); one for
+    /// the claim window while it leaves [`CLAIM_TAKE_MIN`], and the guard's
+    /// first renewal claims it. Else the waiter claims with a look.
     fn handed_over(&mut self, ttl: Duration, renew: Option<Duration>) -> Option<AcquireReply> {
         let handoff = self.watch.as_mut()?.take_handoff()?;
         if self.place.as_ref() != Some(&handoff.place) {
             return None;
         }
-        let valid_until = valid_until(self.placed_at?, ttl);
+        let unclaimed = ttl > CLAIM_WINDOW;
+        let set_for = ttl.min(CLAIM_WINDOW);
+        let valid_until = valid_until(self.placed_at?, set_for);
         let left = valid_until.saturating_duration_since(self.backend.clock().now());
-        let validity = DriftMargin::default().validity(ttl);
-        let fresh = left >= validity - validity / HANDOFF_SLACK_DIVISOR
-            && renew.is_none_or(|every| every < left);
+        let fresh = if unclaimed {
+            left >= CLAIM_TAKE_MIN
+        } else {
+            let validity = DriftMargin::default().validity(ttl);
+            left >= validity - validity / HANDOFF_SLACK_DIVISOR
+                && renew.is_none_or(|every| every < left)
+        };
+        self.unclaimed = fresh && unclaimed;
         fresh.then_some(AcquireReply::Acquired {
             fence: handoff.fence,
             valid_until,
         })
+    }
+
+    /// Whether the lease the last look returned was taken from a hand-off
+    /// for the claim window only: its guard's first renewal claims it.
+    pub(super) fn unclaimed(&self) -> bool {
+        self.unclaimed
     }
 
     /// The token this waiter stands in line with.

@@ -650,7 +650,11 @@ impl Lease {
                     stand.token().clone(),
                     fence,
                     valid_until,
-                    renew,
+                    guard::Upkeep {
+                        renew_every: renew,
+                        max_hold: self.max_hold,
+                        unclaimed: stand.unclaimed(),
+                    },
                 ))),
                 AcquireReply::Held { ttl_left } => Ok(Attempt::Held { ttl_left }),
             }
@@ -765,7 +769,11 @@ impl Lease {
                 token,
                 fence,
                 valid_until,
-                renew,
+                guard::Upkeep {
+                    renew_every: renew,
+                    max_hold: self.max_hold,
+                    unclaimed: false,
+                },
             ))),
             AcquireReply::Held { ttl_left } => Ok(Attempt::Held { ttl_left }),
         }
@@ -776,7 +784,7 @@ impl Lease {
         token: OwnerToken,
         fence: Fence,
         valid_until: crate::clock::Moment,
-        renew: Option<Duration>,
+        upkeep: guard::Upkeep,
     ) -> LeaseGuard {
         LeaseGuard::start(
             Arc::clone(&self.backend),
@@ -785,10 +793,7 @@ impl Lease {
             self.ttl,
             fence,
             valid_until,
-            guard::Upkeep {
-                renew_every: renew,
-                max_hold: self.max_hold,
-            },
+            upkeep,
         )
     }
 }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::guard::{LossCause, Shared};
+use super::line::CLAIM_LEAD;
 use super::store::{DriftMargin, ExtendReply};
 use crate::clock::Moment;
 
@@ -18,14 +19,16 @@ const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 pub(super) const SLICE: Duration = Duration::from_millis(100);
 
 /// Spawns the monitor. It holds only a `Weak` reference, so it ends with the
-/// guard; it also ends at once when the guard's stop token fires.
-pub(super) fn spawn(shared: &Arc<Shared>, renew_every: Option<Duration>) {
+/// guard; it also ends at once when the guard's stop token fires. With
+/// `unclaimed`, its first renewal claims a lease handed over for the claim
+/// window only (whether or not it renews after that).
+pub(super) fn spawn(shared: &Arc<Shared>, renew_every: Option<Duration>, unclaimed: bool) {
     let weak = Arc::downgrade(shared);
     let stop = shared.stop.clone();
     tokio::spawn(async move {
         tokio::select! {
             () = stop.cancelled() => {}
-            () = watch(weak, renew_every) => {}
+            () = watch(weak, renew_every, unclaimed) => {}
         }
     });
 }
@@ -39,13 +42,41 @@ fn due(shared: &Shared, lead: Duration) -> Moment {
     shared.deadline() - lead
 }
 
-async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
-    // How long before the deadline a renewal is due: the validity of a fresh
-    // grant minus one interval.
-    let Some((mut next_renewal, lead)) = weak.upgrade().map(|s| {
-        let lead =
-            renew_every.map(|every| DriftMargin::default().validity(s.ttl).saturating_sub(every));
-        (lead.map(|lead| due(&s, lead)), lead)
+/// The renewal schedule of a guard: its interval and how long before the
+/// deadline a renewal is due (the validity of a fresh grant minus one
+/// interval).
+#[derive(Clone, Copy)]
+struct Schedule {
+    every: Duration,
+    lead: Duration,
+}
+
+impl Schedule {
+    fn of(shared: &Shared, renew_every: Option<Duration>) -> Option<Schedule> {
+        renew_every.map(|every| Schedule {
+            every,
+            lead: DriftMargin::default()
+                .validity(shared.ttl)
+                .saturating_sub(every),
+        })
+    }
+
+    /// After a renewal at `now`: at most one interval from now, so a store
+    /// that grants less than asked is renewed sooner, never later.
+    fn next(self, shared: &Shared, now: Moment) -> Moment {
+        due(shared, self.lead).min(now + self.every)
+    }
+}
+
+async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>, unclaimed: bool) {
+    let Some((schedule, mut next_renewal)) = weak.upgrade().map(|s| {
+        let schedule = Schedule::of(&s, renew_every);
+        let first = if unclaimed {
+            Some(due(&s, CLAIM_LEAD))
+        } else {
+            schedule.map(|sc| due(&s, sc.lead))
+        };
+        (schedule, first)
     }) else {
         return;
     };
@@ -66,7 +97,7 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
         }
         // Wake at the end of the maximum hold too.
         let deadline_or_hold = shared.end();
-        let (Some(every), Some(lead), Some(due_at)) = (renew_every, lead, next_renewal) else {
+        let Some(due_at) = next_renewal else {
             // No renewal: sleep towards the deadline (a manual extend may move it).
             drop(shared);
             tokio::time::sleep(deadline_or_hold.saturating_duration_since(now).min(SLICE)).await;
@@ -89,13 +120,13 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>) {
                 if lost {
                     return;
                 }
-                // At most one interval from now: a store that grants less
-                // than asked is renewed sooner, never later.
-                next_renewal = Some(due(&shared, lead).min(now + every));
+                next_renewal = schedule.map(|sc| sc.next(&shared, now));
             }
             Ok(Err(e)) => {
                 tracing::warn!(key = %shared.key, error = %e, "lease renewal failed; retrying until the deadline");
-                next_renewal = Some(shared.now() + RETRY_AFTER_ERROR.min(every));
+                let retry =
+                    schedule.map_or(RETRY_AFTER_ERROR, |sc| RETRY_AFTER_ERROR.min(sc.every));
+                next_renewal = Some(shared.now() + retry);
             }
             Err(_elapsed) => {
                 // The extend was cut short, before it could count itself.

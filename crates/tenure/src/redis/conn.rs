@@ -91,6 +91,35 @@ impl Link {
     }
 }
 
+impl Link {
+    /// Subscribes to the sharded channel `channel` (a RESP3 cluster link;
+    /// only a cluster shards its channels, see `publish.rs`).
+    pub(super) async fn ssubscribe(&mut self, channel: impl ToRedisArgs) -> redis::RedisResult<()> {
+        match self {
+            Link::Cluster(c) => c.ssubscribe(channel).await,
+            Link::Node(_) | Link::Sentinel(_) => Err(not_sharded()),
+        }
+    }
+
+    /// Unsubscribes from the sharded channel `channel`.
+    pub(super) async fn sunsubscribe(
+        &mut self,
+        channel: impl ToRedisArgs,
+    ) -> redis::RedisResult<()> {
+        match self {
+            Link::Cluster(c) => c.sunsubscribe(channel).await,
+            Link::Node(_) | Link::Sentinel(_) => Err(not_sharded()),
+        }
+    }
+}
+
+fn not_sharded() -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Client,
+        "sharded channels are subscribed on a cluster only",
+    ))
+}
+
 fn not_a_subscriber() -> RedisError {
     RedisError::from((
         redis::ErrorKind::Client,
@@ -506,6 +535,34 @@ impl RedisConn {
             .map(|p| (None, p))
             .into_iter()
             .collect())
+    }
+
+    /// Whether the server (on a cluster: a random node) knows the command
+    /// `name` (`COMMAND INFO`); `false` when it cannot be asked.
+    pub(super) async fn knows_command(&self, name: &str) -> bool {
+        let mut cmd = redis::cmd("COMMAND");
+        cmd.arg("INFO").arg(name);
+        let reply = match &self.link {
+            Link::Cluster(cluster) => {
+                use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                let mut cluster = cluster.clone();
+                self.call("connect", "", |_| async move {
+                    cluster.route_command(cmd, routing).await
+                })
+                .await
+            }
+            _ => {
+                self.call("connect", "", |mut c| async move {
+                    cmd.query_async::<Value>(&mut c).await
+                })
+                .await
+            }
+        };
+        match reply {
+            Ok(Value::Array(infos)) => infos.first().is_some_and(|i| *i != Value::Nil),
+            _ => false,
+        }
     }
 
     /// The URL without credentials.

@@ -9,7 +9,8 @@
 //! the nodes of a quorum (see `fence::floor`). Both are settings of a store
 //! for its whole life, so they are baked into its scripts rather than sent
 //! with every call: the scripts' arguments stay as they are, and a quorum
-//! node's scripts differ from a single master's (their own SHA1).
+//! node's scripts differ from a single master's (their own SHA1). So does
+//! the command that publishes release notifications (see `publish`).
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use redis::Script;
 
 use super::keys::millis;
+use super::publish::Publish;
 use crate::fence::FloorUnit;
 
 /// The line of every counter-writing script that names the retention.
@@ -42,10 +44,11 @@ impl LuaScript {
     }
 
     /// A script that takes fences (`scripts/lease_fence.lua` first): the
-    /// retention line set to `retention_ms`, the floor's unit to `unit`.
-    fn floored(source: &str, retention_ms: u64, unit: FloorUnit) -> Self {
+    /// retention line set to `retention_ms`, the floor's unit to `unit`,
+    /// publishing with `publish`.
+    fn floored(source: &str, retention_ms: u64, unit: FloorUnit, publish: Publish) -> Self {
         debug_assert!(source.contains(MICROS_LINE), "no floor unit line");
-        let source = with_retention(source, retention_ms);
+        let source = publish.apply(&with_retention(source, retention_ms));
         Self::from_source(match unit {
             FloorUnit::Micros => source,
             FloorUnit::WholeSeconds => source.replacen(MICROS_LINE, SECONDS_LINE, 1),
@@ -72,8 +75,8 @@ fn with_retention(source: &str, retention_ms: u64) -> String {
     source.replacen(DEFAULT_LINE, &line, 1)
 }
 
-/// Every script that writes a fence counter, for one retention and one unit
-/// of the clock floor.
+/// Every script that writes a fence counter, for one retention, one unit of
+/// the clock floor and one way of publishing release notifications.
 #[derive(Debug)]
 pub(super) struct CounterScripts {
     /// The retention they carry.
@@ -95,23 +98,24 @@ pub(super) struct CounterScripts {
     pub(super) take: LuaScript,
 }
 
-/// The scripts of the default retention, shared by every store that keeps
-/// it: one master's, a quorum node's.
+/// The scripts of the default retention, publishing plainly, shared by every
+/// store that keeps them: one master's, a quorum node's.
 static DEFAULT: LazyLock<[Arc<CounterScripts>; 2]> = LazyLock::new(|| {
     let retention = super::options::DEFAULT_FENCE_RETENTION;
     [FloorUnit::Micros, FloorUnit::WholeSeconds]
-        .map(|unit| Arc::new(CounterScripts::build(retention, unit)))
+        .map(|unit| Arc::new(CounterScripts::build(retention, unit, Publish::Plain)))
 });
 
 impl CounterScripts {
-    /// The scripts for a fence retention of `retention` and fences floored
-    /// in `unit`.
-    pub(super) fn for_store(retention: Duration, unit: FloorUnit) -> Arc<Self> {
-        if millis(retention) == millis(super::options::DEFAULT_FENCE_RETENTION) {
+    /// The scripts for a fence retention of `retention`, fences floored in
+    /// `unit`, and release notifications published with `publish`.
+    pub(super) fn for_store(retention: Duration, unit: FloorUnit, publish: Publish) -> Arc<Self> {
+        let default_retention = millis(super::options::DEFAULT_FENCE_RETENTION);
+        if millis(retention) == default_retention && publish == Publish::Plain {
             let i = usize::from(unit == FloorUnit::WholeSeconds);
             return Arc::clone(&DEFAULT[i]);
         }
-        Arc::new(Self::build(retention, unit))
+        Arc::new(Self::build(retention, unit, publish))
     }
 
     /// The retention these scripts carry.
@@ -120,15 +124,16 @@ impl CounterScripts {
         self.retention
     }
 
-    fn build(retention: Duration, unit: FloorUnit) -> Self {
+    fn build(retention: Duration, unit: FloorUnit, publish: Publish) -> Self {
         let ms = millis(retention);
+        let floored = |source| LuaScript::floored(source, ms, unit, publish);
         CounterScripts {
             #[cfg(feature = "quorum")]
             retention,
-            acquire: LuaScript::floored(super::lease::ACQUIRE_LUA, ms, unit),
-            release: LuaScript::floored(super::lease::RELEASE_LUA, ms, unit),
-            wait: LuaScript::floored(super::queue::WAIT_LUA, ms, unit),
-            leave: LuaScript::floored(super::queue::LEAVE_LUA, ms, unit),
+            acquire: floored(super::lease::ACQUIRE_LUA),
+            release: floored(super::lease::RELEASE_LUA),
+            wait: floored(super::queue::WAIT_LUA),
+            leave: floored(super::queue::LEAVE_LUA),
             #[cfg(feature = "quorum")]
             raise: LuaScript::new(super::node::RAISE_FENCE_LUA, ms),
             #[cfg(feature = "quorum")]
@@ -143,7 +148,8 @@ mod tests {
 
     #[test]
     fn every_counter_script_carries_the_retention() {
-        let scripts = CounterScripts::for_store(Duration::from_secs(90), FloorUnit::Micros);
+        let scripts =
+            CounterScripts::for_store(Duration::from_secs(90), FloorUnit::Micros, Publish::Plain);
         for s in [
             &scripts.acquire,
             &scripts.release,
@@ -161,8 +167,9 @@ mod tests {
             super::super::options::DEFAULT_FENCE_RETENTION,
             Duration::from_secs(90),
         ] {
-            let one = CounterScripts::for_store(retention, FloorUnit::Micros);
-            let node = CounterScripts::for_store(retention, FloorUnit::WholeSeconds);
+            let one = CounterScripts::for_store(retention, FloorUnit::Micros, Publish::Plain);
+            let node =
+                CounterScripts::for_store(retention, FloorUnit::WholeSeconds, Publish::Plain);
             for (one, node) in [
                 (&one.acquire, &node.acquire),
                 (&one.release, &node.release),

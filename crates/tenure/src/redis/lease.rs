@@ -18,6 +18,7 @@ use super::counter::CounterScripts;
 use super::holder;
 use super::keys::{Keys, from_millis, millis};
 use super::options::{RedisOptions, ReplicaAcks};
+use super::publish::Publish;
 use super::subscriber::Subscriber;
 use crate::error::{Error, Result};
 use crate::fence::{Fence, FloorUnit};
@@ -92,6 +93,9 @@ pub struct RedisStore {
     loaded: Option<Arc<LoadedScripts>>,
     /// The scripts that write fence counters, with this store's retention.
     counters: Arc<CounterScripts>,
+    /// How the scripts publish release notifications (and the subscriber
+    /// listens).
+    publish: Publish,
 }
 
 impl RedisStore {
@@ -103,28 +107,36 @@ impl RedisStore {
         options.check_replica_wait()?;
         options.check_fence_retention()?;
         let conn = RedisConn::connect_checked(url, &options, options.allow_eviction).await?;
-        Ok(Self::with_conn(conn, options))
+        let publish = Publish::detect(&conn).await;
+        Ok(Self::with_conn(conn, options, publish))
     }
 
     /// Prepares a backend for `url` without connecting; the first call connects.
     /// Nothing is checked before that call, so the `maxmemory-policy` check of
     /// [`connect`](Self::connect) is not made: a quorum node should run with
-    /// `maxmemory-policy noeviction` too.
+    /// `maxmemory-policy noeviction` too. Release notifications are published
+    /// plainly (`PUBLISH`), even on a Redis Cluster, where
+    /// [`connect`](Self::connect) shards them.
     pub fn lazy(url: &str, options: RedisOptions) -> Result<Self> {
         options.check_replica_wait()?;
         options.check_fence_retention()?;
         let conn = RedisConn::lazy(url, &options)?;
-        Ok(Self::with_conn(conn, options))
+        Ok(Self::with_conn(conn, options, Publish::Plain))
     }
 
-    fn with_conn(conn: RedisConn, options: RedisOptions) -> Self {
+    fn with_conn(conn: RedisConn, options: RedisOptions, publish: Publish) -> Self {
         RedisStore {
             conn,
             keys: Keys::new(options.prefix),
             subscriber: Arc::new(OnceCell::new()),
             replicas: options.replicas,
             loaded: None,
-            counters: CounterScripts::for_store(options.fence_retention, FloorUnit::Micros),
+            counters: CounterScripts::for_store(
+                options.fence_retention,
+                FloorUnit::Micros,
+                publish,
+            ),
+            publish,
         }
     }
 
@@ -144,8 +156,11 @@ impl RedisStore {
     #[cfg(feature = "quorum")]
     pub(super) fn quorum_scripts(mut self) -> Self {
         self.loaded = Some(Arc::default());
-        self.counters =
-            CounterScripts::for_store(self.counters.retention(), FloorUnit::WholeSeconds);
+        self.counters = CounterScripts::for_store(
+            self.counters.retention(),
+            FloorUnit::WholeSeconds,
+            self.publish,
+        );
         self
     }
 
@@ -371,7 +386,9 @@ impl RedisStore {
     /// cached: the next waiter tries again, and meanwhile waiters poll.
     pub(super) async fn subscriber(&self) -> Option<&Subscriber> {
         self.subscriber
-            .get_or_try_init(|| async { Subscriber::open(&self.conn).await.ok_or(()) })
+            .get_or_try_init(|| async {
+                Subscriber::open(&self.conn, self.publish).await.ok_or(())
+            })
             .await
             .ok()
     }

@@ -21,8 +21,10 @@
 //! of one lease (lease, fence counter, waiting line, release channel, record,
 //! permits) and
 //! of one limiter key (every policy of a compound limiter) share one hash tag,
-//! so each script runs whole on one master. Release notifications use plain
-//! `PUBLISH`/`SUBSCRIBE`, which a cluster forwards to every node.
+//! so each script runs whole on one master. Release notifications of leases
+//! are sharded (`SPUBLISH`/`SSUBSCRIBE`) on Redis 7 or later: only the
+//! lease's master and its replicas carry them (`publish`); on older servers
+//! they use plain `PUBLISH`, which a cluster forwards to every node.
 //! [`RedisOptions::require_replicas`] works per master (`WAIT` goes to the
 //! master that took the write). What a failover does to held leases and fences
 //! is measured in the repository's `docs/redis.md`.
@@ -54,6 +56,7 @@ mod list;
 #[cfg(feature = "quorum")]
 mod node;
 mod options;
+mod publish;
 mod queue;
 mod record;
 mod sentinel;

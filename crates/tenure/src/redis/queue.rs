@@ -72,8 +72,13 @@ impl RedisStore {
         let channel = self.keys().released(key);
         let ttl_ms = millis(ttl).to_string();
         let old = place.map_or("", QueuePlace::as_str);
+        let behind = if place.is_none() && self.others_wait(&channel, token) {
+            "1"
+        } else {
+            ""
+        };
         let recorded = super::holder::acquire_args(holder);
-        let mut args = vec![token.as_str(), &ttl_ms, &channel, old];
+        let mut args = vec![token.as_str(), &ttl_ms, &channel, old, behind];
         args.extend(recorded.iter().map(String::as_str));
         let grant = Grant {
             op: "wait",
@@ -89,6 +94,14 @@ impl RedisStore {
             |(won, value, place): (i64, i64, String)| (won, value, Some(place)),
         )
         .await
+    }
+
+    /// Whether another waiter of this process waits for `channel`'s lease:
+    /// a hint that the line is not empty, which lets a first look stand
+    /// behind the others without looking at the key (the script checks it).
+    fn others_wait(&self, channel: &str, token: &OwnerToken) -> bool {
+        self.subscriber_if_open()
+            .is_some_and(|sub| sub.others_wait(channel, token.as_str()))
     }
 
     /// Leaves the line of `key` and passes on a lease handed to `token`

@@ -15,11 +15,14 @@
 //! a waiter can register on it without a round trip before its first look
 //! ([`Subscriber::ready_turn`]).
 //!
-//! On a Redis Cluster the subscriber is a RESP3 cluster connection. The release
-//! scripts `PUBLISH`, which a cluster forwards to every node, so a subscription
-//! on any node hears it; the client moves subscriptions to another node when
-//! one fails, and a disconnection wakes every waiter (it may have missed a
-//! release).
+//! On a Redis Cluster the subscriber is a RESP3 cluster connection. On Redis 7
+//! or later the lease scripts publish sharded (`SPUBLISH`, see `publish.rs`):
+//! the subscriber subscribes each channel sharded (`SSUBSCRIBE`, on the
+//! master of the channel's slot) and plainly (for what is still published
+//! with `PUBLISH`, which a cluster forwards to every node, so a subscription
+//! on any node hears it: gates, records, older clients). The client moves
+//! subscriptions to another node when one fails, and a disconnection wakes
+//! every waiter (it may have missed a release).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -30,6 +33,7 @@ use redis::{ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::watch;
 
 use super::conn::{Link, NodeCertificates, Origin, RedisConn};
+use super::publish::Publish;
 use crate::fence::Fence;
 use crate::lease::{Handoff, QueuePlace};
 use crate::token::OwnerToken;
@@ -174,10 +178,12 @@ pub(super) struct Subscriber {
     // never overtake a new subscribe of the same channel.
     changes: tokio::sync::Mutex<()>,
     timeout: Duration,
+    /// Whether channels are subscribed sharded too.
+    publish: Publish,
 }
 
 impl Subscriber {
-    pub(super) async fn open(conn: &RedisConn) -> Option<Subscriber> {
+    pub(super) async fn open(conn: &RedisConn, publish: Publish) -> Option<Subscriber> {
         let channels: Arc<Mutex<Channels>> = Arc::default();
         let on_push = dispatcher(Arc::clone(&channels));
         let opened = tokio::time::timeout(conn.timeout(), async {
@@ -219,6 +225,7 @@ impl Subscriber {
             channels,
             changes: tokio::sync::Mutex::new(()),
             timeout: conn.timeout(),
+            publish,
         })
     }
 
@@ -245,6 +252,17 @@ impl Subscriber {
             watchers.watch_turn(token)
         };
         Some(self.turn_watch(rx, channel.to_string(), token))
+    }
+
+    /// Whether a waiter of this process other than `token` watches
+    /// `channel` for its turn: then it has (most likely) a place in line.
+    pub(super) fn others_wait(&self, channel: &str, token: &str) -> bool {
+        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels.watchers.get(channel).is_some_and(|w| {
+            w.turns
+                .iter()
+                .any(|(t, tx)| t != token && tx.receiver_count() > 0)
+        })
     }
 
     fn turn_watch(
@@ -286,15 +304,11 @@ impl Subscriber {
             let watchers = channels.watchers.entry(channel.clone()).or_default();
             (register(watchers), !watchers.confirmed, idle, epoch)
         };
-        let mut link = self.link.clone();
         if !idle.is_empty() {
-            let _ = tokio::time::timeout(self.timeout, link.unsubscribe(&idle)).await;
+            self.unsubscribe(&idle).await;
         }
         if subscribe {
-            let ok = matches!(
-                tokio::time::timeout(self.timeout, link.subscribe(&channel)).await,
-                Ok(Ok(()))
-            );
+            let ok = self.subscribe(&channel).await;
             let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
             if !ok {
                 channels.watchers.remove(&channel);
@@ -310,6 +324,36 @@ impl Subscriber {
     }
 }
 
+impl Subscriber {
+    /// Subscribes to `channel` (sharded too, where notifications are):
+    /// whether the server confirmed it in time.
+    async fn subscribe(&self, channel: &str) -> bool {
+        let mut link = self.link.clone();
+        let plain = tokio::time::timeout(self.timeout, link.subscribe(channel));
+        if !matches!(plain.await, Ok(Ok(()))) {
+            return false;
+        }
+        if !self.publish.is_sharded() {
+            return true;
+        }
+        let sharded = tokio::time::timeout(self.timeout, link.ssubscribe(channel));
+        matches!(sharded.await, Ok(Ok(())))
+    }
+
+    /// Unsubscribes from `channels` (best effort).
+    async fn unsubscribe(&self, channels: &[String]) {
+        let mut link = self.link.clone();
+        let _ = tokio::time::timeout(self.timeout, link.unsubscribe(channels)).await;
+        if self.publish.is_sharded() {
+            // One slot per call: a cluster refuses sharded channels of
+            // several slots in one SUNSUBSCRIBE.
+            for channel in channels {
+                let _ = tokio::time::timeout(self.timeout, link.sunsubscribe(channel)).await;
+            }
+        }
+    }
+}
+
 /// The handler of the subscriber connection's pushes: fans messages out to
 /// the watchers of their channel.
 fn dispatcher(
@@ -318,7 +362,7 @@ fn dispatcher(
     move |push: PushInfo| {
         let mut channels = channels.lock().unwrap_or_else(|e| e.into_inner());
         match push.kind {
-            PushKind::Message => {
+            PushKind::Message | PushKind::SMessage => {
                 let watchers = text(push.data.first()).and_then(|c| channels.watchers.get(c));
                 if let (Some(w), Some(message)) = (watchers, text(push.data.get(1))) {
                     w.wake_for(message);

@@ -73,6 +73,11 @@ pub enum DeadPlace {
     /// The place goes with its own TTL even while it is first in line: released
     /// at once, the next waiter gets the lease within the given time of the kill.
     ExpiresWithin(Duration),
+    /// A release does not read the clock for the first place: released past
+    /// the place's TTL (the first field), the dead waiter is handed the lease
+    /// for the claim window, and the next waiter gets it within the second
+    /// field of the release.
+    HandedOverAfter(Duration, Duration),
 }
 
 /// `killed` is a child process standing in line for `lease` behind `holder`;
@@ -95,9 +100,10 @@ pub async fn a_killed_waiter_is_skipped<F, Fut>(
     let since_kill = Instant::now();
     let second = spawn_wait(lease);
     until_in_line(&count, 2).await;
-    if let DeadPlace::SkippedAfter(ttl) = dead {
+    if let DeadPlace::SkippedAfter(ttl) | DeadPlace::HandedOverAfter(ttl, _) = dead {
         // Past its TTL the place is dead: the release hands the lease to the
-        // next waiter at once, not to one that will never claim it.
+        // next waiter at once, not to one that will never claim it — or, where
+        // the release does not read the clock, within the bound.
         tokio::time::sleep(ttl + Duration::from_millis(200)).await;
     }
     let released = Instant::now();
@@ -107,6 +113,10 @@ pub async fn a_killed_waiter_is_skipped<F, Fut>(
         DeadPlace::SkippedAfter(ttl) => {
             let waited = released.elapsed();
             assert!(waited < ttl / 2, "the next waiter waited {waited:?}");
+        }
+        DeadPlace::HandedOverAfter(_, limit) => {
+            let waited = released.elapsed();
+            assert!(waited < limit, "the next waiter waited {waited:?}");
         }
         DeadPlace::ExpiresWithin(limit) => {
             let waited = since_kill.elapsed();

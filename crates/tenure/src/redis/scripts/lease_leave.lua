@@ -16,4 +16,4 @@ end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-return release_to_next(KEYS, ARGV[2])
+return release_to_next(KEYS, ARGV[2], true)

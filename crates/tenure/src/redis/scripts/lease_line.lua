@@ -15,6 +15,16 @@
 local PLACE_MS = 1000
 local CLAIM_MS = 500
 
+-- The command that publishes release notifications: SPUBLISH on a Redis
+-- Cluster of Redis 7 or later (the channel shares the lease's hash tag, so only
+-- the lease's master and its replicas carry the message), else PUBLISH. The
+-- Rust side replaces this line (redis/publish.rs).
+local PUBLISH = 'PUBLISH'
+
+-- How long a line lives after a stand behind others refreshed it (see
+-- lease_wait.lua): ten times a place's life.
+local LINE_MS = 10 * PLACE_MS
+
 -- The server's clock in milliseconds.
 local function server_ms()
   local t = redis.call('TIME')
@@ -53,11 +63,14 @@ local function put_back(queue, entries, front, now)
   end
 end
 
--- Pops the line's first live waiter: entries that expired are dropped,
--- observers' markers are put back at the end. Returns the waiter ({token, ttl,
--- entry}, or nil when nobody waits) and whether an observer watches; or nil,
--- false and an error reply when the line is not a list.
-local function pop_waiter(queue)
+-- Pops the line's first waiter: observers' markers are put back at the end,
+-- entries that expired are dropped — with `timed`; without, the first
+-- waiter's entry is taken as it is (no TIME: a release's hand-off to a waiter
+-- that died holds the key for CLAIM_MS only, and the next look of a live
+-- waiter, which is timed, skips every expired entry). Returns the waiter
+-- ({token, ttl, entry}, or nil when nobody waits) and whether an observer
+-- watches; or nil, false and an error reply when the line is not a list.
+local function pop_waiter(queue, timed)
   local now, observed, markers = nil, false, {}
   while true do
     local entry = redis.pcall('LPOP', queue)
@@ -69,6 +82,12 @@ local function pop_waiter(queue)
     end
     local expires, ttl, token = string.match(entry, '^(%d+) (%d+) (.+)$')
     if expires then
+      if ttl ~= '0' and not timed then
+        if #markers > 0 then
+          put_back(queue, markers, false, now or server_ms())
+        end
+        return {token = token, ttl = ttl, entry = entry}, observed
+      end
       now = now or server_ms()
       if tonumber(expires) > now then
         if ttl ~= '0' then
@@ -91,38 +110,33 @@ end
 -- Hands the lease (ours, or free) to `waiter`: a fresh fence, the key set to
 -- its token for its TTL or CLAIM_MS, whichever is shorter (a waiter that died
 -- just before leaves the key free again soon), and a message on the release
--- channel. When the key has the waiter's full TTL the message is
--- "<token> <fence> <entry>": the waiter it names may hold the lease with that
--- fence without a claim, counting its validity from the look that wrote
--- `entry` (it was sent before this hand-off ran). Otherwise it is the bare
--- token: the waiter claims the full TTL with its next look. Best-effort: an ACL user
--- without channel rights still hands over, and the waiter finds out when it
--- next looks. If the fence cannot be taken, no key is left, the waiter goes
--- back to the head of the line and is woken (its bare token: no hand-off) so
--- it meets the error itself; the error reply is returned.
+-- channel, "<token> <fence> <entry>": the waiter it names may hold the lease
+-- with that fence without another call, counting its validity (the time the
+-- key was set for) from the look that wrote `entry` (it was sent before this
+-- hand-off ran); its first renewal claims the rest of its TTL. Best-effort: an
+-- ACL user without channel rights still hands over, and the waiter finds out
+-- when it next looks (and claims with that look). If the fence cannot be
+-- taken, no key is left, the waiter goes back to the head of the line and is
+-- woken (its bare token: no hand-off) so it meets the error itself; the error
+-- reply is returned.
 local function hand_off(keys, waiter, channel)
   local fence, err = take_fence(keys[1], keys[2])
   if not fence then
     put_back(keys[3], {waiter.entry}, true, server_ms())
-    redis.pcall('PUBLISH', channel, waiter.token)
+    redis.pcall(PUBLISH, channel, waiter.token)
     return err
   end
-  if tonumber(waiter.ttl) <= CLAIM_MS then
-    redis.call('SET', keys[1], waiter.token, 'PX', waiter.ttl)
-    redis.pcall('PUBLISH', channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
-  else
-    redis.call('SET', keys[1], waiter.token, 'PX', CLAIM_MS)
-    redis.pcall('PUBLISH', channel, waiter.token)
-  end
+  redis.call('SET', keys[1], waiter.token, 'PX', math.min(tonumber(waiter.ttl), CLAIM_MS))
+  redis.pcall(PUBLISH, channel, string.format('%s %d %s', waiter.token, fence, waiter.entry))
   return nil
 end
 
--- Releases the lease we hold: hands it to the first live waiter in line, or
--- deletes it. Every watcher is woken ('1') when an observer's marker is in
+-- Releases the lease we hold: hands it to the first waiter in line (with
+-- `timed`, the first live one; see pop_waiter), or deletes it. Every watcher is woken ('1') when an observer's marker is in
 -- line. Returns 1, or an error reply (nothing changed) when the line is not a
 -- list.
-local function release_to_next(keys, channel)
-  local waiter, observed, err = pop_waiter(keys[3])
+local function release_to_next(keys, channel, timed)
+  local waiter, observed, err = pop_waiter(keys[3], timed)
   if err then
     return err
   end
@@ -133,7 +147,7 @@ local function release_to_next(keys, channel)
     redis.call('DEL', keys[1])
   end
   if observed then
-    redis.pcall('PUBLISH', channel, '1')
+    redis.pcall(PUBLISH, channel, '1')
   end
   return 1
 end

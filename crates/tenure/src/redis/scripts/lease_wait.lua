@@ -6,10 +6,13 @@
 -- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line, KEYS[4]
 -- holder hash
 -- ARGV[1] owner token, ARGV[2] ttl in milliseconds, ARGV[3] release channel,
--- ARGV[4] our entry from the last look ('' before the first); when the holder
--- is recorded, ARGV[5] host, ARGV[6] pid and ARGV[7] label (if any)
+-- ARGV[4] our entry from the last look ('' before the first), ARGV[5] '1' when
+-- the client knows of others waiting in line (a first look then stands behind
+-- them without looking at the key), else ''; when the holder is recorded,
+-- ARGV[6] host, ARGV[7] pid and ARGV[8] label (if any)
 -- Returns {1, fence, ''} when the lease is ours (its TTL reset to ttl from now),
--- {0, pttl, entry} when we wait, entry being our place in line.
+-- {0, pttl, entry} when we wait, entry being our place in line (pttl -1 when
+-- the key was not looked at).
 
 -- The owner of the lease key, or nil when it is free. The first look sets the
 -- key to our token at once if it is free (one SET NX GET, Redis 7; before 7,
@@ -27,20 +30,44 @@ local function owner_or_take(first)
   return redis.call('GET', KEYS[1]), false
 end
 
-local owner, taken = owner_or_take(ARGV[4] == '')
+-- A first look that others wait in front of: stands behind them without
+-- looking at the key (a free key with waiters in line is theirs, and the
+-- first of them takes it with its next look). The line is made to outlive
+-- the new place (by LINE_MS, ten times a place's life) only when it is short
+-- or in the first 100 ms of each second: the other waiters' looks (every
+-- 250 ms) and the stands in those slices keep a long line alive, so a stand
+-- in a contended line costs TIME and RPUSH alone. (A long line whose waiters
+-- are all served within 250 ms and none of whose stands fell into a slice
+-- for ten seconds would lapse: its waiters then stand in line again with
+-- their next look.) A line that turns out empty is looked at as usual.
+local first = ARGV[4] == ''
+if first and ARGV[5] == '1' then
+  local now = server_ms()
+  local entry = string.format('%d %s %s', now + PLACE_MS, ARGV[2], ARGV[1])
+  local length = redis.call('RPUSH', KEYS[3], entry)
+  if length > 1 then
+    if length <= 2 or now % 1000 < 100 then
+      outlive(KEYS[3], LINE_MS)
+    end
+    return {0, -1, entry}
+  end
+  redis.call('DEL', KEYS[3])
+end
+
+local owner, taken = owner_or_take(first)
 if owner == ARGV[1] then
   -- Handed over and not taken from the hand-off message (the waiter was
   -- looking, or had looked too long ago): claim it, so the holder counts its
   -- validity from this call.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   local fence = tonumber(redis.call('GET', KEYS[2]))
-  record_holder(KEYS[4], fence, ARGV[2], ARGV[5], ARGV[6], ARGV[7])
+  record_holder(KEYS[4], fence, ARGV[2], ARGV[6], ARGV[7], ARGV[8])
   return {1, fence, ''}
 end
 if not owner then
   -- Free (its holder's TTL ran out): the first live waiter gets it.
   -- (A key we took is overwritten by a hand-off, deleted on an error.)
-  local waiter, _, err = pop_waiter(KEYS[3])
+  local waiter, _, err = pop_waiter(KEYS[3], true)
   if err then
     if taken then
       redis.call('DEL', KEYS[1])
@@ -55,7 +82,7 @@ if not owner then
     if not fence then
       return fence_err
     end
-    record_holder(KEYS[4], fence, ARGV[2], ARGV[5], ARGV[6], ARGV[7])
+    record_holder(KEYS[4], fence, ARGV[2], ARGV[6], ARGV[7], ARGV[8])
     return {1, fence, ''}
   end
   local handoff_err = hand_off(KEYS, waiter, ARGV[3])
