@@ -30,6 +30,43 @@ local function fence_floor(fence)
   return seconds + ms * 1000
 end
 
+-- On one master the floor (the clock in microseconds) wins at nearly every
+-- grant, so the counter is written with it at once: SET ... GET answers the
+-- counter it replaced, one write where INCR and SET were two. Only when that
+-- counter was not below the floor (two grants within a microsecond, a counter
+-- ahead of the clock) is it written again, one above the old value. Answers
+-- nil, nil where SET ... GET is unknown (Redis before 6.2): take_fence then
+-- counts with INCR. A counter that is not a non-negative integer below 2^53
+-- is written back and the grant refused, as take_fence does.
+local function take_fence_at_clock(lease_key, fence_key)
+  local floor = fence_floor()
+  local old = redis.pcall('SET', fence_key, string.format('%.0f', floor), 'PX', fence_retention_ms, 'GET')
+  if type(old) == 'table' and old.err then
+    if string.sub(old.err, 1, 9) ~= 'WRONGTYPE' then
+      return nil, nil
+    end
+    redis.call('DEL', lease_key)
+    return nil, redis.error_reply('WRONGTYPE fence counter ' .. fence_key .. ' holds a ' .. redis.call('TYPE', fence_key).ok)
+  end
+  if not old then
+    return floor
+  end
+  local last = string.match(old, '^%d+$') and tonumber(old)
+  if last and last < floor then
+    return floor
+  end
+  if not last or last + 1 >= 9007199254740992 then
+    redis.call('SET', fence_key, old, 'PX', fence_retention_ms)
+    redis.call('DEL', lease_key)
+    if not last then
+      return nil, redis.error_reply('WRONGTYPE fence counter ' .. fence_key .. ' is not an integer')
+    end
+    return nil, redis.error_reply('ERR fence counter ' .. fence_key .. ' is past 2^53; no lease was granted')
+  end
+  redis.call('SET', fence_key, string.format('%.0f', last + 1), 'PX', fence_retention_ms)
+  return last + 1
+end
+
 -- Takes the next fence for a grant of lease_key: max(counter + 1, clock
 -- floor), stored with the fence retention (written whenever the floor wins:
 -- on one master at nearly every grant; on a quorum node a counter that only
@@ -40,6 +77,12 @@ end
 -- negative) lease_key is deleted, the counter left as it was, and nil plus an
 -- error reply returned: no lease ever exists without its fence.
 local function take_fence(lease_key, fence_key)
+  if fence_floor_unit == 'us' then
+    local fence, err = take_fence_at_clock(lease_key, fence_key)
+    if fence or err then
+      return fence, err
+    end
+  end
   local fence = redis.pcall('INCR', fence_key)
   if type(fence) == 'table' and fence.err then
     redis.call('DEL', lease_key)
