@@ -193,6 +193,12 @@ pub async fn hold(
     grace: Duration,
 ) -> Result<Held, Failure> {
     if grant.remaining() <= grace {
+        // A lease handed over by a release is valid for a short claim window
+        // until its first renewal (Redis); a slow round trip can leave little
+        // validity too: renew once before giving up on it.
+        let _ = grant.extend().await;
+    }
+    if grant.remaining() <= grace {
         // The round trip ate the validity: the command would be terminated as
         // soon as it started.
         let name = grant.name();

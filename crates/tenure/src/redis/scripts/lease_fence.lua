@@ -37,7 +37,8 @@ end
 -- ahead of the clock) is it written again, one above the old value. Answers
 -- nil, nil where SET ... GET is unknown (Redis before 6.2): take_fence then
 -- counts with INCR. A counter that is not a non-negative integer below 2^53
--- is written back and the grant refused, as take_fence does.
+-- is written back (without an expiry: such a value is not tenure's, and a
+-- TTL it had is not known any more) and the grant refused, as take_fence does.
 local function take_fence_at_clock(lease_key, fence_key)
   local floor = fence_floor()
   local old = redis.pcall('SET', fence_key, string.format('%.0f', floor), 'PX', fence_retention_ms, 'GET')
@@ -56,7 +57,7 @@ local function take_fence_at_clock(lease_key, fence_key)
     return floor
   end
   if not last or last + 1 >= 9007199254740992 then
-    redis.call('SET', fence_key, old, 'PX', fence_retention_ms)
+    redis.call('SET', fence_key, old)
     redis.call('DEL', lease_key)
     if not last then
       return nil, redis.error_reply('WRONGTYPE fence counter ' .. fence_key .. ' is not an integer')
