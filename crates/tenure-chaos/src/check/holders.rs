@@ -288,17 +288,10 @@ mod tests {
         e
     }
 
-    #[test]
-    fn a_killed_holder_held_until_the_kill_only() {
-        let mut kill = Event::new("nemesis", Op::Fault, Kind::Info)
-            .note("client-kill")
-            .value(1);
-        kill.t = 30 * MS;
-        let events = [
-            acquired(10, "s1", "s1-1", 1),
-            kill,
-            acquired(40, "s0", "s0-1", 2),
-        ];
+    /// Double grants among the holders granted by `events[0]` and
+    /// `events[2]`: as granted (held until start + TTL), and after
+    /// `end_at_kills` read `events`.
+    fn double_grants_open_and_ended(events: &[Event; 3]) -> (u64, u64) {
         let holders = || {
             let mut hs = Holders::default();
             hs.acquired(&events[0], TTL, None);
@@ -310,10 +303,25 @@ mod tests {
             hs.check(&Faults::collect(&[], TTL, &mut r), &mut r);
             r.total().double_grants
         };
-        assert_eq!(grants(holders()), 1, "without the kill they overlap");
         let mut ended = holders();
-        ended.end_at_kills(&events);
-        assert_eq!(grants(ended), 0, "s1 held until the kill at 30 ms");
+        ended.end_at_kills(events);
+        (grants(holders()), grants(ended))
+    }
+
+    #[test]
+    fn a_killed_holder_held_until_the_kill_only() {
+        let mut kill = Event::new("nemesis", Op::Fault, Kind::Info)
+            .note("client-kill")
+            .value(1);
+        kill.t = 30 * MS;
+        let events = [
+            acquired(10, "s1", "s1-1", 1),
+            kill,
+            acquired(40, "s0", "s0-1", 2),
+        ];
+        let (open, ended) = double_grants_open_and_ended(&events);
+        assert_eq!(open, 1, "without the kill they overlap");
+        assert_eq!(ended, 0, "s1 held until the kill at 30 ms");
     }
 
     /// A `tenure run` whose command ended by a signal (exit 129: SIGHUP
@@ -329,21 +337,9 @@ mod tests {
             exit,
             acquired(40, "s0", "s0-1", 2),
         ];
-        let holders = || {
-            let mut hs = Holders::default();
-            hs.acquired(&events[0], TTL, None);
-            hs.acquired(&events[2], TTL, None);
-            hs
-        };
-        let grants = |hs: Holders| {
-            let mut r = Report::default();
-            hs.check(&Faults::collect(&[], TTL, &mut r), &mut r);
-            r.total().double_grants
-        };
-        assert_eq!(grants(holders()), 1, "open until start + TTL they overlap");
-        let mut ended = holders();
-        ended.end_at_kills(&events);
-        assert_eq!(grants(ended), 0, "s1 held until its exit at 30 ms");
+        let (open, ended) = double_grants_open_and_ended(&events);
+        assert_eq!(open, 1, "open until start + TTL they overlap");
+        assert_eq!(ended, 0, "s1 held until its exit at 30 ms");
     }
 
     #[test]
