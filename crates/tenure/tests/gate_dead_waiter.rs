@@ -13,6 +13,8 @@
 
 mod fifo_common;
 
+use fifo_common::connect;
+
 use std::num::NonZeroU32;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -35,21 +37,6 @@ const CHILD_ENV: &str = "TENURE_DEAD_GATE_WAITER";
 enum Shape {
     Permit,
     Write,
-}
-
-/// Connects to a store named `redis:URL`, `sqlite:PATH` or `etcd:URL`.
-async fn connect(store: &str) -> Coordinator {
-    let (kind, at) = store.split_once(':').unwrap();
-    match kind {
-        "redis" => Coordinator::connect(at).await.unwrap(),
-        "sqlite" => Coordinator::sqlite(at).await.unwrap(),
-        #[cfg(feature = "etcd")]
-        "etcd" => {
-            let options = tenure::etcd::EtcdOptions::default().timeout(Duration::from_secs(2));
-            Coordinator::with_backend(tenure::etcd::EtcdStore::connect(at, options).await.unwrap())
-        }
-        _ => panic!("unknown store {store}"),
-    }
 }
 
 /// The lease the holder takes and the lease the waiters wait for.

@@ -12,10 +12,12 @@
 
 mod fifo_common;
 
+use fifo_common::connect;
+
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use tenure::{Coordinator, Lease};
+use tenure::Lease;
 use tokio::time::Instant;
 
 /// The lease's TTL for everyone: the default, far above the bound.
@@ -26,21 +28,6 @@ const TTL: Duration = Duration::from_secs(30);
 const BOUND: Duration = Duration::from_millis(2500);
 
 const CHILD_ENV: &str = "TENURE_DEAD_WAITER";
-
-/// Connects to a store named `redis:URL`, `sqlite:PATH` or `etcd:URL`.
-async fn connect(store: &str) -> Coordinator {
-    let (kind, at) = store.split_once(':').unwrap();
-    match kind {
-        "redis" => Coordinator::connect(at).await.unwrap(),
-        "sqlite" => Coordinator::sqlite(at).await.unwrap(),
-        #[cfg(feature = "etcd")]
-        "etcd" => {
-            let options = tenure::etcd::EtcdOptions::default().timeout(Duration::from_secs(2));
-            Coordinator::with_backend(tenure::etcd::EtcdStore::connect(at, options).await.unwrap())
-        }
-        _ => panic!("unknown store {store}"),
-    }
-}
 
 /// Run in a child process by the tests below: waits in line until killed.
 #[tokio::test]

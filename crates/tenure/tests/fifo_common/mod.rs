@@ -9,7 +9,7 @@ use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tenure::{Attempt, Fence, Lease, LeaseGuard};
+use tenure::{Attempt, Coordinator, Fence, Lease, LeaseGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -218,5 +218,20 @@ impl Line {
             turns.windows(2).all(|w| w[0].1 < w[1].1),
             "fences rise with the turns: {turns:?}"
         );
+    }
+}
+
+/// Connects to a store named `redis:URL`, `sqlite:PATH` or `etcd:URL`.
+pub async fn connect(store: &str) -> Coordinator {
+    let (kind, at) = store.split_once(':').unwrap();
+    match kind {
+        "redis" => Coordinator::connect(at).await.unwrap(),
+        "sqlite" => Coordinator::sqlite(at).await.unwrap(),
+        #[cfg(feature = "etcd")]
+        "etcd" => {
+            let options = tenure::etcd::EtcdOptions::default().timeout(Duration::from_secs(2));
+            Coordinator::with_backend(tenure::etcd::EtcdStore::connect(at, options).await.unwrap())
+        }
+        _ => panic!("unknown store {store}"),
     }
 }
