@@ -35,7 +35,8 @@ pub struct Axes<'a> {
     pub log_y: bool,
 }
 
-type Result = std::result::Result<(), Box<dyn std::error::Error>>;
+/// What drawing a chart returns.
+pub type Result = std::result::Result<(), Box<dyn std::error::Error>>;
 
 /// A line chart of `series` into `path`; series without points are left out,
 /// and nothing is written when none has any.

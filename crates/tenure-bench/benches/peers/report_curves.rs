@@ -33,39 +33,60 @@ fn series(name: &str, points: Vec<(f64, f64)>, dashed: bool) -> Series {
     }
 }
 
+/// The charts written so far into one directory, with their captions.
+struct Gallery<'a> {
+    dir: &'a Path,
+    written: Vec<(String, String)>,
+}
+
+impl Gallery<'_> {
+    /// Keeps `file` under `caption` when drawing it wrote the file (a chart
+    /// without points writes none).
+    fn keep(&mut self, file: &str, caption: &str, drawn: charts::Result) {
+        match drawn {
+            Ok(()) if self.dir.join(file).exists() => {
+                self.written.push((file.to_string(), caption.to_string()))
+            }
+            Ok(()) => {}
+            Err(e) => eprintln!("chart {file}: {e}"),
+        }
+    }
+
+    fn lines(&mut self, file: &str, caption: &str, axes: &Axes<'_>, series: &[Series]) {
+        let drawn = charts::lines(&self.dir.join(file), axes, series);
+        self.keep(file, caption, drawn);
+    }
+
+    fn bars(&mut self, file: &str, caption: &str, title: &str, unit: &str, bars: &[(String, f64)]) {
+        let drawn = charts::bars(&self.dir.join(file), title, unit, bars);
+        self.keep(file, caption, drawn);
+    }
+}
+
 /// Writes every chart into `dir`; returns `(file name, caption)` of those
 /// written, in the order the page shows them.
 pub fn charts(s: &Samples, extras: &Extras, dir: &Path) -> Vec<(String, String)> {
     std::fs::create_dir_all(dir).unwrap();
-    let mut written = Vec::new();
-    let mut keep =
-        |file: &str, caption: &str, result: Result<(), Box<dyn std::error::Error>>| match result {
-            Ok(()) if dir.join(file).exists() => {
-                written.push((file.to_string(), caption.to_string()))
-            }
-            Ok(()) => {}
-            Err(e) => eprintln!("chart {file}: {e}"),
-        };
+    let mut g = Gallery {
+        dir,
+        written: Vec::new(),
+    };
     let tasks = crate::distinct::TASKS;
     let lines: Vec<Series> = DISTINCT_PEERS
         .iter()
         .map(|p| series(p, points(s, &tasks, |t| format!("distinct{t}.{p}")), false))
         .collect();
-    let file = "throughput.svg";
-    keep(
-        file,
+    g.lines(
+        "throughput.svg",
         "Acquire + release cycles/s on distinct keys against concurrent tasks",
-        charts::lines(
-            &dir.join(file),
-            &Axes {
-                title: "Distinct keys: cycles/s vs tasks (one Redis)",
-                x: "concurrent tasks",
-                y: "acquire + release cycles/s",
-                log_x: true,
-                log_y: false,
-            },
-            &lines,
-        ),
+        &Axes {
+            title: "Distinct keys: cycles/s vs tasks (one Redis)",
+            x: "concurrent tasks",
+            y: "acquire + release cycles/s",
+            log_x: true,
+            log_y: false,
+        },
+        &lines,
     );
 
     let mut lat = Vec::new();
@@ -78,21 +99,17 @@ pub fn charts(s: &Samples, extras: &Extras, dir: &Path) -> Vec<(String, String)>
             ));
         }
     }
-    let file = "handoff-waiters.svg";
-    keep(
-        file,
+    g.lines(
+        "handoff-waiters.svg",
         "Hand-off latency (release to next holder) against waiters on one key",
-        charts::lines(
-            &dir.join(file),
-            &Axes {
-                title: "Hand-off latency vs waiters on one key",
-                x: "waiters",
-                y: "release → next holder, µs",
-                log_x: true,
-                log_y: true,
-            },
-            &lat,
-        ),
+        &Axes {
+            title: "Hand-off latency vs waiters on one key",
+            x: "waiters",
+            y: "release → next holder, µs",
+            log_x: true,
+            log_y: true,
+        },
+        &lat,
     );
 
     let cdf: Vec<Series> = WAITER_STORES
@@ -109,21 +126,17 @@ pub fn charts(s: &Samples, extras: &Extras, dir: &Path) -> Vec<(String, String)>
             Some(series(store, pts, false))
         })
         .collect();
-    let file = "handoff-distribution.svg";
-    keep(
-        file,
+    g.lines(
+        "handoff-distribution.svg",
         "Distribution of hand-off latencies, 10 waiters on one key",
-        charts::lines(
-            &dir.join(file),
-            &Axes {
-                title: "Hand-off latency distribution, 10 waiters",
-                x: "release → next holder, µs",
-                y: "% of hand-offs at most",
-                log_x: true,
-                log_y: false,
-            },
-            &cdf,
-        ),
+        &Axes {
+            title: "Hand-off latency distribution, 10 waiters",
+            x: "release → next holder, µs",
+            y: "% of hand-offs at most",
+            log_x: true,
+            log_y: false,
+        },
+        &cdf,
     );
 
     let mem = [
@@ -139,42 +152,34 @@ pub fn charts(s: &Samples, extras: &Extras, dir: &Path) -> Vec<(String, String)>
             false,
         )
     });
-    let file = "memory.svg";
-    keep(
-        file,
+    g.lines(
+        "memory.svg",
         "Redis memory per key against keys",
-        charts::lines(
-            &dir.join(file),
-            &Axes {
-                title: "Redis memory per key (INFO used_memory)",
-                x: "keys",
-                y: "bytes per key",
-                log_x: true,
-                log_y: false,
-            },
-            &mem,
-        ),
+        &Axes {
+            title: "Redis memory per key (INFO used_memory)",
+            x: "keys",
+            y: "bytes per key",
+            log_x: true,
+            log_y: false,
+        },
+        &mem,
     );
 
     let list: Vec<Series> = ["redis", "sqlite"]
         .iter()
         .map(|st| series(st, points(s, &LISTED, |n| format!("list.{st}.{n}")), false))
         .collect();
-    let file = "list.svg";
-    keep(
-        file,
+    g.lines(
+        "list.svg",
         "`tenure list` time against held leases",
-        charts::lines(
-            &dir.join(file),
-            &Axes {
-                title: "tenure list: time vs held leases",
-                x: "held leases",
-                y: "ms per tenure list",
-                log_x: true,
-                log_y: true,
-            },
-            &list,
-        ),
+        &Axes {
+            title: "tenure list: time vs held leases",
+            x: "held leases",
+            y: "ms per tenure list",
+            log_x: true,
+            log_y: true,
+        },
+        &list,
     );
 
     let cold: Vec<(String, f64)> = [
@@ -185,16 +190,12 @@ pub fn charts(s: &Samples, extras: &Extras, dir: &Path) -> Vec<(String, String)>
     .iter()
     .filter_map(|(l, n)| Some((l.to_string(), s.median(n)?)))
     .collect();
-    let file = "cold-start.svg";
-    keep(
-        file,
+    g.bars(
+        "cold-start.svg",
         "A one-shot `tenure run -- true` against `flock`",
-        charts::bars(
-            &dir.join(file),
-            "Cold start: one process, start to exit",
-            "ms",
-            &cold,
-        ),
+        "Cold start: one process, start to exit",
+        "ms",
+        &cold,
     );
 
     let mut local: Vec<(String, f64)> = Vec::new();
@@ -205,26 +206,17 @@ pub fn charts(s: &Samples, extras: &Extras, dir: &Path) -> Vec<(String, String)>
             }
         }
     }
-    let file = "limiter-local.svg";
-    keep(
-        file,
+    g.bars(
+        "limiter-local.svg",
         "In-process limiter against governor, ns per decision",
-        charts::bars(
-            &dir.join(file),
-            "In-process limiter: ns per decision, 1 thread",
-            "ns",
-            &local,
-        ),
+        "In-process limiter: ns per decision, 1 thread",
+        "ns",
+        &local,
     );
     for (stem, title, unit, bars) in &extras.charts {
-        let file = format!("{stem}.svg");
-        keep(
-            &file,
-            title,
-            charts::bars(&dir.join(&file), title, unit, bars),
-        );
+        g.bars(&format!("{stem}.svg"), title, title, unit, bars);
     }
-    written
+    g.written
 }
 
 /// The images, as markdown, for the page (`docs/bench/NAME.svg`).
