@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use super::{KeyExtractor, RequestHead};
+use super::{Key, KeyExtractor, RequestHead};
 
 /// Keys requests by the TCP peer's address: `ip:192.0.2.1`.
 ///
@@ -20,29 +20,40 @@ pub struct PeerIp;
 
 impl KeyExtractor for PeerIp {
     fn extract(&self, head: &RequestHead<'_>) -> Option<String> {
+        self.key(head).map(String::from)
+    }
+
+    fn key(&self, head: &RequestHead<'_>) -> Option<Key> {
         head.peer_ip().map(ip_key)
     }
 }
 
-/// `ip:ADDRESS`, the key of a client address; an IPv4 address is written
-/// without the formatting machinery (this runs on every request).
-pub(super) fn ip_key(ip: IpAddr) -> String {
-    let mut key = String::with_capacity(3 + 39);
-    key.push_str("ip:");
+/// `ip:ADDRESS`, the key of a client address, inline; an IPv4 address is
+/// written without the formatting machinery (this runs on every request).
+pub(super) fn ip_key(ip: IpAddr) -> Key {
+    let mut key = Key::from("ip:");
     match ip {
         IpAddr::V4(v4) => {
+            // At most `255.255.255.255`: 15 bytes.
+            let mut text = [0u8; 15];
+            let mut len = 0;
             for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
-                    key.push('.');
+                    text[len] = b'.';
+                    len += 1;
                 }
                 if octet >= 100 {
-                    key.push(char::from(b'0' + octet / 100));
+                    text[len] = b'0' + octet / 100;
+                    len += 1;
                 }
                 if octet >= 10 {
-                    key.push(char::from(b'0' + octet / 10 % 10));
+                    text[len] = b'0' + octet / 10 % 10;
+                    len += 1;
                 }
-                key.push(char::from(b'0' + octet % 10));
+                text[len] = b'0' + octet % 10;
+                len += 1;
             }
+            key.push_str(std::str::from_utf8(&text[..len]).unwrap_or_default());
         }
         IpAddr::V6(v6) => {
             let _ = write!(key, "{v6}");
@@ -65,7 +76,7 @@ mod ip_key_tests {
             "::ffff:1.2.3.4",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
-            assert_eq!(ip_key(ip), format!("ip:{ip}"));
+            assert_eq!(ip_key(ip).as_str(), format!("ip:{ip}"));
         }
     }
 }

@@ -7,7 +7,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -18,6 +17,7 @@ use tower_service::Service;
 use super::body::RateLimitBody;
 use super::config::Settings;
 use super::respond::{Next, next_step};
+use crate::key::Key;
 use crate::limiter::{BoxFuture, Decision, LimiterError};
 
 type Check = BoxFuture<Result<Decision, LimiterError>>;
@@ -38,7 +38,7 @@ pin_project! {
         Checking {
             #[pin]
             check: Timeout<Check>,
-            key: String,
+            key: Key,
             inner: Option<S>,
             req: Option<Request<ReqB>>,
         },
@@ -49,7 +49,7 @@ pin_project! {
             decision: Option<Decision>,
             // The key, when the limiter charged the request: for a cost
             // settled after the response.
-            charged: Option<String>,
+            charged: Option<Key>,
         },
         /// Answered by the middleware itself.
         Ready { res: Option<Response<Bytes>> },
@@ -93,7 +93,7 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
 
     pub(crate) fn checking(
         check: Check,
-        key: String,
+        key: Key,
         inner: S,
         req: Request<ReqB>,
         settings: Arc<Settings>,
@@ -117,10 +117,10 @@ fn charged_key(
     outcome: &Option<Result<Decision, LimiterError>>,
     key: &str,
     settings: &Settings,
-) -> Option<String> {
+) -> Option<Key> {
     settings.cost_after.as_ref()?;
     match outcome {
-        Some(Ok(d)) if d.allowed && !(settings.shadow && d.would_refuse) => Some(key.to_owned()),
+        Some(Ok(d)) if d.allowed && !(settings.shadow && d.would_refuse) => Some(Key::from(key)),
         _ => None,
     }
 }
@@ -150,7 +150,7 @@ where
 
 /// Refunds or charges the difference between the request's real cost (from
 /// its response) and the cost charged, in a task of its own.
-fn settle(settings: &Settings, key: String, status: StatusCode, headers: &HeaderMap) {
+fn settle(settings: &Settings, key: Key, status: StatusCode, headers: &HeaderMap) {
     let Some(cost_after) = &settings.cost_after else {
         return;
     };
@@ -162,12 +162,12 @@ fn settle(settings: &Settings, key: String, status: StatusCode, headers: &Header
         std::cmp::Ordering::Equal => return,
     };
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::warn!(key, "no tokio runtime: the request's cost is not settled");
+        tracing::warn!(%key, "no tokio runtime: the request's cost is not settled");
         return;
     };
     runtime.spawn(async move {
         if let Err(e) = adjust.await {
-            tracing::warn!(key, error = %e, "settling a request's cost after its response failed");
+            tracing::warn!(%key, error = %e, "settling a request's cost after its response failed");
         }
     });
 }
@@ -193,7 +193,7 @@ where
                     let (Some(mut inner), Some(req)) = (inner.take(), req.take()) else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    let next = after_check(outcome, key, &mut inner, req, this.settings);
+                    let next = after_check(outcome, key.as_str(), &mut inner, req, this.settings);
                     this.state.set(next);
                 }
                 StateProj::Calling {
@@ -207,9 +207,7 @@ where
                     }
                     let mut res = res.map(RateLimitBody::inner);
                     if let Some(decision) = decision.take() {
-                        this.settings
-                            .style
-                            .write(&decision, SystemTime::now(), res.headers_mut());
+                        this.settings.style.write(&decision, res.headers_mut());
                     }
                     return Poll::Ready(Ok(res));
                 }

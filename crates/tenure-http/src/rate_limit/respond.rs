@@ -11,8 +11,6 @@
 //! | `Misconfigured`               | `500`, problem                             |
 //! | `Unavailable` / over budget   | [`FailurePolicy`]: inner service, or `503` |
 
-use std::time::SystemTime;
-
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 
@@ -87,7 +85,7 @@ fn admitted(mut decision: Decision, key: &str, settings: &Settings) -> Next {
             "the rate limit would refuse this request (shadow mode)"
         );
     }
-    let headers = !settings.shadow || settings.shadow_headers;
+    let headers = settings.style.any() && (!settings.shadow || settings.shadow_headers);
     Next::Call(headers.then_some(decision))
 }
 
@@ -123,9 +121,7 @@ fn refusal(decision: &Decision, settings: &Settings) -> Response<Bytes> {
         retry_after_secs(decision)
     );
     let mut res = problem(StatusCode::TOO_MANY_REQUESTS, &detail);
-    settings
-        .style
-        .write(decision, SystemTime::now(), res.headers_mut());
+    settings.style.write(decision, res.headers_mut());
     res
 }
 
@@ -152,11 +148,7 @@ mod tests {
                 limit: 60,
                 window: Duration::from_millis(59_001),
             }),
-            style: HeaderStyle {
-                name: PolicyName::default(),
-                policy: None,
-                legacy: false,
-            },
+            style: HeaderStyle::new(PolicyName::default(), None, true, false),
             missing: MissingKey::Reject,
             on_failure,
             budget: Duration::from_millis(5),
