@@ -101,25 +101,43 @@ const MAX_RATELIMIT_LEN: usize = 64 + 2 * 20 + 8;
 
 /// `"name";r=12;t=41`.
 pub fn ratelimit_value(name: &PolicyName, decision: &Decision) -> HeaderValue {
-    // Written on the stack: this runs on every response. The one allocation
-    // is the value's own.
+    ratelimit_value_after(&ratelimit_prefix(name), decision)
+}
+
+/// `"name";r=`, the start of every `RateLimit` value of a policy.
+fn ratelimit_prefix(name: &PolicyName) -> Vec<u8> {
+    format!("\"{}\";r=", name.0).into_bytes()
+}
+
+/// `RateLimit`'s value after its `prefix`, written on the stack: this runs on
+/// every response, and the one allocation is the value's own.
+fn ratelimit_value_after(prefix: &[u8], decision: &Decision) -> HeaderValue {
     let mut buf = [0u8; MAX_RATELIMIT_LEN];
-    let mut len = 0;
-    let mut push = |part: &[u8]| {
-        if let Some(room) = buf.get_mut(len..len + part.len()) {
-            room.copy_from_slice(part);
-            len += part.len();
-        }
-    };
-    let mut digits = itoa::Buffer::new();
-    push(b"\"");
-    push(name.0.as_bytes());
-    push(b"\";r=");
-    push(digits.format(decision.remaining).as_bytes());
-    push(b";t=");
-    push(digits.format(ceil_secs(decision.reset_after)).as_bytes());
+    let mut len = prefix.len().min(MAX_RATELIMIT_LEN - 2 * 20 - 3);
+    buf[..len].copy_from_slice(&prefix[..len]);
+    len = write_decimal(&mut buf, len, decision.remaining);
+    buf[len..len + 3].copy_from_slice(b";t=");
+    len = write_decimal(&mut buf, len + 3, ceil_secs(decision.reset_after));
     // Only a checked policy name, digits, quotes, `;` and `=`: always valid.
     HeaderValue::from_bytes(&buf[..len]).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// Writes `n` in decimal into `buf` at `at`, digit by digit (no call for a
+/// handful of bytes), and returns where it ends. `buf` has room for 20 digits
+/// after `at`.
+fn write_decimal(buf: &mut [u8; MAX_RATELIMIT_LEN], at: usize, mut n: u64) -> usize {
+    let mut digits = 1;
+    let mut rest = n / 10;
+    while rest > 0 {
+        rest /= 10;
+        digits += 1;
+    }
+    let end = (at + digits).min(MAX_RATELIMIT_LEN);
+    for slot in buf[at..end].iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    end
 }
 
 /// The seconds a refused client should wait: the limiter's `retry_after` (or,
@@ -139,7 +157,8 @@ fn number_value(s: String) -> HeaderValue {
 /// `HeaderValue` only counts a reference).
 #[derive(Debug, Clone)]
 pub(crate) struct HeaderStyle {
-    name: PolicyName,
+    /// `"name";r=`, the start of every `RateLimit` value.
+    prefix: Vec<u8>,
     /// `RateLimit-Policy`, when the limiter advertises a policy.
     policy: Option<HeaderValue>,
     /// The policy's limit and its `X-RateLimit-Limit` value.
@@ -162,7 +181,7 @@ impl HeaderStyle {
         HeaderStyle {
             policy: policy.map(|p| policy_value(&name, p)),
             limit: policy.map(|p| (p.limit, HeaderValue::from(p.limit))),
-            name,
+            prefix: ratelimit_prefix(&name),
             standard,
             legacy,
         }
@@ -190,12 +209,16 @@ impl HeaderStyle {
         let count = 2 * usize::from(self.standard)
             + 3 * usize::from(self.legacy)
             + usize::from(!decision.allowed);
-        headers.reserve(count); // grown once, not field by field
+        if !headers.is_empty() {
+            // Grown once, not field by field. An empty map needs no call: its
+            // first insertion makes room for six fields.
+            headers.reserve(count);
+        }
         if self.standard {
             if let Some(policy) = &self.policy {
                 headers.insert(RATELIMIT_POLICY, policy.clone());
             }
-            headers.insert(RATELIMIT, ratelimit_value(&self.name, decision));
+            headers.insert(RATELIMIT, ratelimit_value_after(&self.prefix, decision));
         }
         if self.legacy {
             self.write_legacy(decision, now(), headers);

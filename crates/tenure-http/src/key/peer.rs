@@ -29,14 +29,15 @@ impl KeyExtractor for PeerIp {
 }
 
 /// `ip:ADDRESS`, the key of a client address, inline; an IPv4 address is
-/// written without the formatting machinery (this runs on every request).
+/// written byte by byte on the stack, without the formatting machinery (this
+/// runs on every request).
 pub(super) fn ip_key(ip: IpAddr) -> Key {
-    let mut key = Key::from("ip:");
     match ip {
         IpAddr::V4(v4) => {
-            // At most `255.255.255.255`: 15 bytes.
-            let mut text = [0u8; 15];
-            let mut len = 0;
+            // `ip:255.255.255.255` is 18 bytes.
+            let mut text = [0u8; 18];
+            text[..3].copy_from_slice(b"ip:");
+            let mut len = 3;
             for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
                     text[len] = b'.';
@@ -53,13 +54,15 @@ pub(super) fn ip_key(ip: IpAddr) -> Key {
                 text[len] = b'0' + octet % 10;
                 len += 1;
             }
-            key.push_str(std::str::from_utf8(&text[..len]).unwrap_or_default());
+            // ASCII digits and dots: always UTF-8.
+            Key::from(std::str::from_utf8(&text[..len]).unwrap_or_default())
         }
         IpAddr::V6(v6) => {
+            let mut key = Key::from("ip:");
             let _ = write!(key, "{v6}");
+            key
         }
     }
-    key
 }
 
 #[cfg(test)]
@@ -76,6 +79,10 @@ mod ip_key_tests {
             "::ffff:1.2.3.4",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(ip_key(ip).as_str(), format!("ip:{ip}"));
+        }
+        for octet in 0..=255u8 {
+            let ip = IpAddr::from([octet, 255 - octet, octet / 7, 9]);
             assert_eq!(ip_key(ip).as_str(), format!("ip:{ip}"));
         }
     }

@@ -6,6 +6,8 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 
+use arrayvec::ArrayString;
+
 /// The most bytes kept inline: `ip:` and any IPv6 network in CIDR notation
 /// (`ip:ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128`) fit.
 const INLINE: usize = 62;
@@ -29,11 +31,7 @@ pub struct Key(Repr);
 
 #[derive(Clone)]
 enum Repr {
-    /// `bytes[..len]`, always whole UTF-8 (only `&str`s are pushed).
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE],
-    },
+    Inline(ArrayString<INLINE>),
     Heap(String),
 }
 
@@ -41,11 +39,7 @@ impl Key {
     /// The key as a string slice.
     pub fn as_str(&self) -> &str {
         match &self.0 {
-            // Only whole `&str`s were copied in: valid UTF-8 by construction,
-            // checked again because this crate has no `unsafe`.
-            Repr::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
-            }
+            Repr::Inline(s) => s,
             Repr::Heap(s) => s,
         }
     }
@@ -54,20 +48,12 @@ impl Key {
     /// buffer.
     pub fn push_str(&mut self, s: &str) {
         match &mut self.0 {
-            Repr::Inline { len, bytes } => {
-                let at = usize::from(*len);
-                match bytes.get_mut(at..at + s.len()) {
-                    Some(room) => {
-                        room.copy_from_slice(s.as_bytes());
-                        // `at + s.len() <= INLINE < 256`.
-                        *len = u8::try_from(at + s.len()).unwrap_or(u8::MAX);
-                    }
-                    None => {
-                        let mut heap = String::with_capacity(at + s.len());
-                        heap.push_str(self.as_str());
-                        heap.push_str(s);
-                        self.0 = Repr::Heap(heap);
-                    }
+            Repr::Inline(inline) => {
+                if inline.try_push_str(s).is_err() {
+                    let mut heap = String::with_capacity(inline.len() + s.len());
+                    heap.push_str(inline);
+                    heap.push_str(s);
+                    self.0 = Repr::Heap(heap);
                 }
             }
             Repr::Heap(heap) => heap.push_str(s),
@@ -78,10 +64,7 @@ impl Key {
 impl Default for Key {
     /// The empty key, inline.
     fn default() -> Self {
-        Key(Repr::Inline {
-            len: 0,
-            bytes: [0; INLINE],
-        })
+        Key(Repr::Inline(ArrayString::new()))
     }
 }
 
@@ -132,7 +115,7 @@ impl From<Key> for String {
     fn from(key: Key) -> Self {
         match key.0 {
             Repr::Heap(s) => s,
-            Repr::Inline { .. } => key.as_str().to_owned(),
+            Repr::Inline(s) => s.as_str().to_owned(),
         }
     }
 }
@@ -182,7 +165,7 @@ mod tests {
     #[test]
     fn short_keys_stay_inline_and_long_ones_move_to_the_heap_intact() {
         let longest_ip = "ip:ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128";
-        assert!(matches!(Key::from(longest_ip).0, Repr::Inline { .. }));
+        assert!(matches!(Key::from(longest_ip).0, Repr::Inline(_)));
         let mut key = Key::from("k:");
         let long = "é".repeat(40); // multi-byte characters across the boundary
         key.push_str(&long);

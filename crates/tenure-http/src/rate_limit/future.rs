@@ -32,24 +32,30 @@ pin_project! {
 }
 
 pin_project! {
+    /// What a request waiting for the limiter holds. Boxed in the state, so
+    /// that the future stays small for limiters that decide at once.
+    struct Pending<S, ReqB> {
+        #[pin]
+        check: Timeout<Check>,
+        key: Key,
+        inner: Option<S>,
+        req: Option<Request<ReqB>>,
+    }
+}
+
+pin_project! {
     #[project = StateProj]
     enum State<S, ReqB, F> {
         /// Waiting for the limiter, at most the budget.
-        Checking {
-            #[pin]
-            check: Timeout<Check>,
-            key: Key,
-            inner: Option<S>,
-            req: Option<Request<ReqB>>,
-        },
+        Checking { pending: Pin<Box<Pending<S, ReqB>>> },
         /// Admitted: waiting for the inner service.
         Calling {
             #[pin]
             fut: F,
             decision: Option<Decision>,
             // The key, when the limiter charged the request: for a cost
-            // settled after the response.
-            charged: Option<Key>,
+            // settled after the response (boxed: rarely there).
+            charged: Option<Box<Key>>,
         },
         /// Answered by the middleware itself.
         Ready { res: Option<Response<Bytes>> },
@@ -100,10 +106,12 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
     ) -> Self {
         ResponseFuture {
             state: State::Checking {
-                check: tokio::time::timeout(settings.budget, check),
-                key,
-                inner: Some(inner),
-                req: Some(req),
+                pending: Box::pin(Pending {
+                    check: tokio::time::timeout(settings.budget, check),
+                    key,
+                    inner: Some(inner),
+                    req: Some(req),
+                }),
             },
             settings,
         }
@@ -117,10 +125,12 @@ fn charged_key(
     outcome: &Option<Result<Decision, LimiterError>>,
     key: &str,
     settings: &Settings,
-) -> Option<Key> {
+) -> Option<Box<Key>> {
     settings.cost_after.as_ref()?;
     match outcome {
-        Some(Ok(d)) if d.allowed && !(settings.shadow && d.would_refuse) => Some(Key::from(key)),
+        Some(Ok(d)) if d.allowed && !(settings.shadow && d.would_refuse) => {
+            Some(Box::new(Key::from(key)))
+        }
         _ => None,
     }
 }
@@ -183,17 +193,15 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Checking {
-                    check,
-                    key,
-                    inner,
-                    req,
-                } => {
-                    let outcome = ready!(check.poll(cx)).ok();
-                    let (Some(mut inner), Some(req)) = (inner.take(), req.take()) else {
+                StateProj::Checking { pending } => {
+                    let pending = pending.as_mut().project();
+                    let outcome = ready!(pending.check.poll(cx)).ok();
+                    let (Some(mut inner), Some(req)) = (pending.inner.take(), pending.req.take())
+                    else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    let next = after_check(outcome, key.as_str(), &mut inner, req, this.settings);
+                    let key = pending.key.as_str();
+                    let next = after_check(outcome, key, &mut inner, req, this.settings);
                     this.state.set(next);
                 }
                 StateProj::Calling {
@@ -203,7 +211,7 @@ where
                 } => {
                     let res = ready!(fut.poll(cx))?;
                     if let Some(key) = charged.take() {
-                        settle(this.settings, key, res.status(), res.headers());
+                        settle(this.settings, *key, res.status(), res.headers());
                     }
                     let mut res = res.map(RateLimitBody::inner);
                     if let Some(decision) = decision.take() {
