@@ -182,6 +182,32 @@ async fn headers_off_send_none_but_a_refusal_keeps_retry_after() {
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(rate_limit_fields(&h), ["retry-after"]);
     assert_eq!(h["retry-after"], "3");
+
+    // The same through an in-process limiter, which decides at once.
+    use tenure::limit::{Algorithm, Limiter, Quota};
+    let one = Quota::per_hour(std::num::NonZeroU32::new(1).unwrap());
+    let local = Limiter::local(one, Algorithm::Gcra);
+    for headers in [true, false] {
+        let layer = RateLimitLayer::new(local.clone(), PeerIp).headers(headers);
+        let mut svc = service(layer);
+        let peer = if headers {
+            "192.0.2.1:1"
+        } else {
+            "192.0.2.2:1"
+        };
+        let (status, h, _) = send(&mut svc, from(peer, None)).await;
+        assert_eq!(status, StatusCode::OK);
+        let want: &[&str] = if headers {
+            &["ratelimit", "ratelimit-policy"]
+        } else {
+            &[]
+        };
+        assert_eq!(rate_limit_fields(&h), want);
+        let (status, h, _) = send(&mut svc, from(peer, None)).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(rate_limit_fields(&h).contains(&"retry-after"));
+        assert_eq!(rate_limit_fields(&h).len(), if headers { 3 } else { 1 });
+    }
 }
 
 #[tokio::test]

@@ -93,6 +93,20 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
     where
         S: Service<Request<ReqB>, Response = Response<ResB>, Error = E, Future = F>,
     {
+        // The common case without the general one's steps: admitted, not a
+        // dry run, nothing to settle after the response.
+        if let Ok(decision) = &outcome
+            && decision.allowed
+            && !settings.shadow
+            && settings.cost_after.is_none()
+        {
+            let state = State::Calling {
+                fut: inner.call(req),
+                decision: settings.style.any().then_some(*decision),
+                charged: None,
+            };
+            return ResponseFuture { state, settings };
+        }
         let state = after_check(Some(outcome), key, &mut inner, req, &settings);
         ResponseFuture { state, settings }
     }
