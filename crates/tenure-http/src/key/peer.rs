@@ -29,34 +29,10 @@ impl KeyExtractor for PeerIp {
 }
 
 /// `ip:ADDRESS`, the key of a client address, inline; an IPv4 address is
-/// written byte by byte on the stack, without the formatting machinery (this
-/// runs on every request).
+/// written without the formatting machinery (this runs on every request).
 pub(super) fn ip_key(ip: IpAddr) -> Key {
     match ip {
-        IpAddr::V4(v4) => {
-            // `ip:255.255.255.255` is 18 bytes.
-            let mut text = [0u8; 18];
-            text[..3].copy_from_slice(b"ip:");
-            let mut len = 3;
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    text[len] = b'.';
-                    len += 1;
-                }
-                if octet >= 100 {
-                    text[len] = b'0' + octet / 100;
-                    len += 1;
-                }
-                if octet >= 10 {
-                    text[len] = b'0' + octet / 10 % 10;
-                    len += 1;
-                }
-                text[len] = b'0' + octet % 10;
-                len += 1;
-            }
-            // ASCII digits and dots: always UTF-8.
-            Key::from(std::str::from_utf8(&text[..len]).unwrap_or_default())
-        }
+        IpAddr::V4(v4) => Key::ipv4(v4.octets()),
         IpAddr::V6(v6) => {
             let mut key = Key::from("ip:");
             let _ = write!(key, "{v6}");

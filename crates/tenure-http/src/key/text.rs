@@ -61,6 +61,29 @@ impl Key {
     }
 }
 
+impl Key {
+    /// The IPv4 key `ip:a.b.c.d`, written character by character straight
+    /// into the inline buffer (no formatting, no copy, no revalidation).
+    pub(crate) fn ipv4(octets: [u8; 4]) -> Key {
+        let mut text = ArrayString::<INLINE>::new();
+        // `ip:255.255.255.255` is 18 characters: every push fits.
+        let _ = text.try_push_str("ip:");
+        for (i, octet) in octets.into_iter().enumerate() {
+            if i > 0 {
+                let _ = text.try_push('.');
+            }
+            if octet >= 100 {
+                let _ = text.try_push(char::from(b'0' + octet / 100));
+            }
+            if octet >= 10 {
+                let _ = text.try_push(char::from(b'0' + octet / 10 % 10));
+            }
+            let _ = text.try_push(char::from(b'0' + octet % 10));
+        }
+        Key(Repr::Inline(text))
+    }
+}
+
 impl Default for Key {
     /// The empty key, inline.
     fn default() -> Self {
