@@ -169,6 +169,21 @@ mod tests {
     }
 
     #[test]
+    fn headers_off_leave_no_decision_to_write_even_in_a_dry_run_that_shows_them() {
+        let mut s = settings(FailurePolicy::Open);
+        s.style = HeaderStyle::new(PolicyName::default(), None, false, false);
+        let v = Decision::allowed(60, 59, Duration::from_secs(1));
+        assert!(matches!(next_step(Some(Ok(v)), "k", &s), Next::Call(None)));
+        s.shadow = true;
+        s.shadow_headers = true;
+        let refused = Decision::refused(60, Duration::from_secs(1), Duration::from_secs(1));
+        assert!(matches!(
+            next_step(Some(Ok(refused)), "k", &s),
+            Next::Call(None)
+        ));
+    }
+
+    #[test]
     fn an_admission_calls_the_inner_service_with_its_decision() {
         let v = Decision::allowed(60, 59, Duration::from_secs(1));
         let next = next_step(Some(Ok(v)), "k", &settings(FailurePolicy::Closed));
