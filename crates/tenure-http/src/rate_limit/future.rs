@@ -97,9 +97,11 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
         S: Service<Request<ReqB>, Response = Response<ResB>, Error = E, Future = F>,
     {
         // The common case without the general one's steps: admitted, not a
-        // dry run, nothing to settle after the response.
+        // dry run (nor a shadow policy's would-be refusal, which is logged),
+        // nothing to settle after the response.
         if let Ok(decision) = &outcome
             && decision.allowed
+            && !decision.would_refuse
             && !settings.shadow
             && settings.cost_after.is_none()
         {
