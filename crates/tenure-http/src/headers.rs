@@ -4,7 +4,7 @@
 //!   in the syntax of draft-ietf-httpapi-ratelimit-headers-11 (structured-field
 //!   lists of a quoted policy name with integer parameters);
 //! - legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`
-//!   (Unix time in seconds), which can be turned off;
+//!   (Unix time in seconds), written only when asked for;
 //! - `Retry-After` in whole seconds on a refusal.
 //!
 //! Every duration is rounded **up** to whole seconds: a client that waits the
@@ -86,7 +86,7 @@ impl Default for PolicyName {
 
 /// Whole seconds, rounded up.
 pub(crate) fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
 /// `"name";q=60;w=60`.
@@ -95,45 +95,49 @@ pub fn policy_value(name: &PolicyName, policy: QuotaPolicy) -> HeaderValue {
     number_value(format!("\"{}\";q={};w={window}", name.0, policy.limit))
 }
 
+/// The longest `RateLimit` value: a 64-byte name, two 20-digit numbers and
+/// `"";r=;t=`.
+const MAX_RATELIMIT_LEN: usize = 64 + 2 * 20 + 8;
+
 /// `"name";r=12;t=41`.
 pub fn ratelimit_value(name: &PolicyName, decision: &Decision) -> HeaderValue {
-    // Written by hand: this runs on every response.
-    let mut out = Vec::with_capacity(name.0.len() + 2 * MAX_DIGITS + 8);
-    out.push(b'"');
-    out.extend_from_slice(name.0.as_bytes());
-    out.extend_from_slice(b"\";r=");
-    push_decimal(&mut out, decision.remaining);
-    out.extend_from_slice(b";t=");
-    push_decimal(&mut out, ceil_secs(decision.reset_after));
+    ratelimit_value_after(&ratelimit_prefix(name), decision)
+}
+
+/// `"name";r=`, the start of every `RateLimit` value of a policy.
+fn ratelimit_prefix(name: &PolicyName) -> Vec<u8> {
+    format!("\"{}\";r=", name.0).into_bytes()
+}
+
+/// `RateLimit`'s value after its `prefix`, written on the stack: this runs on
+/// every response, and the one allocation is the value's own.
+fn ratelimit_value_after(prefix: &[u8], decision: &Decision) -> HeaderValue {
+    let mut buf = [0u8; MAX_RATELIMIT_LEN];
+    let mut len = prefix.len().min(MAX_RATELIMIT_LEN - 2 * 20 - 3);
+    buf[..len].copy_from_slice(&prefix[..len]);
+    len = write_decimal(&mut buf, len, decision.remaining);
+    buf[len..len + 3].copy_from_slice(b";t=");
+    len = write_decimal(&mut buf, len + 3, ceil_secs(decision.reset_after));
     // Only a checked policy name, digits, quotes, `;` and `=`: always valid.
-    HeaderValue::from_maybe_shared(bytes::Bytes::from(out))
-        .unwrap_or_else(|_| HeaderValue::from_static(""))
+    HeaderValue::from_bytes(&buf[..len]).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// The most decimal digits of a `u64`.
-const MAX_DIGITS: usize = 20;
-
-/// Appends `n` in decimal.
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; MAX_DIGITS];
-    let mut at = MAX_DIGITS;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+/// Writes `n` in decimal into `buf` at `at`, digit by digit (no call for a
+/// handful of bytes), and returns where it ends. `buf` has room for 20 digits
+/// after `at`.
+fn write_decimal(buf: &mut [u8; MAX_RATELIMIT_LEN], at: usize, mut n: u64) -> usize {
+    let mut digits = 1;
+    let mut rest = n / 10;
+    while rest > 0 {
+        rest /= 10;
+        digits += 1;
     }
-    out.extend_from_slice(&digits[at..]);
-}
-
-/// `n` as a header value.
-fn decimal_value(n: u64) -> HeaderValue {
-    let mut out = Vec::with_capacity(MAX_DIGITS);
-    push_decimal(&mut out, n);
-    HeaderValue::from_maybe_shared(bytes::Bytes::from(out))
-        .unwrap_or_else(|_| HeaderValue::from_static("0"))
+    let end = (at + digits).min(MAX_RATELIMIT_LEN);
+    for slot in buf[at..end].iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    end
 }
 
 /// The seconds a refused client should wait: the limiter's `retry_after` (or,
@@ -148,31 +152,76 @@ fn number_value(s: String) -> HeaderValue {
     HeaderValue::try_from(s).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// Which header fields the middleware writes.
+/// Which rate-limit fields the middleware writes, and the values that do not
+/// change from response to response, built once per layer (a clone of a
+/// `HeaderValue` only counts a reference).
 #[derive(Debug, Clone)]
 pub(crate) struct HeaderStyle {
-    pub(crate) name: PolicyName,
-    pub(crate) policy: Option<HeaderValue>,
-    pub(crate) legacy: bool,
+    /// `"name";r=`, the start of every `RateLimit` value.
+    prefix: Vec<u8>,
+    /// `RateLimit-Policy`, when the limiter advertises a policy.
+    policy: Option<HeaderValue>,
+    /// The policy's limit and its `X-RateLimit-Limit` value.
+    limit: Option<(u64, HeaderValue)>,
+    /// `RateLimit-Policy` and `RateLimit`.
+    standard: bool,
+    /// `X-RateLimit-Limit`, `-Remaining` and `-Reset`.
+    legacy: bool,
 }
 
 impl HeaderStyle {
-    /// Writes the rate-limit fields of `decision` into `headers`, replacing any
-    /// the inner service set.
-    pub(crate) fn write(&self, decision: &Decision, now: SystemTime, headers: &mut HeaderMap) {
-        headers.reserve(5); // grown once, not field by field
-        if let Some(policy) = &self.policy {
-            headers.insert(RATELIMIT_POLICY, policy.clone());
+    /// The fields for `policy` (if the limiter advertises one) under `name`:
+    /// the standard pair when `standard`, the legacy three when `legacy`.
+    pub(crate) fn new(
+        name: PolicyName,
+        policy: Option<QuotaPolicy>,
+        standard: bool,
+        legacy: bool,
+    ) -> Self {
+        HeaderStyle {
+            policy: policy.map(|p| policy_value(&name, p)),
+            limit: policy.map(|p| (p.limit, HeaderValue::from(p.limit))),
+            prefix: ratelimit_prefix(&name),
+            standard,
+            legacy,
         }
-        headers.insert(RATELIMIT, ratelimit_value(&self.name, decision));
+    }
+
+    /// Whether any rate-limit field goes on an admitted response.
+    pub(crate) fn any(&self) -> bool {
+        self.standard || self.legacy
+    }
+
+    /// Writes the rate-limit fields of `decision` into `headers`, replacing any
+    /// the inner service set; a refusal gets `Retry-After` whatever the style.
+    pub(crate) fn write(&self, decision: &Decision, headers: &mut HeaderMap) {
+        self.write_at(decision, SystemTime::now, headers);
+    }
+
+    /// [`write`](Self::write) with the clock for `X-RateLimit-Reset`, read
+    /// only when that field is written.
+    pub(crate) fn write_at(
+        &self,
+        decision: &Decision,
+        now: impl FnOnce() -> SystemTime,
+        headers: &mut HeaderMap,
+    ) {
+        let count = 2 * usize::from(self.standard)
+            + 3 * usize::from(self.legacy)
+            + usize::from(!decision.allowed);
+        if !headers.is_empty() {
+            // Grown once, not field by field. An empty map needs no call: its
+            // first insertion makes room for six fields.
+            headers.reserve(count);
+        }
+        if self.standard {
+            if let Some(policy) = &self.policy {
+                headers.insert(RATELIMIT_POLICY, policy.clone());
+            }
+            headers.insert(RATELIMIT, ratelimit_value_after(&self.prefix, decision));
+        }
         if self.legacy {
-            let reset = now
-                .checked_add(decision.reset_after)
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map_or(0, ceil_secs);
-            headers.insert(X_RATELIMIT_LIMIT, decimal_value(decision.limit));
-            headers.insert(X_RATELIMIT_REMAINING, decimal_value(decision.remaining));
-            headers.insert(X_RATELIMIT_RESET, decimal_value(reset));
+            self.write_legacy(decision, now(), headers);
         }
         if !decision.allowed {
             headers.insert(
@@ -180,6 +229,20 @@ impl HeaderStyle {
                 HeaderValue::from(retry_after_secs(decision)),
             );
         }
+    }
+
+    fn write_legacy(&self, decision: &Decision, now: SystemTime, headers: &mut HeaderMap) {
+        let reset = now
+            .checked_add(decision.reset_after)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, ceil_secs);
+        let limit = match &self.limit {
+            Some((limit, value)) if *limit == decision.limit => value.clone(),
+            _ => HeaderValue::from(decision.limit),
+        };
+        headers.insert(X_RATELIMIT_LIMIT, limit);
+        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining));
+        headers.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
     }
 }
 
@@ -205,10 +268,18 @@ mod tests {
     }
 
     #[test]
-    fn decimals_are_written_whole() {
-        for n in [0, 7, 10, 99, 1_000_000, u64::MAX] {
-            assert_eq!(decimal_value(n), HeaderValue::from(n));
-        }
+    fn the_longest_values_are_written_whole() {
+        let name = PolicyName::new(&"n".repeat(64)).expect("name");
+        let mut v = Decision::allowed(u64::MAX, u64::MAX, Duration::MAX);
+        let text = ratelimit_value(&name, &v);
+        let want = format!("\"{}\";r={};t={}", "n".repeat(64), u64::MAX, u64::MAX);
+        assert_eq!(text, want.as_str());
+        v.remaining = 0;
+        v.reset_after = Duration::ZERO;
+        assert_eq!(
+            ratelimit_value(&PolicyName::default(), &v),
+            "\"default\";r=0;t=0"
+        );
     }
 
     #[test]
@@ -225,27 +296,51 @@ mod tests {
     }
 
     #[test]
-    fn legacy_fields_are_switchable_and_reset_is_unix_seconds() {
-        let mut style = HeaderStyle {
-            name: PolicyName::new("ip").expect("name"),
-            policy: None,
-            legacy: true,
+    fn legacy_fields_are_opt_in_and_reset_is_unix_seconds() {
+        let p = QuotaPolicy {
+            limit: 60,
+            window: Duration::from_secs(60),
         };
-        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        let name = || PolicyName::new("ip").expect("name");
+        let now = || UNIX_EPOCH + Duration::from_secs(1_000);
         let v = Decision::refused(60, Duration::from_millis(30_500), Duration::from_secs(2));
         let mut h = HeaderMap::new();
-        style.write(&v, now, &mut h);
+        HeaderStyle::new(name(), Some(p), true, true).write_at(&v, now, &mut h);
         assert_eq!(h[X_RATELIMIT_LIMIT], "60");
         assert_eq!(h[X_RATELIMIT_REMAINING], "0");
         assert_eq!(h[X_RATELIMIT_RESET], "1031");
         assert_eq!(h[http::header::RETRY_AFTER], "2");
         assert_eq!(h[RATELIMIT], "\"ip\";r=0;t=31");
-        assert!(!h.contains_key(RATELIMIT_POLICY));
+        assert_eq!(h[RATELIMIT_POLICY], "\"ip\";q=60;w=60");
+        assert_eq!(h.len(), 6);
 
-        style.legacy = false;
+        // A decision of another limit (a compound limiter) is written as is.
         let mut h = HeaderMap::new();
-        style.write(&Decision::allowed(60, 1, Duration::ZERO), now, &mut h);
-        assert!(!h.contains_key(X_RATELIMIT_RESET) && !h.contains_key(http::header::RETRY_AFTER));
+        let other = Decision::allowed(7, 3, Duration::ZERO);
+        HeaderStyle::new(name(), Some(p), false, true).write_at(&other, now, &mut h);
+        assert_eq!(h[X_RATELIMIT_LIMIT], "7");
+        assert_eq!(h.len(), 3);
+
+        // The standard pair alone; the clock is not read.
+        let mut h = HeaderMap::new();
+        let standard = HeaderStyle::new(name(), Some(p), true, false);
+        let unread = || -> SystemTime { panic!("the clock was read") };
+        standard.write_at(&Decision::allowed(60, 1, Duration::ZERO), unread, &mut h);
+        assert_eq!(h.len(), 2);
         assert_eq!(h[RATELIMIT], "\"ip\";r=1;t=0");
+        assert!(h.contains_key(RATELIMIT_POLICY));
+    }
+
+    #[test]
+    fn with_headers_off_a_refusal_still_says_when_to_retry() {
+        let off = HeaderStyle::new(PolicyName::default(), None, false, false);
+        assert!(!off.any());
+        let mut h = HeaderMap::new();
+        off.write(&Decision::allowed(60, 1, Duration::ZERO), &mut h);
+        assert!(h.is_empty());
+        let v = Decision::refused(60, Duration::from_secs(30), Duration::from_millis(1_500));
+        off.write(&v, &mut h);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[http::header::RETRY_AFTER], "2");
     }
 }

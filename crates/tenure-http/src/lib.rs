@@ -11,9 +11,10 @@
 //!   closure; a request without a key is refused (`400`) or counted in a shared
 //!   bucket ([`MissingKey`]) — never let through unlimited;
 //! - **headers** on every decided response: `RateLimit-Policy: "default";q=60;w=60`
-//!   and `RateLimit: "default";r=12;t=41` (draft-ietf-httpapi-ratelimit-headers-11),
-//!   and the legacy `X-RateLimit-Limit`, `-Remaining`, `-Reset` (Unix seconds),
-//!   which can be turned off;
+//!   and `RateLimit: "default";r=12;t=41` (draft-ietf-httpapi-ratelimit-headers-11);
+//!   the legacy `X-RateLimit-Limit`, `-Remaining`, `-Reset` (Unix seconds) on
+//!   request ([`RateLimitLayer::legacy_headers`]); none at all with
+//!   [`RateLimitLayer::headers`]`(false)`;
 //! - **refusals** are `429 Too Many Requests` with `Retry-After` (seconds) and an
 //!   `application/problem+json` body;
 //! - **failures** of the store are answered within a per-decision time budget,
@@ -93,8 +94,8 @@ pub use concurrency::{
 };
 pub use headers::{InvalidPolicyName, PolicyName};
 pub use key::{
-    ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, KeyExtractor, PeerAddr, PeerIp, RequestHead,
-    TrustedProxies,
+    ClientIp, ForwardedHeader, HeaderKey, InvalidCidr, Key, KeyExtractor, PeerAddr, PeerIp,
+    RequestHead, TrustedProxies,
 };
 pub use limiter::{BoxFuture, Decision, LimiterError, QuotaPolicy, RateLimiter};
 pub use problem::{PROBLEM_JSON, problem};

@@ -13,7 +13,7 @@ pub fn render(s: &Samples) -> String {
     threads(s, &mut out);
     curve(s, &mut out);
     hashes(s, &mut out);
-    http(s, &mut out);
+    crate::http::render(s, &mut out);
     out
 }
 
@@ -86,47 +86,5 @@ fn hashes(s: &Samples, out: &mut String) {
             })
             .collect();
         let _ = writeln!(out, "| {hasher} | {} |", cells.join(" | "));
-    }
-}
-
-fn http(s: &Samples, out: &mut String) {
-    let m = |name: &str| s.median(&format!("http.{name}")).unwrap_or(f64::NAN);
-    if s.median("http.overhead.bare").is_none() {
-        return;
-    }
-    let (bare, governor, tenure) = (
-        m("overhead.bare"),
-        m("overhead.governor"),
-        m("overhead.tenure"),
-    );
-    let ratio = (tenure - bare) / (governor - bare);
-    let _ = writeln!(
-        out,
-        "\n| HTTP middleware, 256 clients, in process | ns/request | overhead over bare |\n\
-         |---|---:|---:|\n\
-         | bare service | {bare:.0} | |\n\
-         | tower_governor | {governor:.0} | {:.0} ns |\n\
-         | tenure-http, in-process limiter | {tenure:.0} | {:.0} ns |\n\n\
-         tenure-http's overhead is {ratio:.2}× tower_governor's (target ≤ 1.5×: {}).",
-        governor - bare,
-        tenure - bare,
-        met(ratio <= 1.5)
-    );
-    if s.median("http.load.bare").is_none() {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "\n| HTTP under `wrk -t2 -c256`, loopback | requests/s | of bare |\n|---|---:|---:|"
-    );
-    let load_bare = m("load.bare");
-    for (name, label) in [
-        ("bare", "bare axum service"),
-        ("governor", "tower_governor"),
-        ("tenure", "tenure-http, in-process"),
-        ("redis", "tenure-http, Redis"),
-    ] {
-        let v = m(&format!("load.{name}"));
-        let _ = writeln!(out, "| {label} | {v:.0} | {:.2}× |", v / load_bare);
     }
 }

@@ -345,6 +345,7 @@ pub fn render(
     out.push_str(&crate::local_rows::render(s));
     let _ = writeln!(out, "{END}");
     t.targets.extend(crate::report_curves::targets(s));
+    t.targets.extend(crate::http::targets(s));
     (out, t.targets)
 }
 

@@ -1,10 +1,11 @@
 //! [`ClientIp`]: the client behind trusted reverse proxies, read right to left
 //! from one forwarding header (parsed in [`forwarded`](super::forwarded)).
 
+use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use super::forwarded::{Hop, forwarded_rev, x_forwarded_for_rev};
-use super::{KeyExtractor, RequestHead, TrustedProxies};
+use super::{Key, KeyExtractor, RequestHead, TrustedProxies};
 
 /// Which forwarding header the trusted proxies write.
 ///
@@ -124,11 +125,17 @@ impl ClientIp {
 
 impl KeyExtractor for ClientIp {
     fn extract(&self, head: &RequestHead<'_>) -> Option<String> {
+        self.key(head).map(String::from)
+    }
+
+    fn key(&self, head: &RequestHead<'_>) -> Option<Key> {
         let ip = self.client_ip(head)?;
         match (ip, self.ipv6_prefix) {
             (IpAddr::V6(v6), Some(len)) => {
                 let net = ipnet::Ipv6Net::new(v6, len).ok()?.trunc();
-                Some(format!("ip:{net}"))
+                let mut key = Key::from("ip:");
+                let _ = write!(key, "{net}");
+                Some(key)
             }
             _ => Some(super::peer::ip_key(ip)),
         }

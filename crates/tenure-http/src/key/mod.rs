@@ -16,7 +16,9 @@
 //! One file per extractor: `peer.rs` ([`PeerIp`]), `client_ip.rs` ([`ClientIp`],
 //! over `trusted.rs` for the proxy ranges and `forwarded.rs` for the header
 //! parsers), `header.rs` ([`HeaderKey`]), `closure.rs` (closures); `head.rs`
-//! holds what every extractor reads ([`RequestHead`], [`PeerAddr`]).
+//! holds what every extractor reads ([`RequestHead`], [`PeerAddr`]); `text.rs`
+//! the [`Key`] the middleware carries (inline when short: IP keys allocate
+//! nothing).
 
 mod client_ip;
 mod closure;
@@ -26,12 +28,14 @@ mod header;
 mod peer;
 #[cfg(test)]
 mod test_support;
+mod text;
 mod trusted;
 
 pub use client_ip::{ClientIp, ForwardedHeader};
 pub use head::{PeerAddr, RequestHead};
 pub use header::{HeaderKey, MAX_HEADER_KEY_LEN};
 pub use peer::PeerIp;
+pub use text::Key;
 pub use trusted::{InvalidCidr, TrustedProxies};
 
 /// Maps a request to the key of its bucket.
@@ -49,4 +53,13 @@ pub use trusted::{InvalidCidr, TrustedProxies};
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key, or `None` if the request carries none.
     fn extract(&self, head: &RequestHead<'_>) -> Option<String>;
+
+    /// The same key as [`extract`](Self::extract), as the middleware asks for
+    /// it on every request: a [`Key`], which keeps a short key inline. The
+    /// default wraps `extract`'s `String`; the IP extractors write their keys
+    /// inline and allocate nothing. An override must give the same text as
+    /// `extract`.
+    fn key(&self, head: &RequestHead<'_>) -> Option<Key> {
+        self.extract(head).map(Key::from)
+    }
 }

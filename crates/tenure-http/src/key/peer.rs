@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use super::{KeyExtractor, RequestHead};
+use super::{Key, KeyExtractor, RequestHead};
 
 /// Keys requests by the TCP peer's address: `ip:192.0.2.1`.
 ///
@@ -20,35 +20,25 @@ pub struct PeerIp;
 
 impl KeyExtractor for PeerIp {
     fn extract(&self, head: &RequestHead<'_>) -> Option<String> {
+        self.key(head).map(String::from)
+    }
+
+    fn key(&self, head: &RequestHead<'_>) -> Option<Key> {
         head.peer_ip().map(ip_key)
     }
 }
 
-/// `ip:ADDRESS`, the key of a client address; an IPv4 address is written
-/// without the formatting machinery (this runs on every request).
-pub(super) fn ip_key(ip: IpAddr) -> String {
-    let mut key = String::with_capacity(3 + 39);
-    key.push_str("ip:");
+/// `ip:ADDRESS`, the key of a client address, inline; an IPv4 address is
+/// written without the formatting machinery (this runs on every request).
+pub(super) fn ip_key(ip: IpAddr) -> Key {
     match ip {
-        IpAddr::V4(v4) => {
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    key.push('.');
-                }
-                if octet >= 100 {
-                    key.push(char::from(b'0' + octet / 100));
-                }
-                if octet >= 10 {
-                    key.push(char::from(b'0' + octet / 10 % 10));
-                }
-                key.push(char::from(b'0' + octet % 10));
-            }
-        }
+        IpAddr::V4(v4) => Key::ipv4(v4.octets()),
         IpAddr::V6(v6) => {
+            let mut key = Key::from("ip:");
             let _ = write!(key, "{v6}");
+            key
         }
     }
-    key
 }
 
 #[cfg(test)]
@@ -65,7 +55,11 @@ mod ip_key_tests {
             "::ffff:1.2.3.4",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
-            assert_eq!(ip_key(ip), format!("ip:{ip}"));
+            assert_eq!(ip_key(ip).as_str(), format!("ip:{ip}"));
+        }
+        for octet in 0..=255u8 {
+            let ip = IpAddr::from([octet, 255 - octet, octet / 7, 9]);
+            assert_eq!(ip_key(ip).as_str(), format!("ip:{ip}"));
         }
     }
 }

@@ -15,8 +15,17 @@ pub(crate) fn req(peer: &str, headers: &[(&str, &[u8])]) -> Request<()> {
     r
 }
 
+/// The key `e` extracts from `r`, checking that `key` (what the middleware
+/// calls) and `extract` give the same text.
 pub(crate) fn key(e: &impl KeyExtractor, r: &Request<()>) -> Option<String> {
-    e.extract(&RequestHead::new(r))
+    let head = RequestHead::new(r);
+    let text = e.extract(&head);
+    assert_eq!(
+        e.key(&head).map(String::from),
+        text,
+        "key and extract differ"
+    );
+    text
 }
 
 pub(crate) fn trusted(s: &str) -> TrustedProxies {

@@ -11,15 +11,16 @@ use tower_layer::Layer;
 use super::config::{CostAfter, DEFAULT_BUDGET, FailurePolicy, MissingKey, Settings};
 use super::service::RateLimit;
 use crate::access::AccessList;
-use crate::headers::{HeaderStyle, PolicyName, policy_value};
+use crate::headers::{HeaderStyle, PolicyName};
 use crate::key::KeyExtractor;
 use crate::limiter::RateLimiter;
 
 /// A tower [`Layer`] that rate-limits requests through a [`RateLimiter`],
 /// one bucket per key.
 ///
-/// Admitted responses carry `RateLimit-Policy`, `RateLimit` and (unless turned
-/// off) `X-RateLimit-*`; refusals are `429` with `Retry-After` and an
+/// Admitted responses carry `RateLimit-Policy` and `RateLimit` (unless turned
+/// off with [`headers`](Self::headers)), and `X-RateLimit-*` when
+/// [`legacy_headers`](Self::legacy_headers) asks for them; refusals are `429` with `Retry-After` and an
 /// `application/problem+json` body. A layer is only configuration: cheap to
 /// clone, shared by every service it wraps.
 ///
@@ -64,6 +65,7 @@ pub struct RateLimitLayer {
     store: Arc<dyn RateLimiter>,
     key: Arc<dyn KeyExtractor>,
     name: PolicyName,
+    headers: bool,
     legacy: bool,
     missing: MissingKey,
     on_failure: FailurePolicy,
@@ -80,6 +82,7 @@ impl std::fmt::Debug for RateLimitLayer {
         f.debug_struct("RateLimitLayer")
             .field("policy", &self.store.policy())
             .field("name", &self.name)
+            .field("headers", &self.headers)
             .field("legacy", &self.legacy)
             .field("missing", &self.missing)
             .field("on_failure", &self.on_failure)
@@ -94,14 +97,16 @@ impl std::fmt::Debug for RateLimitLayer {
 impl RateLimitLayer {
     /// Limits requests through `store`, one bucket per key from `key`.
     ///
-    /// Defaults: policy name `default`, legacy headers on, keyless requests
+    /// Defaults: policy name `default`, the standard headers on and the
+    /// legacy ones off, keyless requests
     /// refused with `400`, fail open, a budget of [`DEFAULT_BUDGET`], cost 1.
     pub fn new(store: impl RateLimiter, key: impl KeyExtractor) -> Self {
         RateLimitLayer {
             store: Arc::new(store),
             key: Arc::new(key),
             name: PolicyName::default(),
-            legacy: true,
+            headers: true,
+            legacy: false,
             missing: MissingKey::default(),
             on_failure: FailurePolicy::default(),
             budget: DEFAULT_BUDGET,
@@ -182,7 +187,20 @@ impl RateLimitLayer {
         self
     }
 
-    /// Writes the legacy `X-RateLimit-*` fields too (on by default).
+    /// Writes the rate-limit fields on responses (on by default): with
+    /// `false`, neither the standard `RateLimit-Policy` and `RateLimit` nor
+    /// the legacy `X-RateLimit-*` are written, whatever
+    /// [`legacy_headers`](Self::legacy_headers) and
+    /// [`shadow_headers`](Self::shadow_headers) say. A refusal still carries
+    /// `Retry-After`.
+    pub fn headers(mut self, on: bool) -> Self {
+        self.headers = on;
+        self
+    }
+
+    /// Writes the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+    /// `X-RateLimit-Reset` (Unix seconds) too, for clients that read only
+    /// those (off by default).
     pub fn legacy_headers(mut self, on: bool) -> Self {
         self.legacy = on;
         self
@@ -227,11 +245,12 @@ impl<S> Layer<S> for RateLimitLayer {
             store,
             key: Arc::clone(&self.key),
             policy,
-            style: HeaderStyle {
-                name: self.name.clone(),
-                policy: policy.map(|p| policy_value(&self.name, p)),
-                legacy: self.legacy,
-            },
+            style: HeaderStyle::new(
+                self.name.clone(),
+                policy,
+                self.headers,
+                self.headers && self.legacy,
+            ),
             missing: self.missing.clone(),
             on_failure: self.on_failure,
             budget: self.budget,

@@ -11,8 +11,6 @@
 //! | `Misconfigured`               | `500`, problem                             |
 //! | `Unavailable` / over budget   | [`FailurePolicy`]: inner service, or `503` |
 
-use std::time::SystemTime;
-
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 
@@ -87,7 +85,7 @@ fn admitted(mut decision: Decision, key: &str, settings: &Settings) -> Next {
             "the rate limit would refuse this request (shadow mode)"
         );
     }
-    let headers = !settings.shadow || settings.shadow_headers;
+    let headers = settings.style.any() && (!settings.shadow || settings.shadow_headers);
     Next::Call(headers.then_some(decision))
 }
 
@@ -123,9 +121,7 @@ fn refusal(decision: &Decision, settings: &Settings) -> Response<Bytes> {
         retry_after_secs(decision)
     );
     let mut res = problem(StatusCode::TOO_MANY_REQUESTS, &detail);
-    settings
-        .style
-        .write(decision, SystemTime::now(), res.headers_mut());
+    settings.style.write(decision, res.headers_mut());
     res
 }
 
@@ -152,11 +148,7 @@ mod tests {
                 limit: 60,
                 window: Duration::from_millis(59_001),
             }),
-            style: HeaderStyle {
-                name: PolicyName::default(),
-                policy: None,
-                legacy: false,
-            },
+            style: HeaderStyle::new(PolicyName::default(), None, true, false),
             missing: MissingKey::Reject,
             on_failure,
             budget: Duration::from_millis(5),
@@ -174,6 +166,21 @@ mod tests {
         };
         let body = serde_json::from_slice(res.body()).expect("problem json");
         (res.status(), res.headers().clone(), body)
+    }
+
+    #[test]
+    fn headers_off_leave_no_decision_to_write_even_in_a_dry_run_that_shows_them() {
+        let mut s = settings(FailurePolicy::Open);
+        s.style = HeaderStyle::new(PolicyName::default(), None, false, false);
+        let v = Decision::allowed(60, 59, Duration::from_secs(1));
+        assert!(matches!(next_step(Some(Ok(v)), "k", &s), Next::Call(None)));
+        s.shadow = true;
+        s.shadow_headers = true;
+        let refused = Decision::refused(60, Duration::from_secs(1), Duration::from_secs(1));
+        assert!(matches!(
+            next_step(Some(Ok(refused)), "k", &s),
+            Next::Call(None)
+        ));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::config::{MissingKey, Settings};
 use super::future::ResponseFuture;
 use super::respond;
 use crate::access::Access;
-use crate::key::RequestHead;
+use crate::key::{Key, RequestHead};
 
 /// A service rate-limited by a [`RateLimitLayer`](super::RateLimitLayer).
 #[derive(Clone)]
@@ -59,24 +59,27 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let settings = Arc::clone(&self.settings);
-        let key = match settings.key.extract(&RequestHead::new(&req)) {
+        let key = match settings.key.key(&RequestHead::new(&req)) {
             Some(key) => key,
             None => match &settings.missing {
-                MissingKey::Bucket(bucket) => bucket.clone(),
+                MissingKey::Bucket(bucket) => Key::from(bucket.as_str()),
                 MissingKey::Reject => {
                     return ResponseFuture::ready(respond::missing_key(), settings);
                 }
             },
         };
-        match settings.access.verdict(&key) {
-            Access::Denied => return ResponseFuture::ready(respond::denied(), settings),
-            Access::Allowed => return ResponseFuture::calling(inner.call(req), settings),
-            _ => {}
+        let text = key.as_str();
+        if !settings.access.is_empty() {
+            match settings.access.verdict(text) {
+                Access::Denied => return ResponseFuture::ready(respond::denied(), settings),
+                Access::Allowed => return ResponseFuture::calling(inner.call(req), settings),
+                _ => {}
+            }
         }
-        if let Some(outcome) = settings.store.check_now(&key, settings.cost) {
-            return ResponseFuture::decided(outcome, &key, inner, req, settings);
+        if let Some(outcome) = settings.store.check_now(text, settings.cost) {
+            return ResponseFuture::decided(outcome, text, inner, req, settings);
         }
-        let check = settings.store.check(&key, settings.cost);
+        let check = settings.store.check(text, settings.cost);
         ResponseFuture::checking(check, key, inner, req, settings)
     }
 }
