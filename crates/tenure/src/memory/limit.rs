@@ -91,6 +91,30 @@ struct Map {
     /// while the store is full, sweeping earlier would find nothing to drop,
     /// so refusals of new keys cost no scan of the map.
     next_expiry: u64,
+    /// The latest reading of the store's own clock a decision used (see
+    /// [`Read`]).
+    latest: Timestamp,
+}
+
+/// The time a decision is made at, read before the lock is taken.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// The store's own clock. Under the lock it is raised to the latest
+    /// reading already used: a thread preempted between reading the clock and
+    /// taking the lock then decides as if it came right after the decisions
+    /// that overtook it. At its stale time it would be charged for their later
+    /// arrival, and could be refused what the quota allows.
+    Own(Timestamp),
+    /// A time the caller chose ([`LimitRequest::at`]), used as given.
+    Given(Timestamp),
+}
+
+impl Read {
+    fn of(store: &MemoryLimits, request: &LimitRequest<'_>) -> Read {
+        request
+            .now
+            .map_or_else(|| Read::Own(store.now()), Read::Given)
+    }
 }
 
 /// One user key's states.
@@ -182,7 +206,7 @@ impl MemoryLimits {
     /// See [`apply`](crate::limit::store::apply): zero cost, cost over
     /// capacity, mismatched state.
     pub fn apply_now(&self, request: &LimitRequest<'_>) -> Result<Vec<Decision>> {
-        self.locked(request, |table, request, now| {
+        self.locked(request, Read::of(self, request), |table, request, now| {
             read_step_write(table, request, now)
         })
     }
@@ -193,11 +217,12 @@ impl MemoryLimits {
     fn locked<T>(
         &self,
         request: &LimitRequest<'_>,
+        read: Read,
         run: impl FnOnce(&mut Table<'_>, &LimitRequest<'_>, Timestamp) -> Result<T>,
     ) -> Result<T> {
-        let now = request.now.unwrap_or_else(|| self.now());
         let hash = self.hash(request.key);
         let map = &mut self.lock();
+        let now = map.decision_time(read);
         let mut table = Table {
             hash,
             key: request.key,
@@ -360,7 +385,35 @@ impl Keyed {
     }
 }
 
+impl MemoryLimits {
+    /// One decision (combined over the request's policies) at `read`.
+    fn decide_read(&self, request: &LimitRequest<'_>, read: Read) -> Result<Decision> {
+        if let [policy] = request.policies {
+            let hash = self.hash(request.key);
+            let map = &mut self.lock();
+            let now = map.decision_time(read);
+            if let Some(known) = map.step_known(hash, request, policy, now) {
+                return known;
+            }
+        }
+        self.locked(request, read, |table, request, now| {
+            read_step_write_combined(table, request, now)
+        })
+    }
+}
+
 impl Map {
+    /// The time to decide at, under the lock (see [`Read`]).
+    fn decision_time(&mut self, read: Read) -> Timestamp {
+        match read {
+            Read::Given(at) => at,
+            Read::Own(at) => {
+                self.latest = self.latest.max(at);
+                self.latest
+            }
+        }
+    }
+
     /// The entry of `slot`, whose key hashes to `hash`, if any.
     fn get(&self, hash: u64, slot: SlotKey<'_>) -> Option<&Entry> {
         self.entries
@@ -482,16 +535,7 @@ impl LimitStore for MemoryLimits {
     }
 
     fn decide_inline(&self, request: &LimitRequest<'_>) -> Option<Result<Decision>> {
-        if let [policy] = request.policies {
-            let now = request.now.unwrap_or_else(|| self.now());
-            let hash = self.hash(request.key);
-            if let Some(known) = self.lock().step_known(hash, request, policy, now) {
-                return Some(known);
-            }
-        }
-        Some(self.locked(request, |table, request, now| {
-            read_step_write_combined(table, request, now)
-        }))
+        Some(self.decide_read(request, Read::of(self, request)))
     }
 
     fn describe(&self) -> String {
@@ -510,5 +554,41 @@ impl Limiter {
     /// keyed, bounded in memory, no I/O.
     pub fn local(quota: Quota, algorithm: Algorithm) -> Self {
         Self::new(MemoryLimits::new(), quota, algorithm)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU32;
+
+    use super::*;
+
+    /// Admissions of one-unit requests on one key of a fresh store (1000/s,
+    /// burst 2, GCRA), decided in the order given, each at its clock reading
+    /// (µs after an origin).
+    fn admitted(readings_us: &[u64]) -> Vec<bool> {
+        let quota = Quota::per_second(NonZeroU32::new(1000).expect("1000"))
+            .burst(NonZeroU32::new(2).expect("2"));
+        let policies = [Policy::new(quota, Algorithm::Gcra).expect("policy")];
+        let store = MemoryLimits::new();
+        let request = LimitRequest::new("k", &policies, 1, Mode::Consume);
+        readings_us
+            .iter()
+            .map(|us| {
+                let read = Read::Own(Timestamp::from_micros(1_000_000_000 + us));
+                store.decide_read(&request, read).expect("decision").allowed
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_decision_overtaken_between_its_clock_reading_and_the_lock_is_not_refused_for_it() {
+        // Requests that read the clock at 0, 0.5 ms and 1 ms: the quota admits
+        // all three when each is decided in the order of its reading.
+        assert_eq!(admitted(&[0, 500, 1_000]), [true, true, true]);
+        // The one that read 0.5 ms takes the lock after the one that read
+        // 1 ms: it is decided as if it came right after it, not charged for
+        // the other's later arrival.
+        assert_eq!(admitted(&[0, 1_000, 500]), [true, true, true]);
     }
 }
