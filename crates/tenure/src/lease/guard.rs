@@ -13,6 +13,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::monitor;
+use super::signal::Signal;
 use super::store::{ExtendReply, LeaseStore, ReleaseOutcome};
 use crate::clock::Moment;
 use crate::error::{Error, Result};
@@ -24,7 +25,7 @@ use crate::token::OwnerToken;
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) backend: Arc<dyn LeaseStore>,
-    pub(super) key: String,
+    pub(super) key: Arc<str>,
     pub(super) token: OwnerToken,
     pub(super) ttl: Duration,
     /// The fence of this acquisition, for spans and events.
@@ -40,9 +41,9 @@ pub(super) struct Shared {
     /// renewal.
     deadline: Mutex<Moment>,
     /// Fired when the holder may no longer be alone.
-    pub(super) lost: CancellationToken,
+    pub(super) lost: Signal,
     /// Fired when the guard is released or dropped: stops the monitor.
-    pub(super) stop: CancellationToken,
+    pub(super) stop: Signal,
     /// The renewal interval (`None`: no renewal).
     renew_every: Option<Duration>,
     /// Whether the lease was handed over for the claim window only: the
@@ -82,10 +83,10 @@ impl Shared {
     /// task having run — it may be starved by blocking code on the runtime).
     /// A guard released on purpose is never reported lost.
     pub(super) fn check_lost(&self) -> bool {
-        if self.lost.is_cancelled() {
+        if self.lost.is_fired() {
             return true;
         }
-        if self.stop.is_cancelled() {
+        if self.stop.is_fired() {
             return false;
         }
         let now = self.now();
@@ -104,9 +105,9 @@ impl Shared {
     /// timers stop while the host is suspended; the deadline clock does not).
     pub(super) async fn until_lost(&self) {
         loop {
-            if self.stop.is_cancelled() {
+            if self.stop.is_fired() {
                 // Released on purpose: only a signal fired before counts.
-                self.lost.cancelled().await;
+                self.lost.fired().await;
                 return;
             }
             if self.check_lost() {
@@ -114,7 +115,7 @@ impl Shared {
             }
             let left = self.end().saturating_duration_since(self.now());
             tokio::select! {
-                () = self.lost.cancelled() => return,
+                () = self.lost.fired() => return,
                 () = tokio::time::sleep(left.min(monitor::SLICE)) => {}
             }
         }
@@ -133,13 +134,13 @@ impl Shared {
     /// Marks the lease lost, unless the guard already let go of it on purpose;
     /// the first time, logs it at `warn` and counts it.
     pub(super) fn mark_lost(&self, cause: LossCause) {
-        if self.stop.is_cancelled() {
+        if self.stop.is_fired() {
             return;
         }
         // The cause is set before the signal fires, so whoever the signal
         // wakes reads it.
         let first = self.cause.set(cause).is_ok();
-        self.lost.cancel();
+        self.lost.fire();
         if !first {
             return;
         }
@@ -326,7 +327,7 @@ impl KeyLoss {
             Some(shared) => {
                 // Stop waiting on the deadline once the guard is gone (released
                 // or dropped): then only an already fired signal completes this.
-                let stop = shared.stop.clone();
+                let stop = shared.stop.token();
                 tokio::select! {
                     () = shared.until_lost() => return,
                     () = stop.cancelled() => {}
@@ -416,7 +417,7 @@ pub struct LeaseGuard {
 impl LeaseGuard {
     pub(super) fn start(
         backend: Arc<dyn LeaseStore>,
-        key: String,
+        key: Arc<str>,
         token: OwnerToken,
         ttl: Duration,
         fence: Fence,
@@ -434,8 +435,8 @@ impl LeaseGuard {
             cause: Arc::default(),
             hold_until,
             deadline: Mutex::new(valid_until),
-            lost: CancellationToken::new(),
-            stop: CancellationToken::new(),
+            lost: Signal::default(),
+            stop: Signal::default(),
             renew_every: upkeep.renew_every,
             unclaimed: upkeep.unclaimed,
             monitoring: AtomicBool::new(false),
@@ -512,7 +513,7 @@ impl LeaseGuard {
         self.shared.start_monitor();
         LostSignal {
             keys: vec![KeyLoss {
-                lost: self.shared.lost.clone(),
+                lost: self.shared.lost.token(),
                 cause: Arc::clone(&self.shared.cause),
                 shared: Arc::downgrade(&self.shared),
             }],
@@ -536,7 +537,7 @@ impl LeaseGuard {
         poll_fn(|cx| {
             if shared.check_lost() || lost.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Err(Error::LeaseLost {
-                    key: shared.key.clone(),
+                    key: shared.key.to_string(),
                 }));
             }
             work.as_mut().poll(cx).map(Ok)
@@ -583,7 +584,7 @@ impl LeaseGuard {
     fn let_go(&mut self) {
         self.released = true;
         self.shared.check_lost();
-        self.shared.stop.cancel();
+        self.shared.stop.fire();
     }
 }
 

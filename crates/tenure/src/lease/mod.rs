@@ -70,6 +70,7 @@ mod line;
 mod monitor;
 mod release_watch;
 mod set;
+mod signal;
 pub mod store;
 
 pub use guard::{ExtendOutcome, LeaseGuard, LossCause, LostSignal};
@@ -197,7 +198,8 @@ impl Attempt {
 #[must_use]
 pub struct Lease {
     backend: Arc<dyn LeaseStore>,
-    key: String,
+    /// Shared with the attempts and guards (a reference count, not a copy).
+    key: Arc<str>,
     ttl: Duration,
     renew_every: Option<Duration>,
     /// What to record about the holder, if anything.
@@ -210,7 +212,7 @@ impl Lease {
     pub(crate) fn new(backend: Arc<dyn LeaseStore>, key: String) -> Self {
         Lease {
             backend,
-            key,
+            key: key.into(),
             ttl: DEFAULT_TTL,
             // Renewal on, as for elections and run-once: a holder whose work
             // outlasts the TTL keeps its lease instead of silently losing it.
@@ -371,7 +373,7 @@ impl Lease {
         match self.attempt_within(max_wait).await? {
             Attempt::Acquired(guard) => Ok(guard),
             Attempt::Held { ttl_left } => Err(Error::Busy {
-                key: self.key.clone(),
+                key: self.key.to_string(),
                 retry_in: ttl_left,
             }),
         }
@@ -642,7 +644,7 @@ impl Lease {
     async fn step(&self, line: &mut Option<Line>, renew: Option<Duration>) -> Result<Attempt> {
         let stand = match line {
             Some(stand) => stand,
-            None => line.insert(Line::new(Arc::clone(&self.backend), &self.key)?),
+            None => line.insert(Line::new(Arc::clone(&self.backend), Arc::clone(&self.key))?),
         };
         self.traced(async {
             match stand.look(self.ttl, self.holder.clone(), renew).await? {
@@ -758,7 +760,7 @@ impl Lease {
         let token = OwnerToken::generate()?;
         let reply = attempt::acquire(
             Arc::clone(&self.backend),
-            self.key.clone(),
+            Arc::clone(&self.key),
             token.clone(),
             self.ttl,
             self.holder.clone(),
@@ -788,7 +790,7 @@ impl Lease {
     ) -> LeaseGuard {
         LeaseGuard::start(
             Arc::clone(&self.backend),
-            self.key.clone(),
+            Arc::clone(&self.key),
             token,
             self.ttl,
             fence,

@@ -24,7 +24,7 @@ pub(super) const SLICE: Duration = Duration::from_millis(100);
 /// window only (whether or not it renews after that).
 pub(super) fn spawn(shared: &Arc<Shared>, renew_every: Option<Duration>, unclaimed: bool) {
     let weak = Arc::downgrade(shared);
-    let stop = shared.stop.clone();
+    let stop = shared.stop.token();
     tokio::spawn(async move {
         tokio::select! {
             () = stop.cancelled() => {}
