@@ -14,6 +14,7 @@ use tracing::field::Empty;
 
 use super::monitor;
 use super::signal::Signal;
+use super::standby::{self, Ticket};
 use super::store::{ExtendReply, LeaseStore, ReleaseOutcome};
 use crate::clock::Moment;
 use crate::error::{Error, Result};
@@ -51,6 +52,8 @@ pub(super) struct Shared {
     unclaimed: bool,
     /// Set once the monitor task runs.
     monitoring: AtomicBool,
+    /// Where the guard waits for its monitor, if it does (see `standby`).
+    standby: OnceLock<Ticket>,
 }
 
 impl Shared {
@@ -125,7 +128,7 @@ impl Shared {
     /// starts it at once; one that does not needs it only to fire the lost
     /// signal at the deadline for someone who watches it
     /// ([`LeaseGuard::lost`]): every other check reads the deadline itself.
-    fn start_monitor(self: &Arc<Self>) {
+    pub(super) fn start_monitor(self: &Arc<Self>) {
         if !self.monitoring.swap(true, Ordering::Relaxed) {
             monitor::spawn(self, self.renew_every, self.unclaimed);
         }
@@ -440,9 +443,19 @@ impl LeaseGuard {
             renew_every: upkeep.renew_every,
             unclaimed: upkeep.unclaimed,
             monitoring: AtomicBool::new(false),
+            standby: OnceLock::new(),
         });
-        if upkeep.renew_every.is_some() || hold_until.is_some() || upkeep.unclaimed {
+        if hold_until.is_some() || upkeep.unclaimed {
             shared.start_monitor();
+        } else if let Some(due) = monitor::first_renewal(&shared, upkeep.renew_every) {
+            // Nothing to do before the first renewal: most guards are
+            // released by then, and never need a task of their own.
+            match standby::enter(&shared, due) {
+                Some(ticket) => {
+                    let _ = shared.standby.set(ticket);
+                }
+                None => shared.start_monitor(),
+            }
         }
         LeaseGuard {
             shared,
@@ -583,6 +596,9 @@ impl LeaseGuard {
     /// has noticed yet (a guard without renewal runs no monitor).
     fn let_go(&mut self) {
         self.released = true;
+        if let Some(ticket) = self.shared.standby.get() {
+            ticket.leave();
+        }
         self.shared.check_lost();
         self.shared.stop.fire();
     }

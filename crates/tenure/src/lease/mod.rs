@@ -71,6 +71,7 @@ mod monitor;
 mod release_watch;
 mod set;
 mod signal;
+mod standby;
 pub mod store;
 
 pub use guard::{ExtendOutcome, LeaseGuard, LossCause, LostSignal};
