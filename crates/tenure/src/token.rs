@@ -24,9 +24,12 @@ impl OwnerToken {
             pair[0] = DIGITS[usize::from(b >> 4)];
             pair[1] = DIGITS[usize::from(b & 0xf)];
         }
-        // Bytes, then one copy (ASCII, so nothing is replaced): pushing chars
-        // one by one cost more than the draw itself.
-        Ok(OwnerToken(String::from_utf8_lossy(&hex).into_owned()))
+        // Bytes, then one copy: pushing chars one by one cost more than the
+        // draw itself. (Hex digits are always UTF-8; the lossy arm never runs.)
+        Ok(OwnerToken(match String::from_utf8(hex.to_vec()) {
+            Ok(hex) => hex,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }))
     }
 
     /// Whether `s` has the form of a token (32 lowercase hex digits).
