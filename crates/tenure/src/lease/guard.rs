@@ -187,18 +187,18 @@ impl Shared {
     /// Lets go of the lease: records the hold time and sends the release, in a
     /// `release` span (an explicit release and a dropped guard alike).
     async fn release(&self) -> Result<ReleaseOutcome> {
-        let held = self.granted_at.elapsed();
-        telemetry::hold(|| self.backend.describe(), held);
+        telemetry::hold(|| self.backend.describe(), self.granted_at);
         let span = tracing::debug_span!(
             "release",
             key = %self.key,
             store = %self.backend.describe(),
             fence = self.fence.get(),
-            held_ms = crate::duration::millis(held),
+            held_ms = crate::duration::millis(self.granted_at.elapsed()),
             outcome = Empty,
             latency_us = Empty,
         );
-        let started = Instant::now();
+        // The clock is read for the span's latency only if it records it.
+        let started = (!span.is_disabled()).then(Instant::now);
         let result = self
             .backend
             .release(&self.key, &self.token)
@@ -209,7 +209,9 @@ impl Shared {
             Ok(_) => "not_held",
             Err(_) => "error",
         };
-        telemetry::finish!(debug, &span, outcome, started);
+        if let Some(started) = started {
+            telemetry::finish!(debug, &span, outcome, started);
+        }
         result
     }
 

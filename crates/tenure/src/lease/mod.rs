@@ -437,7 +437,7 @@ impl Lease {
     /// carries the holder's TTL left.
     pub async fn attempt(&self) -> Result<Attempt> {
         let renew = self.validate()?;
-        let started = Instant::now();
+        let started = telemetry::stopwatch();
         let result = self.attempt_traced(renew).await;
         self.count(&result, started);
         result
@@ -508,7 +508,7 @@ impl Lease {
             span.record("fence", guard.fence().get());
         }
         telemetry::finish!(debug, &span, outcome(&result), started);
-        self.count(&result, started);
+        self.count(&result, telemetry::stopwatch_at(started));
         result
     }
 
@@ -730,7 +730,8 @@ impl Lease {
             ttl_left_ms = Empty,
             latency_us = Empty,
         );
-        let started = Instant::now();
+        // The clock is read for the span's latency only if it records it.
+        let started = (!span.is_disabled()).then(Instant::now);
         let result = work.instrument(span.clone()).await;
         match &result {
             Ok(Attempt::Acquired(guard)) => {
@@ -743,17 +744,15 @@ impl Lease {
             }
             _ => {}
         }
-        telemetry::finish!(debug, &span, outcome(&result), started);
+        if let Some(started) = started {
+            telemetry::finish!(debug, &span, outcome(&result), started);
+        }
         result
     }
 
     /// Counts an acquire call that ended with `result`, `started` then.
-    fn count(&self, result: &Result<Attempt>, started: Instant) {
-        telemetry::acquisition(
-            || self.backend.describe(),
-            outcome(result),
-            started.elapsed(),
-        );
+    fn count(&self, result: &Result<Attempt>, started: telemetry::Stopwatch) {
+        telemetry::acquisition(|| self.backend.describe(), outcome(result), started);
     }
 
     /// One plain attempt, without its span.
