@@ -47,7 +47,14 @@ pub(super) const ACQUIRE_LUA: &str = concat!(
     include_str!("scripts/lease_acquire.lua")
 );
 const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
-pub(super) const RELEASE_LUA: &str = line_script!("lease_release.lua");
+/// The release: its uncontended part first, before the helpers are defined
+/// (see `scripts/lease_release.lua`), then the hand-off to a waiter.
+pub(super) const RELEASE_LUA: &str = concat!(
+    include_str!("scripts/lease_release.lua"),
+    include_str!("scripts/lease_fence.lua"),
+    include_str!("scripts/lease_line.lua"),
+    "return release_to_next(KEYS, ARGV[2], false, first)\n"
+);
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 
 /// Leases on one Redis master: one script call per operation.
