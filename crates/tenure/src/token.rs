@@ -19,12 +19,17 @@ impl OwnerToken {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).map_err(|e| Error::Rng { cause: e.into() })?;
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut hex = String::with_capacity(32);
-        for b in bytes {
-            hex.push(char::from(DIGITS[usize::from(b >> 4)]));
-            hex.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        let mut hex = [0u8; 32];
+        for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 0xf)];
         }
-        Ok(OwnerToken(hex))
+        // Bytes, then one copy: pushing chars one by one cost more than the
+        // draw itself. (Hex digits are always UTF-8; the lossy arm never runs.)
+        Ok(OwnerToken(match String::from_utf8(hex.to_vec()) {
+            Ok(hex) => hex,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }))
     }
 
     /// Whether `s` has the form of a token (32 lowercase hex digits).

@@ -349,13 +349,16 @@ async fn the_single_node_path_sends_evalsha_and_no_wait() {
 /// cycles (default 1000) of `try_acquire` + release through tenure, or
 /// (`TENURE_CPU_WHO=raw`) of the two minimal scripts through redis-rs, on one
 /// thread against a real redis-server (a child process, which valgrind does
-/// not trace). Instructions per cycle are the difference of two runs' totals
-/// divided by the difference of their N (see `docs/BENCHMARKS.md`).
+/// not trace). tenure's guards run without the watchdog, as in the
+/// distinct-keys benchmark; `TENURE_CPU_WATCHDOG=on` keeps the default
+/// (renewal on). Instructions per cycle are the difference of two runs'
+/// totals divided by the difference of their N (see `docs/BENCHMARKS.md`).
 #[test]
 #[ignore = "a profiling loop, run by hand under valgrind"]
 fn cpu_per_cycle_loop() {
     let n: u64 = std::env::var("TENURE_CPU_N").map_or(1000, |v| v.parse().unwrap());
     let raw = std::env::var("TENURE_CPU_WHO").is_ok_and(|w| w == "raw");
+    let watchdog = std::env::var("TENURE_CPU_WATCHDOG").is_ok_and(|w| w == "on");
     let server = RedisServer::start();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -373,10 +376,12 @@ fn cpu_per_cycle_loop() {
                 .unwrap();
             let tenure = Coordinator::with_backend(backend);
             for i in 0..n {
-                let lease = tenure.lease(format!("cpu-{i}")).watchdog(false);
+                let lease = tenure.lease(format!("cpu-{i}")).watchdog(watchdog);
                 let guard = lease.attempt().await.unwrap().into_guard().unwrap();
                 guard.release().await.unwrap();
             }
         }
     });
+    // The server's side of the same cycles (`usec_per_call` of `evalsha`).
+    eprintln!("{}", server.command("INFO commandstats").unwrap());
 }

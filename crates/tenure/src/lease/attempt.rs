@@ -43,7 +43,7 @@ enum Ask {
 /// is dropped before the answer arrives, a grant is undone.
 pub(super) async fn acquire(
     backend: Arc<dyn LeaseStore>,
-    key: String,
+    key: Arc<str>,
     token: OwnerToken,
     ttl: Duration,
     holder: Option<Arc<HolderInfo>>,
@@ -59,7 +59,7 @@ pub(super) async fn acquire(
 /// a lease handed to it).
 pub(super) async fn turn(
     backend: Arc<dyn LeaseStore>,
-    key: String,
+    key: Arc<str>,
     token: OwnerToken,
     ttl: Duration,
     holder: Option<Arc<HolderInfo>>,
@@ -72,7 +72,7 @@ pub(super) async fn turn(
 /// [`Lease::record_holder`](super::Lease::record_holder)).
 async fn send(
     backend: Arc<dyn LeaseStore>,
-    key: String,
+    key: Arc<str>,
     token: OwnerToken,
     ttl: Duration,
     holder: Option<Arc<HolderInfo>>,
@@ -105,7 +105,7 @@ async fn send(
 /// An acquire request on its way: what undoing it needs.
 struct Pending {
     backend: Arc<dyn LeaseStore>,
-    key: String,
+    key: Arc<str>,
     token: OwnerToken,
     ttl: Duration,
     ask: Ask,
@@ -151,7 +151,7 @@ impl Pending {
         };
         let (backend, key, token) = (
             Arc::clone(&self.backend),
-            self.key.clone(),
+            Arc::clone(&self.key),
             self.token.clone(),
         );
         let (ttl, ask) = (self.ttl, self.ask.clone());

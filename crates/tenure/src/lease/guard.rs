@@ -13,6 +13,8 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::monitor;
+use super::signal::Signal;
+use super::standby::{self, Ticket};
 use super::store::{ExtendReply, LeaseStore, ReleaseOutcome};
 use crate::clock::Moment;
 use crate::error::{Error, Result};
@@ -24,7 +26,7 @@ use crate::token::OwnerToken;
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) backend: Arc<dyn LeaseStore>,
-    pub(super) key: String,
+    pub(super) key: Arc<str>,
     pub(super) token: OwnerToken,
     pub(super) ttl: Duration,
     /// The fence of this acquisition, for spans and events.
@@ -40,9 +42,9 @@ pub(super) struct Shared {
     /// renewal.
     deadline: Mutex<Moment>,
     /// Fired when the holder may no longer be alone.
-    pub(super) lost: CancellationToken,
+    pub(super) lost: Signal,
     /// Fired when the guard is released or dropped: stops the monitor.
-    pub(super) stop: CancellationToken,
+    pub(super) stop: Signal,
     /// The renewal interval (`None`: no renewal).
     renew_every: Option<Duration>,
     /// Whether the lease was handed over for the claim window only: the
@@ -50,6 +52,8 @@ pub(super) struct Shared {
     unclaimed: bool,
     /// Set once the monitor task runs.
     monitoring: AtomicBool,
+    /// Where the guard waits for its monitor, if it does (see `standby`).
+    standby: OnceLock<Ticket>,
 }
 
 impl Shared {
@@ -82,10 +86,10 @@ impl Shared {
     /// task having run — it may be starved by blocking code on the runtime).
     /// A guard released on purpose is never reported lost.
     pub(super) fn check_lost(&self) -> bool {
-        if self.lost.is_cancelled() {
+        if self.lost.is_fired() {
             return true;
         }
-        if self.stop.is_cancelled() {
+        if self.stop.is_fired() {
             return false;
         }
         let now = self.now();
@@ -104,9 +108,9 @@ impl Shared {
     /// timers stop while the host is suspended; the deadline clock does not).
     pub(super) async fn until_lost(&self) {
         loop {
-            if self.stop.is_cancelled() {
+            if self.stop.is_fired() {
                 // Released on purpose: only a signal fired before counts.
-                self.lost.cancelled().await;
+                self.lost.fired().await;
                 return;
             }
             if self.check_lost() {
@@ -114,7 +118,7 @@ impl Shared {
             }
             let left = self.end().saturating_duration_since(self.now());
             tokio::select! {
-                () = self.lost.cancelled() => return,
+                () = self.lost.fired() => return,
                 () = tokio::time::sleep(left.min(monitor::SLICE)) => {}
             }
         }
@@ -124,7 +128,7 @@ impl Shared {
     /// starts it at once; one that does not needs it only to fire the lost
     /// signal at the deadline for someone who watches it
     /// ([`LeaseGuard::lost`]): every other check reads the deadline itself.
-    fn start_monitor(self: &Arc<Self>) {
+    pub(super) fn start_monitor(self: &Arc<Self>) {
         if !self.monitoring.swap(true, Ordering::Relaxed) {
             monitor::spawn(self, self.renew_every, self.unclaimed);
         }
@@ -133,13 +137,13 @@ impl Shared {
     /// Marks the lease lost, unless the guard already let go of it on purpose;
     /// the first time, logs it at `warn` and counts it.
     pub(super) fn mark_lost(&self, cause: LossCause) {
-        if self.stop.is_cancelled() {
+        if self.stop.is_fired() {
             return;
         }
         // The cause is set before the signal fires, so whoever the signal
         // wakes reads it.
         let first = self.cause.set(cause).is_ok();
-        self.lost.cancel();
+        self.lost.fire();
         if !first {
             return;
         }
@@ -183,18 +187,18 @@ impl Shared {
     /// Lets go of the lease: records the hold time and sends the release, in a
     /// `release` span (an explicit release and a dropped guard alike).
     async fn release(&self) -> Result<ReleaseOutcome> {
-        let held = self.granted_at.elapsed();
-        telemetry::hold(|| self.backend.describe(), held);
+        telemetry::hold(|| self.backend.describe(), self.granted_at);
         let span = tracing::debug_span!(
             "release",
             key = %self.key,
             store = %self.backend.describe(),
             fence = self.fence.get(),
-            held_ms = crate::duration::millis(held),
+            held_ms = crate::duration::millis(self.granted_at.elapsed()),
             outcome = Empty,
             latency_us = Empty,
         );
-        let started = Instant::now();
+        // The clock is read for the span's latency only if it records it.
+        let started = (!span.is_disabled()).then(Instant::now);
         let result = self
             .backend
             .release(&self.key, &self.token)
@@ -205,7 +209,9 @@ impl Shared {
             Ok(_) => "not_held",
             Err(_) => "error",
         };
-        telemetry::finish!(debug, &span, outcome, started);
+        if let Some(started) = started {
+            telemetry::finish!(debug, &span, outcome, started);
+        }
         result
     }
 
@@ -326,7 +332,7 @@ impl KeyLoss {
             Some(shared) => {
                 // Stop waiting on the deadline once the guard is gone (released
                 // or dropped): then only an already fired signal completes this.
-                let stop = shared.stop.clone();
+                let stop = shared.stop.token();
                 tokio::select! {
                     () = shared.until_lost() => return,
                     () = stop.cancelled() => {}
@@ -416,7 +422,7 @@ pub struct LeaseGuard {
 impl LeaseGuard {
     pub(super) fn start(
         backend: Arc<dyn LeaseStore>,
-        key: String,
+        key: Arc<str>,
         token: OwnerToken,
         ttl: Duration,
         fence: Fence,
@@ -434,14 +440,24 @@ impl LeaseGuard {
             cause: Arc::default(),
             hold_until,
             deadline: Mutex::new(valid_until),
-            lost: CancellationToken::new(),
-            stop: CancellationToken::new(),
+            lost: Signal::default(),
+            stop: Signal::default(),
             renew_every: upkeep.renew_every,
             unclaimed: upkeep.unclaimed,
             monitoring: AtomicBool::new(false),
+            standby: OnceLock::new(),
         });
-        if upkeep.renew_every.is_some() || hold_until.is_some() || upkeep.unclaimed {
+        if hold_until.is_some() || upkeep.unclaimed {
             shared.start_monitor();
+        } else if let Some(due) = monitor::first_renewal(&shared, upkeep.renew_every) {
+            // Nothing to do before the first renewal: most guards are
+            // released by then, and never need a task of their own.
+            match standby::enter(&shared, due) {
+                Some(ticket) => {
+                    let _ = shared.standby.set(ticket);
+                }
+                None => shared.start_monitor(),
+            }
         }
         LeaseGuard {
             shared,
@@ -512,7 +528,7 @@ impl LeaseGuard {
         self.shared.start_monitor();
         LostSignal {
             keys: vec![KeyLoss {
-                lost: self.shared.lost.clone(),
+                lost: self.shared.lost.token(),
                 cause: Arc::clone(&self.shared.cause),
                 shared: Arc::downgrade(&self.shared),
             }],
@@ -536,7 +552,7 @@ impl LeaseGuard {
         poll_fn(|cx| {
             if shared.check_lost() || lost.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Err(Error::LeaseLost {
-                    key: shared.key.clone(),
+                    key: shared.key.to_string(),
                 }));
             }
             work.as_mut().poll(cx).map(Ok)
@@ -582,8 +598,11 @@ impl LeaseGuard {
     /// has noticed yet (a guard without renewal runs no monitor).
     fn let_go(&mut self) {
         self.released = true;
+        if let Some(ticket) = self.shared.standby.get() {
+            ticket.leave();
+        }
         self.shared.check_lost();
-        self.shared.stop.cancel();
+        self.shared.stop.fire();
     }
 }
 

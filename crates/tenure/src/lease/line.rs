@@ -64,7 +64,7 @@ const HANDOFF_SLACK_DIVISOR: u32 = 16;
 
 pub(super) struct Line {
     backend: Arc<dyn LeaseStore>,
-    key: String,
+    key: Arc<str>,
     token: OwnerToken,
     place: Option<QueuePlace>,
     /// When the look that returned `place` was sent, on the store's clock.
@@ -81,12 +81,12 @@ impl Line {
     /// A stand for a fresh token, watching at once where the store can do it
     /// without a round trip; the first [`look`](Self::look) is the wait's
     /// first attempt.
-    pub(super) fn new(backend: Arc<dyn LeaseStore>, key: &str) -> Result<Line> {
+    pub(super) fn new(backend: Arc<dyn LeaseStore>, key: Arc<str>) -> Result<Line> {
         let token = OwnerToken::generate()?;
-        let watch = backend.ready_turn_watch(key, &token);
+        let watch = backend.ready_turn_watch(&key, &token);
         Ok(Line {
             backend,
-            key: key.to_string(),
+            key,
             token,
             place: None,
             placed_at: None,
@@ -124,7 +124,7 @@ impl Line {
         let sent = self.backend.clock().now();
         let (reply, place) = attempt::turn(
             Arc::clone(&self.backend),
-            self.key.clone(),
+            Arc::clone(&self.key),
             self.token.clone(),
             ttl,
             holder,

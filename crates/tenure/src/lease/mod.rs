@@ -70,6 +70,8 @@ mod line;
 mod monitor;
 mod release_watch;
 mod set;
+mod signal;
+mod standby;
 pub mod store;
 
 pub use guard::{ExtendOutcome, LeaseGuard, LossCause, LostSignal};
@@ -197,7 +199,8 @@ impl Attempt {
 #[must_use]
 pub struct Lease {
     backend: Arc<dyn LeaseStore>,
-    key: String,
+    /// Shared with the attempts and guards (a reference count, not a copy).
+    key: Arc<str>,
     ttl: Duration,
     renew_every: Option<Duration>,
     /// What to record about the holder, if anything.
@@ -210,7 +213,7 @@ impl Lease {
     pub(crate) fn new(backend: Arc<dyn LeaseStore>, key: String) -> Self {
         Lease {
             backend,
-            key,
+            key: key.into(),
             ttl: DEFAULT_TTL,
             // Renewal on, as for elections and run-once: a holder whose work
             // outlasts the TTL keeps its lease instead of silently losing it.
@@ -371,7 +374,7 @@ impl Lease {
         match self.attempt_within(max_wait).await? {
             Attempt::Acquired(guard) => Ok(guard),
             Attempt::Held { ttl_left } => Err(Error::Busy {
-                key: self.key.clone(),
+                key: self.key.to_string(),
                 retry_in: ttl_left,
             }),
         }
@@ -434,7 +437,7 @@ impl Lease {
     /// carries the holder's TTL left.
     pub async fn attempt(&self) -> Result<Attempt> {
         let renew = self.validate()?;
-        let started = Instant::now();
+        let started = telemetry::stopwatch();
         let result = self.attempt_traced(renew).await;
         self.count(&result, started);
         result
@@ -505,7 +508,7 @@ impl Lease {
             span.record("fence", guard.fence().get());
         }
         telemetry::finish!(debug, &span, outcome(&result), started);
-        self.count(&result, started);
+        self.count(&result, telemetry::stopwatch_at(started));
         result
     }
 
@@ -642,7 +645,7 @@ impl Lease {
     async fn step(&self, line: &mut Option<Line>, renew: Option<Duration>) -> Result<Attempt> {
         let stand = match line {
             Some(stand) => stand,
-            None => line.insert(Line::new(Arc::clone(&self.backend), &self.key)?),
+            None => line.insert(Line::new(Arc::clone(&self.backend), Arc::clone(&self.key))?),
         };
         self.traced(async {
             match stand.look(self.ttl, self.holder.clone(), renew).await? {
@@ -727,7 +730,8 @@ impl Lease {
             ttl_left_ms = Empty,
             latency_us = Empty,
         );
-        let started = Instant::now();
+        // The clock is read for the span's latency only if it records it.
+        let started = (!span.is_disabled()).then(Instant::now);
         let result = work.instrument(span.clone()).await;
         match &result {
             Ok(Attempt::Acquired(guard)) => {
@@ -740,17 +744,15 @@ impl Lease {
             }
             _ => {}
         }
-        telemetry::finish!(debug, &span, outcome(&result), started);
+        if let Some(started) = started {
+            telemetry::finish!(debug, &span, outcome(&result), started);
+        }
         result
     }
 
     /// Counts an acquire call that ended with `result`, `started` then.
-    fn count(&self, result: &Result<Attempt>, started: Instant) {
-        telemetry::acquisition(
-            || self.backend.describe(),
-            outcome(result),
-            started.elapsed(),
-        );
+    fn count(&self, result: &Result<Attempt>, started: telemetry::Stopwatch) {
+        telemetry::acquisition(|| self.backend.describe(), outcome(result), started);
     }
 
     /// One plain attempt, without its span.
@@ -758,7 +760,7 @@ impl Lease {
         let token = OwnerToken::generate()?;
         let reply = attempt::acquire(
             Arc::clone(&self.backend),
-            self.key.clone(),
+            Arc::clone(&self.key),
             token.clone(),
             self.ttl,
             self.holder.clone(),
@@ -788,7 +790,7 @@ impl Lease {
     ) -> LeaseGuard {
         LeaseGuard::start(
             Arc::clone(&self.backend),
-            self.key.clone(),
+            Arc::clone(&self.key),
             token,
             self.ttl,
             fence,

@@ -24,7 +24,7 @@ pub(super) const SLICE: Duration = Duration::from_millis(100);
 /// window only (whether or not it renews after that).
 pub(super) fn spawn(shared: &Arc<Shared>, renew_every: Option<Duration>, unclaimed: bool) {
     let weak = Arc::downgrade(shared);
-    let stop = shared.stop.clone();
+    let stop = shared.stop.token();
     tokio::spawn(async move {
         tokio::select! {
             () = stop.cancelled() => {}
@@ -68,13 +68,18 @@ impl Schedule {
     }
 }
 
+/// When the first renewal of a guard renewed every `renew_every` is due.
+pub(super) fn first_renewal(shared: &Shared, renew_every: Option<Duration>) -> Option<Moment> {
+    Schedule::of(shared, renew_every).map(|sc| due(shared, sc.lead))
+}
+
 async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>, unclaimed: bool) {
     let Some((schedule, mut next_renewal)) = weak.upgrade().map(|s| {
         let schedule = Schedule::of(&s, renew_every);
         let first = if unclaimed {
             Some(due(&s, CLAIM_LEAD))
         } else {
-            schedule.map(|sc| due(&s, sc.lead))
+            first_renewal(&s, renew_every)
         };
         (schedule, first)
     }) else {

@@ -80,11 +80,16 @@ impl Keys {
         let tag = hash_tag(key);
         let stem = self.prefix.len() + tag.len() + 2;
         let mut text = String::with_capacity(suffixes.iter().map(|s| stem + s.len()).sum());
+        text.push_str(&self.prefix);
+        text.push('{');
+        text.push_str(&tag);
+        text.push('}');
+        // Every further name repeats the stem: one copy from the first.
+        let mut first = true;
         let ends = suffixes.map(|suffix| {
-            text.push_str(&self.prefix);
-            text.push('{');
-            text.push_str(&tag);
-            text.push('}');
+            if !std::mem::take(&mut first) {
+                text.extend_from_within(..stem);
+            }
             text.push_str(suffix);
             text.len()
         });
@@ -169,5 +174,32 @@ impl Keys {
     /// The channel a gate's grants and releases are published on.
     pub(crate) fn gate_channel(&self, kind: crate::gate::GateKind, key: &str) -> String {
         format!("{}:released", self.gate(kind, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Keys;
+
+    #[test]
+    fn names_in_one_buffer_are_the_names_one_by_one() {
+        let keys = Keys::new("tenure:");
+        for key in ["orders:42", "}x", "\\y", "k"] {
+            let names = keys.names(key, ["", ":fence", ":queue", ":released"]);
+            assert_eq!(
+                names.get(),
+                [
+                    keys.lease(key).as_str(),
+                    keys.fence(key).as_str(),
+                    keys.named(key, ":queue").as_str(),
+                    keys.released(key).as_str()
+                ]
+            );
+            let names = keys.names(key, [":holder", ""]);
+            assert_eq!(
+                names.get(),
+                [keys.holder(key).as_str(), keys.lease(key).as_str()]
+            );
+        }
     }
 }

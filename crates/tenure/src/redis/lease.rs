@@ -47,7 +47,14 @@ pub(super) const ACQUIRE_LUA: &str = concat!(
     include_str!("scripts/lease_acquire.lua")
 );
 const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
-pub(super) const RELEASE_LUA: &str = line_script!("lease_release.lua");
+/// The release: its uncontended part first, before the helpers are defined
+/// (see `scripts/lease_release.lua`), then the hand-off to a waiter.
+pub(super) const RELEASE_LUA: &str = concat!(
+    include_str!("scripts/lease_release.lua"),
+    include_str!("scripts/lease_fence.lua"),
+    include_str!("scripts/lease_line.lua"),
+    "return release_to_next(KEYS, ARGV[2], false, first)\n"
+);
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 
 /// Leases on one Redis master: one script call per operation.
@@ -504,6 +511,17 @@ impl RedisStore {
     }
 }
 
+/// The acquire script's one-integer reply (`scripts/lease_acquire.lua`) as
+/// [`RedisStore::run_grant`] takes it: a fence (at least 1) is a grant;
+/// anything else is `-2 - pttl` of the holder's key.
+fn split_acquired(reply: i64) -> (i64, i64, Option<String>) {
+    if reply > 0 {
+        (1, reply, None)
+    } else {
+        (0, (-2i64).saturating_sub(reply), None)
+    }
+}
+
 /// What `WAIT` answered after a lease write.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ReplicaReply {
@@ -549,13 +567,7 @@ impl LeaseStore for RedisStore {
             ttl,
         };
         let (reply, _) = self
-            .run_grant(
-                grant,
-                script,
-                &names.get(),
-                args,
-                |(won, value): (i64, i64)| (won, value, None),
-            )
+            .run_grant(grant, script, &names.get(), args, split_acquired)
             .await?;
         Ok(reply)
     }
@@ -689,5 +701,21 @@ impl LeaseStore for RedisStore {
 
     fn describe(&self) -> String {
         self.conn.display().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_acquired;
+
+    #[test]
+    fn the_acquire_reply_is_a_fence_or_the_holders_ttl() {
+        assert_eq!(split_acquired(1_764_673_200_123_000).0, 1);
+        assert_eq!(split_acquired(7).1, 7);
+        // Held: -2 - pttl; a key without a TTL answers pttl -1.
+        assert_eq!(split_acquired(-2 - 2500), (0, 2500, None));
+        assert_eq!(split_acquired(-2), (0, 0, None));
+        assert_eq!(split_acquired(-1), (0, -1, None));
+        assert_eq!(split_acquired(i64::MIN).0, 0);
     }
 }

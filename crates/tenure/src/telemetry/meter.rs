@@ -21,16 +21,34 @@ fn kind(description: String) -> String {
     }
 }
 
-/// An acquire call ended with `outcome` after `took`.
-pub(crate) fn acquisition(store: impl FnOnce() -> String, outcome: &'static str, took: Duration) {
+/// Where a latency metric starts.
+pub(crate) type Stopwatch = tokio::time::Instant;
+
+/// Starts a latency metric's stopwatch.
+pub(crate) fn stopwatch() -> Stopwatch {
+    tokio::time::Instant::now()
+}
+
+/// A stopwatch started at `at`, a reading taken anyway.
+pub(crate) fn stopwatch_at(at: tokio::time::Instant) -> Stopwatch {
+    at
+}
+
+/// An acquire call that started at `started` ended with `outcome`.
+pub(crate) fn acquisition(
+    store: impl FnOnce() -> String,
+    outcome: &'static str,
+    started: tokio::time::Instant,
+) {
+    let took = started.elapsed();
     let store = kind(store());
     counter!(LEASE_ACQUISITIONS, STORE => store.clone(), OUTCOME => outcome).increment(1);
     histogram!(LEASE_WAIT_SECONDS, STORE => store, OUTCOME => outcome).record(took);
 }
 
-/// A guard held its lease for `held`.
-pub(crate) fn hold(store: impl FnOnce() -> String, held: Duration) {
-    histogram!(LEASE_HOLD_SECONDS, STORE => kind(store())).record(held);
+/// A guard granted at `granted_at` let go of its lease.
+pub(crate) fn hold(store: impl FnOnce() -> String, granted_at: tokio::time::Instant) {
+    histogram!(LEASE_HOLD_SECONDS, STORE => kind(store())).record(granted_at.elapsed());
 }
 
 /// A renewal ended with `outcome`.

@@ -92,7 +92,10 @@ pub mod names;
 
 #[cfg(feature = "quorum")]
 pub(crate) use meter::quorum_reply;
-pub(crate) use meter::{acquisition, handoff, hold, limit_decision, limit_store, loss, renewal};
+pub(crate) use meter::{
+    Stopwatch, acquisition, handoff, hold, limit_decision, limit_store, loss, renewal, stopwatch,
+    stopwatch_at,
+};
 
 /// Records `outcome` and the latency since `started` (a `tokio::time::Instant`)
 /// on `span`, then says the outcome in an event inside it at `level` — from

@@ -4,10 +4,26 @@
 use std::time::Duration;
 
 #[inline(always)]
-pub(crate) fn acquisition(_: impl FnOnce() -> String, _: &'static str, _: Duration) {}
+pub(crate) fn acquisition(_: impl FnOnce() -> String, _: &'static str, _: Stopwatch) {}
 
 #[inline(always)]
-pub(crate) fn hold(_: impl FnOnce() -> String, _: Duration) {}
+pub(crate) fn hold(_: impl FnOnce() -> String, _: tokio::time::Instant) {}
+
+/// Where a latency metric starts: nothing to read without metrics.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stopwatch;
+
+/// Starts a latency metric's stopwatch (without metrics, reads no clock).
+#[inline(always)]
+pub(crate) fn stopwatch() -> Stopwatch {
+    Stopwatch
+}
+
+/// A stopwatch started at a reading taken anyway.
+#[inline(always)]
+pub(crate) fn stopwatch_at(_: tokio::time::Instant) -> Stopwatch {
+    Stopwatch
+}
 
 #[inline(always)]
 pub(crate) fn renewal(_: impl FnOnce() -> String, _: &'static str) {}

@@ -2,7 +2,9 @@
 -- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] holder hash
 -- ARGV[1] owner token, ARGV[2] ttl in milliseconds; when the holder is
 -- recorded, ARGV[3] host, ARGV[4] pid and ARGV[5] label (if any)
--- Returns {1, fence} when acquired, {0, pttl} when held by someone else.
+-- Returns the fence (at least 1) when acquired; when held by someone else,
+-- -2 - pttl (at most -1: -1 for a key without a TTL). One integer, where a
+-- pair would cost the client a nested reply to parse.
 -- The fast path is two commands (SET NX, INCR); the type checks run only when
 -- one of them did not go through, so a key of another type is still a clear
 -- WRONGTYPE error and never a hold. The grant and the fence are one step or
@@ -14,10 +16,10 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return err
   end
   record_holder(KEYS[3], fence, ARGV[2], ARGV[3], ARGV[4], ARGV[5])
-  return {1, fence}
+  return fence
 end
 local lease_type = redis.call('TYPE', KEYS[1]).ok
 if lease_type ~= 'string' then
   return redis.error_reply('WRONGTYPE lease key ' .. KEYS[1] .. ' holds a ' .. lease_type)
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return -2 - redis.call('PTTL', KEYS[1])

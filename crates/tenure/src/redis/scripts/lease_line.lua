@@ -70,10 +70,12 @@ end
 -- waiter, which is timed, skips every expired entry). Returns the waiter
 -- ({token, ttl, entry}, or nil when nobody waits) and whether an observer
 -- watches; or nil, false and an error reply when the line is not a list.
-local function pop_waiter(queue, timed)
+-- `popped`, if given, is what the caller's own LPOP of the line answered.
+local function pop_waiter(queue, timed, popped)
   local now, observed, markers = nil, false, {}
   while true do
-    local entry = redis.pcall('LPOP', queue)
+    local entry = popped or redis.pcall('LPOP', queue)
+    popped = nil
     if type(entry) == 'table' and entry.err then
       return nil, false, redis.error_reply('WRONGTYPE waiting line ' .. queue .. ' is not a list')
     end
@@ -134,9 +136,9 @@ end
 -- Releases the lease we hold: hands it to the first waiter in line (with
 -- `timed`, the first live one; see pop_waiter), or deletes it. Every watcher is woken ('1') when an observer's marker is in
 -- line. Returns 1, or an error reply (nothing changed) when the line is not a
--- list.
-local function release_to_next(keys, channel, timed)
-  local waiter, observed, err = pop_waiter(keys[3], timed)
+-- list. `popped` as for pop_waiter.
+local function release_to_next(keys, channel, timed, popped)
+  local waiter, observed, err = pop_waiter(keys[3], timed, popped)
   if err then
     return err
   end
