@@ -152,4 +152,3 @@ fn init_logging(verbose: u8) {
         .with_filter(targets);
     let _ = tracing_subscriber::registry().with(layer).try_init();
 }
-
