@@ -33,7 +33,7 @@ pub(crate) const LEASES: &str = "tenure_leases";
 /// copies it into the file (SQLite's default is 1000). The first connection
 /// to open the file reads the whole log back, so this bounds what a cold
 /// start reads (about 0.5 MB here against 4 MB); a checkpoint costs two
-/// fsyncs, once every few dozen `tenure run`s.
+/// fsyncs, once every sixty-odd `tenure run`s (two pages each).
 pub(super) const CHECKPOINT_PAGES: i64 = 128;
 
 const CREATE: &str = "
@@ -166,7 +166,7 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<bool, Prepar
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
         // The first connection to open the file reads the whole log back
         // (SQLite's WAL recovery): a shorter log makes every cold start
-        // cheaper, for a checkpoint every few hundred commits.
+        // cheaper, for a checkpoint every hundred-odd commits.
         conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)?;
     } else {
         tracing::debug!(%mode, "SQLite refused WAL mode; using its default journal");
