@@ -69,10 +69,12 @@ fn main() -> ExitCode {
         _ => {}
     }
     init_logging(cli.global.verbose);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    if store::is_sqlite(&cli.global) {
+        builder.max_blocking_threads(1);
+    }
+    let runtime = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
             output::note(&format!("cannot start the async runtime: {e}"));

@@ -700,7 +700,11 @@ async fn release_after_exit(
     grant: Grant,
     status: ExitStatus,
 ) -> Result<(u8, bool), Failure> {
-    let gone = confirm_held(&grant).await;
+    // On SQLite the release's own answer is enough: it is one local
+    // transaction that either happens or changes nothing, with no broken
+    // connection to get past first, so asking before it would only cost a
+    // second transaction (see `confirm_held`).
+    let gone = !store::is_sqlite(global) && confirm_held(&grant).await;
     // Whether the release is sent while the lease is still valid: only then
     // does "not held" mean it was gone before its validity ended.
     let inside = !grant.is_lost();

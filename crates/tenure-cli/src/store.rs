@@ -75,6 +75,16 @@ pub fn split_urls(value: &str) -> Vec<&str> {
         .collect()
 }
 
+/// Whether the configured store is a SQLite file (the default, or `sqlite:`).
+///
+/// Its calls run one at a time on tokio's blocking pool (they share one
+/// connection), so one pool thread serves them all: with more, a call issued
+/// as the previous one returns finds no idle thread yet and starts another.
+pub fn is_sqlite(global: &Global) -> bool {
+    let urls: Vec<&str> = global.backends.iter().flat_map(|v| split_urls(v)).collect();
+    urls.is_empty() || urls.iter().all(|u| starts_with_ci(u, "sqlite:"))
+}
+
 /// Connects to the configured store (closed by [`close_all`] at exit).
 pub async fn connect(global: &Global) -> Result<Coordinator, Failure> {
     let tenure = open(global).await?;

@@ -86,6 +86,43 @@ fn a_lease_taken_by_another_holder_while_the_command_ran_exits_76() {
     second.wait(Duration::from_secs(10));
 }
 
+/// Item 4 on the embedded SQLite store: the lease taken from a running
+/// command by `tenure release --force` (and then by a second holder, or by
+/// nobody): the final release finds it gone, 76, and says what became of it.
+#[test]
+fn a_lease_taken_from_a_command_on_sqlite_exits_76() {
+    for (key, then_held) in [("forced", false), ("taken-over", true)] {
+        let sandbox = Sandbox::new();
+        let url = sandbox.sqlite();
+        let mut first = start_long_run(&sandbox, &url, key);
+        let forced = output(
+            sandbox
+                .tenure()
+                .args(["--backend", &url, "release", key, "--force"]),
+        );
+        assert!(forced.status.success(), "{}", stderr(&forced));
+        let second = then_held.then(|| {
+            let marker = sandbox.path("second");
+            let script = format!("echo $$ > {}; sleep 300", marker.display());
+            let run = start_run(&sandbox, &url, key, &["--no-wait"], &script);
+            pid_in(&marker);
+            run
+        });
+        let (code, err) = finish(&sandbox, &mut first);
+        assert_eq!(code, Some(76), "{key}: {err}");
+        let said = if then_held {
+            "taken by another holder"
+        } else {
+            "deleted or expired"
+        };
+        assert!(err.contains(said), "{key}: {err}");
+        if let Some(mut second) = second {
+            kill(second.pid(), Signal::SIGTERM).unwrap();
+            second.wait(Duration::from_secs(10));
+        }
+    }
+}
+
 /// Item 5: a command that ignores SIGTERM, under a lease whose store freezes,
 /// is dead before the store's copy of the lease expires (so before anyone
 /// else could be granted it): SIGTERM `--grace` before the local deadline,

@@ -1,6 +1,6 @@
 //! What connecting to one Redis master sends: the eviction-policy check is the
-//! connect's only round trip, and where it cannot be read a `PING` still
-//! checks the server before `connect` returns.
+//! connect's only round trip (no `PING`, no `CLIENT SETINFO`), and where it
+//! cannot be read a `PING` still checks the server before `connect` returns.
 
 #![allow(clippy::unwrap_used)]
 
@@ -33,6 +33,29 @@ async fn connect_reads_the_eviction_policy_and_sends_no_ping() {
     tenure.close().await;
     assert_eq!(calls(&server, "config|get"), 3);
     assert_eq!(calls(&server, "ping"), 0);
+}
+
+/// A field of `INFO stats` (`total_error_replies`).
+fn stat(server: &RedisServer, field: &str) -> u64 {
+    let info = server.command("INFO stats").unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The policy check is all a connect sends: redis-rs's `CLIENT SETINFO`
+/// would be a round trip of its own (answered with an error before Redis
+/// 7.2, counted as a call after).
+#[tokio::test]
+async fn connect_sends_no_client_setinfo() {
+    let server = RedisServer::start();
+    server.command("CONFIG RESETSTAT").unwrap();
+    let tenure = Coordinator::connect(&server.url()).await.unwrap();
+    tenure.close().await;
+    assert_eq!(calls(&server, "config|get"), 1);
+    assert_eq!(calls(&server, "client|setinfo"), 0);
+    assert_eq!(stat(&server, "total_error_replies"), 0);
 }
 
 #[tokio::test]

@@ -343,6 +343,16 @@ pub fn render(s: &Samples) -> String {
         ms("cli.sqlite"),
         ms("cli.redis")
     );
+    let ratio = |n: &str| match (m(n), m("cli.flock")) {
+        (Some(v), Some(flock)) if flock > 0.0 => format!("{:.2}×", v / flock),
+        _ => "–".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "| ratio to `flock` | 1.00× | {} | {} |",
+        ratio("cli.sqlite"),
+        ratio("cli.redis")
+    );
     let sc = |n: &str| fmt_or_dash(m(n), |v| format!("{v:.0}"));
     let _ = writeln!(
         out,

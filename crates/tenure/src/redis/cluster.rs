@@ -49,7 +49,11 @@ impl ClusterSeeds {
         Some(seed_urls(node_scheme, rest).and_then(|urls| {
             let nodes = urls
                 .iter()
-                .map(|u| u.as_str().into_connection_info())
+                .map(|u| {
+                    u.as_str()
+                        .into_connection_info()
+                        .map(super::conn::without_setinfo)
+                })
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("a seed node is not a valid address ({:?})", e.kind()))?;
             Ok(ClusterSeeds { nodes, certs })

@@ -285,11 +285,21 @@ fn read_certificates(tls: &RedisTls, display: &str) -> Result<Option<Certificate
 
 /// Builds the client of one server; with certificate files, through
 /// redis-rs's TLS builder.
+/// `info` without the `CLIENT SETINFO` redis-rs pipelines after connecting:
+/// without a password or a database to select, that is the connection's only
+/// set-up, a round trip of its own that tells the server only redis-rs's name
+/// and version (and that servers before 7.2 answer with an error).
+pub(super) fn without_setinfo(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    info.set_redis_settings(settings)
+}
+
 pub(super) fn open_client(
     info: redis::ConnectionInfo,
     certs: Option<Certificates>,
     display: &str,
 ) -> Result<redis::Client> {
+    let info = without_setinfo(info);
     let config = |e: RedisError| Error::Config {
         url: display.to_string(),
         reason: e.to_string(),

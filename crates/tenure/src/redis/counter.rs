@@ -12,7 +12,7 @@
 //! node's scripts differ from a single master's (their own SHA1). So does
 //! the command that publishes release notifications (see `publish`).
 
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
 use redis::Script;
@@ -30,9 +30,12 @@ const MICROS_LINE: &str = "local fence_floor_unit = 'us'";
 const SECONDS_LINE: &str = "local fence_floor_unit = 'seconds'";
 
 /// A script and its text (the text goes by `EVAL` where a call needs it).
+/// The script's SHA1 is computed at its first call, not when the store is
+/// made: a one-shot process runs two or three of these scripts, and hashing
+/// every one of them would cost it more than a round trip.
 #[derive(Debug)]
 pub(super) struct LuaScript {
-    script: Script,
+    script: OnceLock<Script>,
     source: String,
 }
 
@@ -57,14 +60,15 @@ impl LuaScript {
 
     fn from_source(source: String) -> Self {
         LuaScript {
-            script: Script::new(&source),
+            script: OnceLock::new(),
             source,
         }
     }
 
     /// The script and its text, as the store's script runners take them.
     pub(super) fn pair(&self) -> (&Script, &str) {
-        (&self.script, &self.source)
+        let script = self.script.get_or_init(|| Script::new(&self.source));
+        (script, &self.source)
     }
 }
 
@@ -99,12 +103,17 @@ pub(super) struct CounterScripts {
 }
 
 /// The scripts of the default retention, publishing plainly, shared by every
-/// store that keeps them: one master's, a quorum node's.
-static DEFAULT: LazyLock<[Arc<CounterScripts>; 2]> = LazyLock::new(|| {
+/// store that keeps them: one master's (floored in microseconds), a quorum
+/// node's (in whole seconds). Each is built when a store first needs it.
+static DEFAULT: [LazyLock<Arc<CounterScripts>>; 2] = [
+    LazyLock::new(|| default_scripts(FloorUnit::Micros)),
+    LazyLock::new(|| default_scripts(FloorUnit::WholeSeconds)),
+];
+
+fn default_scripts(unit: FloorUnit) -> Arc<CounterScripts> {
     let retention = super::options::DEFAULT_FENCE_RETENTION;
-    [FloorUnit::Micros, FloorUnit::WholeSeconds]
-        .map(|unit| Arc::new(CounterScripts::build(retention, unit, Publish::Plain)))
-});
+    Arc::new(CounterScripts::build(retention, unit, Publish::Plain))
+}
 
 impl CounterScripts {
     /// The scripts for a fence retention of `retention`, fences floored in
@@ -178,7 +187,7 @@ mod tests {
             ] {
                 assert!(one.source.contains(MICROS_LINE) && !one.source.contains(SECONDS_LINE));
                 assert!(node.source.contains(SECONDS_LINE) && !node.source.contains(MICROS_LINE));
-                assert_ne!(one.script.get_hash(), node.script.get_hash());
+                assert_ne!(one.pair().0.get_hash(), node.pair().0.get_hash());
             }
         }
     }

@@ -89,15 +89,21 @@ pub(crate) fn bare_boot_id() -> Arc<str> {
     }
 }
 
-/// The boot id rows are stamped with. On Linux it carries the clock's name,
-/// because the store clock changed there (from `CLOCK_MONOTONIC`): a row with
-/// the bare id is a legacy row (see [`HostTime::ms_for`]).
+/// The boot id of the host, as rows are stamped with it.
+#[cfg(test)]
 pub(crate) fn boot_id() -> Arc<str> {
-    let bare = bare_boot_id();
+    boot_id_of(&bare_boot_id())
+}
+
+/// The boot id rows are stamped with, from the bare one (`bare`). On Linux it
+/// carries the clock's name, because the store clock changed there (from
+/// `CLOCK_MONOTONIC`): a row with the bare id is a legacy row (see
+/// [`HostTime::ms_for`]).
+pub(crate) fn boot_id_of(bare: &Arc<str>) -> Arc<str> {
     if cfg!(any(target_os = "linux", target_os = "android")) {
         format!("{bare}/boottime").into()
     } else {
-        bare
+        Arc::clone(bare)
     }
 }
 

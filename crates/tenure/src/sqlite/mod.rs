@@ -300,14 +300,15 @@ impl SqliteStore {
             backend: display.clone(),
             reason: format!("opening it failed: {e}"),
         })??;
+        let bare_boot = clock::bare_boot_id();
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
                 path,
                 file,
                 display,
-                boot: clock::boot_id(),
-                bare_boot: clock::bare_boot_id(),
+                boot: clock::boot_id_of(&bare_boot),
+                bare_boot,
                 busy_timeout,
                 poll_interval: crate::duration::capped(options.poll_interval),
                 pruner: lease::Pruner::new(options.fence_retention),

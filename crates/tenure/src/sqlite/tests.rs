@@ -493,3 +493,25 @@ async fn grants_commit_without_an_fsync() {
     let commit = backend.inner.conn.lock().unwrap().commit;
     assert_eq!(commit, Commit::Relaxed);
 }
+
+/// The log stays short: the first connection to open the file reads all of
+/// it back (WAL recovery), so its length is what every cold start pays.
+#[tokio::test]
+async fn the_log_a_cold_start_reads_back_stays_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    for _ in 0..200 {
+        let t = token();
+        grant(&backend, "k", &t).await;
+        backend.release("k", &t).await.unwrap();
+    }
+    drop(backend);
+    // A frame is a 4 KiB page and its 24-byte header, after the log's own 32.
+    let log = std::fs::metadata(format!("{}-wal", path.display())).unwrap();
+    let frames = (log.len().saturating_sub(32) / (4096 + 24)) as i64;
+    assert!(
+        frames <= schema::CHECKPOINT_PAGES + 8,
+        "{frames} frames in the log"
+    );
+}
