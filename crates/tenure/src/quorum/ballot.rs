@@ -145,14 +145,14 @@ impl<N: QuorumNode> Quorum<N> {
         let fence = grants.iter().map(|(_, f)| *f).max().unwrap_or(0);
         let at_fence = grants.iter().filter(|(_, f)| *f == fence).count();
         let quorum = self.quorum();
-        if at_fence >= quorum {
-            return Some(fence); // the steady state: no second round trip
-        }
         let to_raise: Vec<usize> = grants
             .iter()
             .filter(|(_, f)| *f < fence)
             .map(|(i, _)| *i)
             .collect();
+        if to_raise.is_empty() {
+            return (at_fence >= quorum).then_some(fence); // the steady state: one round trip
+        }
         let call = Call {
             mark: false,
             only: Some(&to_raise),
@@ -160,10 +160,11 @@ impl<N: QuorumNode> Quorum<N> {
         };
         let target = target(key, token);
         let confirmed = |r: &[Option<Result<bool>>]| at_fence + count_ok(r, |ok| *ok) >= quorum;
-        // Every granting node is raised before the fence is returned (not
-        // only a majority): fences floored by each node's clock differ, and a
-        // node left below the fence would make the holder's fence read lower
-        // than it is (`status`). A node that does not answer is waited for
+        // Every granting node is raised before the fence is returned, also
+        // when a majority already granted it: fences floored by each node's
+        // clock differ, and a node left below the fence would make the
+        // holder's fence read lower than it is (`status`) once a node of that
+        // majority lost the key. A node that does not answer is waited for
         // until the deadline only.
         let raises = to_raise.len();
         let replies = self

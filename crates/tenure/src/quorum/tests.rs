@@ -387,6 +387,30 @@ async fn differing_fences_settle_on_the_highest_on_a_majority() {
     );
 }
 
+/// A majority granted the same fence and one node a lower one (fences floored
+/// by each node's clock differ by a millisecond on fresh counters): that node
+/// is raised too, so the holder's fence reads right after a node of the
+/// majority loses the key.
+#[tokio::test]
+async fn a_granting_node_below_a_majority_at_the_fence_is_raised_too() {
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal).with_fence("k", 4),
+        MemNode::new(1, Mode::Normal).with_fence("k", 4),
+        MemNode::new(2, Mode::Normal).with_fence("k", 2),
+    ];
+    let q = quorum(&nodes);
+    let t = token();
+    let reply = q.acquire("k", &t, TTL, None).await.unwrap();
+    assert_eq!(fence_of(&reply), 5);
+    for n in &nodes {
+        assert_eq!(n.fence("k"), 5, "every granting node is at the fence");
+    }
+    nodes[1].state().holders.remove("k");
+    let status = q.status("k").await.unwrap();
+    assert!(status.held);
+    assert_eq!(status.fence.map(|f| f.get()), Some(5));
+}
+
 #[tokio::test]
 async fn a_down_minority_is_outvoted_and_a_down_majority_is_unavailable() {
     let nodes = nodes(&[Mode::Normal, Mode::Normal, Mode::Down]);
