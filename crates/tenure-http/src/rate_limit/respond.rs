@@ -109,15 +109,16 @@ fn on_failure(policy: FailurePolicy, key: &str, failure: &str) -> Next {
     }
 }
 
-/// `429` with `Retry-After`, the rate-limit headers and a problem body.
+/// `429` with `Retry-After`, the rate-limit headers and a problem body. The
+/// detail names the advertised quota (as `RateLimit-Policy` does); without
+/// one, the decision's limit, which for GCRA or a token bucket is the burst.
 fn refusal(decision: &Decision, settings: &Settings) -> Response<Bytes> {
-    let window = settings
-        .policy
-        .map(|p| format!(" per {} s", ceil_secs(p.window).max(1)))
-        .unwrap_or_default();
+    let quota = match settings.policy {
+        Some(p) => format!("{} per {} s", p.limit, ceil_secs(p.window).max(1)),
+        None => decision.limit.to_string(),
+    };
     let detail = format!(
-        "rate limit of {}{window} exceeded; retry in {} s",
-        decision.limit,
+        "rate limit of {quota} exceeded; retry in {} s",
         retry_after_secs(decision)
     );
     let mut res = problem(StatusCode::TOO_MANY_REQUESTS, &detail);
@@ -202,6 +203,27 @@ mod tests {
             body["detail"],
             "rate limit of 60 per 60 s exceeded; retry in 3 s"
         );
+    }
+
+    /// A GCRA quota of 1 000 000/s with a burst of 1000 refuses with the
+    /// burst as its limit: the detail names the advertised quota, as
+    /// `RateLimit-Policy` does, not the burst over the quota's window.
+    #[test]
+    fn a_refusal_detail_names_the_advertised_quota_not_the_burst_over_its_window() {
+        let mut s = settings(FailurePolicy::Open);
+        s.policy = Some(QuotaPolicy {
+            limit: 1_000_000,
+            window: Duration::from_secs(1),
+        });
+        let v = Decision::refused(1000, Duration::from_millis(1), Duration::from_micros(1));
+        let (_, _, body) = answer(next_step(Some(Ok(v)), "k", &s));
+        assert_eq!(
+            body["detail"],
+            "rate limit of 1000000 per 1 s exceeded; retry in 1 s"
+        );
+        s.policy = None;
+        let (_, _, body) = answer(next_step(Some(Ok(v)), "k", &s));
+        assert_eq!(body["detail"], "rate limit of 1000 exceeded; retry in 1 s");
     }
 
     #[test]
