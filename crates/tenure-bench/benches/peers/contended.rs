@@ -25,7 +25,12 @@ struct Turns {
     last: AtomicUsize,
     handoffs: AtomicU64,
     cycles: AtomicU64,
+    /// The longest wait after each task's first turn.
     worst: Mutex<Duration>,
+    /// The longest first turn (a task's first ask sets up what later ones reuse).
+    first: Mutex<Duration>,
+    /// Which tasks had their first turn.
+    started: Mutex<Vec<bool>>,
 }
 
 impl Turns {
@@ -41,7 +46,14 @@ impl Turns {
         if self.last.swap(task, Ordering::SeqCst) != task {
             self.handoffs.fetch_add(1, Ordering::SeqCst);
         }
-        let mut worst = self.worst.lock().unwrap();
+        let first = {
+            let mut started = self.started.lock().unwrap();
+            started.resize(TASKS, false);
+            !std::mem::replace(&mut started[task], true)
+        };
+        let mut worst = if first { &self.first } else { &self.worst }
+            .lock()
+            .unwrap();
         *worst = (*worst).max(waited);
     }
 
@@ -60,6 +72,11 @@ impl Turns {
         out.add(
             format!("contended.{peer}.worst_ms"),
             worst.as_secs_f64() * 1e3,
+        );
+        let first = *self.first.lock().unwrap();
+        out.add(
+            format!("contended.{peer}.first_ms"),
+            first.as_secs_f64() * 1e3,
         );
     }
 }
@@ -154,5 +171,6 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
             stats.calls().await as f64 / cycles,
         );
         out.add("contended.redis-py.worst_ms", r["worst_wait_ms"]);
+        out.add("contended.redis-py.first_ms", r["first_wait_ms"]);
     }
 }
