@@ -29,6 +29,7 @@
 //! server.resume(); // SIGCONT
 //! ```
 
+mod closed_port;
 mod cluster;
 mod disk;
 mod etcd_server;
@@ -42,6 +43,7 @@ mod redis_server;
 mod sentinel;
 mod tls;
 
+pub use closed_port::ClosedPort;
 pub use cluster::RedisCluster;
 pub use etcd_server::{DiskStall, ETCD_ENV, EtcdCluster, EtcdMember};
 pub use failover::ReplicatedRedis;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tenure::quorum::{NodeOutcome, QuorumOptions, QuorumStore};
 use tenure::{Attempt, Coordinator, Error, LeaseGuard};
-use tenure_test::RedisServer;
+use tenure_test::{ClosedPort, RedisServer};
 use tokio::time::Instant;
 
 use common::{redis_get, start_nodes};
@@ -91,12 +91,25 @@ async fn five_nodes_two_down_still_grant_leases_with_increasing_fences() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_nodes_three_down_never_grant_and_name_every_node() {
-    let mut nodes = start_nodes(5);
-    nodes[0].kill();
-    nodes[2].kill();
-    nodes[4].pause();
+    // Nodes 0 and 2 are down: ports held closed, so no other test's server can
+    // take them (as it could a killed server's) while this one runs.
+    let up = start_nodes(3);
+    let down = [ClosedPort::new(), ClosedPort::new()];
+    up[2].pause();
+    let urls = [
+        down[0].redis_url(),
+        up[0].url(),
+        down[1].redis_url(),
+        up[1].url(),
+        up[2].url(),
+    ];
     let node_timeout = Duration::from_millis(300);
-    let tenure = quorum(&nodes, node_timeout);
+    let backend = QuorumStore::new(
+        urls.clone(),
+        QuorumOptions::default().node_timeout(node_timeout),
+    )
+    .unwrap();
+    let tenure = Coordinator::with_backend(backend);
     let lease = tenure
         .lease("three-down")
         .watchdog(false)
@@ -125,8 +138,8 @@ async fn five_nodes_three_down_never_grant_and_name_every_node() {
         assert_eq!(needed, 3);
         assert_eq!(votes.len(), 5);
         let msg = err.to_string();
-        for n in &nodes {
-            assert!(msg.contains(&n.url()), "{msg} names {}", n.url());
+        for url in &urls {
+            assert!(msg.contains(url.as_str()), "{msg} names {url}");
         }
         assert!(
             matches!(votes[0].outcome, NodeOutcome::Unreachable { .. }),
@@ -138,11 +151,11 @@ async fn five_nodes_three_down_never_grant_and_name_every_node() {
         );
         assert_eq!(votes[1].outcome, NodeOutcome::Granted, "{msg}");
         // The minority's votes were undone.
-        assert_eq!(owner_on(&nodes[1].url(), "three-down").await, None);
-        assert_eq!(owner_on(&nodes[3].url(), "three-down").await, None);
+        assert_eq!(owner_on(&up[0].url(), "three-down").await, None);
+        assert_eq!(owner_on(&up[1].url(), "three-down").await, None);
     }
     assert!(attempts >= 2);
-    nodes[4].resume();
+    up[2].resume();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
