@@ -308,18 +308,24 @@ mod tests {
         (grants(holders()), grants(ended))
     }
 
-    #[test]
-    fn a_killed_holder_held_until_the_kill_only() {
-        let mut kill = Event::new("nemesis", Op::Fault, Kind::Info)
-            .note("client-kill")
-            .value(1);
-        kill.t = 30 * MS;
+    /// s1 granted at 10 ms, `end` (what ends s1's hold) at 30 ms, s0 granted
+    /// at 40 ms: double grants without and with holders ended there.
+    fn grants_around_an_end_at_30ms(mut end: Event) -> (u64, u64) {
+        end.t = 30 * MS;
         let events = [
             acquired(10, "s1", "s1-1", 1),
-            kill,
+            end,
             acquired(40, "s0", "s0-1", 2),
         ];
-        let (open, ended) = double_grants_open_and_ended(&events);
+        double_grants_open_and_ended(&events)
+    }
+
+    #[test]
+    fn a_killed_holder_held_until_the_kill_only() {
+        let kill = Event::new("nemesis", Op::Fault, Kind::Info)
+            .note("client-kill")
+            .value(1);
+        let (open, ended) = grants_around_an_end_at_30ms(kill);
         assert_eq!(open, 1, "without the kill they overlap");
         assert_eq!(ended, 0, "s1 held until the kill at 30 ms");
     }
@@ -328,16 +334,10 @@ mod tests {
     /// forwarded to it) before the writer recorded its release.
     #[test]
     fn a_holder_process_that_exited_unreleased_held_until_its_exit() {
-        let mut exit = Event::new("s1", Op::Acquire, Kind::Info)
+        let exit = Event::new("s1", Op::Acquire, Kind::Info)
             .key("k0")
             .note("exit Some(129)");
-        exit.t = 30 * MS;
-        let events = [
-            acquired(10, "s1", "s1-1", 1),
-            exit,
-            acquired(40, "s0", "s0-1", 2),
-        ];
-        let (open, ended) = double_grants_open_and_ended(&events);
+        let (open, ended) = grants_around_an_end_at_30ms(exit);
         assert_eq!(open, 1, "open until start + TTL they overlap");
         assert_eq!(ended, 0, "s1 held until its exit at 30 ms");
     }
