@@ -75,13 +75,18 @@ pub fn split_urls(value: &str) -> Vec<&str> {
         .collect()
 }
 
+/// Every URL of `--backend` (each value may hold several, see [`split_urls`]).
+fn backend_urls(global: &Global) -> Vec<&str> {
+    global.backends.iter().flat_map(|v| split_urls(v)).collect()
+}
+
 /// Whether the configured store is a SQLite file (the default, or `sqlite:`).
 ///
 /// Its calls run one at a time on tokio's blocking pool (they share one
 /// connection), so one pool thread serves them all: with more, a call issued
 /// as the previous one returns finds no idle thread yet and starts another.
 pub fn is_sqlite(global: &Global) -> bool {
-    let urls: Vec<&str> = global.backends.iter().flat_map(|v| split_urls(v)).collect();
+    let urls = backend_urls(global);
     urls.is_empty() || urls.iter().all(|u| starts_with_ci(u, "sqlite:"))
 }
 
@@ -104,7 +109,7 @@ async fn open(global: &Global) -> Result<Coordinator, Failure> {
              leave it out to use this user's SQLite file",
         ));
     }
-    let urls: Vec<&str> = global.backends.iter().flat_map(|v| split_urls(v)).collect();
+    let urls = backend_urls(global);
     // In-process state coordinates nothing between two tenure invocations: each
     // would hold every lease and a full rate-limit budget alone.
     if urls.iter().any(|u| starts_with_ci(u, "memory:")) {
