@@ -39,6 +39,18 @@ pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Sa
     .await;
     out.add(format!("distinct{tasks}.raw"), raw);
 
+    let raw = p.raw.clone();
+    let same = rate(tasks, run_for, move |t| {
+        let raw = raw.clone();
+        async move {
+            let (key, token) = (format!("same:d{tasks}:{t}"), token(t));
+            assert!(raw.acquire_same_work(&key, &token).await);
+            raw.release_same_work(&key, &token).await;
+        }
+    })
+    .await;
+    out.add(format!("distinct{tasks}.same-work"), same);
+
     let rl = Arc::clone(&p.rslock);
     let rslock = rate(tasks, run_for, move |t| {
         let rl = Arc::clone(&rl);
@@ -82,7 +94,7 @@ pub async fn cost(p: &Peers, stats: &ServerStats, out: &mut Samples) {
         let g = lease.attempt().await.unwrap().into_guard().unwrap();
         g.release().await.unwrap();
     }
-    out.add("cost.tenure", per_cycle(stats).await);
+    per_cycle(stats, "cost.tenure", out).await;
 
     let tok = token(0);
     p.raw.acquire("raw:cost-warm", &tok).await;
@@ -93,7 +105,17 @@ pub async fn cost(p: &Peers, stats: &ServerStats, out: &mut Samples) {
         assert!(p.raw.acquire(&key, &tok).await);
         p.raw.release(&key, &tok).await;
     }
-    out.add("cost.raw", per_cycle(stats).await);
+    per_cycle(stats, "cost.raw", out).await;
+
+    p.raw.acquire_same_work("same:cost-warm", &tok).await;
+    p.raw.release_same_work("same:cost-warm", &tok).await;
+    stats.reset().await;
+    for i in 0..CYCLES {
+        let key = format!("same:cost:{i}");
+        assert!(p.raw.acquire_same_work(&key, &tok).await);
+        p.raw.release_same_work(&key, &tok).await;
+    }
+    per_cycle(stats, "cost.same-work", out).await;
 
     let lock = p.rslock.lock("rslock:cost-warm", TTL).await.unwrap();
     p.rslock.unlock(&lock).await;
@@ -103,15 +125,21 @@ pub async fn cost(p: &Peers, stats: &ServerStats, out: &mut Samples) {
         let lock = p.rslock.lock(key.as_str(), TTL).await.unwrap();
         p.rslock.unlock(&lock).await;
     }
-    out.add("cost.rslock", per_cycle(stats).await);
+    per_cycle(stats, "cost.rslock", out).await;
 
     if let Some(py) = &p.python {
         stats.reset().await;
         py.run(&["sequential", &p.url, &CYCLES.to_string()]).await;
-        out.add("cost.redis-py", per_cycle(stats).await);
+        per_cycle(stats, "cost.redis-py", out).await;
     }
 }
 
-async fn per_cycle(stats: &ServerStats) -> f64 {
-    stats.calls().await as f64 / CYCLES as f64
+/// Commands per cycle, and the server's script time per cycle as
+/// `<name>.usec` (µs).
+async fn per_cycle(stats: &ServerStats, name: &str, out: &mut Samples) {
+    out.add(name, stats.calls().await as f64 / CYCLES as f64);
+    out.add(
+        format!("{name}.usec"),
+        stats.script_usec().await / CYCLES as f64,
+    );
 }

@@ -1,6 +1,8 @@
 //! The hand-written client: redis-rs and two minimal scripts, what a careful
 //! engineer writes without a library. Acquire is `SET NX PX` and, when won,
-//! `INCR` of a fence counter; release is compare-and-delete.
+//! `INCR` of a fence counter; release is compare-and-delete. Its *same work*
+//! variant sends the commands tenure's scripts send on the uncontended path,
+//! so tenure's ratio to it is the client's cost alone.
 
 use std::sync::LazyLock;
 
@@ -18,6 +20,33 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE))
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end \
+         return redis.call('DEL', KEYS[1])",
+    )
+});
+
+/// The hand-written client doing tenure's server work (*same work*):
+/// acquire is `SET NX PX`, then the fence counter written with the server's
+/// clock in microseconds by `SET PX GET` (one above the old counter when that
+/// was not below the clock); release is compare-and-delete that first pops
+/// the key's waiting line (`LPOP`), as a FIFO hand-off must look for a waiter.
+const SAME_ACQUIRE_SOURCE: &str = "if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+       return 0 \
+     end \
+     local now = redis.call('TIME') \
+     local floor = tonumber(now[1]) * 1000000 + tonumber(now[2]) \
+     local old = redis.call('SET', KEYS[2], string.format('%.0f', floor), 'PX', 86400000, 'GET') \
+     if old and tonumber(old) >= floor then \
+       floor = tonumber(old) + 1 \
+       redis.call('SET', KEYS[2], string.format('%.0f', floor), 'PX', 86400000) \
+     end \
+     return floor";
+
+static SAME_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(SAME_ACQUIRE_SOURCE));
+
+static SAME_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end \
+         if redis.call('LPOP', KEYS[2]) then return redis.error_reply('a waiter') end \
          return redis.call('DEL', KEYS[1])",
     )
 });
@@ -54,6 +83,34 @@ impl Raw {
         let mut c = self.0.clone();
         let _: i64 = RELEASE
             .key(key)
+            .arg(token)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+    }
+
+    /// As [`Raw::acquire`], with tenure's server work: the fence floored by
+    /// the server's clock.
+    pub async fn acquire_same_work(&self, key: &str, token: &str) -> bool {
+        let mut c = self.0.clone();
+        let fence: i64 = SAME_ACQUIRE
+            .key(key)
+            .key(format!("{key}:fence"))
+            .arg(token)
+            .arg(TTL_MS)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+        fence > 0
+    }
+
+    /// As [`Raw::release`], with tenure's server work: the key's waiting line
+    /// is looked at (popped) before the delete.
+    pub async fn release_same_work(&self, key: &str, token: &str) {
+        let mut c = self.0.clone();
+        let _: i64 = SAME_RELEASE
+            .key(key)
+            .key(format!("{key}:line"))
             .arg(token)
             .invoke_async(&mut c)
             .await

@@ -110,7 +110,9 @@ impl Table<'_> {
     }
 }
 
-const LEASE_PEERS: [&str; 3] = ["raw", "rslock", "redis-py"];
+/// The peers of the distinct-keys rows: *same work* is the hand-written
+/// client sending tenure's server commands (`raw.rs`).
+const DISTINCT_PEERS: [&str; 4] = ["raw", "same-work", "rslock", "redis-py"];
 
 /// The markdown section (setting, charts, tables, how each figure was
 /// measured) and the targets with what was measured against each.
@@ -129,8 +131,9 @@ pub fn render(
     for tasks in [16, 64] {
         let w = t.m(&format!("distinct{tasks}.tenure"));
         let raw = t.m(&format!("distinct{tasks}.raw"));
-        let mut peers = t.peers(&format!("distinct{tasks}"), "", &LEASE_PEERS, rate);
-        let mut ratio = format!("{:.2}× raw", w / raw);
+        let same = t.m(&format!("distinct{tasks}.same-work"));
+        let mut peers = t.peers(&format!("distinct{tasks}"), "", &DISTINCT_PEERS, rate);
+        let mut ratio = format!("{:.2}× raw, {:.2}× same work", w / raw, w / same);
         if tasks == 64 {
             let ceiling = t.m("ceiling.evalsha");
             peers.push_str(&format!(
@@ -150,12 +153,22 @@ pub fn render(
     }
 
     let cost = t.m("cost.tenure");
-    let peers = t.peers("cost", "", &LEASE_PEERS, num);
+    let peers = t.peers("cost", "", &DISTINCT_PEERS, num);
     t.row(
         "Redis commands per acquire + release",
         num(cost),
         peers,
         String::new(),
+        "",
+        None,
+    );
+    let usec = t.m("cost.tenure.usec");
+    let (raw, same) = (t.m("cost.raw.usec"), t.m("cost.same-work.usec"));
+    t.row(
+        "server µs in scripts per acquire + release",
+        format!("{usec:.1} µs"),
+        format!("raw {raw:.1} µs, same work {same:.1} µs"),
+        format!("{:.2}× raw, {:.2}× same work", usec / raw, usec / same),
         "",
         None,
     );
@@ -369,14 +382,22 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   `SET NX PX` + `INCR` of a fence counter, release one of compare-and-delete.
   *rslock* is the rslock crate on one node, *redis-py* redis-py's asyncio
   `Lock` in one Python process (installed into a venv by `scripts/bench`).
-  Every Rust peer uses one multiplexed connection.
+  Every Rust peer uses one multiplexed connection. *same work* is the same
+  hand-written client sending the commands tenure's scripts send on the
+  uncontended path: the fence counter written with the server's clock in µs
+  by `TIME` + `SET PX GET` instead of `INCR` (fences that survive a lost
+  counter, see docs/leases.md), and an `LPOP` of the key's waiting line
+  before the delete (the FIFO hand-off). tenure's ratio to it is what the
+  client costs; its ratio to *raw* what those guarantees cost the server.
 - *distinct keys*: every task cycles acquire + release on a key of its own.
   The ceiling is `redis-benchmark -c64 -P16` of the raw acquire script
   (`EVALSHA` per second; a cycle is two of them, so 0.5× means a cycle costs
   what a pipelined `EVALSHA` pair costs the server).
 - *commands*: 1000 sequential cycles on distinct keys, counted by the server
   (`INFO commandstats` after `CONFIG RESETSTAT`; the `EVALSHA` and every
-  command inside it count).
+  command inside it count). *server µs* is the time the server spent in the
+  scripts (`usec_per_call` × calls of `EVALSHA`, the commands inside
+  included) of those cycles, per cycle.
 - *contended*: 16 tasks on one key; each task sleeps 1 ms between turns.
   tenure waits with `attempt_within`; rslock with its `acquire` (retries after
   random 0–200 ms delays); raw polls every 1 ms; redis-py blocks with its

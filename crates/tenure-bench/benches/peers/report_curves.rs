@@ -17,7 +17,7 @@ pub const WAITERS: [usize; 4] = [1, 10, 100, 1000];
 pub const LISTED: [usize; 3] = [1_000, 10_000, 100_000];
 /// Keys of the memory curve (10⁶ only with `TENURE_BENCH_BIG=1`).
 pub const MEMORY_KEYS: [usize; 3] = [10_000, 100_000, 1_000_000];
-const DISTINCT_PEERS: [&str; 4] = ["tenure", "raw", "rslock", "redis-py"];
+const DISTINCT_PEERS: [&str; 5] = ["tenure", "raw", "same-work", "rslock", "redis-py"];
 
 fn points(s: &Samples, xs: &[usize], name: impl Fn(usize) -> String) -> Vec<(f64, f64)> {
     xs.iter()
@@ -240,23 +240,26 @@ pub fn render(s: &Samples) -> String {
     let _ = writeln!(out, "\n## Throughput against tasks\n");
     let _ = writeln!(
         out,
-        "| tasks | tenure | raw | rslock | redis-py | tenure / raw |"
+        "| tasks | tenure | raw | same work | rslock | redis-py | tenure / raw | tenure / same work |"
     );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|");
     for t in crate::distinct::TASKS {
         let v = |p: &str| m(&format!("distinct{t}.{p}"));
         let cell = |p: &str| fmt_or_dash(v(p), charts::short);
-        let ratio = match (v("tenure"), v("raw")) {
+        let ratio = |base: &str| match (v("tenure"), v(base)) {
             (Some(w), Some(r)) => format!("{:.2}×", w / r),
             _ => "–".into(),
         };
         let _ = writeln!(
             out,
-            "| {t} | {} | {} | {} | {} | {ratio} |",
+            "| {t} | {} | {} | {} | {} | {} | {} | {} |",
             cell("tenure"),
             cell("raw"),
+            cell("same-work"),
             cell("rslock"),
-            cell("redis-py")
+            cell("redis-py"),
+            ratio("raw"),
+            ratio("same-work")
         );
     }
 

@@ -91,6 +91,17 @@ impl ServerStats {
             .map_or(f64::NAN, |(_, _, usec)| *usec)
     }
 
+    /// Server time in scripts and functions (`EVALSHA`, `EVAL`, `FCALL`,
+    /// the commands inside them included) since the last reset, in µs.
+    pub async fn script_usec(&self) -> f64 {
+        self.commands()
+            .await
+            .iter()
+            .filter(|(name, _, _)| name.starts_with("eval") || name.starts_with("fcall"))
+            .map(|(_, calls, usec)| *calls as f64 * usec)
+            .sum()
+    }
+
     /// The server's version (`INFO server`).
     pub async fn version(&self) -> String {
         let mut c = self.0.clone();

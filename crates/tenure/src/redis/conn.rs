@@ -149,8 +149,9 @@ pub(super) fn node_manager(
 #[derive(Clone, Debug)]
 pub(super) enum Origin {
     /// One server, and the certificates its client was built with (the
-    /// subscriber's own client needs them too).
-    Node(redis::Client, Option<NodeCertificates>),
+    /// subscriber's own client needs them too). Boxed: a client with TLS
+    /// support is ten times the size of the other variants.
+    Node(Box<redis::Client>, Option<NodeCertificates>),
     /// The seed nodes of a cluster.
     Cluster(ClusterSeeds),
     /// The master the sentinels name.
@@ -427,7 +428,7 @@ impl RedisConn {
             node_manager(&client, None, connect_timeout).map_err(|e| config(e.to_string()))?;
         Ok(RedisConn {
             link: Link::Node(manager),
-            origin: Origin::Node(client, certs.map(|c| NodeCertificates(c.into()))),
+            origin: Origin::Node(Box::new(client), certs.map(|c| NodeCertificates(c.into()))),
             display,
             timeout,
             connect_timeout,
