@@ -46,6 +46,10 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 /// above the number of keys active within one period: past it, new clients
 /// wait (for up to one period) rather than old ones being forgiven.
 ///
+/// The keys are split into shards by their hash, each behind its own lock,
+/// so threads deciding on different keys rarely wait for each other; the
+/// bound is the whole store's, whichever shards the keys fall in.
+///
 /// Time is tokio's [`Instant`] (monotonic; `tokio::time::pause` works in tests),
 /// offset to start at the wall-clock time of creation so windows line up with
 /// the Unix epoch like on Redis.

@@ -120,6 +120,7 @@ impl Shard {
     /// common case): the state is stepped where it lies, with one lookup and
     /// no copy. Such a request adds no key, so the bound has nothing to say.
     /// `None` when the key holds no state of the policy yet.
+    #[inline]
     pub(super) fn step_known(
         &mut self,
         hash: u64,

@@ -97,6 +97,7 @@ impl Shards {
     }
 
     /// Shard `index` under its lock.
+    #[inline]
     pub(super) fn lock(&self, index: usize) -> Locked<'_> {
         let cell = &self.cells[index].0;
         // A shard is consistent between statements: a panic elsewhere while
@@ -172,6 +173,7 @@ impl Cell {
 }
 
 impl Drop for Locked<'_> {
+    #[inline]
     fn drop(&mut self) {
         let next = self.shard.next_expiry;
         if self.cell.next_expiry.load(Ordering::Relaxed) != next {
