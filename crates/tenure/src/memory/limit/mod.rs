@@ -157,6 +157,13 @@ impl MemoryLimits {
         })
     }
 
+    /// Forgets the states of `key` under `policies`, giving back their room.
+    fn forget(&self, key: &str, policies: &[Policy]) {
+        let hash = self.hash(key);
+        let shards = &self.inner.shards;
+        shards.lock(shards.index(hash)).forget(hash, key, policies);
+    }
+
     /// One decision (combined over the request's policies) at `read`.
     fn decide_read(&self, request: &LimitRequest<'_>, read: Read) -> Result<Decision> {
         let hash = self.hash(request.key);
@@ -242,9 +249,7 @@ impl LimitStore for MemoryLimits {
     }
 
     async fn reset(&self, key: &str, policies: &[Policy]) -> Result<()> {
-        let hash = self.hash(key);
-        let shards = &self.inner.shards;
-        shards.lock(shards.index(hash)).forget(hash, key, policies);
+        self.forget(key, policies);
         Ok(())
     }
 

@@ -179,3 +179,31 @@ fn threads_adding_distinct_keys_get_exactly_the_bound() {
         assert_eq!(store.len(), 100);
     }
 }
+
+#[test]
+fn the_count_of_keys_stays_exact_under_threads_that_add_expire_and_reset() {
+    let store = sharded(8, 100);
+    let policies = five_a_second();
+    std::thread::scope(|scope| {
+        for thread in 0..4u64 {
+            let (store, policies) = (&store, &policies);
+            scope.spawn(move || {
+                for i in 0..5_000u64 {
+                    // 500 keys over 5 s of the tests' time line, each used
+                    // key fresh again 1 s later; now and then one is reset.
+                    let key = format!("k{}", (i * 7 + thread * 13) % 500);
+                    if i % 50 == 0 {
+                        store.forget(&key, policies);
+                    } else {
+                        let _ = take(store, &key, i * 1_000);
+                    }
+                    assert!(store.len() <= 100, "{} keys", store.len());
+                }
+            });
+        }
+    });
+    let counted: usize = (0..store.inner.shards.count())
+        .map(|index| store.inner.shards.lock(index).len)
+        .sum();
+    assert_eq!(store.len(), counted);
+}
