@@ -145,7 +145,9 @@ impl SqliteOptions {
 ///   beside it, a reboot expires every lease. See the notes on the clock choice
 ///   in the `clock` module of the source.
 /// - **Blocking calls stay off the async runtime**: each operation runs on
-///   tokio's blocking pool.
+///   tokio's blocking pool, unless the store is
+///   [inline](SqliteOptions::inline) (for one-shot programs such as the
+///   command line).
 ///
 /// **Waiting is FIFO and woken, not polled.** A waiter stands in line (table
 /// `tenure_waiters`); a release hands the lease to the first live waiter and
