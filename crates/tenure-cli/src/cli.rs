@@ -5,7 +5,7 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgAction, Args, Parser, Subcommand};
+use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use clap_complete::Shell;
 use tenure::limit::Algorithm;
 
@@ -13,9 +13,9 @@ use crate::duration;
 
 /// The whole command line: global options and one subcommand. (The about
 /// text is the crate's description; `--help` ends with examples and the exit
-/// statuses.)
+/// statuses, see [`command`].)
 #[derive(Debug, Parser)]
-#[command(name = "tenure", version, about, long_about = None, after_help = root_after_help())]
+#[command(name = "tenure", version, about, long_about = None)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -115,6 +115,31 @@ Examples:
 /// The top-level `--help` epilogue: examples, then the exit-status table.
 fn root_after_help() -> String {
     format!("{EXAMPLES}\n\n{}", crate::exit::help_text())
+}
+
+/// The grammar as `--help`, the man pages and docs/cli.md show it: with the
+/// top-level epilogue, which [`parse`] formats only to show it.
+pub fn command() -> clap::Command {
+    Cli::command().after_help(root_after_help())
+}
+
+/// Parses this process's command line, formatting the top-level epilogue
+/// only when help is shown: a `tenure run` does not pay for it.
+pub fn parse() -> Result<Cli, clap::Error> {
+    use clap::error::ErrorKind;
+    let args: Vec<OsString> = std::env::args_os().collect();
+    match Cli::try_parse_from(&args) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            let mut matches = command().try_get_matches_from(args)?;
+            Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command()))
+        }
+        parsed => parsed,
+    }
 }
 
 const RUN_EXAMPLES: &str = "\

@@ -3,11 +3,10 @@
 
 use std::io::Write;
 
-use clap::CommandFactory;
 use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
 
-use crate::cli::{Cli, CompletionsArgs, ManArgs};
+use crate::cli::{self, CompletionsArgs, ManArgs};
 use crate::exit;
 
 pub const ENVIRONMENT: [(&str, &str); 10] = [
@@ -62,13 +61,13 @@ pub fn completions(args: &CompletionsArgs) -> u8 {
     let mut script = Vec::new();
     // Into memory first: clap_complete panics when its writer fails (a closed
     // pipe), and a panic is not an answer.
-    clap_complete::generate(args.shell, &mut Cli::command(), "tenure", &mut script);
+    clap_complete::generate(args.shell, &mut cli::command(), "tenure", &mut script);
     emit(&script)
 }
 
 /// Prints tenure(1) on stdout, or writes a page per command into `--dir`.
 pub fn man(args: &ManArgs) -> u8 {
-    let mut root = Cli::command().disable_help_subcommand(true);
+    let mut root = cli::command().disable_help_subcommand(true);
     // Gives subcommands their display names (tenure-run) for titles and files.
     root.build();
     let Some(dir) = &args.dir else {

@@ -33,8 +33,6 @@ mod terminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
-
 use crate::cli::{Cli, Command};
 use crate::exit::Failure;
 
@@ -46,7 +44,7 @@ fn main() -> ExitCode {
             .chain(std::env::var_os("TENURE_BACKEND"))
             .map(|v| v.to_string_lossy().into_owned()),
     );
-    let mut cli = match Cli::try_parse() {
+    let mut cli = match cli::parse() {
         Ok(cli) => cli,
         Err(e) => {
             let (code, text) = exit::from_clap(&e);

@@ -11,9 +11,8 @@
 //! TENURE_WRITE_DOCS=1 cargo test -p tenure-cli --bin tenure reference
 //! ```
 
-use clap::{Arg, ArgAction, Command, CommandFactory};
+use clap::{Arg, ArgAction, Command};
 
-use crate::cli::Cli;
 use crate::exit;
 use crate::generate::ENVIRONMENT;
 
@@ -69,7 +68,7 @@ pub fn regenerate(doc: &str) -> Result<String, String> {
 
 /// The grammar with global options propagated and display names set.
 fn built() -> Command {
-    let mut root = Cli::command().disable_help_subcommand(true);
+    let mut root = crate::cli::command().disable_help_subcommand(true);
     root.build();
     root
 }

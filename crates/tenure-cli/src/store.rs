@@ -9,6 +9,7 @@ use std::time::Duration;
 use tenure::Coordinator;
 use tenure::quorum::{QuorumOptions, QuorumStore};
 use tenure::redis::RedisOptions;
+use tenure::sqlite::{SqliteOptions, SqliteStore};
 
 use crate::cli::Global;
 use crate::exit::{Failure, UNAVAILABLE};
@@ -82,9 +83,11 @@ fn backend_urls(global: &Global) -> Vec<&str> {
 
 /// Whether the configured store is a SQLite file (the default, or `sqlite:`).
 ///
-/// Its calls run one at a time on tokio's blocking pool (they share one
-/// connection), so one pool thread serves them all: with more, a call issued
-/// as the previous one returns finds no idle thread yet and starts another.
+/// Its calls run on this process's one thread (see [`sqlite_options`]), and
+/// the few that go to tokio's blocking pool run one at a time (they share
+/// one connection), so one pool thread serves them all: with more, a call
+/// issued as the previous one returns finds no idle thread yet and starts
+/// another.
 pub fn is_sqlite(global: &Global) -> bool {
     let urls = backend_urls(global);
     urls.is_empty() || urls.iter().all(|u| starts_with_ci(u, "sqlite:"))
@@ -122,7 +125,12 @@ async fn open(global: &Global) -> Result<Coordinator, Failure> {
         [] => {
             let path = default_path()?;
             tracing::info!(path = %path.display(), "using the embedded SQLite default");
-            Ok(Coordinator::sqlite(path).await?)
+            let store = SqliteStore::open(path, sqlite_options()).await?;
+            Ok(Coordinator::with_backend(store))
+        }
+        [url] if starts_with_ci(url, "sqlite:") => {
+            let builder = Coordinator::builder(*url).sqlite_options(sqlite_options());
+            Ok(builder.connect().await?)
         }
         // The library reads the URL (and redacts it in its errors).
         [url] if tls_set(global) => connect_redis_tls(url, global).await,
@@ -145,6 +153,14 @@ async fn open(global: &Global) -> Result<Coordinator, Failure> {
             Ok(Coordinator::with_backend(backend))
         }
     }
+}
+
+/// How the command line uses a SQLite file: each operation on the calling
+/// thread when the file is free, since the process does one thing at a time
+/// (renewals, and waits for another process's lock, still go to the
+/// blocking pool, so that the command's deadline is kept meanwhile).
+fn sqlite_options() -> SqliteOptions {
+    SqliteOptions::default().inline(true)
 }
 
 /// Whether --cacert, --tls-cert or --tls-key was given.

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::clock::HostTime;
-use super::{Fault, SqliteStore};
+use super::{Commit, Fault, Place, SqliteStore};
 use crate::error::Result;
 use crate::gate::{
     self, GateAsk, GateKind, GateStatus, GateStore, Look, Mode, Now, Request, State,
@@ -80,16 +80,18 @@ fn save(
 }
 
 impl SqliteStore {
-    /// Runs `f` on the state of a gate in one write transaction and saves it.
+    /// Runs `f` on the state of a gate in one durable write transaction, run
+    /// where `place` allows, and saves it.
     async fn gate_step<T: Send + 'static>(
         &self,
-        op: &'static str,
+        (op, place): (&'static str, Place),
         kind: GateKind,
         key: &str,
         f: impl Fn(&mut State, Now) -> T + Send + 'static,
     ) -> Result<T> {
         let owned = key.to_string();
-        self.transact(op, key, TransactionBehavior::Immediate, move |tx, now| {
+        let mode = (TransactionBehavior::Immediate, Commit::Durable);
+        self.run(place, mode, op, key, move |tx, now| {
             let mut state = load(tx, kind, &owned, now)?;
             let out = f(&mut state, Now::host(now.ms()));
             save(tx, kind, &owned, &state, now)?;
@@ -108,9 +110,12 @@ impl GateStore for SqliteStore {
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
         let (request, look) = (Request::look(&ask), Look::of(&ask));
         let answer = self
-            .gate_step("look", request.kind, key, move |state, now| {
-                state.look(now, &look.step()).0
-            })
+            .gate_step(
+                ("look", Place::Caller),
+                request.kind,
+                key,
+                move |state, now| state.look(now, &look.step()).0,
+            )
             .await?;
         Ok(request.reply(&answer))
     }
@@ -125,9 +130,12 @@ impl GateStore for SqliteStore {
         let request = Request::new(mode, ttl);
         let token = token.as_str().to_string();
         let renewed = self
-            .gate_step("extend", request.kind, key, move |state, now| {
-                state.extend(now, &token, request.ttl_ms)
-            })
+            .gate_step(
+                ("extend", Place::Pool),
+                request.kind,
+                key,
+                move |state, now| state.extend(now, &token, request.ttl_ms),
+            )
             .await?;
         Ok(request.extended(renewed))
     }
@@ -136,7 +144,7 @@ impl GateStore for SqliteStore {
         let kind = mode.kind();
         let token = token.as_str().to_string();
         let released = self
-            .gate_step("release", kind, key, move |state, now| {
+            .gate_step(("release", Place::Caller), kind, key, move |state, now| {
                 state.release(now, &token).0
             })
             .await?;

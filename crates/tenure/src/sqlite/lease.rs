@@ -316,7 +316,7 @@ impl LeaseStore for SqliteStore {
         // Relaxed: a renewal lost in a power cut is moot, the reboot expires
         // the lease anyway.
         let extended = self
-            .transact_as(
+            .renew_as(
                 Commit::Relaxed,
                 "extend",
                 key,

@@ -20,7 +20,7 @@ mod record;
 mod schema;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
@@ -56,6 +56,9 @@ pub struct SqliteOptions {
     /// How long a fence counter outlives its last grant (default
     /// [`DEFAULT_FENCE_RETENTION`]); see [`fence_retention`](Self::fence_retention).
     pub(crate) fence_retention: Duration,
+    /// Whether operations run on the calling thread when they need not wait
+    /// (default `false`); see [`inline`](Self::inline).
+    pub(crate) inline: bool,
 }
 
 impl Default for SqliteOptions {
@@ -64,6 +67,7 @@ impl Default for SqliteOptions {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
             fence_retention: DEFAULT_FENCE_RETENTION,
+            inline: false,
         }
     }
 }
@@ -90,6 +94,23 @@ impl SqliteOptions {
     /// increasing if the wall clock steps back (see `docs/leases.md`).
     pub fn fence_retention(mut self, retention: Duration) -> Self {
         self.fence_retention = retention;
+        self
+    }
+
+    /// Runs operations on the calling thread instead of tokio's blocking
+    /// pool when they need not wait for another connection (default
+    /// `false`).
+    ///
+    /// Meant for a short-lived program that does one thing at a time, such
+    /// as a command line: it saves starting a thread, and two thread switches
+    /// per operation. An operation that finds the file locked by another
+    /// connection waits on the blocking pool all the same, and renewals
+    /// always run there: a holder must keep its lease's deadline while they
+    /// run. What runs inline still blocks the calling thread for its disk
+    /// writes (a durable commit's or a checkpoint's fsync), so a server that
+    /// serves other requests meanwhile should leave this off.
+    pub fn inline(mut self, inline: bool) -> Self {
+        self.inline = inline;
         self
     }
 }
@@ -124,7 +145,9 @@ impl SqliteOptions {
 ///   beside it, a reboot expires every lease. See the notes on the clock choice
 ///   in the `clock` module of the source.
 /// - **Blocking calls stay off the async runtime**: each operation runs on
-///   tokio's blocking pool.
+///   tokio's blocking pool, unless the store is
+///   [inline](SqliteOptions::inline) (for one-shot programs such as the
+///   command line).
 ///
 /// **Waiting is FIFO and woken, not polled.** A waiter stands in line (table
 /// `tenure_waiters`); a release hands the lease to the first live waiter and
@@ -181,7 +204,7 @@ enum Commit {
     Relaxed,
 }
 
-/// The connection, and the commit mode it is set to.
+/// The connection, and the commit mode and busy timeout it is set to.
 #[derive(Debug)]
 struct Conn {
     db: Connection,
@@ -189,14 +212,29 @@ struct Conn {
     /// Whether the file is in WAL mode (only there is [`Commit::Relaxed`]
     /// used).
     wal: bool,
+    /// How long SQLite waits for another connection's lock: zero for an
+    /// operation tried on the calling thread, the busy timeout on the pool.
+    wait: Duration,
+}
+
+/// Where an operation may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// On the calling thread when the store is [inline](SqliteOptions::inline)
+    /// and the file is free, else on the blocking pool.
+    Caller,
+    /// Always on the blocking pool: renewals, during which a holder must go
+    /// on keeping its deadline.
+    Pool,
 }
 
 #[derive(Debug)]
 struct Inner {
     conn: Mutex<Conn>,
     path: PathBuf,
-    /// The canonical path: one notifier per file and process (`notify`).
-    file: PathBuf,
+    /// The canonical path, resolved when first needed: one notifier per
+    /// file and process (`notify`).
+    file: OnceLock<PathBuf>,
     display: String,
     /// The boot id rows are stamped with (tagged with the clock on Linux).
     boot: Arc<str>,
@@ -204,6 +242,9 @@ struct Inner {
     bare_boot: Arc<str>,
     busy_timeout: Duration,
     poll_interval: Duration,
+    /// Whether operations are tried on the calling thread first
+    /// ([`SqliteOptions::inline`]).
+    inline: bool,
     /// Deletes idle fence counters after grants.
     pruner: lease::Pruner,
 }
@@ -236,13 +277,18 @@ impl From<Error> for Fault {
     }
 }
 
-/// One transaction: begin, read the host clock under the lock, run `f`, commit.
+/// One transaction: begin, read the host clock under the lock, run `f`,
+/// commit; waiting up to `wait` for another connection's lock.
 fn attempt<T>(
     conn: &mut Conn,
     inner: &Inner,
-    (behavior, commit): (TransactionBehavior, Commit),
+    (behavior, commit, wait): (TransactionBehavior, Commit, Duration),
     f: &impl Fn(&Connection, &HostTime) -> Result<T, Fault>,
 ) -> Result<T, Fault> {
+    if conn.wait != wait {
+        conn.db.busy_timeout(wait)?;
+        conn.wait = wait;
+    }
     let commit = if conn.wal { commit } else { Commit::Durable };
     if conn.commit != commit {
         let level = match commit {
@@ -257,6 +303,41 @@ fn attempt<T>(
     let out = f(&tx, &now)?;
     tx.commit()?;
     Ok(out)
+}
+
+/// Opens and prepares the connection to `path`: on the calling thread when
+/// `inline` and no other connection holds the locks that needs, else on the
+/// blocking pool, waiting up to `busy_timeout` for them.
+async fn connect(path: PathBuf, busy_timeout: Duration, inline: bool) -> Result<Conn> {
+    let conn = |db, wal, wait| Conn {
+        db,
+        commit: Commit::Durable,
+        wal,
+        wait,
+    };
+    let mut started = None;
+    if inline {
+        let mut db = schema::connect(&path)?;
+        match schema::prepare_within(&mut db, &path, Duration::ZERO) {
+            Ok(wal) => return Ok(conn(db, wal, Duration::ZERO)),
+            Err(schema::Unprepared::Locked(_)) => started = Some(db),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let backend = display(&path);
+    tokio::task::spawn_blocking(move || {
+        let mut db = match started {
+            Some(db) => db,
+            None => schema::connect(&path)?,
+        };
+        let wal = schema::prepare_within(&mut db, &path, busy_timeout)?;
+        Ok(conn(db, wal, busy_timeout))
+    })
+    .await
+    .map_err(|e| Error::Storage {
+        backend,
+        reason: format!("opening it failed: {e}"),
+    })?
 }
 
 impl SqliteStore {
@@ -281,43 +362,27 @@ impl SqliteStore {
             ));
         }
         let busy_timeout = crate::duration::capped(options.busy_timeout);
-        let opened = path.clone();
-        let (conn, file) = tokio::task::spawn_blocking(move || {
-            let (db, wal) = schema::open(&opened, busy_timeout)?;
-            let conn = Conn {
-                db,
-                commit: Commit::Durable,
-                wal,
-            };
-            // The file exists now; a path that cannot be resolved still names
-            // it (only two stores of one file under different names would
-            // then not share their waiters' wake-ups).
-            let file = std::fs::canonicalize(&opened).unwrap_or(opened);
-            Ok::<_, Error>((conn, file))
-        })
-        .await
-        .map_err(|e| Error::Storage {
-            backend: display.clone(),
-            reason: format!("opening it failed: {e}"),
-        })??;
+        let conn = connect(path.clone(), busy_timeout, options.inline).await?;
         let bare_boot = clock::bare_boot_id();
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
                 path,
-                file,
+                file: OnceLock::new(),
                 display,
                 boot: clock::boot_id_of(&bare_boot),
                 bare_boot,
                 busy_timeout,
                 poll_interval: crate::duration::capped(options.poll_interval),
+                inline: options.inline,
                 pruner: lease::Pruner::new(options.fence_retention),
             }),
         })
     }
 
-    /// Runs `f` in a transaction on the blocking pool, with the host time read
-    /// once the transaction holds its lock; its commit is durable.
+    /// Runs `f` in a transaction on the blocking pool (or on the calling
+    /// thread, see [`SqliteOptions::inline`]), with the host time read once
+    /// the transaction holds its lock; its commit is durable.
     async fn transact<T: Send + 'static>(
         &self,
         op: &'static str,
@@ -338,6 +403,74 @@ impl SqliteStore {
         behavior: TransactionBehavior,
         f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
     ) -> Result<T> {
+        self.run(Place::Caller, (behavior, commit), op, key, f)
+            .await
+    }
+
+    /// [`transact_as`](Self::transact_as) for a renewal, which always runs on
+    /// the blocking pool.
+    async fn renew_as<T: Send + 'static>(
+        &self,
+        commit: Commit,
+        op: &'static str,
+        key: &str,
+        behavior: TransactionBehavior,
+        f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
+    ) -> Result<T> {
+        self.run(Place::Pool, (behavior, commit), op, key, f).await
+    }
+
+    /// Runs `f` in one transaction where `place` allows.
+    async fn run<T: Send + 'static>(
+        &self,
+        place: Place,
+        mode: (TransactionBehavior, Commit),
+        op: &'static str,
+        key: &str,
+        f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
+    ) -> Result<T> {
+        let here = match place {
+            Place::Caller if self.inner.inline => self.try_here(mode, &f),
+            _ => None,
+        };
+        let done = match here {
+            Some(done) => done,
+            None => self.on_pool(mode, f).await,
+        };
+        done.map_err(|fault| self.error(op, key, fault))
+    }
+
+    /// One attempt on the calling thread that waits for nothing: `None`
+    /// when another connection holds a lock it needs (or this store's
+    /// connection is busy on the pool), and it changed nothing.
+    fn try_here<T>(
+        &self,
+        (behavior, commit): (TransactionBehavior, Commit),
+        f: &impl Fn(&Connection, &HostTime) -> Result<T, Fault>,
+    ) -> Option<Result<T, Fault>> {
+        let mut conn = match self.inner.conn.try_lock() {
+            Ok(conn) => conn,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        match attempt(
+            &mut conn,
+            &self.inner,
+            (behavior, commit, Duration::ZERO),
+            f,
+        ) {
+            Err(Fault::Sql(e)) if schema::is_busy(&e) => None,
+            other => Some(other),
+        }
+    }
+
+    /// Runs `f` in one transaction on the blocking pool, waiting up to the
+    /// busy timeout for other connections' locks.
+    async fn on_pool<T: Send + 'static>(
+        &self,
+        (behavior, commit): (TransactionBehavior, Commit),
+        f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
+    ) -> Result<T, Fault> {
         let inner = Arc::clone(&self.inner);
         let joined = tokio::task::spawn_blocking(move || {
             // A panic in another operation cannot leave the connection inside a
@@ -347,9 +480,10 @@ impl SqliteStore {
             // SQLite sometimes answers BUSY without waiting (a lock upgrade that
             // could deadlock, WAL recovery by another process). A failed
             // transaction changed nothing: try again, within the busy timeout.
-            let deadline = std::time::Instant::now() + inner.busy_timeout;
+            let wait = inner.busy_timeout;
+            let deadline = std::time::Instant::now() + wait;
             loop {
-                match attempt(&mut conn, &inner, (behavior, commit), &f) {
+                match attempt(&mut conn, &inner, (behavior, commit, wait), &f) {
                     Err(Fault::Sql(e))
                         if schema::is_busy(&e) && std::time::Instant::now() < deadline =>
                     {
@@ -360,12 +494,7 @@ impl SqliteStore {
             }
         })
         .await;
-        let fault = match joined {
-            Ok(Ok(out)) => return Ok(out),
-            Ok(Err(fault)) => fault,
-            Err(join) => Fault::Clock(format!("the blocking task failed: {join}")),
-        };
-        Err(self.error(op, key, fault))
+        joined.unwrap_or_else(|join| Err(Fault::Clock(format!("the blocking task failed: {join}"))))
     }
 
     fn error(&self, op: &'static str, key: &str, fault: Fault) -> Error {
@@ -415,6 +544,17 @@ impl SqliteStore {
     /// The path of the database, as given to [`open`](Self::open).
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The canonical path of the database, resolved the first time waiters
+    /// need it (a process that only takes and releases leases never does).
+    /// A path that cannot be resolved still names the file: only two stores
+    /// of one file under different names would then not share their
+    /// waiters' wake-ups.
+    fn file(&self) -> &Path {
+        self.inner.file.get_or_init(|| {
+            std::fs::canonicalize(&self.inner.path).unwrap_or_else(|_| self.inner.path.clone())
+        })
     }
 }
 

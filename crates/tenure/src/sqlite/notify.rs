@@ -19,7 +19,7 @@
 //!   write transaction per waiter.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
@@ -77,18 +77,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Notifier {
-    /// The notifier of `file`, if something in this process watches it.
-    fn existing(file: &Path) -> Option<Arc<Notifier>> {
+    /// The notifier of `store`'s file, if something in this process watches
+    /// it.
+    fn existing(store: &SqliteStore) -> Option<Arc<Notifier>> {
         if LIVE.load(Ordering::Acquire) == 0 {
             return None;
         }
-        lock(&NOTIFIERS).get(file).and_then(Weak::upgrade)
+        lock(&NOTIFIERS).get(store.file()).and_then(Weak::upgrade)
     }
 
     /// The notifier of `store`'s file, started (with its follower) if none
     /// is alive.
     fn get_or_start(store: &SqliteStore) -> Arc<Notifier> {
-        let file = store.inner.file.clone();
+        let file = store.file().to_path_buf();
         let mut all = lock(&NOTIFIERS);
         if let Some(live) = all.get(&file).and_then(Weak::upgrade) {
             return live;
@@ -101,7 +102,7 @@ impl Notifier {
         LIVE.fetch_add(1, Ordering::AcqRel);
         all.insert(file, Arc::downgrade(&notifier));
         drop(all);
-        let events = FileEvents::open(&store.inner.file);
+        let events = FileEvents::open(store.file());
         let task = tokio::spawn(follow(Arc::downgrade(&notifier), store.clone(), events));
         *lock(&notifier.follower) = Some(task.abort_handle());
         notifier
@@ -237,7 +238,7 @@ impl SqliteStore {
 
     /// Reports a committed change of `key` to this process's watchers.
     pub(super) fn changed(&self, key: &str, state: RowState) {
-        if let Some(n) = Notifier::existing(&self.inner.file) {
+        if let Some(n) = Notifier::existing(self) {
             n.update(key, state);
         }
     }

@@ -79,15 +79,10 @@ CREATE TABLE IF NOT EXISTS tenure_clock (
 ) STRICT;
 ";
 
-/// Opens (creating if needed) the database at `path` and prepares it; tells
-/// whether it is in WAL mode. Runs on a blocking thread (it may sleep while
-/// another process holds the file).
-pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<(Connection, bool)> {
-    let backend = super::display(path);
-    let unusable = |reason: String| Error::Storage {
-        backend: backend.clone(),
-        reason,
-    };
+/// Opens (creating if needed) the database at `path`, not yet prepared
+/// (see [`prepare_within`]): no lock is taken.
+pub(crate) fn connect(path: &Path) -> Result<Connection> {
+    let unusable = |reason: String| storage(path, reason);
     if path.is_dir() {
         return Err(unusable(
             "the path is a directory, not a database file".into(),
@@ -105,21 +100,63 @@ pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<(Connection, b
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| unusable(explain(&e)))?;
+    Connection::open_with_flags(path, flags).map_err(|e| unusable(explain(&e)))
+}
+
+/// Why [`prepare_within`] left a file unprepared.
+#[derive(Debug)]
+pub(crate) enum Unprepared {
+    /// Other connections still held the locks it needs (the error says so).
+    Locked(Error),
+    /// The file cannot be used.
+    Unusable(Error),
+}
+
+impl From<Unprepared> for Error {
+    fn from(e: Unprepared) -> Self {
+        match e {
+            Unprepared::Locked(e) | Unprepared::Unusable(e) => e,
+        }
+    }
+}
+
+/// Prepares the connection `conn` to `path` (checks that the file is
+/// tenure's, creates the tables, sets the pragmas) and tells whether the file
+/// is in WAL mode. Waits up to `wait` while other connections hold the locks
+/// this needs (it may sleep), which is also the connection's busy timeout
+/// from then on.
+pub(crate) fn prepare_within(
+    conn: &mut Connection,
+    path: &Path,
+    wait: Duration,
+) -> Result<bool, Unprepared> {
     // Switching a new file to WAL upgrades a read lock to an exclusive one, and
     // SQLite answers BUSY at once (without waiting) when two connections try
-    // that together. Preparing is idempotent: try again until the busy timeout.
-    let deadline = Instant::now() + busy_timeout;
+    // that together. Preparing is idempotent: try again until the deadline.
+    let deadline = Instant::now() + wait;
     loop {
-        match prepare(&mut conn, busy_timeout) {
-            Ok(wal) => return Ok((conn, wal)),
+        match prepare(conn, wait) {
+            Ok(wal) => return Ok(wal),
             Err(Prepare::Sql(e)) if is_busy(&e) && Instant::now() < deadline => {
                 let pause = rand::rng().random_range(2..=20);
                 std::thread::sleep(Duration::from_millis(pause));
             }
-            Err(Prepare::Sql(e)) => return Err(unusable(explain(&e))),
-            Err(Prepare::Foreign(reason)) => return Err(unusable(reason)),
+            Err(Prepare::Sql(e)) if is_busy(&e) => {
+                return Err(Unprepared::Locked(storage(path, explain(&e))));
+            }
+            Err(Prepare::Sql(e)) => return Err(Unprepared::Unusable(storage(path, explain(&e)))),
+            Err(Prepare::Foreign(reason)) => {
+                return Err(Unprepared::Unusable(storage(path, reason)));
+            }
         }
+    }
+}
+
+/// The file at `path` cannot be used, for `reason`.
+fn storage(path: &Path, reason: String) -> Error {
+    Error::Storage {
+        backend: super::display(path),
+        reason,
     }
 }
 

@@ -515,3 +515,71 @@ async fn the_log_a_cold_start_reads_back_stays_short() {
         "{frames} frames in the log"
     );
 }
+
+async fn open_inline(path: &Path) -> SqliteStore {
+    SqliteStore::open(path, SqliteOptions::default().inline(true))
+        .await
+        .unwrap()
+}
+
+/// The thread an operation of `backend` ran on, where `place` allows.
+async fn thread_of(backend: &SqliteStore, place: Place) -> std::thread::ThreadId {
+    let mode = (TransactionBehavior::Immediate, Commit::Relaxed);
+    backend
+        .run(place, mode, "probe", "k", |_, _| {
+            Ok(std::thread::current().id())
+        })
+        .await
+        .unwrap()
+}
+
+/// An inline store runs an operation on the caller's thread when the file
+/// is free, and a renewal on the blocking pool all the same; a store that is
+/// not inline runs everything on the pool.
+#[tokio::test]
+async fn inline_operations_run_on_the_callers_thread_and_renewals_on_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let here = std::thread::current().id();
+    let inline = open_inline(&dir.path().join("i.db")).await;
+    assert_eq!(thread_of(&inline, Place::Caller).await, here);
+    assert_ne!(thread_of(&inline, Place::Pool).await, here);
+    let pooled = open(&dir.path().join("p.db")).await;
+    assert_ne!(thread_of(&pooled, Place::Caller).await, here);
+}
+
+/// An inline store whose file another connection holds waits for it on the
+/// blocking pool: the caller's runtime goes on meanwhile (a timer task of
+/// this one-thread runtime ticks), and the grant comes once the file is free.
+#[tokio::test]
+async fn an_inline_store_waits_for_a_locked_file_off_the_callers_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open_inline(&path).await;
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let other = path.clone();
+    let holder = std::thread::spawn(move || {
+        let conn = Connection::open(other).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    locked_rx.recv().unwrap();
+    let ticks = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counter = Arc::clone(&ticks);
+    let ticker = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let fence = grant(&backend, "k", &token()).await;
+    let during = ticks.load(std::sync::atomic::Ordering::Relaxed);
+    ticker.abort();
+    holder.join().unwrap();
+    assert!(fence > 0);
+    assert!(
+        during >= 5,
+        "the runtime ticked {during} times while waiting"
+    );
+}
