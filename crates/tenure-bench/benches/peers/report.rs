@@ -371,6 +371,7 @@ pub fn render(
     let _ = writeln!(out, "{END}");
     t.targets.extend(crate::report_curves::targets(s));
     t.targets.extend(crate::http::targets(s));
+    t.targets.extend(crate::local_rows::targets(s));
     (out, t.targets)
 }
 
