@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::clock::HostTime;
 use super::notify::Wanted;
-use super::{Commit, Fault, SqliteStore, line, schema};
+use super::{Commit, Fault, Place, SqliteStore, line, schema};
 use crate::duration::millis_i64;
 use crate::error::Result;
 use crate::fence::{Fence, FloorUnit, wall_clock_us};
@@ -316,11 +316,11 @@ impl LeaseStore for SqliteStore {
         // Relaxed: a renewal lost in a power cut is moot, the reboot expires
         // the lease anyway.
         let extended = self
-            .renew_as(
-                Commit::Relaxed,
+            .run(
+                Place::Pool,
+                (TransactionBehavior::Immediate, Commit::Relaxed),
                 "extend",
                 key,
-                TransactionBehavior::Immediate,
                 move |tx, now| {
                     match read_row(tx, &owned_key)? {
                         Some(row) if row.held_by(&token, now) => {}

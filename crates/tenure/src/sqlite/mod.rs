@@ -407,20 +407,8 @@ impl SqliteStore {
             .await
     }
 
-    /// [`transact_as`](Self::transact_as) for a renewal, which always runs on
-    /// the blocking pool.
-    async fn renew_as<T: Send + 'static>(
-        &self,
-        commit: Commit,
-        op: &'static str,
-        key: &str,
-        behavior: TransactionBehavior,
-        f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
-    ) -> Result<T> {
-        self.run(Place::Pool, (behavior, commit), op, key, f).await
-    }
-
-    /// Runs `f` in one transaction where `place` allows.
+    /// Runs `f` in one transaction where `place` allows (a renewal:
+    /// [`Place::Pool`]).
     async fn run<T: Send + 'static>(
         &self,
         place: Place,
