@@ -276,6 +276,8 @@ fn help_shows_examples() {
     let s = Sandbox::new();
     for (args, mentions) in [
         (vec!["--help"], "tenure run nightly"),
+        (vec!["-h"], "Exit statuses:"),
+        (vec!["help"], "Exit statuses:"),
         (vec!["run", "--help"], "-c '"),
         (vec!["run", "--help"], "--wait inf"),
         (vec!["limit", "--help"], "--rate"),
