@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::peers::{Peers, TTL, token};
+use crate::raw::Raw;
 use crate::samples::Samples;
 use crate::server_stats::ServerStats;
 use crate::tasks::rate;
@@ -27,29 +28,18 @@ pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Sa
     .await;
     out.add(format!("distinct{tasks}.tenure"), tenure);
 
-    let raw = p.raw.clone();
-    let raw = rate(tasks, run_for, move |t| {
-        let raw = raw.clone();
-        async move {
-            let (key, token) = (format!("raw:d{tasks}:{t}"), token(t));
-            assert!(raw.acquire(&key, &token).await);
-            raw.release(&key, &token).await;
-        }
-    })
-    .await;
-    out.add(format!("distinct{tasks}.raw"), raw);
-
-    let raw = p.raw.clone();
-    let same = rate(tasks, run_for, move |t| {
-        let raw = raw.clone();
-        async move {
-            let (key, token) = (format!("same:d{tasks}:{t}"), token(t));
-            assert!(raw.acquire_same_work(&key, &token).await);
-            raw.release_same_work(&key, &token).await;
-        }
-    })
-    .await;
-    out.add(format!("distinct{tasks}.same-work"), same);
+    for (peer, raw) in raw_peers(p) {
+        let cycles = rate(tasks, run_for, move |t| {
+            let raw = raw.clone();
+            async move {
+                let (key, token) = (format!("{peer}:d{tasks}:{t}"), token(t));
+                assert!(raw.acquire(&key, &token).await);
+                raw.release(&key, &token).await;
+            }
+        })
+        .await;
+        out.add(format!("distinct{tasks}.{peer}"), cycles);
+    }
 
     let rl = Arc::clone(&p.rslock);
     let rslock = rate(tasks, run_for, move |t| {
@@ -70,6 +60,11 @@ pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Sa
             .await;
         out.add(format!("distinct{tasks}.redis-py"), r["cycles_per_sec"]);
     }
+}
+
+/// The hand-written client and its *same work* variant, by peer name.
+fn raw_peers(p: &Peers) -> [(&'static str, Raw); 2] {
+    [("raw", p.raw.clone()), ("same-work", p.raw.same_work())]
 }
 
 /// Cycles of the command-count workload.
@@ -97,25 +92,17 @@ pub async fn cost(p: &Peers, stats: &ServerStats, out: &mut Samples) {
     per_cycle(stats, "cost.tenure", out).await;
 
     let tok = token(0);
-    p.raw.acquire("raw:cost-warm", &tok).await;
-    p.raw.release("raw:cost-warm", &tok).await;
-    stats.reset().await;
-    for i in 0..CYCLES {
-        let key = format!("raw:cost:{i}");
-        assert!(p.raw.acquire(&key, &tok).await);
-        p.raw.release(&key, &tok).await;
+    for (peer, raw) in raw_peers(p) {
+        raw.acquire(&format!("{peer}:cost-warm"), &tok).await;
+        raw.release(&format!("{peer}:cost-warm"), &tok).await;
+        stats.reset().await;
+        for i in 0..CYCLES {
+            let key = format!("{peer}:cost:{i}");
+            assert!(raw.acquire(&key, &tok).await);
+            raw.release(&key, &tok).await;
+        }
+        per_cycle(stats, &format!("cost.{peer}"), out).await;
     }
-    per_cycle(stats, "cost.raw", out).await;
-
-    p.raw.acquire_same_work("same:cost-warm", &tok).await;
-    p.raw.release_same_work("same:cost-warm", &tok).await;
-    stats.reset().await;
-    for i in 0..CYCLES {
-        let key = format!("same:cost:{i}");
-        assert!(p.raw.acquire_same_work(&key, &tok).await);
-        p.raw.release_same_work(&key, &tok).await;
-    }
-    per_cycle(stats, "cost.same-work", out).await;
 
     let lock = p.rslock.lock("rslock:cost-warm", TTL).await.unwrap();
     p.rslock.unlock(&lock).await;

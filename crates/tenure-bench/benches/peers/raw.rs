@@ -54,20 +54,42 @@ static SAME_RELEASE: LazyLock<Script> = LazyLock::new(|| {
 /// Lease TTL of the raw client, ms.
 const TTL_MS: u64 = 10_000;
 
-/// One multiplexed connection, as the other Rust peers use.
+/// One multiplexed connection, as the other Rust peers use; with
+/// [`same_work`](Raw::same_work), the scripts that send tenure's server work.
 #[derive(Clone)]
-pub struct Raw(MultiplexedConnection);
+pub struct Raw {
+    conn: MultiplexedConnection,
+    same_work: bool,
+}
 
 impl Raw {
     pub async fn connect(url: &str) -> Self {
         let client = redis::Client::open(url).unwrap();
-        Raw(client.get_multiplexed_async_connection().await.unwrap())
+        Raw {
+            conn: client.get_multiplexed_async_connection().await.unwrap(),
+            same_work: false,
+        }
+    }
+
+    /// This client on the same connection, sending tenure's server work:
+    /// the fence floored by the server's clock, and the key's waiting line
+    /// looked at (popped) before the delete.
+    pub fn same_work(&self) -> Raw {
+        Raw {
+            conn: self.conn.clone(),
+            same_work: true,
+        }
     }
 
     /// Tries to take `key` with `token`; true when taken.
     pub async fn acquire(&self, key: &str, token: &str) -> bool {
-        let mut c = self.0.clone();
-        let fence: i64 = ACQUIRE
+        let mut c = self.conn.clone();
+        let script = if self.same_work {
+            &SAME_ACQUIRE
+        } else {
+            &ACQUIRE
+        };
+        let fence: i64 = script
             .key(key)
             .key(format!("{key}:fence"))
             .arg(token)
@@ -80,40 +102,16 @@ impl Raw {
 
     /// Deletes `key` when it still holds `token`.
     pub async fn release(&self, key: &str, token: &str) {
-        let mut c = self.0.clone();
-        let _: i64 = RELEASE
-            .key(key)
-            .arg(token)
-            .invoke_async(&mut c)
-            .await
-            .unwrap();
-    }
-
-    /// As [`Raw::acquire`], with tenure's server work: the fence floored by
-    /// the server's clock.
-    pub async fn acquire_same_work(&self, key: &str, token: &str) -> bool {
-        let mut c = self.0.clone();
-        let fence: i64 = SAME_ACQUIRE
-            .key(key)
-            .key(format!("{key}:fence"))
-            .arg(token)
-            .arg(TTL_MS)
-            .invoke_async(&mut c)
-            .await
-            .unwrap();
-        fence > 0
-    }
-
-    /// As [`Raw::release`], with tenure's server work: the key's waiting line
-    /// is looked at (popped) before the delete.
-    pub async fn release_same_work(&self, key: &str, token: &str) {
-        let mut c = self.0.clone();
-        let _: i64 = SAME_RELEASE
-            .key(key)
-            .key(format!("{key}:line"))
-            .arg(token)
-            .invoke_async(&mut c)
-            .await
-            .unwrap();
+        let mut c = self.conn.clone();
+        let mut call = if self.same_work {
+            SAME_RELEASE.prepare_invoke()
+        } else {
+            RELEASE.prepare_invoke()
+        };
+        call.key(key);
+        if self.same_work {
+            call.key(format!("{key}:line"));
+        }
+        let _: i64 = call.arg(token).invoke_async(&mut c).await.unwrap();
     }
 }

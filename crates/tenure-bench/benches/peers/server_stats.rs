@@ -75,7 +75,7 @@ impl ServerStats {
         self.commands()
             .await
             .iter()
-            .filter(|(name, _, _)| name.starts_with("eval") || name.starts_with("fcall"))
+            .filter(|(name, _, _)| is_script(name))
             .map(|(_, calls, _)| calls)
             .sum()
     }
@@ -97,7 +97,7 @@ impl ServerStats {
         self.commands()
             .await
             .iter()
-            .filter(|(name, _, _)| name.starts_with("eval") || name.starts_with("fcall"))
+            .filter(|(name, _, _)| is_script(name))
             .map(|(_, calls, usec)| *calls as f64 * usec)
             .sum()
     }
@@ -186,4 +186,10 @@ impl ServerStats {
             .await
             .unwrap()
     }
+}
+
+/// Whether `command` runs a script or function (`EVAL`, `EVALSHA`, `FCALL`
+/// and their read-only forms).
+fn is_script(command: &str) -> bool {
+    command.starts_with("eval") || command.starts_with("fcall")
 }
