@@ -1,7 +1,7 @@
 //! A `redis-server` child process bound to 127.0.0.1 on a free port.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -9,23 +9,13 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use crate::free_port;
+
 /// Environment variable naming the `redis-server` binary to run.
 pub const REDIS_SERVER_ENV: &str = "TENURE_REDIS_SERVER";
 
 /// How long [`RedisServer::start`] waits for the server to answer `PING`.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Returns a TCP port on 127.0.0.1 that was free a moment ago.
-///
-/// The port is found by binding port 0 and closing the listener, so another
-/// process may take it before the caller does; [`RedisServerBuilder::start`]
-/// retries on a fresh port when that happens.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("binding 127.0.0.1:0 must work on a test machine")
-}
 
 /// Configuration for a [`RedisServer`]; [`RedisServer::builder`] creates it.
 #[derive(Debug, Clone, Default)]
