@@ -1,5 +1,5 @@
 //! The in-process limit store's own tests: the clock read before the lock,
-//! and the bound on keys over shards.
+//! the bound on keys over shards, and held keys stepped in place.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
