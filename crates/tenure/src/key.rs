@@ -11,11 +11,20 @@ pub const MAX_KEY_LEN: usize = 1024;
 
 /// Checks a user key: not empty, at most [`MAX_KEY_LEN`] bytes, no control
 /// characters (they make logs and `redis-cli` sessions unreadable).
+#[inline]
 pub fn validate_key(key: &str) -> Result<()> {
     // Printable ASCII (the usual key) needs no UTF-8 decoding to check.
     if !key.is_empty() && key.len() <= MAX_KEY_LEN && printable_ascii(key.as_bytes()) {
         return Ok(());
     }
+    check_unusual(key)
+}
+
+/// [`validate_key`] for a key that is empty, long or not printable ASCII:
+/// out of line, so that the usual key's check stays a few instructions.
+#[cold]
+#[inline(never)]
+fn check_unusual(key: &str) -> Result<()> {
     let reason = if key.is_empty() {
         "must not be empty".to_string()
     } else if key.len() > MAX_KEY_LEN {
@@ -32,6 +41,7 @@ pub fn validate_key(key: &str) -> Result<()> {
 }
 
 /// Whether every byte is printable ASCII (0x20..=0x7e), eight bytes at a time.
+#[inline]
 fn printable_ascii(bytes: &[u8]) -> bool {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);

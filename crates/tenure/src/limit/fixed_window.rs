@@ -63,6 +63,7 @@ pub fn refund(
 /// assert!(fixed_window::step(&p, Some(&s), next_window, 1, Mode::Consume).decision.allowed);
 /// # Ok::<(), tenure::Error>(())
 /// ```
+#[inline]
 pub fn step(
     policy: &Policy,
     state: Option<&FixedWindowState>,

@@ -78,6 +78,7 @@ pub fn refund(
 /// assert_eq!(b.decision.retry_after.unwrap().as_millis(), 500); // one interval
 /// # Ok::<(), tenure::Error>(())
 /// ```
+#[inline]
 pub fn step(
     policy: &Policy,
     state: Option<&GcraState>,

@@ -70,6 +70,10 @@ struct Inner {
     /// The checked policies, or why they are unusable (reported on every call:
     /// building a limiter never fails, like `Quota`'s const constructors).
     policies: std::result::Result<Vec<Policy>, (&'static str, String)>,
+    /// Whether a check may be decided at once ([`Limiter::check_local`]):
+    /// the store is in this process and no policy is in shadow mode. Kept
+    /// up to date by [`Inner::settle`].
+    inline: bool,
 }
 
 impl Inner {
@@ -79,14 +83,22 @@ impl Inner {
         record_rejected: bool,
     ) -> Self {
         let policies = Self::policies(&quotas, record_rejected);
-        Inner {
+        let mut inner = Inner {
             store,
             quotas,
             record_rejected,
             fallback: None,
             shadow: Shadowing::default(),
             policies,
-        }
+            inline: false,
+        };
+        inner.settle();
+        inner
+    }
+
+    /// Recomputes what follows from the store and the shadow mode.
+    fn settle(&mut self) {
+        self.inline = !self.store.is_shared() && !self.shadow.is_active();
     }
 
     fn policies(
@@ -229,6 +241,7 @@ impl Limiter {
     fn edit(&self, change: impl FnOnce(&mut Inner)) -> Self {
         let mut inner = Inner::clone(&self.inner);
         change(&mut inner);
+        inner.settle();
         Limiter {
             inner: Arc::new(inner),
         }
@@ -238,6 +251,7 @@ impl Limiter {
         let mut inner = Inner::build(Arc::clone(&self.inner.store), quotas, record_rejected);
         inner.fallback = self.inner.fallback.clone();
         inner.shadow = self.inner.shadow.clone();
+        inner.settle();
         Limiter {
             inner: Arc::new(inner),
         }
@@ -248,6 +262,7 @@ impl Limiter {
     /// # Errors
     /// [`Error::InvalidArgument`] when a quota does not fit its algorithm (see
     /// [`Policy::new`]) or a policy is given twice.
+    #[inline]
     pub fn policies(&self) -> Result<&[Policy]> {
         self.inner
             .policies
@@ -289,9 +304,10 @@ impl Limiter {
     /// }
     /// # Ok::<(), tenure::Error>(())
     /// ```
+    #[inline]
     pub fn check_local(&self, key: &str, cost: u32) -> Option<Result<Decision>> {
         let inner = &*self.inner;
-        if inner.store.is_shared() || inner.shadow.is_active() || observed() {
+        if !inner.inline || observed() {
             return None;
         }
         let policies = match self.policies() {
@@ -303,10 +319,8 @@ impl Limiter {
             Err(e) => return Some(Err(e)),
         };
         // A store error goes the long way, which reports it.
-        match inner.store.decide_inline(&request)? {
-            Ok(decision) => Some(Ok(decision)),
-            Err(_) => None,
-        }
+        let answer = inner.store.decide_inline(&request)?;
+        answer.is_ok().then_some(answer)
     }
 
     /// Takes `cost` units for `key` if all are allowed (none are taken otherwise).
@@ -455,6 +469,7 @@ impl Limiter {
 
     /// The checked request for `key`: bad input is refused here, before any
     /// store is asked.
+    #[inline]
     fn request<'a>(
         key: &'a str,
         policies: &'a [Policy],
@@ -647,6 +662,7 @@ impl Limiter {
 
 /// Whether a check is watched: a subscriber takes the `limit` span at
 /// `debug`, or the `metrics` feature counts decisions.
+#[inline]
 fn observed() -> bool {
     cfg!(feature = "metrics") || tracing::enabled!(tracing::Level::DEBUG)
 }

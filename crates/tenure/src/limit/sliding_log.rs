@@ -60,6 +60,7 @@ pub fn refund(
 /// assert_eq!(d.retry_after.unwrap().as_micros(), 1); // the first entry leaves at 11 s
 /// # Ok::<(), tenure::Error>(())
 /// ```
+#[inline]
 pub fn step(
     policy: &Policy,
     state: Option<&SlidingLogState>,

@@ -109,6 +109,7 @@ pub fn refund(
 /// assert_eq!(d.remaining, 2);
 /// # Ok::<(), tenure::Error>(())
 /// ```
+#[inline]
 pub fn step(
     policy: &Policy,
     state: Option<&SlidingWindowState>,

@@ -216,6 +216,7 @@ pub(crate) struct Eval {
 impl Eval {
     /// Turns the evaluation into a step; `commit` builds the state to store
     /// (as `(state, ttl_us)`) and is called only when something is to be written.
+    #[inline]
     pub(crate) fn finish<S>(
         self,
         policy: &Policy,
@@ -379,6 +380,65 @@ pub fn step(
         Mode::Reserve(_) => step_at(policy, key, state, now, cost, Mode::Consume),
         Mode::Consume | Mode::Peek => step_at(policy, key, state, now, cost, mode),
     }
+}
+
+/// [`step`] on a state held in place (an in-process table's entry): the
+/// next state, when the request keeps one (see [`keep`]; a lone policy
+/// commits when it admits, or refunds), is written over `state`. Answers the
+/// decision and, when `state` was replaced, its TTL.
+///
+/// A consume or a peek runs the algorithm's own step on its own state type,
+/// without wrapping a [`State`] in and out: the common check of a held key.
+///
+/// # Errors
+/// As [`step`].
+#[inline]
+pub(crate) fn step_in_place(
+    policy: &Policy,
+    key: &str,
+    state: &mut State,
+    now: Timestamp,
+    cost: u32,
+    mode: Mode,
+) -> Result<(Decision, Option<Duration>)> {
+    /// Writes a step's next state over `held` when it is to be kept.
+    #[inline]
+    fn put<S>(
+        step: Step<S>,
+        policy: &Policy,
+        mode: Mode,
+        held: &mut S,
+    ) -> (Decision, Option<Duration>) {
+        let decision = step.decision;
+        let commit = decision.allowed || mode == Mode::Refund;
+        let ttl = keep(step, policy, commit).map(|next| {
+            *held = next.state;
+            next.ttl
+        });
+        (decision, ttl)
+    }
+    macro_rules! dispatch {
+        ($($alg:ident => $module:ident),*) => {
+            match (policy.algorithm(), &mut *state) {
+                $((Algorithm::$alg, State::$alg(s)) => {
+                    let stepped = $module::step(policy, Some(&*s), now, cost, mode);
+                    return Ok(put(stepped, policy, mode, s));
+                })*
+                _ => {}
+            }
+        };
+    }
+    if matches!(mode, Mode::Consume | Mode::Peek) {
+        dispatch!(
+            Gcra => gcra,
+            TokenBucket => token_bucket,
+            SlidingLog => sliding_log,
+            SlidingWindow => sliding_window,
+            FixedWindow => fixed_window
+        );
+    }
+    let stepped = step(policy, key, Some(&*state), now, cost, mode)?;
+    Ok(put(stepped, policy, mode, state))
 }
 
 /// Whether `algorithm` can book units ahead. GCRA and the token bucket book

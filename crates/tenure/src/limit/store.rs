@@ -18,11 +18,11 @@ use super::decision::{Decision, Mode, Timestamp};
 use super::policy::Policy;
 use crate::error::{Error, Result};
 
-pub(crate) use super::step::keep;
 pub use super::step::{
     Applied, MAX_STORED, Next, Slot, State, Step, apply, check_cost, check_request, reserve_delay,
     step,
 };
+pub(crate) use super::step::{keep, step_in_place};
 
 /// One request to a limit store: take (or look at) `cost` units of `key` under
 /// every policy, atomically.

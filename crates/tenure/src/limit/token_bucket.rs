@@ -126,6 +126,7 @@ pub fn refund(
 /// assert!(d.allowed);
 /// # Ok::<(), tenure::Error>(())
 /// ```
+#[inline]
 pub fn step(
     policy: &Policy,
     state: Option<&TokenBucketState>,

@@ -70,7 +70,9 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 pub struct MemoryLimits {
     inner: Arc<Shared>,
     max_keys: usize,
-    origin: Instant,
+    /// When the store was made, on tokio's clock (kept as the `std` instant
+    /// it reads, which is subtracted without tokio's wrapper).
+    origin: std::time::Instant,
     origin_wall: Timestamp,
 }
 
@@ -112,7 +114,7 @@ impl MemoryLimits {
                 hasher: KeyHasher::default(),
             }),
             max_keys: DEFAULT_MAX_KEYS,
-            origin: Instant::now(),
+            origin: Instant::now().into_std(),
             origin_wall: Timestamp::now_wall(),
         }
     }
@@ -137,7 +139,9 @@ impl MemoryLimits {
 
     /// The store's clock now.
     pub fn now(&self) -> Timestamp {
-        self.origin_wall.plus(self.origin.elapsed())
+        let now = Instant::now().into_std();
+        self.origin_wall
+            .plus(now.saturating_duration_since(self.origin))
     }
 
     /// The hash of a user key: it picks the key's shard and its place there.

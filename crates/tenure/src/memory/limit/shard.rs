@@ -5,8 +5,8 @@
 use hashbrown::HashTable;
 
 use crate::error::Result;
-use crate::limit::store::{LimitRequest, State, keep, step};
-use crate::limit::{Decision, Mode, Policy, PolicyTag, Timestamp};
+use crate::limit::store::{LimitRequest, State, step_in_place};
+use crate::limit::{Decision, Policy, PolicyTag, Timestamp};
 
 /// A periodic sweep drops a state only once it has been expired this long
 /// (µs): a key that comes back soon after its state expired keeps its entry
@@ -132,23 +132,14 @@ impl Shard {
         let key = request.key;
         let keyed = self.entries.find_mut(hash, |k| *k.key == *key)?;
         let entry = keyed.state_mut(policy.tag())?;
-        let stepped = match step(
-            policy,
-            key,
-            Some(&entry.state),
-            now,
-            request.cost,
-            request.mode,
-        ) {
+        let (cost, mode) = (request.cost, request.mode);
+        let (decision, ttl) = match step_in_place(policy, key, &mut entry.state, now, cost, mode) {
             Ok(stepped) => stepped,
             Err(e) => return Some(Err(e)),
         };
-        let decision = stepped.decision;
-        let commit = decision.allowed || request.mode == Mode::Refund;
-        if let Some(next) = keep(stepped, policy, commit) {
-            entry.state = next.state;
-            entry.expires_at = now.plus(next.ttl).as_micros();
-            let at = entry.expires_at;
+        if let Some(ttl) = ttl {
+            let at = now.plus(ttl).as_micros();
+            entry.expires_at = at;
             self.expires(at);
             self.wrote(now, sweep_every);
         }
@@ -193,6 +184,14 @@ impl Shard {
         let (mut next, mut len) = (u64::MAX, 0);
         self.entries.retain(|keyed| {
             let states = &mut keyed.states;
+            // Most keys hold one policy's state, most of them live.
+            if let [(_, kept)] = states.as_slice()
+                && kept.expires_at > now
+            {
+                next = next.min(kept.expires_at);
+                len += 1;
+                return true;
+            }
             if states.iter().any(|(_, e)| e.expires_at <= now) {
                 states.retain(|(_, e)| e.expires_at > now);
             }

@@ -1,5 +1,5 @@
 //! The in-process limit store's own tests: the clock read before the lock,
-//! and the bound on keys over shards.
+//! the bound on keys over shards, and held keys stepped in place.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -206,4 +206,38 @@ fn the_count_of_keys_stays_exact_under_threads_that_add_expire_and_reset() {
         .map(|index| store.inner.shards.lock(index).len)
         .sum();
     assert_eq!(store.len(), counted);
+}
+
+#[test]
+fn a_held_key_is_stepped_in_place_as_the_pure_step_steps_it() {
+    use crate::limit::store::{State, keep, step};
+    let quota =
+        Quota::per_second(NonZeroU32::new(4).expect("4")).burst(NonZeroU32::new(3).expect("3"));
+    let modes = [
+        Mode::Consume,
+        Mode::Peek,
+        Mode::Refund,
+        Mode::Reserve(Duration::from_secs(1)),
+    ];
+    for algorithm in Algorithm::ALL {
+        let policies = [Policy::new(quota, algorithm).expect("policy")];
+        let store = MemoryLimits::new();
+        let mut state: Option<State> = None;
+        for i in 0..240u64 {
+            let mode = modes[usize::try_from(i % 4).expect("small")];
+            let cost = 1 + u32::try_from(i / 4 % 3).expect("small");
+            let now = Timestamp::from_micros(T0 + i * 70_000);
+            let request = LimitRequest::new("k", &policies, cost, mode);
+            let got = store
+                .decide_read(&request, Read::Given(now))
+                .expect("decision");
+            let stepped = step(&policies[0], "k", state.as_ref(), now, cost, mode).expect("step");
+            let want = stepped.decision;
+            let commit = want.allowed || mode == Mode::Refund;
+            if let Some(next) = keep(stepped, &policies[0], commit) {
+                state = Some(next.state);
+            }
+            assert_eq!(got, want, "{algorithm}, request {i}: {mode:?} of {cost}");
+        }
+    }
 }
