@@ -8,8 +8,9 @@
 //!   like-for-like pairs are compared ([`PAIRS`]): both layers as they come,
 //!   both writing rate-limit headers, neither writing any.
 //! - *instructions*: instructions per request of each of the same services
-//!   under `valgrind --tool=callgrind` (the difference of two runs of
-//!   different lengths, so start-up cancels out). Skipped without valgrind.
+//!   under `valgrind --tool=callgrind`, counted in the measured loop only
+//!   (the difference of two runs of different lengths, so what the loop
+//!   does once cancels out). Skipped without valgrind.
 //! - *load*: requests/s of axum servers on loopback under `wrk` (2 threads,
 //!   256 connections): bare, tower_governor, tenure-http in-process and
 //!   tenure-http on Redis. All connections come from 127.0.0.1: one key.
@@ -153,6 +154,17 @@ where
     for i in 0..requests / 10 {
         let _ = at_once(at_once(svc.ready()).unwrap().call(request(i)));
     }
+    timed(&mut svc, requests)
+}
+
+/// The measured requests of [`per_request`]: the only function whose
+/// instructions callgrind counts ([`TIMED`]).
+#[inline(never)]
+fn timed<S, B>(svc: &mut S, requests: u32) -> f64
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    S::Error: std::fmt::Debug,
+{
     let began = Instant::now();
     for i in 0..requests {
         let res = at_once(at_once(svc.ready()).unwrap().call(request(i))).unwrap();
@@ -160,6 +172,11 @@ where
     }
     began.elapsed().as_nanos() as f64 / f64::from(requests)
 }
+
+/// [`timed`] as callgrind names it. Only its instructions are counted: the
+/// set-up is not, which for tower_governor includes quanta's clock
+/// calibration, whose count varies by a million instructions from run to run.
+const TIMED: &str = "peers::http::timed";
 
 /// ns per request through a fresh service of layer `who` (of [`LAYERS`]).
 fn measure(who: &str, requests: u32) -> f64 {
@@ -213,8 +230,8 @@ async fn instructions(out: &mut Samples) {
         let (Some(a), Some(b)) = (callgrind(who, short).await, callgrind(who, long).await) else {
             continue;
         };
-        // Each run makes its requests plus a tenth more to warm up.
-        let requests = f64::from(long - short) * 1.1;
+        // Only the measured requests are counted, not the warm-up.
+        let requests = f64::from(long - short);
         out.add(format!("http.instr.{who}"), (b - a) / requests);
     }
 }
@@ -225,6 +242,7 @@ async fn callgrind(who: &str, n: u32) -> Option<f64> {
     let exe = std::env::current_exe().ok()?;
     let output = tokio::process::Command::new("valgrind")
         .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .args(["--collect-atstart=no", &format!("--toggle-collect={TIMED}")])
         .arg(exe)
         .env(COUNT, format!("{who}:{n}"))
         .output()
@@ -315,9 +333,9 @@ pub fn render(s: &Samples, out: &mut String) {
         out,
         "\nIn process: each service called {REQUESTS} times per measurement from \
          {CLIENTS} peer addresses, the layers interleaved {REPEATS} times per round \
-         (medians); instructions by `valgrind --tool=callgrind`, the difference of \
-         a run of 11 000 and one of 1 000 requests. A layer's overhead is its figure \
-         less the bare service's."
+         (medians); instructions by `valgrind --tool=callgrind` in the measured \
+         loop only, the difference of a run of 11 000 and one of 1 000 requests. \
+         A layer's overhead is its figure less the bare service's."
     );
     if s.median("http.load.bare").is_none() {
         return;

@@ -27,7 +27,6 @@ pin_project! {
     pub struct ResponseFuture<S, ReqB, F> {
         #[pin]
         state: State<S, ReqB, F>,
-        settings: Arc<Settings>,
     }
 }
 
@@ -40,6 +39,7 @@ pin_project! {
         key: Key,
         inner: Option<S>,
         req: Option<Request<ReqB>>,
+        settings: Arc<Settings>,
     }
 }
 
@@ -52,33 +52,62 @@ pin_project! {
         Calling {
             #[pin]
             fut: F,
-            decision: Option<Decision>,
-            // The key, when the limiter charged the request: for a cost
-            // settled after the response (boxed: rarely there).
-            charged: Option<Box<Key>>,
+            // What is left to do to the response, if anything: a response
+            // with nothing to add holds no reference to the settings.
+            after: Option<After>,
         },
         /// Answered by the middleware itself.
         Ready { res: Option<Response<Bytes>> },
     }
 }
 
+/// What an admitted response still needs once the inner service gives it.
+struct After {
+    settings: Arc<Settings>,
+    /// The decision whose rate-limit headers go on the response.
+    decision: Option<Decision>,
+    /// The key, when the limiter charged the request: for a cost settled
+    /// after the response (boxed: rarely there).
+    charged: Option<Box<Key>>,
+}
+
+impl After {
+    /// `None` when there is nothing to write and nothing to settle.
+    #[inline]
+    fn new(
+        settings: &Arc<Settings>,
+        decision: Option<Decision>,
+        charged: Option<Box<Key>>,
+    ) -> Option<After> {
+        (decision.is_some() || charged.is_some()).then(|| After {
+            settings: Arc::clone(settings),
+            decision,
+            charged,
+        })
+    }
+
+    /// Settles the request's cost and writes the headers on `res`.
+    fn apply<B>(self, res: &mut Response<B>) {
+        if let Some(key) = self.charged {
+            settle(&self.settings, *key, res.status(), res.headers());
+        }
+        if let Some(decision) = &self.decision {
+            self.settings.style.write(decision, res.headers_mut());
+        }
+    }
+}
+
 impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
-    pub(crate) fn ready(res: Response<Bytes>, settings: Arc<Settings>) -> Self {
+    pub(crate) fn ready(res: Response<Bytes>) -> Self {
         ResponseFuture {
             state: State::Ready { res: Some(res) },
-            settings,
         }
     }
 
     /// Calls the inner service without a decision (an allowed key).
-    pub(crate) fn calling(fut: F, settings: Arc<Settings>) -> Self {
+    pub(crate) fn calling(fut: F) -> Self {
         ResponseFuture {
-            state: State::Calling {
-                fut,
-                decision: None,
-                charged: None,
-            },
-            settings,
+            state: State::Calling { fut, after: None },
         }
     }
 
@@ -89,9 +118,9 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
     pub(crate) fn decided<ResB, E>(
         outcome: Result<Decision, LimiterError>,
         key: &str,
-        mut inner: S,
+        inner: &mut S,
         req: Request<ReqB>,
-        settings: Arc<Settings>,
+        settings: &Arc<Settings>,
     ) -> Self
     where
         S: Service<Request<ReqB>, Response = Response<ResB>, Error = E, Future = F>,
@@ -105,15 +134,16 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
             && !settings.shadow
             && settings.cost_after.is_none()
         {
+            // `after` first: the inner future is then built in its place.
+            let after = After::new(settings, settings.style.any().then_some(*decision), None);
             let state = State::Calling {
                 fut: inner.call(req),
-                decision: settings.style.any().then_some(*decision),
-                charged: None,
+                after,
             };
-            return ResponseFuture { state, settings };
+            return ResponseFuture { state };
         }
-        let state = after_check(Some(outcome), key, &mut inner, req, &settings);
-        ResponseFuture { state, settings }
+        let state = after_check(Some(outcome), key, inner, req, settings);
+        ResponseFuture { state }
     }
 
     pub(crate) fn checking(
@@ -130,9 +160,9 @@ impl<S, ReqB, F> ResponseFuture<S, ReqB, F> {
                     key,
                     inner: Some(inner),
                     req: Some(req),
+                    settings,
                 }),
             },
-            settings,
         }
     }
 }
@@ -161,18 +191,20 @@ fn after_check<S, ReqB, F, ResB, E>(
     key: &str,
     inner: &mut S,
     req: Request<ReqB>,
-    settings: &Settings,
+    settings: &Arc<Settings>,
 ) -> State<S, ReqB, F>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>, Error = E, Future = F>,
 {
     let charged = charged_key(&outcome, key, settings);
     match next_step(outcome, key, settings) {
-        Next::Call(decision) => State::Calling {
-            fut: inner.call(req),
-            decision,
-            charged,
-        },
+        Next::Call(decision) => {
+            let after = After::new(settings, decision, charged);
+            State::Calling {
+                fut: inner.call(req),
+                after,
+            }
+        }
         Next::Answer(res) => State::Ready { res: Some(res) },
     }
 }
@@ -220,21 +252,13 @@ where
                         panic!("ResponseFuture polled after completion");
                     };
                     let key = pending.key.as_str();
-                    let next = after_check(outcome, key, &mut inner, req, this.settings);
+                    let next = after_check(outcome, key, &mut inner, req, pending.settings);
                     this.state.set(next);
                 }
-                StateProj::Calling {
-                    fut,
-                    decision,
-                    charged,
-                } => {
-                    let res = ready!(fut.poll(cx))?;
-                    if let Some(key) = charged.take() {
-                        settle(this.settings, *key, res.status(), res.headers());
-                    }
-                    let mut res = res.map(RateLimitBody::inner);
-                    if let Some(decision) = decision.take() {
-                        this.settings.style.write(&decision, res.headers_mut());
+                StateProj::Calling { fut, after } => {
+                    let mut res = ready!(fut.poll(cx))?.map(RateLimitBody::inner);
+                    if let Some(after) = after.take() {
+                        after.apply(&mut res);
                     }
                     return Poll::Ready(Ok(res));
                 }

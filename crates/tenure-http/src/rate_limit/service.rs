@@ -54,32 +54,31 @@ where
     }
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
-        // The service that was driven to readiness is the one to call; keep a
-        // fresh clone for the next request (tower's usual dance).
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let settings = Arc::clone(&self.settings);
+        let settings = &self.settings;
         let key = match settings.key.key(&RequestHead::new(&req)) {
             Some(key) => key,
             None => match &settings.missing {
                 MissingKey::Bucket(bucket) => Key::from(bucket.as_str()),
-                MissingKey::Reject => {
-                    return ResponseFuture::ready(respond::missing_key(), settings);
-                }
+                MissingKey::Reject => return ResponseFuture::ready(respond::missing_key()),
             },
         };
         let text = key.as_str();
         if !settings.access.is_empty() {
             match settings.access.verdict(text) {
-                Access::Denied => return ResponseFuture::ready(respond::denied(), settings),
-                Access::Allowed => return ResponseFuture::calling(inner.call(req), settings),
+                Access::Denied => return ResponseFuture::ready(respond::denied()),
+                Access::Allowed => return ResponseFuture::calling(self.inner.call(req)),
                 _ => {}
             }
         }
         if let Some(outcome) = settings.store.check_now(text, settings.cost) {
-            return ResponseFuture::decided(outcome, text, inner, req, settings);
+            return ResponseFuture::decided(outcome, text, &mut self.inner, req, settings);
         }
         let check = settings.store.check(text, settings.cost);
-        ResponseFuture::checking(check, key, inner, req, settings)
+        // The service that was driven to readiness is the one to call once
+        // the limiter answers; keep a fresh clone for the next request
+        // (tower's usual dance). Only here: the other paths call it now.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::checking(check, key, inner, req, Arc::clone(settings))
     }
 }
