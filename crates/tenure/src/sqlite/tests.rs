@@ -562,9 +562,15 @@ async fn the_log_a_cold_start_reads_back_stays_short() {
         backend.release("k", &t).await.unwrap();
     }
     drop(backend);
-    // A frame is a 4 KiB page and its 24-byte header, after the log's own 32.
     let log = std::fs::metadata(format!("{}-wal", path.display())).unwrap();
-    let frames = (log.len().saturating_sub(32) / (4096 + 24)) as i64;
+    // (Closing this last connection then copies the log into the file.)
+    let page: i64 = Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "page_size", |r| r.get(0))
+        .unwrap();
+    assert_eq!(page, schema::PAGE_SIZE);
+    // A frame is a page and its 24-byte header, after the log's own 32.
+    let frames = (log.len().saturating_sub(32) / (page.unsigned_abs() + 24)) as i64;
     assert!(
         frames <= schema::CHECKPOINT_PAGES + 8,
         "{frames} frames in the log"
