@@ -243,13 +243,19 @@ pub fn default_path() -> Result<PathBuf, Failure> {
         ));
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| unusable("create the directory", dir, &e))?;
-        if ours {
-            tighten(dir, 0o700)?;
+        // Looked at first: the directory is there on every run but the first.
+        let found = std::fs::metadata(dir).ok().filter(|meta| meta.is_dir());
+        if found.is_none() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| unusable("create the directory", dir, &e))?;
+        }
+        match found {
+            Some(meta) if ours => narrow(dir, &meta, 0o700)?,
+            None if ours => tighten(dir, 0o700)?,
+            _ => {}
         }
     }
     // SQLite would create the file with the umask's mode; create it first
@@ -268,10 +274,7 @@ pub fn default_path() -> Result<PathBuf, Failure> {
                 for suffix in ["-wal", "-shm"] {
                     let mut side = path.clone().into_os_string();
                     side.push(suffix);
-                    let side = PathBuf::from(side);
-                    if side.exists() {
-                        tighten(&side, 0o600)?;
-                    }
+                    tighten_if_present(Path::new(&side), 0o600)?;
                 }
             }
         }
@@ -283,6 +286,21 @@ pub fn default_path() -> Result<PathBuf, Failure> {
 /// Removes the group and other permission bits of `path` beyond `mode`.
 fn tighten(path: &Path, mode: u32) -> Result<(), Failure> {
     let meta = std::fs::metadata(path).map_err(|e| unusable("inspect", path, &e))?;
+    narrow(path, &meta, mode)
+}
+
+/// [`tighten`] where `path` may be missing (then there is nothing to do).
+fn tighten_if_present(path: &Path, mode: u32) -> Result<(), Failure> {
+    match std::fs::metadata(path) {
+        Ok(meta) => narrow(path, &meta, mode),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(unusable("inspect", path, &e)),
+    }
+}
+
+/// Removes the permission bits of `path` (whose metadata is `meta`) beyond
+/// `mode`.
+fn narrow(path: &Path, meta: &std::fs::Metadata, mode: u32) -> Result<(), Failure> {
     if meta.permissions().mode() & 0o777 & !mode != 0 {
         let narrowed = meta.permissions().mode() & 0o777 & mode;
         std::fs::set_permissions(path, Permissions::from_mode(narrowed))

@@ -241,6 +241,16 @@ fn the_default_database_is_private_to_its_user() {
     let dir = s.path(".local/state/tenure");
     assert_eq!(mode(&dir), 0o700);
     assert_eq!(mode(&dir.join("tenure.db")), 0o600);
+    // The log and the shared memory beside it are tightened too.
+    let sides = [dir.join("tenure.db-wal"), dir.join("tenure.db-shm")];
+    for side in &sides {
+        std::fs::set_permissions(side, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let out = output(s.tenure().args(["run", "--key", "k", "--", "true"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    for side in &sides {
+        assert_eq!(mode(side), 0o600, "{}", side.display());
+    }
 
     let state = s.path("xdg");
     let dir = state.join("tenure");

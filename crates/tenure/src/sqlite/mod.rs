@@ -208,7 +208,9 @@ enum Commit {
 #[derive(Debug)]
 struct Conn {
     db: Connection,
-    commit: Commit,
+    /// The commit mode `synchronous` is set to; `None` until the first
+    /// transaction sets it (opening the file leaves it alone).
+    commit: Option<Commit>,
     /// Whether the file is in WAL mode (only there is [`Commit::Relaxed`]
     /// used).
     wal: bool,
@@ -290,13 +292,13 @@ fn attempt<T>(
         conn.wait = wait;
     }
     let commit = if conn.wal { commit } else { Commit::Durable };
-    if conn.commit != commit {
+    if conn.commit != Some(commit) {
         let level = match commit {
             Commit::Durable => "FULL",
             Commit::Relaxed => "NORMAL",
         };
         conn.db.pragma_update(None, "synchronous", level)?;
-        conn.commit = commit;
+        conn.commit = Some(commit);
     }
     let tx = conn.db.transaction_with_behavior(behavior)?;
     let now = HostTime::read(&inner.boot, &inner.bare_boot).map_err(Fault::Clock)?;
@@ -311,7 +313,7 @@ fn attempt<T>(
 async fn connect(path: PathBuf, busy_timeout: Duration, inline: bool) -> Result<Conn> {
     let conn = |db, wal, wait| Conn {
         db,
-        commit: Commit::Durable,
+        commit: None,
         wal,
         wait,
     };

@@ -32,9 +32,16 @@ pub(crate) const LEASES: &str = "tenure_leases";
 /// `PRAGMA wal_autocheckpoint`: the log's length in pages at which a commit
 /// copies it into the file (SQLite's default is 1000). The first connection
 /// to open the file reads the whole log back, so this bounds what a cold
-/// start reads (about 0.5 MB here against 4 MB); a checkpoint costs two
-/// fsyncs, once every sixty-odd `tenure run`s (two pages each).
+/// start reads (about 128 KB with [`PAGE_SIZE`], against 4 MB); a checkpoint
+/// costs two fsyncs, once every sixty-odd `tenure run`s (two pages each).
 pub(super) const CHECKPOINT_PAGES: i64 = 128;
+
+/// `PRAGMA page_size` of a file tenure creates (SQLite's default is 4096).
+/// A lease's row is a few hundred bytes and a commit writes each page it
+/// changed whole into the log, which a cold start reads back and checksums
+/// page by page: small pages make both a quarter as long. Files created
+/// with another page size keep it.
+pub(super) const PAGE_SIZE: i64 = 1024;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS tenure_leases (
@@ -82,25 +89,26 @@ CREATE TABLE IF NOT EXISTS tenure_clock (
 /// Opens (creating if needed) the database at `path`, not yet prepared
 /// (see [`prepare_within`]): no lock is taken.
 pub(crate) fn connect(path: &Path) -> Result<Connection> {
-    let unusable = |reason: String| storage(path, reason);
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    Connection::open_with_flags(path, flags).map_err(|e| storage(path, not_opened(path, &e)))
+}
+
+/// Why SQLite could not open `path`, in words a user can act on. The path is
+/// looked at only now: each look costs a system call, which a cold start
+/// that opens the file would pay for nothing.
+fn not_opened(path: &Path, e: &rusqlite::Error) -> String {
     if path.is_dir() {
-        return Err(unusable(
-            "the path is a directory, not a database file".into(),
-        ));
+        return "the path is a directory, not a database file".into();
     }
     if let Some(parent) = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
     {
-        return Err(unusable(format!(
-            "its directory {} does not exist",
-            parent.display()
-        )));
+        return format!("its directory {} does not exist", parent.display());
     }
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    Connection::open_with_flags(path, flags).map_err(|e| unusable(explain(&e)))
+    explain(e)
 }
 
 /// Why [`prepare_within`] left a file unprepared.
@@ -189,6 +197,10 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<bool, Prepar
     let found = Found::read(&snapshot)?;
     snapshot.finish()?;
     found.check_ownership()?;
+    if found.is_empty() {
+        // Only before the first write (switching to WAL writes the header).
+        conn.pragma_update(None, "page_size", PAGE_SIZE)?;
+    }
     // WAL lets readers (status) run while a writer holds the lock, and makes a
     // commit one append. It is a property of the file: set once, kept.
     let mode: String =
@@ -208,15 +220,15 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<bool, Prepar
     } else {
         tracing::debug!(%mode, "SQLite refused WAL mode; using its default journal");
     }
-    // FULL: a commit is on disk before it returns. Commits that can do
-    // without (grants, releases, renewals) switch to NORMAL in WAL mode; see
-    // `Commit` in the parent module.
-    conn.pragma_update(None, "synchronous", "FULL")?;
+    // `synchronous` is left to the first transaction, which sets the level
+    // its commit needs (see `Commit` in the parent module).
     if found.is_ready() {
         // The usual case: no write (and no fsync) just to open the file. A
         // file found ready stays ready: nothing drops tenure's tables.
         return Ok(wal);
     }
+    // FULL: the tables are on disk before the file is used.
+    conn.pragma_update(None, "synchronous", "FULL")?;
     // Creating the tables is serialised with other processes opening the same new
     // file; the ownership check is repeated under the write lock.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -233,7 +245,7 @@ fn prepare(conn: &mut Connection, busy_timeout: Duration) -> Result<bool, Prepar
 /// file of an older version gets the ones it lacks when opened (existing rows
 /// read them as NULL: no holder recorded, no wall-clock expiry). The last one
 /// came without a new schema version (versions that do not know it ignore
-/// it), so [`Found::is_ready`] looks for it.
+/// it), so [`Found`] looks for it.
 const MIGRATIONS: [(&str, &str, &str); 5] = [
     ("tenure_leases", "holder_host", "TEXT"),
     ("tenure_leases", "holder_pid", "INTEGER"),
@@ -263,7 +275,7 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Every object of [`CREATE`], for [`Found::is_ready`].
+/// Every object of [`CREATE`], for [`Found::read_all`].
 const OBJECTS: [&str; 6] = [
     "tenure_leases",
     "tenure_limits",
@@ -273,23 +285,64 @@ const OBJECTS: [&str; 6] = [
     "tenure_clock",
 ];
 
+/// The tables of [`CREATE`], for [`Found::read`]. Each index of [`CREATE`]
+/// is created in the transaction that creates its table, and nothing drops
+/// either: a file that has the tables has the indexes.
+const TABLES: [&str; 4] = [
+    "tenure_leases",
+    "tenure_limits",
+    "tenure_waiters",
+    "tenure_clock",
+];
+
 /// What one read of a file's header and schema found.
 struct Found {
     /// `PRAGMA application_id`.
     app: i32,
     /// `PRAGMA user_version`.
     version: i32,
-    /// How many objects the file's schema has.
-    objects: i64,
-    /// How many of [`OBJECTS`] it has.
-    ours: i64,
-    /// Whether it has the column of the last [`MIGRATIONS`] entry.
-    last_column: bool,
+    /// Whether the file's schema has any object.
+    has_objects: bool,
+    /// Whether it has every object of [`OBJECTS`] and the column of the last
+    /// [`MIGRATIONS`] entry.
+    complete: bool,
 }
 
 impl Found {
-    /// One statement: a cold start pays for every one.
+    /// Reads the header, and the schema as far as needed, inside the caller's
+    /// transaction (one snapshot). A cold start pays for every statement
+    /// compiled here, so a current file costs two small ones: the header's
+    /// two fields, then the tables and the last column looked up in the
+    /// schema SQLite loads anyway (no SQL). Anything else is read in full
+    /// by [`read_all`](Self::read_all).
     fn read(conn: &Connection) -> rusqlite::Result<Self> {
+        let app: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+        let version: i32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if app == APPLICATION_ID && version == SCHEMA_VERSION && Self::has_all(conn)? {
+            return Ok(Found {
+                app,
+                version,
+                has_objects: true,
+                complete: true,
+            });
+        }
+        Self::read_all(conn)
+    }
+
+    /// Whether the file has every table of [`TABLES`] and the column of the
+    /// last [`MIGRATIONS`] entry.
+    fn has_all(conn: &Connection) -> rusqlite::Result<bool> {
+        let (table, column, _) = MIGRATIONS[MIGRATIONS.len() - 1];
+        for name in TABLES {
+            if !conn.table_exists(Some("main"), name)? {
+                return Ok(false);
+            }
+        }
+        conn.column_exists(Some("main"), table, column)
+    }
+
+    /// Reads the header and counts the schema's objects, in one statement.
+    fn read_all(conn: &Connection) -> rusqlite::Result<Self> {
         let (table, column, _) = MIGRATIONS[MIGRATIONS.len() - 1];
         let names = vec!["?"; OBJECTS.len()].join(", ");
         let sql = format!(
@@ -302,22 +355,24 @@ impl Found {
         let mut params: Vec<&str> = OBJECTS.to_vec();
         params.extend([table, column]);
         conn.query_row(&sql, rusqlite::params_from_iter(params), |row| {
+            let ours: i64 = row.get(3)?;
             Ok(Found {
                 app: row.get(0)?,
                 version: row.get(1)?,
-                objects: row.get(2)?,
-                ours: row.get(3)?,
-                last_column: row.get::<_, i64>(4)? > 0,
+                has_objects: row.get::<_, i64>(2)? > 0,
+                complete: usize::try_from(ours) == Ok(OBJECTS.len()) && row.get::<_, i64>(4)? > 0,
             })
         })
     }
 
+    /// Whether the file is new: no header fields set, no objects.
+    fn is_empty(&self) -> bool {
+        self.app == 0 && self.version == 0 && !self.has_objects
+    }
+
     /// Whether the file is a tenure database of this schema with all its objects.
     fn is_ready(&self) -> bool {
-        self.app == APPLICATION_ID
-            && self.version == SCHEMA_VERSION
-            && usize::try_from(self.ours) == Ok(OBJECTS.len())
-            && self.last_column
+        self.app == APPLICATION_ID && self.version == SCHEMA_VERSION && self.complete
     }
 
     /// Refuses databases that belong to another application or a newer tenure.
@@ -336,7 +391,7 @@ impl Found {
                 "the file belongs to another application (application_id {app:#x}); tenure will not write into it"
             )));
         }
-        if self.objects > 0 {
+        if self.has_objects {
             return Err(Prepare::Foreign(
                 "the file is a SQLite database of another application (it has tables tenure did not create); \
                  tenure will not write into it"

@@ -488,10 +488,65 @@ async fn idle_fence_counters_are_pruned_by_later_grants() {
 async fn grants_commit_without_an_fsync() {
     let dir = tempfile::tempdir().unwrap();
     let backend = open(&dir.path().join("w.db")).await;
+    let synchronous = |backend: &SqliteStore| {
+        let conn = backend.inner.conn.lock().unwrap();
+        let level: i64 = conn
+            .db
+            .pragma_query_value(None, "synchronous", |r| r.get(0))
+            .unwrap();
+        (conn.commit, level)
+    };
     let t = token();
     grant(&backend, "k", &t).await;
-    let commit = backend.inner.conn.lock().unwrap().commit;
-    assert_eq!(commit, Commit::Relaxed);
+    // 1: NORMAL.
+    assert_eq!(synchronous(&backend), (Some(Commit::Relaxed), 1));
+    // Everything else commits durably (2: FULL), whatever came before.
+    backend.status("k").await.unwrap();
+    assert_eq!(synchronous(&backend), (Some(Commit::Durable), 2));
+}
+
+/// A file of schema version 2 written before the waiting line and the
+/// wall-clock expiry existed gets them when opened, and keeps its rows.
+#[tokio::test]
+async fn a_version_2_file_without_the_waiting_line_gets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.db");
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE tenure_leases (
+                key TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, token TEXT,
+                boot_id TEXT, expires_at_ms INTEGER, ttl_ms INTEGER,
+                holder_host TEXT, holder_pid INTEGER, holder_label TEXT,
+                acquired_at_ms INTEGER
+             ) STRICT, WITHOUT ROWID;
+             CREATE TABLE tenure_limits (
+                key TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL, expires_at_us INTEGER NOT NULL
+             ) STRICT, WITHOUT ROWID;
+             CREATE INDEX tenure_limits_expiry ON tenure_limits (expires_at_us);
+             CREATE TABLE tenure_clock (boot_id TEXT PRIMARY KEY NOT NULL, origin_us INTEGER NOT NULL) STRICT;
+             INSERT INTO tenure_leases (key, fence) VALUES ('old', 41);
+             PRAGMA application_id = 1464091982;
+             PRAGMA user_version = 2;",
+        )
+        .unwrap();
+    let backend = open(&path).await;
+    let conn = Connection::open(&path).unwrap();
+    assert!(conn.table_exists(Some("main"), "tenure_waiters").unwrap());
+    assert!(
+        conn.column_exists(Some("main"), "tenure_leases", "expires_at_wall_ms")
+            .unwrap()
+    );
+    let indexes: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'tenure_waiters_line'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(indexes, 1);
+    let fence = grant(&backend, "old", &token()).await;
+    assert!(fence > 41, "{fence}");
 }
 
 /// The log stays short: the first connection to open the file reads all of
@@ -507,9 +562,15 @@ async fn the_log_a_cold_start_reads_back_stays_short() {
         backend.release("k", &t).await.unwrap();
     }
     drop(backend);
-    // A frame is a 4 KiB page and its 24-byte header, after the log's own 32.
     let log = std::fs::metadata(format!("{}-wal", path.display())).unwrap();
-    let frames = (log.len().saturating_sub(32) / (4096 + 24)) as i64;
+    // (Closing this last connection then copies the log into the file.)
+    let page: i64 = Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "page_size", |r| r.get(0))
+        .unwrap();
+    assert_eq!(page, schema::PAGE_SIZE);
+    // A frame is a page and its 24-byte header, after the log's own 32.
+    let frames = (log.len().saturating_sub(32) / (page.unsigned_abs() + 24)) as i64;
     assert!(
         frames <= schema::CHECKPOINT_PAGES + 8,
         "{frames} frames in the log"
