@@ -288,23 +288,7 @@ async fn sqlite_errors_keep_the_rusqlite_error_as_their_source() {
 async fn a_version_1_file_is_migrated_and_keeps_its_fences() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v1.db");
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
-        "CREATE TABLE tenure_leases (
-            key TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, token TEXT,
-            boot_id TEXT, expires_at_ms INTEGER, ttl_ms INTEGER
-         ) STRICT, WITHOUT ROWID;
-         CREATE TABLE tenure_limits (
-            key TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL, expires_at_us INTEGER NOT NULL
-         ) STRICT, WITHOUT ROWID;
-         CREATE INDEX tenure_limits_expiry ON tenure_limits (expires_at_us);
-         CREATE TABLE tenure_clock (boot_id TEXT PRIMARY KEY NOT NULL, origin_us INTEGER NOT NULL) STRICT;
-         INSERT INTO tenure_leases (key, fence) VALUES ('old', 41);
-         PRAGMA application_id = 1464091982;
-         PRAGMA user_version = 1;",
-    )
-    .unwrap();
-    drop(conn);
+    write_old_file(&path, "", 1);
     let backend = open(&path).await;
     let version: i32 = Connection::open(&path)
         .unwrap()
@@ -505,20 +489,16 @@ async fn grants_commit_without_an_fsync() {
     assert_eq!(synchronous(&backend), (Some(Commit::Durable), 2));
 }
 
-/// A file of schema version 2 written before the waiting line and the
-/// wall-clock expiry existed gets them when opened, and keeps its rows.
-#[tokio::test]
-async fn a_version_2_file_without_the_waiting_line_gets_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("v2.db");
-    Connection::open(&path)
+/// Writes a file as an older version of tenure left it: schema `version`,
+/// the lease table with `extra_lease_columns` (SQL, after the first six),
+/// the limit and clock tables, and the lease `old` at fence 41.
+fn write_old_file(path: &std::path::Path, extra_lease_columns: &str, version: i32) {
+    Connection::open(path)
         .unwrap()
-        .execute_batch(
+        .execute_batch(&format!(
             "CREATE TABLE tenure_leases (
                 key TEXT PRIMARY KEY NOT NULL, fence INTEGER NOT NULL, token TEXT,
-                boot_id TEXT, expires_at_ms INTEGER, ttl_ms INTEGER,
-                holder_host TEXT, holder_pid INTEGER, holder_label TEXT,
-                acquired_at_ms INTEGER
+                boot_id TEXT, expires_at_ms INTEGER, ttl_ms INTEGER{extra_lease_columns}
              ) STRICT, WITHOUT ROWID;
              CREATE TABLE tenure_limits (
                 key TEXT PRIMARY KEY NOT NULL, state BLOB NOT NULL, expires_at_us INTEGER NOT NULL
@@ -527,9 +507,22 @@ async fn a_version_2_file_without_the_waiting_line_gets_it() {
              CREATE TABLE tenure_clock (boot_id TEXT PRIMARY KEY NOT NULL, origin_us INTEGER NOT NULL) STRICT;
              INSERT INTO tenure_leases (key, fence) VALUES ('old', 41);
              PRAGMA application_id = 1464091982;
-             PRAGMA user_version = 2;",
-        )
+             PRAGMA user_version = {version};"
+        ))
         .unwrap();
+}
+
+/// A file of schema version 2 written before the waiting line and the
+/// wall-clock expiry existed gets them when opened, and keeps its rows.
+#[tokio::test]
+async fn a_version_2_file_without_the_waiting_line_gets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.db");
+    write_old_file(
+        &path,
+        ", holder_host TEXT, holder_pid INTEGER, holder_label TEXT, acquired_at_ms INTEGER",
+        2,
+    );
     let backend = open(&path).await;
     let conn = Connection::open(&path).unwrap();
     assert!(conn.table_exists(Some("main"), "tenure_waiters").unwrap());
