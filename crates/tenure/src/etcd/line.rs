@@ -273,10 +273,9 @@ impl EtcdStore {
             if !matches!(joined, Ok(Some(_))) {
                 // Its fate is unknown (or it named an ended lease): a lease
                 // key it wrote is bound to the holder's etcd lease, revoked
-                // here; a place, to the places' lease, retired so that it
-                // ends within a second.
+                // here; a place it wrote is swept.
                 self.revoke_in_background(held.id);
-                self.retire_place_lease(Some(placed.id)).await;
+                self.sweep_place(key, &keys.place);
             }
             match joined {
                 Ok(Some(reply)) => return Ok((held, placed, reply)),
@@ -373,8 +372,8 @@ impl EtcdStore {
 
     /// Leaves the line of `key`: deletes our place, and the lease key too when
     /// a look we never heard back from took it; ends the holder's etcd lease.
-    /// When that fails, the places' lease is retired (the place ends with
-    /// it).
+    /// When that fails, the holder's etcd lease is revoked all the same and
+    /// the place is swept.
     pub(super) async fn leave(
         &self,
         key: &str,
@@ -402,7 +401,10 @@ impl EtcdStore {
         let reply = match self.txn("leave", key, txn).await {
             Ok(reply) => reply,
             Err(e) => {
-                self.retire_place_lease(place.map(|p| p.granted.id)).await;
+                if let Some(p) = place {
+                    self.revoke_in_background(p.holder.id);
+                }
+                self.sweep_place(key, &keys.place);
                 return Err(e);
             }
         };
@@ -485,7 +487,7 @@ impl EtcdStore {
     /// it keeps the places' lease alive when that is due, and its holder's
     /// etcd lease when that was refreshed more than a quarter of its TTL ago,
     /// without a transaction. `false` when the waiter is concerned, or a
-    /// lease ended, was retired or could not be refreshed (then it looks).
+    /// lease ended or could not be refreshed (then it looks).
     async fn stays(&self, key: &str, keys: &LineKeys, token: &OwnerToken, place: Place) -> bool {
         let Some(turn) = self.turn(keys, token) else {
             return false;

@@ -9,13 +9,15 @@
 //! process stops refreshing it, so its places go within the place lifetime
 //! plus etcd's expiry sweep, as before.
 //!
-//! A place that could not be deleted (its leave failed, or a first look's
-//! fate is unknown) would stay as long as the process's other waiters keep
-//! the lease alive: the lease is *retired* then. Nobody refreshes it any
-//! more, so it ends within the place lifetime and takes the stray place with
-//! it; the process's other waiters, finding it retired at their next look,
-//! move their places to a fresh lease (a put on an existing key keeps its
-//! create revision, so they keep their turns).
+//! A place that may have been left behind while the process lives on (a
+//! first look whose fate is unknown, a leave that failed) would live as long
+//! as the process's other waiters keep the lease alive: it is *swept* — its
+//! key deleted in the background, at once and again after twice the call
+//! budget, by when a request that wrote it has in practice been applied or
+//! dropped ([`EtcdStore::sweep_place`]). (Ending
+//! the shared lease instead would make every waiter of the process stand in
+//! line again at once: a storm, under exactly the load that makes requests
+//! time out.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +25,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use super::api::etcdserverpb::{RequestOp, TxnRequest};
 use super::lease::{EtcdStore, Granted};
 use crate::error::Result;
 use crate::lease::PLACE_LIFETIME;
@@ -75,8 +78,8 @@ impl EtcdStore {
 
     /// Keeps the places' lease `id` alive when that is due (whichever
     /// waiter asks first sends the keep-alive); `false` when `id` is no
-    /// longer the current lease (retired, or ended: the place is gone or
-    /// going, and the waiter stands in line again).
+    /// longer the current lease (it ended, and the place with it: the
+    /// waiter stands in line again).
     pub(super) async fn keep_places(&self, key: &str, id: i64) -> Result<bool> {
         let mut current = self.places.current.lock().await;
         let Some(c) = current.as_mut().filter(|c| c.granted.id == id) else {
@@ -94,13 +97,21 @@ impl EtcdStore {
         Ok(false)
     }
 
-    /// Stops refreshing the places' lease `id` (any lease, with `None`): a
-    /// place on it may have been left behind. It ends within its TTL; new
-    /// places get a fresh one.
-    pub(super) async fn retire_place_lease(&self, id: Option<i64>) {
-        let mut current = self.places.current.lock().await;
-        if current.is_some_and(|c| id.is_none_or(|id| c.granted.id == id)) {
-            *current = None;
-        }
+    /// Deletes the place `place_key` in the background, at once and again
+    /// after twice the call budget (a request that wrote it and timed out
+    /// may still be applied after the first delete); `key` names it in
+    /// errors.
+    pub(super) fn sweep_place(&self, key: &str, place_key: &str) {
+        let (store, key, place_key) = (self.clone(), key.to_string(), place_key.to_string());
+        let later = 2 * self.conn.timeout();
+        tokio::spawn(async move {
+            for pause in [Duration::ZERO, later] {
+                tokio::time::sleep(pause).await;
+                let delete = TxnRequest::new().and_then([RequestOp::delete(place_key.as_str())]);
+                if let Err(e) = store.txn("leave", &key, delete).await {
+                    tracing::debug!(key, error = %e, "sweeping a place left in line failed");
+                }
+            }
+        });
     }
 }
