@@ -256,8 +256,8 @@ async fn curves(
         {
             eprintln!("hand-off latency against waiters on {store}");
             let tenure = tenure::Coordinator::connect(&url).await.unwrap();
-            // etcd's line costs more per waiter (see BENCHMARKS.md): its
-            // 1000-waiter point takes minutes, so it is opt-in.
+            // etcd reads the whole line in each look (see docs/etcd.md):
+            // its 1000-waiter point takes half a minute, so it is opt-in.
             let most = if store == "etcd" && !big {
                 100
             } else {
