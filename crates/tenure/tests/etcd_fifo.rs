@@ -83,6 +83,22 @@ fn started(etcd: &EtcdCluster, method: &str) -> u64 {
         .sum()
 }
 
+/// etcd's gauge of its open watchers, from its `/metrics` page.
+fn watchers(etcd: &EtcdCluster) -> u64 {
+    let mut stream = std::net::TcpStream::connect(etcd.member(0).addr()).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).unwrap();
+    page.lines()
+        .find_map(|l| l.strip_prefix("etcd_debugging_mvcc_watcher_total "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
 /// Starts `n` waiters on `lease` one after the other, each once the one
 /// before it stands in line; each records its turn and fence and releases it.
 async fn queue_waiters(lease: &tenure::Lease, c: &Admin, n: usize) -> fifo_common::Line {
@@ -160,9 +176,98 @@ async fn a_hand_off_costs_the_release_and_one_look() {
     );
 }
 
+/// The waiters of one process share one etcd watch of their line, so a
+/// change of the line reaches the process once, not once per waiter; and
+/// since the watch is open before a later waiter's first look, that look
+/// stands it in line: one transaction each (a watch of its own, opened after
+/// the first refusal, would need a second look).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_one_process_share_one_watch_and_stand_with_one_look() {
+    let etcd = EtcdCluster::single();
+    let (tenure, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
+    let lease = tenure
+        .lease("shared")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    // The first waiter watches the line (and looks once more).
+    let watches = started(&etcd, "Watch");
+    let mut waiters = vec![fifo_common::spawn_wait(&lease)];
+    until_in_line(&mut c, "shared", 1).await;
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while started(&etcd, "Watch") == watches {
+        assert!(Instant::now() < give_up, "the first waiter never watched");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    const LATER: usize = 7;
+    let before = (started(&etcd, "Watch"), started(&etcd, "Txn"));
+    for i in 1..=LATER {
+        waiters.push(fifo_common::spawn_wait(&lease));
+        until_in_line(&mut c, "shared", i as i64 + 1).await;
+    }
+    let watches = started(&etcd, "Watch") - before.0;
+    let txns = started(&etcd, "Txn") - before.1;
+    println!("{LATER} later waiters stood in line: {watches} Watch, {txns} Txn");
+    assert_eq!(watches, 0, "the later waiters share the first one's watch");
+    // A watch of its own, opened after the first look, would need a second.
+    assert!(
+        txns <= LATER as u64,
+        "{txns} transactions for {LATER} waiters"
+    );
+    holder.release().await.unwrap();
+    let mut last = None;
+    for (i, w) in waiters.into_iter().enumerate() {
+        let out = tokio::time::timeout(Duration::from_secs(10), w).await;
+        let guard = out
+            .unwrap_or_else(|_| panic!("waiter {i} was not served in its turn"))
+            .unwrap()
+            .unwrap()
+            .into_guard()
+            .expect("acquired");
+        assert!(Some(guard.fence()) > last, "fences rise");
+        last = Some(guard.fence());
+        guard.release().await.unwrap();
+    }
+    assert_eq!(in_line(&mut c, "shared").await, 0);
+}
+
+/// A watch ends on etcd when its waiters are gone: waits that end one after
+/// the other, each with its own watch of the line, leave no etcd watcher
+/// behind (one that stayed would be sent every later change of the line,
+/// so each wait would make every later hand-off dearer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watches_of_ended_waits_end_on_etcd() {
+    let etcd = EtcdCluster::single();
+    let tenure = connect(&etcd.url()).await;
+    let lease = tenure
+        .lease("ended")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let before = watchers(&etcd);
+    for _ in 0..5 {
+        let out = lease.attempt_within(Duration::from_millis(300)).await;
+        assert!(matches!(out, Ok(Attempt::Held { .. })), "{out:?}");
+    }
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = watchers(&etcd);
+        if now <= before {
+            break;
+        }
+        assert!(Instant::now() < give_up, "{now} watchers, {before} before");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    holder.release().await.unwrap();
+}
+
 /// Waiters that nothing concerns run no transactions: their heartbeat looks
-/// are answered by their watches and only keep their etcd leases alive;
-/// they are still served in order when the lease comes free.
+/// are answered by their watches and only keep their etcd leases alive —
+/// the places' lease of the process, shared, about four times a second
+/// whatever the number of waiters, and each holder's etcd lease once a
+/// quarter of its TTL; they are still served in order when the lease comes
+/// free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_waiters_do_not_ask_etcd_every_second() {
     let etcd = EtcdCluster::single();
@@ -183,6 +288,9 @@ async fn idle_waiters_do_not_ask_etcd_every_second() {
     println!("{WAITERS} idle waiters in 3 s: {txns} Txn, {keep_alives} LeaseKeepAlive");
     // Asking at every look would be a transaction per waiter per second (12).
     assert!(txns <= 2, "{txns} transactions");
+    // A keep-alive of each waiter's own etcd leases at every heartbeat would
+    // be about 4 × 2 × 4 × 3 = 96.
+    assert!(keep_alives <= 16, "{keep_alives} keep-alives");
     holder.release().await.unwrap();
     for w in waiters {
         w.await.unwrap();

@@ -18,7 +18,9 @@
 //! adds the 10⁶-key memory point and etcd's 1000-waiter point; `TENURE_BENCH_ONLY` (comma-separated:
 //! `distinct`, `cost`, `contended`, `limiter`, `blocked`, `local`, `quorum`,
 //! `cli`, `http`, `waiters`, `memory`, `list`, `coldstart`) runs only those
-//! workloads, and the tables then show the others as not measured.
+//! workloads, and the tables then show the others as not measured;
+//! `TENURE_BENCH_STORES` (comma-separated: `redis`, `sqlite`, `etcd`) runs the
+//! waiters curve on those stores only.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -241,15 +243,21 @@ async fn curves(
         let dir = tempfile_dir("waiters");
         let waiters = upto(&report_curves::WAITERS, if quick { 100 } else { 1000 });
         let etcd = tenure_test::EtcdCluster::single();
+        let stores = std::env::var("TENURE_BENCH_STORES").unwrap_or_default();
+        let store_wanted =
+            |name: &str| stores.is_empty() || stores.split(',').any(|s| s.trim() == name);
         for (store, url) in [
             ("redis", server.url()),
             ("sqlite", format!("sqlite:{}", dir.join("w.db").display())),
             ("etcd", etcd.url()),
-        ] {
+        ]
+        .into_iter()
+        .filter(|(store, _)| store_wanted(store))
+        {
             eprintln!("hand-off latency against waiters on {store}");
             let tenure = tenure::Coordinator::connect(&url).await.unwrap();
-            // etcd's line costs more per waiter (see BENCHMARKS.md): its
-            // 1000-waiter point takes minutes, so it is opt-in.
+            // etcd reads the whole line in each look (see docs/etcd.md):
+            // its 1000-waiter point takes half a minute, so it is opt-in.
             let most = if store == "etcd" && !big {
                 100
             } else {

@@ -4,10 +4,13 @@
 //! metadata and renewed when etcd says it is no longer valid.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio_stream::StreamExt;
+use tokio::sync::oneshot;
+use tokio_stream::{Stream, StreamExt};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Status, Streaming};
@@ -36,6 +39,33 @@ const REQUIRE_LEADER: (&str, &str) = ("hasleader", "true");
 
 /// The metadata that carries the authentication token.
 const TOKEN: &str = "token";
+
+/// An open watch on etcd; dropping it ends the watch.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    replies: Streaming<WatchResponse>,
+    /// Keeps the request stream open; dropped, it ends it.
+    _open: oneshot::Sender<()>,
+}
+
+impl Watch {
+    /// The next reply; `None` when etcd ended the stream.
+    pub(crate) async fn message(&mut self) -> Result<Option<WatchResponse>, Status> {
+        self.replies.message().await
+    }
+}
+
+/// The rest of a watch's request stream: nothing, until the watch is
+/// dropped; then it ends.
+struct UntilDropped(oneshot::Receiver<()>);
+
+impl Stream for UntilDropped {
+    type Item = WatchRequest;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WatchRequest>> {
+        Pin::new(&mut self.0).poll(cx).map(|_| None)
+    }
+}
 
 /// A client of one etcd cluster; cheap to clone.
 #[derive(Clone)]
@@ -204,24 +234,30 @@ impl Client {
     }
 
     /// Opens a watch: its replies, the first of which confirms it. The
-    /// watch lives until the returned stream is dropped.
-    pub(crate) async fn watch(
-        &self,
-        create: WatchCreateRequest,
-    ) -> Result<Streaming<WatchResponse>, Status> {
+    /// watch lives until the returned [`Watch`] is dropped.
+    pub(crate) async fn watch(&self, create: WatchCreateRequest) -> Result<Watch, Status> {
         self.call(create, |channel, request| async move {
-            // The request stream stays open (a watch whose client closed its
-            // side may be ended by etcd): the create, then nothing.
+            // The request stream stays open while the watch lives: the
+            // create, then nothing (etcd keeps a watch whose client closed
+            // its side). It ends when the watch is dropped: with the replies
+            // dropped too, HTTP/2 resets the stream, which ends the watch on
+            // etcd. (A request stream that never ends would keep the stream,
+            // and etcd's watcher, open until the connection closes.)
+            let (open, dropped) = oneshot::channel();
             let requests = request.map(|create| {
                 let create = WatchRequest {
                     request_union: Some(RequestUnion::CreateRequest(create)),
                 };
-                tokio_stream::once(create).chain(tokio_stream::pending())
+                tokio_stream::once(create).chain(UntilDropped(dropped))
             });
-            Ok(WatchClient::new(channel)
+            let replies = WatchClient::new(channel)
                 .watch(requests)
                 .await?
-                .into_inner())
+                .into_inner();
+            Ok(Watch {
+                replies,
+                _open: open,
+            })
         })
         .await
     }

@@ -84,6 +84,11 @@ impl EtcdConn {
         Ok(conn)
     }
 
+    /// How long one call may take.
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The endpoints, for messages (never a password).
     pub(super) fn display(&self) -> &str {
         &self.display

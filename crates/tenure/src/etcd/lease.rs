@@ -6,22 +6,24 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
-use tonic::{Status, Streaming};
+use tonic::Status;
 
 use super::api::etcdserverpb::compare::CompareResult;
 use super::api::etcdserverpb::{
     Compare, RangeRequest, RequestOp, ResponseOp, TxnRequest, TxnResponse, WatchCreateRequest,
-    WatchResponse,
 };
 use super::api::mvccpb::event::EventType;
 use super::api::mvccpb::{Event, KeyValue};
+use super::client::Watch;
 use super::conn::EtcdConn;
 use super::holder::{self, holder_key, is_holder_key};
 use super::keys::{
     companions_end, etcd_ttl_secs, lease_key, line_prefix, range_end, record_key, ttl_left,
 };
-use super::line::{self, Turns};
+use super::line;
+use super::line_watch::LineWatches;
 use super::options::{EtcdOptions, EtcdUrl};
+use super::place_lease::PlaceLease;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
 use crate::lease::{
@@ -44,8 +46,11 @@ pub struct EtcdStore {
     /// extend and release need it. A miss (another process's store, a handle
     /// rebuilt) is answered by reading the key.
     leases: Arc<Mutex<HashMap<(String, String), Granted>>>,
-    /// The waiters' views of their waiting lines, for their watches.
-    pub(super) turns: Turns,
+    /// The waiting lines this process watches, and its waiters' views of
+    /// them.
+    pub(super) lines: LineWatches,
+    /// The etcd lease this handle's places in line are bound to.
+    pub(super) places: PlaceLease,
 }
 
 /// An etcd lease we granted for one acquisition.
@@ -84,7 +89,8 @@ impl EtcdStore {
             conn,
             prefix: options.prefix,
             leases: Arc::new(Mutex::new(HashMap::new())),
-            turns: Arc::default(),
+            lines: LineWatches::default(),
+            places: PlaceLease::default(),
         })
     }
 
@@ -565,6 +571,10 @@ impl LeaseStore for EtcdStore {
         self.watch_for_turn(key, token).await
     }
 
+    fn ready_turn_watch(&self, key: &str, token: &OwnerToken) -> Option<ReleaseWatch> {
+        self.ready_watch_for_turn(key, token)
+    }
+
     fn describe(&self) -> String {
         self.conn.display().to_string()
     }
@@ -601,12 +611,7 @@ impl EtcdStore {
 
     /// Opens an etcd watch on the keys in `[start, end)` and waits for etcd
     /// to confirm it; `None` when it does not.
-    pub(super) async fn open_watch(
-        &self,
-        key: &str,
-        start: &str,
-        end: Vec<u8>,
-    ) -> Option<Streaming<WatchResponse>> {
+    pub(super) async fn open_watch(&self, key: &str, start: &str, end: Vec<u8>) -> Option<Watch> {
         let create = WatchCreateRequest {
             key: start.as_bytes().to_vec(),
             range_end: end,

@@ -1,15 +1,17 @@
 //! The waiting line of a lease on etcd: waiters are served in the order they
 //! stood in line, by create revision, as with etcd's own concurrency mutex.
 //!
-//! - **A place** is the key `{lease key}\0line\0{token}`, bound to an etcd
-//!   lease of the waiter's own with etcd's shortest TTL, one second; its
-//!   create revision is its position. Every look that asks etcd (one per
-//!   heartbeat, every 250 ms) refreshes that etcd lease, so a waiter that is
-//!   killed loses its place within about a second and a half (the TTL plus
-//!   etcd's expiry sweep), whatever the lease's TTL; a waiter whose wait
-//!   ends (or is cancelled) deletes it at once.
+//! - **A place** is the key `{lease key}\0line\0{token}`, bound to the
+//!   etcd lease this process's places share (see `place_lease.rs`), with
+//!   etcd's shortest TTL, one second; its create revision is its position.
+//!   The waiters' heartbeats (every 250 ms) keep that lease alive, whichever
+//!   finds it due, so a waiter that is killed loses its place within about a
+//!   second and a half (the TTL plus etcd's expiry sweep), whatever the
+//!   lease's TTL; a waiter whose wait ends (or is cancelled) deletes it at
+//!   once.
 //! - **The holder's etcd lease**, with the lease's TTL (rounded up to whole
-//!   seconds), is granted with the place and refreshed by the same looks: a
+//!   seconds), is granted when the waiter stands in line and kept alive by
+//!   its looks (by a heartbeat, once a quarter of its TTL has passed): a
 //!   look that takes the lease binds the key to it.
 //! - **A look** is one transaction: if the lease key does not exist, our place
 //!   is still there, and every place in the line was created no earlier than
@@ -19,27 +21,28 @@
 //!   just ahead of it. The waiter's holder etcd lease becomes the holder's, and
 //!   the look's keep-alive of it, sent with the transaction, is what lets the
 //!   holder count its validity from the look.
-//! - **The first look** grants both etcd leases (at once) and, in one
-//!   transaction, takes the lease when it is free with nobody in line, else
-//!   puts our place at the end.
+//! - **The first look** grants the holder's etcd lease (and the places'
+//!   lease, when this process has none) and, in one transaction, takes the
+//!   lease when it is free with nobody in line, else puts our place at the
+//!   end.
 //! - **A plain acquire** (`try_acquire`) does not jump a line that is not
 //!   empty: it creates the key only when nobody stands in line. A line whose
 //!   first waiter died frees itself when that waiter's TTL runs out.
-//! - **Waking** is filtered in this process (see `turn.rs`): each waiter's
-//!   watch wakes it only on the lease key's deletion when it is first in
+//! - **Waking** is filtered in this process (see `turn.rs`): one etcd watch
+//!   per line per process (see `line_watch.rs`) feeds every waiter's view,
+//!   which wakes it only on the lease key's deletion when it is first in
 //!   line, or on the deletion of the place just ahead of it (or of its own).
+//!   When the line's watch is open already, a waiter joins it before its
+//!   first look, which then stands it in line: no second look.
 //! - **Quiet looks**: the lease layer looks every 250 ms on its own. While
 //!   the watch lives and nothing has concerned the waiter since its last
 //!   look, such a look is answered here (held, same place) without a
-//!   transaction: it could only find what the last one found. It only
-//!   refreshes the waiter's two etcd leases (keep-alives) when the place was
-//!   refreshed more than a quarter of its TTL ago.
+//!   transaction: it could only find what the last one found. It only sends
+//!   the keep-alives that are due (the places' lease, the holder's).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::api::etcdserverpb::compare::CompareResult;
@@ -47,19 +50,17 @@ use super::api::etcdserverpb::range_request::{SortOrder, SortTarget};
 use super::api::etcdserverpb::{
     Compare, PutRequest, RangeRequest, RequestOp, TxnRequest, TxnResponse,
 };
-use super::api::mvccpb::event::EventType;
+use super::conn::map_error;
 use super::holder::{self, holder_key};
 use super::keys::{companions_end, line_prefix, permit_key, range_end};
 use super::lease::{EtcdStore, Granted, first_kv, lease_not_found};
-use super::turn::{Change, Standing, Turn};
+use super::line_watch::WaiterId;
+use super::turn::{Standing, Turn};
 use crate::error::{Error, Result};
 use crate::lease::{
-    AcquireReply, HolderInfo, PLACE_LIFETIME, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
+    AcquireReply, HolderInfo, QueuePlace, ReleaseOutcome, ReleaseWatch, valid_until,
 };
 use crate::token::OwnerToken;
-
-/// The waiters' views of their lines, by (lease key, token), while they watch.
-pub(super) type Turns = Arc<Mutex<HashMap<(String, String), Arc<Mutex<Turn>>>>>;
 
 /// What one waiter's look answers: the reply and its place, if any.
 type Looked = (AcquireReply, Option<QueuePlace>);
@@ -117,6 +118,16 @@ impl LineKeys {
             place: permit_key(&prefix, token.as_str()),
             prefix,
             lease,
+        }
+    }
+
+    /// Where `token`'s view of this line is kept.
+    fn waiter<'a>(&'a self, token: &'a OwnerToken) -> WaiterId<'a> {
+        WaiterId {
+            lease: &self.lease,
+            prefix: &self.prefix,
+            place: &self.place,
+            token: token.as_str(),
         }
     }
 }
@@ -186,9 +197,9 @@ impl EtcdStore {
         let keys = LineKeys::new(self, key, token);
         if let Some(place) = place.and_then(Place::parse) {
             // Nothing concerned us since the last look: it would find the
-            // lease held or someone ahead, as that one did. Only the place
-            // (and the holder's etcd lease) may need a refresh.
-            if self.is_quiet(&keys, token, place) || self.refresh(key, &keys, token, place).await {
+            // lease held or someone ahead, as that one did. Only the places'
+            // and the holder's etcd leases may need a refresh.
+            if self.stays(key, &keys, token, place).await {
                 let held = AcquireReply::Held { ttl_left: None };
                 return Ok((held, Some(place.queued())));
             }
@@ -210,20 +221,8 @@ impl EtcdStore {
         holder: Option<&HolderInfo>,
     ) -> Result<Looked> {
         let (start, sent) = (crate::clock::now(), Instant::now());
-        let (held, placed) = self.grant_both(key, ttl).await?;
-        let txn = join_txn(keys, token, holder, held.id, placed.id);
-        let reply = match self.txn("wait", key, txn).await {
-            Ok(reply) => reply,
-            Err(e) => {
-                // Its fate is unknown: whatever it wrote is bound to these
-                // leases, so revoking them undoes the look.
-                self.revoke_in_background(held.id);
-                self.revoke_in_background(placed.id);
-                return Err(e);
-            }
-        };
+        let (held, placed, reply) = self.join_line(key, keys, token, ttl, holder).await?;
         if reply.succeeded {
-            // (The place's etcd lease, unused, ends within a second.)
             let fence = self.created_fence(&keys.lease, first_kv(reply.responses))?;
             self.remember(&keys.lease, token, held);
             let valid_until = valid_until(start, ttl);
@@ -254,20 +253,56 @@ impl EtcdStore {
         Ok((AcquireReply::Held { ttl_left: None }, Some(place.queued())))
     }
 
-    /// The holder's etcd lease (the lease's TTL) and the place's (etcd's
-    /// shortest), granted at once; neither is left behind on an error.
+    /// The first look's transaction, on fresh etcd leases (granted again
+    /// once when the places' lease turns out to have ended).
+    async fn join_line(
+        &self,
+        key: &str,
+        keys: &LineKeys,
+        token: &OwnerToken,
+        ttl: Duration,
+        holder: Option<&HolderInfo>,
+    ) -> Result<(Granted, Granted, TxnResponse)> {
+        let mut tries = 2;
+        loop {
+            tries -= 1;
+            let (held, placed) = self.grant_both(key, ttl).await?;
+            let txn = join_txn(keys, token, holder, held.id, placed.id);
+            self.looks(keys, token);
+            let joined = self.txn_on_lease("wait", key, txn).await;
+            if !matches!(joined, Ok(Some(_))) {
+                // Its fate is unknown (or it named an ended lease): a lease
+                // key it wrote is bound to the holder's etcd lease, revoked
+                // here; a place it wrote is swept.
+                self.revoke_in_background(held.id);
+                self.sweep_place(key, &keys.place);
+            }
+            match joined {
+                Ok(Some(reply)) => return Ok((held, placed, reply)),
+                Ok(None) if tries > 0 => continue,
+                Ok(None) => {
+                    // Twice: a cluster in trouble (a leader change revoking
+                    // leases); worth trying again later.
+                    let ended = tonic::Status::unavailable("etcd ended a fresh lease at once");
+                    return Err(map_error(self.conn.display(), "wait", key, ended));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The holder's etcd lease (the lease's TTL), granted, and the places'
+    /// lease of this process (see `place_lease.rs`), at once; the holder's
+    /// is not left behind on an error.
     async fn grant_both(&self, key: &str, ttl: Duration) -> Result<(Granted, Granted)> {
-        let (held, placed) = tokio::join!(
-            self.grant("wait", key, ttl),
-            self.grant("wait", key, PLACE_LIFETIME)
-        );
+        let (held, placed) = tokio::join!(self.grant("wait", key, ttl), self.place_lease(key));
         match (held, placed) {
             (Ok(held), Ok(placed)) => Ok((held, placed)),
-            (Ok(g), Err(e)) | (Err(e), Ok(g)) => {
+            (Ok(g), Err(e)) => {
                 self.revoke_in_background(g.id);
                 Err(e)
             }
-            (Err(e), Err(_)) => Err(e),
+            (Err(e), _) => Err(e),
         }
     }
 
@@ -284,13 +319,15 @@ impl EtcdStore {
     ) -> Result<Option<Looked>> {
         let (start, sent) = (crate::clock::now(), Instant::now());
         let txn = look_txn(keys, token, holder, place);
-        // The keep-alives keep the place and the holder's etcd lease; when
+        self.looks(keys, token);
+        // The keep-alives keep the place (when the places' lease is due)
+        // and the holder's etcd lease; when
         // the look takes the lease, the latter is the holder's until at least
         // a TTL after `start`: it lived when the transaction bound the key to
         // it, and etcd never revives an ended lease.
         let (reply, placed, held) = tokio::join!(
             self.txn_on_lease("wait", key, txn),
-            self.keep_alive("wait", key, place.granted.id),
+            self.keep_places(key, place.granted.id),
             self.keep_alive("wait", key, place.holder.id)
         );
         let Some(reply) = reply? else {
@@ -334,7 +371,9 @@ impl EtcdStore {
     }
 
     /// Leaves the line of `key`: deletes our place, and the lease key too when
-    /// a look we never heard back from took it; ends the place's etcd lease.
+    /// a look we never heard back from took it; ends the holder's etcd lease.
+    /// When that fails, the holder's etcd lease is revoked all the same and
+    /// the place is swept.
     pub(super) async fn leave(
         &self,
         key: &str,
@@ -358,11 +397,21 @@ impl EtcdStore {
                 RequestOp::get(RangeRequest::new(keys.place.as_str())),
                 RequestOp::delete(keys.place.as_str()),
             ]);
-        let reply = self.txn("leave", key, txn).await?;
+        let place = place.and_then(Place::parse);
+        let reply = match self.txn("leave", key, txn).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                if let Some(p) = place {
+                    self.revoke_in_background(p.holder.id);
+                }
+                self.sweep_place(key, &keys.place);
+                return Err(e);
+            }
+        };
         let succeeded = reply.succeeded;
         self.forget(&keys.lease, token);
-        let leases = match place.and_then(Place::parse) {
-            Some(p) => vec![p.granted.id, p.holder.id],
+        let leases = match place {
+            Some(p) => vec![p.holder.id],
             None => first_kv(reply.responses)
                 .map(|kv| kv.lease)
                 .into_iter()
@@ -379,50 +428,45 @@ impl EtcdStore {
     }
 
     /// A watch that wakes `token`'s waiter when it may be its turn (see
-    /// `turn.rs`); it polls when etcd does not confirm the watch.
+    /// `turn.rs`): a share of the line's watch in this process, opened when
+    /// there is none (see `line_watch.rs`); it polls when etcd does not
+    /// confirm the watch.
     pub(super) async fn watch_for_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
         let keys = LineKeys::new(self, key, token);
-        let Some(mut stream) = self
+        let id = keys.waiter(token);
+        if let Some(joined) = self.lines.join_open(&id) {
+            return joined;
+        }
+        match self
             .open_watch(key, &keys.lease, companions_end(&keys.lease))
             .await
-        else {
-            return ReleaseWatch::polling();
-        };
-        let (tx, rx) = watch::channel(0u64);
-        let turn = Turn::new(&keys.lease, &keys.prefix, &keys.place, tx);
-        let turn = Arc::new(Mutex::new(turn));
-        let id = (keys.lease, token.as_str().to_string());
-        lock(&self.turns).insert(id.clone(), Arc::clone(&turn));
-        let task = tokio::spawn(async move {
-            while let Ok(Some(reply)) = stream.message().await {
-                if reply.canceled {
-                    break;
-                }
-                let changes = reply.events.iter().filter_map(|e| {
-                    let kv = e.kv.as_ref()?;
-                    Some(Change {
-                        rev: kv.mod_revision,
-                        key: kv.key.clone(),
-                        deleted: e.r#type() == EventType::Delete,
-                    })
-                });
-                lock(&turn).saw(changes);
-            }
-            // Dropping the sender makes the waiter poll.
-            lock(&turn).ended();
-        });
-        let watching = Watching {
-            task: task.abort_handle(),
-            turns: Arc::clone(&self.turns),
-            id,
-        };
-        ReleaseWatch::from_channel(rx, Some(Box::new(watching)))
+        {
+            Some(stream) => self.lines.join_or_install(&id, stream),
+            None => ReleaseWatch::polling(),
+        }
+    }
+
+    /// A share of the line's watch when this process has one open (no round
+    /// trip), else `None`.
+    pub(super) fn ready_watch_for_turn(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+    ) -> Option<ReleaseWatch> {
+        let keys = LineKeys::new(self, key, token);
+        self.lines.join_open(&keys.waiter(token))
     }
 
     /// `token`'s view of its line, while its watch lives.
     fn turn(&self, keys: &LineKeys, token: &OwnerToken) -> Option<Arc<Mutex<Turn>>> {
-        let id = (keys.lease.clone(), token.as_str().to_string());
-        lock(&self.turns).get(&id).cloned()
+        self.lines.turn(&keys.lease, token.as_str())
+    }
+
+    /// Tells `token`'s watch, if any, that a look is about to be sent.
+    fn looks(&self, keys: &LineKeys, token: &OwnerToken) {
+        if let Some(turn) = self.turn(keys, token) {
+            lock(&turn).looks();
+        }
     }
 
     /// Tells `token`'s watch, if any, where the waiter stands now and when
@@ -439,32 +483,28 @@ impl EtcdStore {
         }
     }
 
-    /// Whether `token`'s watch says a look now would find what the last one
-    /// found, its place being refreshed within a quarter of its TTL (a
-    /// heartbeat, for the place's one second).
-    fn is_quiet(&self, keys: &LineKeys, token: &OwnerToken, place: Place) -> bool {
-        let ttl = Duration::from_secs(u64::try_from(place.granted.ttl_secs).unwrap_or(0));
-        self.turn(keys, token)
-            .is_some_and(|turn| lock(&turn).is_quiet(ttl / 4))
-    }
-
     /// The heartbeat of a waiter that nothing concerned since its last look:
-    /// keeps its place's and its holder's etcd leases alive, without a
-    /// transaction. `false` when the waiter is concerned, or a lease ended
-    /// or could not be refreshed (then it looks).
-    async fn refresh(&self, key: &str, keys: &LineKeys, token: &OwnerToken, place: Place) -> bool {
+    /// it keeps the places' lease alive when that is due, and its holder's
+    /// etcd lease when that was refreshed more than a quarter of its TTL ago,
+    /// without a transaction. `false` when the waiter is concerned, or a
+    /// lease ended or could not be refreshed (then it looks).
+    async fn stays(&self, key: &str, keys: &LineKeys, token: &OwnerToken, place: Place) -> bool {
         let Some(turn) = self.turn(keys, token) else {
             return false;
         };
         if !lock(&turn).is_undisturbed() {
             return false;
         }
+        if !matches!(self.keep_places(key, place.granted.id).await, Ok(true)) {
+            return false;
+        }
+        let ttl = Duration::from_secs(u64::try_from(place.holder.ttl_secs).unwrap_or(0));
+        if lock(&turn).is_quiet(ttl / 4) {
+            return true;
+        }
         let sent = Instant::now();
-        let (placed, held) = tokio::join!(
-            self.keep_alive("wait", key, place.granted.id),
-            self.keep_alive("wait", key, place.holder.id)
-        );
-        let alive = matches!((placed, held), (Ok(true), Ok(true)));
+        let held = self.keep_alive("wait", key, place.holder.id).await;
+        let alive = matches!(held, Ok(true));
         if alive {
             lock(&turn).refreshed(sent);
         }
@@ -577,19 +617,4 @@ fn vanished(place_key: &str) -> Error {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A waiter's watch while it lives: dropping it ends the watch task (and the
-/// etcd watch) and forgets the waiter's view.
-struct Watching {
-    task: tokio::task::AbortHandle,
-    turns: Turns,
-    id: (String, String),
-}
-
-impl Drop for Watching {
-    fn drop(&mut self) {
-        self.task.abort();
-        lock(&self.turns).remove(&self.id);
-    }
 }

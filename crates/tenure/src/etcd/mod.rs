@@ -29,12 +29,13 @@
 //!   then our etcd lease is revoked.
 //! - **Waiting** is first-in-first-out by create revision, like etcd's own
 //!   concurrency mutex: a waiter stands in line with a key of its own,
-//!   `{prefix}{key}\0line\0{token}`, bound to a one-second etcd lease of its
-//!   own that its heartbeat keeps alive (so a killed waiter's place dies
-//!   within about 1.5 s, whatever the lease's TTL); each look is one transaction
-//!   that takes the lease only when it is free and no place in line is older
-//!   than ours (a range compare), and a watch filtered in this process wakes
-//!   only the waiter whose turn it may be. A plain attempt does not jump a
+//!   `{prefix}{key}\0line\0{token}`, bound to a one-second etcd lease that
+//!   the process's places share and its waiters' heartbeats keep alive (so a
+//!   killed waiter's place dies within about 1.5 s, whatever the lease's
+//!   TTL); each look is one transaction that takes the lease only when it is
+//!   free and no place in line is older than ours (a range compare), and one
+//!   watch per line per process, filtered here, wakes only the waiter whose
+//!   turn it may be. A plain attempt does not jump a
 //!   line that is not empty. An etcd watch on the key also pushes its
 //!   deletion and a write of its record (a new leader's id) to election
 //!   observers.
@@ -92,8 +93,10 @@ mod keys;
 mod lease;
 mod limit;
 mod line;
+mod line_watch;
 mod ops;
 mod options;
+mod place_lease;
 mod record;
 mod turn;
 

@@ -17,20 +17,24 @@
 //! What a waiter stands behind comes from its last look, as of that look's
 //! revision; changes after that revision that reached the watch before the
 //! look's answer are kept and judged again against it, so none is missed.
+//! Changes are kept only while a look is under way: between looks each one
+//! is judged as it comes and dropped (a look sent later reads it anyway), so
+//! a waiter that stands behind many hand-offs keeps nothing, and is not
+//! woken to look afresh because it kept too much.
 //! The deletion of the waiter's own place (its etcd lease ran out) wakes it
 //! too, so that it stands in line again.
 //!
-//! While nothing has concerned the waiter since its last look, and its place
-//! was refreshed recently, the view is *quiet*: a look then could only find
-//! the lease held or someone ahead, and is answered here without asking
-//! etcd (see `line.rs`).
+//! While nothing has concerned the waiter since its last look, the view is
+//! *undisturbed*: a look then could only find the lease held or someone
+//! ahead, and is answered without a transaction (see `line.rs`); it is
+//! *quiet* when the waiter's holder etcd lease was also refreshed recently.
 
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// How many changes after the last look are kept for the next one; beyond
+/// How many changes are kept for the answer of a look under way; beyond
 /// that the waiter is woken to look afresh.
 const MAX_KEPT: usize = 256;
 
@@ -65,11 +69,14 @@ pub(super) struct Turn {
     standing: Option<Standing>,
     /// Whether a change concerned the waiter since its last look.
     woken: bool,
-    /// When the waiter's place was last refreshed (its etcd lease granted
-    /// or kept alive), as of its last look.
+    /// When the waiter's holder etcd lease was last refreshed (granted or
+    /// kept alive).
     refreshed: Option<Instant>,
-    /// Changes after `standing.as_of` (all of them before the first look).
+    /// Changes seen since the look under way was sent, for its answer (all
+    /// of them before the first look).
     later: Vec<Change>,
+    /// Whether a look is under way (or none answered yet).
+    looking: bool,
     /// Wakes the waiter; `None` once the watch has ended.
     tx: Option<watch::Sender<u64>>,
 }
@@ -92,6 +99,7 @@ impl Turn {
             woken: false,
             refreshed: None,
             later: Vec::new(),
+            looking: true,
             tx: Some(tx),
         }
     }
@@ -120,36 +128,49 @@ impl Turn {
         {
             self.wake();
         }
+        if !self.looking {
+            self.later.clear();
+        }
     }
 
-    /// Where the waiter stands after a look, its place last refreshed at
-    /// `refreshed`; wakes it at once when a change after that look already
-    /// concerns it.
+    /// A look is about to be sent: the changes seen so far are in what it
+    /// reads; those seen from now on are kept for its answer.
+    pub(super) fn looks(&mut self) {
+        self.looking = true;
+        self.later.clear();
+    }
+
+    /// Where the waiter stands after a look, its holder etcd lease last
+    /// refreshed at `refreshed`; wakes it at once when a change after that
+    /// look already concerns it.
     pub(super) fn stands(&mut self, mut standing: Standing, refreshed: Option<Instant>) {
         self.woken = false;
         self.refreshed = refreshed.or(self.refreshed);
         self.later.retain(|c| c.rev > standing.as_of);
         let wake = judge(&mut standing, &self.lease_key, &self.place_key, &self.later);
+        self.later.clear();
+        self.looking = false;
         self.standing = Some(standing);
         if wake {
             self.wake();
         }
     }
 
-    /// Whether a look now could only find what the last one found: the watch
-    /// lives, nothing concerned the waiter since its last look, and its
-    /// place was refreshed less than `refresh_every` ago.
+    /// Whether a look now could only find what the last one found, and no
+    /// keep-alive of the waiter's holder etcd lease is due: the watch lives,
+    /// nothing concerned the waiter since its last look, and that lease was
+    /// refreshed less than `refresh_every` ago.
     pub(super) fn is_quiet(&self, refresh_every: Duration) -> bool {
         self.is_undisturbed() && self.refreshed.is_some_and(|r| r.elapsed() < refresh_every)
     }
 
     /// Whether the watch lives and nothing concerned the waiter since its
-    /// last look (its place may still need a refresh).
+    /// last look (its etcd leases may still need a refresh).
     pub(super) fn is_undisturbed(&self) -> bool {
         self.tx.is_some() && self.standing.is_some() && !self.woken
     }
 
-    /// The waiter's place was refreshed at `at`, without a look.
+    /// The waiter's holder etcd lease was refreshed at `at`, without a look.
     pub(super) fn refreshed(&mut self, at: Instant) {
         self.refreshed = Some(at);
     }
@@ -322,6 +343,37 @@ mod tests {
         assert!(!t.is_quiet(Duration::ZERO), "a refresh is due");
         t.ended();
         assert!(!t.is_quiet(every), "without a watch every look asks etcd");
+    }
+
+    #[test]
+    fn a_waiter_behind_many_hand_offs_keeps_nothing_and_is_not_woken() {
+        let (mut t, rx) = turn();
+        t.stands(standing(10, Some("aa")), Some(Instant::now()));
+        // Hand-offs between the waiters ahead: each takes the lease (its
+        // place deleted with the key's creation), then releases it.
+        for i in 0..MAX_KEPT as i64 {
+            let rev = 11 + 2 * i;
+            t.saw([
+                put(rev, LEASE.as_bytes().to_vec()),
+                deleted(rev, place("zz")),
+            ]);
+            t.saw([deleted(rev + 1, LEASE.as_bytes().to_vec())]);
+        }
+        assert!(!rx.has_changed().unwrap(), "none of them concerned us");
+        assert!(t.later.is_empty(), "{} changes kept", t.later.len());
+    }
+
+    #[test]
+    fn changes_during_a_look_are_judged_against_its_answer() {
+        let (mut t, rx) = turn();
+        t.stands(standing(10, None), Some(Instant::now()));
+        t.saw([put(11, LEASE.as_bytes().to_vec())]);
+        t.looks();
+        // Released after the look read (at 12), before its answer came.
+        t.saw([deleted(13, LEASE.as_bytes().to_vec())]);
+        assert!(rx.has_changed().unwrap(), "first in line: woken at once");
+        t.stands(standing(12, None), None);
+        assert!(!t.is_quiet(Duration::from_secs(10)), "woken again");
     }
 
     #[test]
