@@ -65,6 +65,7 @@ impl Key {
     /// The IPv4 key `ip:a.b.c.d`, written straight into the inline buffer:
     /// each octet is one fixed 4-byte copy from [`OCTETS`] (no formatting, no
     /// digit-by-digit pushes), its padding cut off after it.
+    #[inline]
     pub(crate) fn ipv4(octets: [u8; 4]) -> Key {
         let mut text = ArrayString::<INLINE>::new();
         // `ip:255.255.255.255.` is 19 bytes: every push fits.
