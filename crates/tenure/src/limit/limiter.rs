@@ -304,7 +304,9 @@ impl Limiter {
     /// }
     /// # Ok::<(), tenure::Error>(())
     /// ```
-    #[inline]
+    // Always inlined: its caller then gets the decision in place, without
+    // the whole result moved out of this function and into its own.
+    #[inline(always)]
     pub fn check_local(&self, key: &str, cost: u32) -> Option<Result<Decision>> {
         let inner = &*self.inner;
         if !inner.inline || observed() {
