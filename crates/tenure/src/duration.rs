@@ -25,9 +25,15 @@ pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Whole microseconds of `d`, saturating at `u64::MAX`.
+/// Whole microseconds of `d`, saturating at `u64::MAX`. In `u64` arithmetic
+/// rather than through `as_micros`' `u128`: the in-process limiter converts
+/// its clock with it on every decision.
+#[inline]
 pub(crate) fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+    d.as_secs()
+        .checked_mul(1_000_000)
+        .and_then(|us| us.checked_add(u64::from(d.subsec_micros())))
+        .unwrap_or(u64::MAX)
 }
 
 /// Whole milliseconds of `d` as a SQL integer, saturating at `i64::MAX`.
@@ -62,5 +68,23 @@ mod tests {
         assert_eq!(to_i64(u64::MAX), i64::MAX);
         assert_eq!(millis(Duration::from_micros(1_999)), 1);
         assert_eq!(micros_i64(Duration::from_nanos(2_500)), 2);
+    }
+
+    #[test]
+    fn micros_agrees_with_the_u128_conversion_at_the_edges() {
+        let edge = u64::MAX / 1_000_000;
+        for d in [
+            Duration::ZERO,
+            Duration::from_nanos(999),
+            Duration::new(1, 999_999_999),
+            Duration::new(edge, 551_615_000),
+            Duration::new(edge, 551_615_999),
+            Duration::new(edge, 551_616_000),
+            Duration::new(edge + 1, 0),
+            Duration::MAX,
+        ] {
+            let wide = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+            assert_eq!(micros(d), wide, "{d:?}");
+        }
     }
 }

@@ -30,6 +30,7 @@ impl KeyExtractor for PeerIp {
 
 /// `ip:ADDRESS`, the key of a client address, inline; an IPv4 address is
 /// written without the formatting machinery (this runs on every request).
+#[inline]
 pub(super) fn ip_key(ip: IpAddr) -> Key {
     match ip {
         IpAddr::V4(v4) => Key::ipv4(v4.octets()),

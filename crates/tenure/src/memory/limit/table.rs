@@ -47,10 +47,7 @@ impl StateTable for Table<'_> {
         // steps back from forgetting what was consumed.
         let hash = self.hash_of(slot.key)?;
         let key = slot.key;
-        let bucket = self
-            .shard
-            .entries
-            .find_bucket_index(hash, |k| *k.key == *key);
+        let bucket = self.shard.entries.find_bucket_index(hash, |k| k.is(key));
         self.bucket = bucket;
         let keyed = bucket.and_then(|b| self.shard.entries.get_bucket(b));
         Ok(keyed
@@ -96,11 +93,11 @@ impl StateTable for Table<'_> {
         let known = self
             .bucket
             .and_then(|b| shard.entries.get_bucket_mut(b))
-            .filter(|k| *k.key == *key);
+            .filter(|k| k.is(key));
         // A known key is found without allocating; only a new one is copied.
         let found = match known {
             Some(keyed) => Some(keyed),
-            None => shard.entries.find_mut(hash, |k| *k.key == *key),
+            None => shard.entries.find_mut(hash, |k| k.is(key)),
         };
         let states = match found {
             Some(keyed) => &mut keyed.states,
