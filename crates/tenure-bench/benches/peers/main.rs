@@ -19,6 +19,8 @@
 //! `distinct`, `cost`, `contended`, `limiter`, `blocked`, `local`, `quorum`,
 //! `cli`, `http`, `waiters`, `memory`, `list`, `coldstart`) runs only those
 //! workloads, and the tables then show the others as not measured.
+//! `TENURE_BENCH_STORES` (comma-separated: `redis`, `sqlite`, `etcd`) runs the
+//! hand-off curve on those stores only.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -240,12 +242,22 @@ async fn curves(
     if wanted("waiters") {
         let dir = tempfile_dir("waiters");
         let waiters = upto(&report_curves::WAITERS, if quick { 100 } else { 1000 });
-        let etcd = tenure_test::EtcdCluster::single();
-        for (store, url) in [
-            ("redis", server.url()),
-            ("sqlite", format!("sqlite:{}", dir.join("w.db").display())),
-            ("etcd", etcd.url()),
-        ] {
+        let stores = std::env::var("TENURE_BENCH_STORES").unwrap_or_default();
+        let store_wanted =
+            |name: &str| stores.is_empty() || stores.split(',').any(|s| s.trim() == name);
+        let etcd = store_wanted("etcd").then(tenure_test::EtcdCluster::single);
+        let urls = [
+            ("redis", Some(server.url())),
+            (
+                "sqlite",
+                Some(format!("sqlite:{}", dir.join("w.db").display())),
+            ),
+            ("etcd", etcd.as_ref().map(tenure_test::EtcdCluster::url)),
+        ];
+        for (store, url) in urls {
+            let Some(url) = url.filter(|_| store_wanted(store)) else {
+                continue;
+            };
             eprintln!("hand-off latency against waiters on {store}");
             let tenure = tenure::Coordinator::connect(&url).await.unwrap();
             // etcd's line costs more per waiter (see BENCHMARKS.md): its

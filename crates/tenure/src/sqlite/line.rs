@@ -10,8 +10,9 @@
 //! (killed) is skipped once its place has gone a second without a look. A
 //! lease handed to a waiter is set for it for half a second only, until its
 //! look claims the full TTL, so a waiter that died just before the hand-off
-//! holds up the line no longer than that. Dead places of a key are deleted
-//! when the line of that key is next served.
+//! holds up the line no longer than that. Serving a line reads it only up
+//! to its first live place and deletes the dead places before it, so a
+//! hand-off costs the same however many wait behind.
 //!
 //! The same semantics as the Redis line (`redis/queue.rs`); FIFO does not
 //! cover a lease whose TTL ran out (a newcomer's plain acquire may take the
@@ -41,10 +42,15 @@ pub(super) struct Look {
     pub(super) changed: Option<RowState>,
 }
 
-/// Deletes the dead places of `key`'s line and returns its first live one.
+/// Returns the first live place of `key`'s line, deleting the dead places
+/// before it.
 ///
-/// One read of the line, and a delete only when it has dead places: the
-/// usual line is empty, and a cold start pays for every statement compiled.
+/// Reads the line in order and stops at that place, so serving a line costs
+/// a row per dead place at its front and one more, however many wait behind
+/// (the index `(key, seq)` gives the order). Dead places further back are
+/// deleted when they reach the front. The delete runs only when the front
+/// had dead places: the usual line is empty, and a cold start pays for every
+/// statement compiled.
 fn first_waiter(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<Option<Waiter>> {
     let mut select = tx.prepare(
         "SELECT seq, token, ttl_ms, boot_id, expires_at_ms FROM tenure_waiters
@@ -53,23 +59,24 @@ fn first_waiter(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<
     let mut rows = select.query([key])?;
     let (mut first, mut dead) = (None, false);
     while let Some(r) = rows.next()? {
-        let boot: String = r.get(3)?;
-        let expires_at_ms: i64 = r.get(4)?;
-        if boot != *now.boot || expires_at_ms <= now.ms() {
-            dead = true;
-        } else if first.is_none() {
+        let (boot, expires_at_ms): (String, i64) = (r.get(3)?, r.get(4)?);
+        if boot == *now.boot && expires_at_ms > now.ms() {
             first = Some(Waiter {
                 seq: r.get(0)?,
                 token: r.get(1)?,
                 ttl_ms: r.get(2)?,
             });
+            break;
         }
+        dead = true;
     }
+    drop(rows);
     if dead {
-        tx.prepare(
-            "DELETE FROM tenure_waiters WHERE key = ?1 AND (boot_id != ?2 OR expires_at_ms <= ?3)",
-        )?
-        .execute(params![key, &*now.boot, now.ms()])?;
+        // Every place read before the first live one (the whole line when
+        // none is) was dead.
+        let before = first.as_ref().map_or(i64::MAX, |w| w.seq);
+        tx.prepare("DELETE FROM tenure_waiters WHERE key = ?1 AND seq < ?2")?
+            .execute(params![key, before])?;
     }
     Ok(first)
 }
@@ -195,12 +202,16 @@ fn granted(fence: i64, changed: Option<RowState>) -> Look {
     }
 }
 
+/// The expiry of a place refreshed `now`.
+fn place_expiry(now: &HostTime) -> i64 {
+    now.ms()
+        .saturating_add(crate::duration::millis_i64(PLACE_LIFETIME))
+}
+
 /// Refreshes the waiter's place (`req.place`, when it is still in line) or
 /// takes one at the end. Returns the place.
 fn keep_place(tx: &Connection, req: &Request<'_>, now: &HostTime) -> rusqlite::Result<i64> {
-    let expires = now
-        .ms()
-        .saturating_add(crate::duration::millis_i64(PLACE_LIFETIME));
+    let expires = place_expiry(now);
     if let Some(seq) = req.place {
         let kept = tx
             .prepare(
@@ -218,6 +229,42 @@ fn keep_place(tx: &Connection, req: &Request<'_>, now: &HostTime) -> rusqlite::R
     )?
     .execute(params![req.key, req.token, req.ttl_ms, &*now.boot, expires])?;
     Ok(tx.last_insert_rowid())
+}
+
+/// Refreshes the places `places` (place, owner token) as their waiters'
+/// looks would: one statement, compiled once, per place. Returns for each
+/// whether it was still in line.
+pub(super) fn refresh_places(
+    tx: &Connection,
+    places: &[(i64, &str)],
+    now: &HostTime,
+) -> rusqlite::Result<Vec<bool>> {
+    let expires = place_expiry(now);
+    let mut update = tx.prepare(
+        "UPDATE tenure_waiters SET expires_at_ms = ?3, boot_id = ?4 WHERE seq = ?1 AND token = ?2",
+    )?;
+    places
+        .iter()
+        .map(|(seq, token)| Ok(update.execute(params![seq, token, expires, &*now.boot])? == 1))
+        .collect()
+}
+
+/// Hands the lease of `key` to the first live waiter when nobody holds it
+/// (its TTL ran out, or an older version freed it), as that waiter's look
+/// would. Returns the lease's new state when it was handed over.
+pub(super) fn serve_if_free(
+    tx: &Connection,
+    key: &str,
+    now: &HostTime,
+) -> Result<Option<RowState>, Fault> {
+    let row = read_row(tx, key)?;
+    if row.as_ref().is_some_and(|r| r.held_for(now).is_some()) {
+        return Ok(None);
+    }
+    let Some(waiter) = first_waiter(tx, key, now)? else {
+        return Ok(None);
+    };
+    hand_off(tx, key, row.map_or(0, |r| r.fence), &waiter, now)
 }
 
 /// Leaves the line of `key`: removes the waiter's place and, if the lease was

@@ -7,11 +7,13 @@
 //! file per concern: `lease` (the lease store), `limit` (the limit store and
 //! the limiter's clock), `schema` (tables, pragmas, the file's identity),
 //! `clock` (the store clock and boot id), `line` (the waiting line),
-//! `notify` (waking waiters) and `file_events` (the OS's change events).
+//! `notify` (waking waiters), `keeper` (keeping a process's places in line
+//! alive) and `file_events` (the OS's change events).
 
 mod clock;
 mod file_events;
 mod gate;
+mod keeper;
 mod lease;
 mod limit;
 mod line;
