@@ -402,8 +402,16 @@ async fn a_process_keeps_its_waiters_places_in_one_transaction() {
         .ttl(Duration::from_secs(30));
     let holder = lease.attempt().await.unwrap().into_guard().unwrap();
     const WAITERS: usize = 20;
+    // Each releases as soon as it holds the lease: they are served in the
+    // order they stood in line.
     let waiters: Vec<_> = (0..WAITERS)
-        .map(|_| fifo_common::spawn_wait(&lease))
+        .map(|_| {
+            let lease = lease.clone();
+            tokio::spawn(async move {
+                let attempt = lease.attempt_within(Duration::from_secs(60)).await;
+                attempt.unwrap().into_guard().unwrap().release().await
+            })
+        })
         .collect();
     until_in_line(&tenure, "k", WAITERS).await;
     let db = rusqlite::Connection::open(&path).unwrap();
@@ -427,7 +435,6 @@ async fn a_process_keeps_its_waiters_places_in_one_transaction() {
     assert_eq!(in_line(&tenure, "k").await, WAITERS);
     holder.release().await.unwrap();
     for w in waiters {
-        let guard = w.await.unwrap().unwrap().into_guard().unwrap();
-        guard.release().await.unwrap();
+        w.await.unwrap().unwrap();
     }
 }

@@ -12,7 +12,8 @@
 //! the process that still looks, in one transaction per heartbeat, and in the
 //! same transaction serves each of their lines whose lease is free (its TTL
 //! ran out: nothing in the file changed, so nothing woke anybody) — as any of
-//! the waiters' looks would have.
+//! the waiters' looks would have — and reads how long each lease is held,
+//! which is how long its waiters' looks may stay quiet.
 //!
 //! A waiter that dies with its process loses its place a [`PLACE_LIFETIME`]
 //! after the keeper's last refresh; one whose watch is dropped, or which
@@ -22,14 +23,16 @@
 //! [`Stand`]: super::notify::Stand
 //! [`PLACE_LIFETIME`]: crate::lease::PLACE_LIFETIME
 
+use std::collections::HashMap;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use rusqlite::TransactionBehavior;
 use tokio::time::MissedTickBehavior;
 
-use super::notify::{Kept, Notifier, RowState};
-use super::{Commit, SqliteStore, line};
+use super::line::{self, Served};
+use super::notify::{Kept, Notifier};
+use super::{Commit, SqliteStore};
 use crate::error::Result;
 use crate::lease::HEARTBEAT;
 
@@ -48,13 +51,16 @@ pub(super) async fn keep(notifier: Weak<Notifier>, store: SqliteStore) {
         }
         let began = Instant::now();
         match store.keep_places(places.clone()).await {
-            Ok((alive, changed)) => {
+            Ok((alive, served)) => {
                 let Some(n) = notifier.upgrade() else { return };
                 for (place, alive) in places.iter().zip(alive) {
-                    n.refreshed(place, began, alive);
+                    let held_for = served.get(&place.key).and_then(|s| s.held_for);
+                    n.refreshed(place, began, alive.then_some(held_for));
                 }
-                for (key, state) in changed {
-                    store.changed(&key, state);
+                for (key, s) in served {
+                    if let Some(state) = s.changed {
+                        store.changed(&key, state);
+                    }
                 }
             }
             Err(e) => tracing::debug!(error = %e, "keeping the places in line failed"),
@@ -100,9 +106,9 @@ impl SqliteStore {
     }
 
     /// Refreshes `places` and serves the free leases of their lines, in one
-    /// transaction. Returns which places were still in line, and the new
-    /// states of the leases handed over.
-    async fn keep_places(&self, places: Vec<Kept>) -> Result<(Vec<bool>, Vec<(String, RowState)>)> {
+    /// transaction. Returns which places were still in line, and what
+    /// serving each line found and did.
+    async fn keep_places(&self, places: Vec<Kept>) -> Result<(Vec<bool>, HashMap<String, Served>)> {
         // Relaxed, as the looks it stands for.
         self.transact_as(
             Commit::Relaxed,
@@ -113,16 +119,13 @@ impl SqliteStore {
                 let refresh: Vec<(i64, &str)> =
                     places.iter().map(|p| (p.place, p.token.as_str())).collect();
                 let alive = line::refresh_places(tx, &refresh, now)?;
-                let mut keys: Vec<&str> = places.iter().map(|p| p.key.as_str()).collect();
-                keys.sort_unstable();
-                keys.dedup();
-                let mut changed = Vec::new();
-                for key in keys {
-                    if let Some(state) = line::serve_if_free(tx, key, now)? {
-                        changed.push((key.to_string(), state));
+                let mut served = HashMap::new();
+                for p in &places {
+                    if !served.contains_key(&p.key) {
+                        served.insert(p.key.clone(), line::serve(tx, &p.key, now)?);
                     }
                 }
-                Ok((alive, changed))
+                Ok((alive, served))
             },
         )
         .await

@@ -524,6 +524,10 @@ impl LeaseStore for SqliteStore {
             .await
     }
 
+    fn ready_turn_watch(&self, key: &str, token: &OwnerToken) -> Option<ReleaseWatch> {
+        self.ready_watch(key, Wanted::Turn(token.as_str().to_string()))
+    }
+
     fn describe(&self) -> String {
         self.inner.display.clone()
     }

@@ -170,9 +170,7 @@ pub(super) fn look(tx: &Connection, req: &Request<'_>, now: &HostTime) -> Result
             match first_waiter(tx, req.key, now)? {
                 Some(w) if w.token != req.token => {
                     changed = hand_off(tx, req.key, last, &w, now)?;
-                    ttl_left = Some(std::time::Duration::from_millis(
-                        claim_ms(&w).unsigned_abs(),
-                    ));
+                    ttl_left = Some(claim_for(&w));
                 }
                 first => {
                     let fence = next_fence(last)?;
@@ -249,22 +247,40 @@ pub(super) fn refresh_places(
         .collect()
 }
 
+/// What [`serve`] found and did.
+pub(super) struct Served {
+    /// How long the lease is held for from now (`None`: free).
+    pub(super) held_for: Option<std::time::Duration>,
+    /// The lease's new state, when it was handed over.
+    pub(super) changed: Option<RowState>,
+}
+
 /// Hands the lease of `key` to the first live waiter when nobody holds it
 /// (its TTL ran out, or an older version freed it), as that waiter's look
-/// would. Returns the lease's new state when it was handed over.
-pub(super) fn serve_if_free(
-    tx: &Connection,
-    key: &str,
-    now: &HostTime,
-) -> Result<Option<RowState>, Fault> {
+/// would.
+pub(super) fn serve(tx: &Connection, key: &str, now: &HostTime) -> Result<Served, Fault> {
     let row = read_row(tx, key)?;
-    if row.as_ref().is_some_and(|r| r.held_for(now).is_some()) {
-        return Ok(None);
+    let held_for = row.as_ref().and_then(|r| r.held_for(now));
+    let idle = Served {
+        held_for,
+        changed: None,
+    };
+    if held_for.is_some() {
+        return Ok(idle);
     }
     let Some(waiter) = first_waiter(tx, key, now)? else {
-        return Ok(None);
+        return Ok(idle);
     };
-    hand_off(tx, key, row.map_or(0, |r| r.fence), &waiter, now)
+    let changed = hand_off(tx, key, row.map_or(0, |r| r.fence), &waiter, now)?;
+    Ok(Served {
+        held_for: changed.as_ref().map(|_| claim_for(&waiter)),
+        changed,
+    })
+}
+
+/// [`claim_ms`] as a duration.
+fn claim_for(waiter: &Waiter) -> std::time::Duration {
+    std::time::Duration::from_millis(claim_ms(waiter).unsigned_abs())
 }
 
 /// Leaves the line of `key`: removes the waiter's place and, if the lease was

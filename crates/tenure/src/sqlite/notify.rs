@@ -129,6 +129,19 @@ impl Watched {
         self.turns.retain(|_, w| !w.tx.is_closed());
     }
 
+    /// A new watcher for what `wanted` says.
+    fn add(&mut self, wanted: Wanted) -> watch::Receiver<u64> {
+        let (tx, rx) = watch::channel(0);
+        match wanted {
+            Wanted::Any => self.any.push(Watcher::new(tx)),
+            // A waiter watches once per token: a second watch replaces it.
+            Wanted::Turn(token) => {
+                self.turns.insert(token, Watcher::new(tx));
+            }
+        }
+        rx
+    }
+
     /// The live watch of the waiter `token`.
     fn turn(&mut self, token: &str) -> Option<&mut Watcher> {
         self.turns.get_mut(token).filter(|w| !w.tx.is_closed())
@@ -195,20 +208,19 @@ impl Notifier {
 
     /// A new watcher of `key`, whose state (when first watched) is `state`.
     fn add(&self, key: &str, state: RowState, wanted: Wanted) -> watch::Receiver<u64> {
-        let (tx, rx) = watch::channel(0);
         let mut keys = lock(&self.keys);
-        let watched = keys.entry(key.to_string()).or_insert_with(|| Watched {
-            seen: state,
-            ..Watched::default()
-        });
-        match wanted {
-            Wanted::Any => watched.any.push(Watcher::new(tx)),
-            // A waiter watches once per token: a second watch replaces it.
-            Wanted::Turn(token) => {
-                watched.turns.insert(token, Watcher::new(tx));
-            }
-        }
-        rx
+        keys.entry(key.to_string())
+            .or_insert_with(|| Watched {
+                seen: state,
+                ..Watched::default()
+            })
+            .add(wanted)
+    }
+
+    /// A new watcher of `key` when `key` is watched already (its state is
+    /// known), else `None`.
+    fn add_if_watched(&self, key: &str, wanted: Wanted) -> Option<watch::Receiver<u64>> {
+        lock(&self.keys).get_mut(key).map(|w| w.add(wanted))
     }
 
     /// Records that `key` is now in `state`, and wakes the watchers the
@@ -318,20 +330,24 @@ impl Notifier {
         kept
     }
 
-    /// The keeper's transaction, begun at `began`, refreshed `place` of the
-    /// waiter `token` of `key` (`alive`) or found it gone: then the waiter's
-    /// next look asks the store.
-    pub(crate) fn refreshed(&self, place: &Kept, began: Instant, alive: bool) {
+    /// The keeper's transaction, begun at `began`, refreshed `place` and
+    /// found its lease held for `Some(held_for)` (`Some(None)`: free), or
+    /// found the place gone (`None`): then the waiter's next look asks the
+    /// store.
+    pub(crate) fn refreshed(&self, place: &Kept, began: Instant, kept: Option<Option<Duration>>) {
         let mut keys = lock(&self.keys);
         let Some(watcher) = keys.get_mut(&place.key).and_then(|w| w.turn(&place.token)) else {
             return;
         };
-        if let Some(stand) = watcher.stand.as_mut().filter(|s| s.place == place.place) {
-            if alive {
+        let Some(stand) = watcher.stand.as_mut().filter(|s| s.place == place.place) else {
+            return;
+        };
+        match kept {
+            Some(held_for) => {
                 stand.refreshed = stand.refreshed.max(began);
-            } else {
-                watcher.stand = None;
+                stand.held_until = began + held_for.unwrap_or_default();
             }
+            None => watcher.stand = None,
         }
     }
 }
@@ -409,6 +425,14 @@ impl SqliteStore {
         };
         let rx = notifier.add(key, state, wanted);
         ReleaseWatch::from_channel(rx, Some(Box::new(notifier)))
+    }
+
+    /// A watch on `key` for what `wanted` says, when this process watches
+    /// `key` already: it costs no read of the file.
+    pub(super) fn ready_watch(&self, key: &str, wanted: Wanted) -> Option<ReleaseWatch> {
+        let notifier = Notifier::existing(self)?;
+        let rx = notifier.add_if_watched(key, wanted)?;
+        Some(ReleaseWatch::from_channel(rx, Some(Box::new(notifier))))
     }
 
     /// Reports a committed change of `key` to this process's watchers.
