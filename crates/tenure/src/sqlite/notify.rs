@@ -234,7 +234,9 @@ impl Notifier {
         if watched.seen == state {
             return;
         }
-        watched.forget_closed();
+        // Closed waiters' watches are forgotten by `kept`, a few times a
+        // second: a change costs the same however many wait.
+        watched.any.retain(|w| !w.tx.is_closed());
         watched.any.iter().for_each(Watcher::wake);
         match state.as_ref().and_then(|(_, token)| token.as_deref()) {
             Some(owner) => watched.turns.get(owner).into_iter().for_each(Watcher::wake),
@@ -243,11 +245,12 @@ impl Notifier {
         watched.seen = state;
     }
 
-    /// The keys somebody still watches (forgetting the others).
+    /// The keys somebody still watches (forgetting the others; a key whose
+    /// waiters all left is forgotten by `kept`).
     fn watched_keys(&self) -> Vec<String> {
         let mut keys = lock(&self.keys);
         keys.retain(|_, w| {
-            w.forget_closed();
+            w.any.retain(|x| !x.tx.is_closed());
             !w.is_empty()
         });
         keys.keys().cloned().collect()
@@ -307,13 +310,17 @@ impl Notifier {
     }
 
     /// The places to keep alive: those of the waiters that watch and looked
-    /// within [`KEPT_WHILE_LOOKING`].
+    /// within [`KEPT_WHILE_LOOKING`] (forgetting closed watches, and keys
+    /// nobody watches).
     pub(crate) fn kept(&self) -> Vec<Kept> {
         let now = Instant::now();
         let mut keys = lock(&self.keys);
+        keys.retain(|_, w| {
+            w.forget_closed();
+            !w.is_empty()
+        });
         let mut kept = Vec::new();
-        for (key, watched) in keys.iter_mut() {
-            watched.forget_closed();
+        for (key, watched) in keys.iter() {
             for (token, watcher) in &watched.turns {
                 let Some(stand) = &watcher.stand else {
                     continue;
