@@ -2,9 +2,9 @@
 //! heartbeat for all its waiters of a file, instead of one per waiter.
 //!
 //! A waiter looks every heartbeat (250 ms) to keep its place, whose expiry a
-//! look pushes a place's lifetime ([`PLACE_LIFETIME`], a second) ahead. Most of those looks could only
-//! find what the last one found: the lease held by someone else, the waiter
-//! still in line. So while nothing concerned the waiter since its last look
+//! look pushes a [`PLACE_LIFETIME`] (a second) ahead. Most of those looks
+//! could only find what the last one found: the lease held by someone else,
+//! the waiter still in line. So while nothing concerned the waiter since its last look
 //! (the notifier wakes it on a hand-off to it and on a release), its place
 //! was refreshed recently and the lease as last seen has not run out, a look
 //! is answered in this process, without a transaction ([`Stand`]). Instead,
@@ -13,7 +13,9 @@
 //! same transaction serves each of their lines whose lease is free (its TTL
 //! ran out: nothing in the file changed, so nothing woke anybody) — as any of
 //! the waiters' looks would have — and reads how long each lease is held,
-//! which is how long its waiters' looks may stay quiet.
+//! which is how long its waiters' looks may stay quiet, and who holds it: a
+//! change that the follower of other processes' changes has not reported
+//! still wakes whom it concerns.
 //!
 //! A waiter that dies with its process loses its place a [`PLACE_LIFETIME`]
 //! after the keeper's last refresh; one whose watch is dropped, or which
@@ -57,10 +59,10 @@ pub(super) async fn keep(notifier: Weak<Notifier>, store: SqliteStore) {
                     let held_for = served.get(&place.key).and_then(|s| s.held_for);
                     n.refreshed(place, began, alive.then_some(held_for));
                 }
+                // A hand-off by the keeper, or a change that the follower
+                // has not reported (yet): whom it concerns is woken.
                 for (key, s) in served {
-                    if let Some(state) = s.changed {
-                        store.changed(&key, state);
-                    }
+                    store.changed(&key, s.state);
                 }
             }
             Err(e) => tracing::debug!(error = %e, "keeping the places in line failed"),

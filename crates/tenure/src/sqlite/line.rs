@@ -5,9 +5,11 @@
 //! module), so a contended lease changes hands in FIFO order.
 //!
 //! Each place carries the waiter's token, the TTL it asked for and an expiry
-//! on the store clock that every look of the waiter (its heartbeat, every
-//! 250 ms) pushes forward: a waiter that disappears without leaving the line
-//! (killed) is skipped once its place has gone a second without a look. A
+//! on the store clock that the waiter's looks (its heartbeat, every 250 ms)
+//! push forward — in one transaction per process for all its waiters while
+//! they look (the `keeper` module): a waiter that disappears without leaving
+//! the line (killed) is skipped once its place has gone a second without a
+//! refresh. A
 //! lease handed to a waiter is set for it for half a second only, until its
 //! look claims the full TTL, so a waiter that died just before the hand-off
 //! holds up the line no longer than that. Serving a line reads it only up
@@ -251,8 +253,8 @@ pub(super) fn refresh_places(
 pub(super) struct Served {
     /// How long the lease is held for from now (`None`: free).
     pub(super) held_for: Option<std::time::Duration>,
-    /// The lease's new state, when it was handed over.
-    pub(super) changed: Option<RowState>,
+    /// The lease's state after serving.
+    pub(super) state: RowState,
 }
 
 /// Hands the lease of `key` to the first live waiter when nobody holds it
@@ -263,7 +265,7 @@ pub(super) fn serve(tx: &Connection, key: &str, now: &HostTime) -> Result<Served
     let held_for = row.as_ref().and_then(|r| r.held_for(now));
     let idle = Served {
         held_for,
-        changed: None,
+        state: row.as_ref().map(|r| (r.fence, r.token.clone())),
     };
     if held_for.is_some() {
         return Ok(idle);
@@ -271,11 +273,13 @@ pub(super) fn serve(tx: &Connection, key: &str, now: &HostTime) -> Result<Served
     let Some(waiter) = first_waiter(tx, key, now)? else {
         return Ok(idle);
     };
-    let changed = hand_off(tx, key, row.map_or(0, |r| r.fence), &waiter, now)?;
-    Ok(Served {
-        held_for: changed.as_ref().map(|_| claim_for(&waiter)),
-        changed,
-    })
+    match hand_off(tx, key, row.map_or(0, |r| r.fence), &waiter, now)? {
+        Some(state) => Ok(Served {
+            held_for: Some(claim_for(&waiter)),
+            state,
+        }),
+        None => Ok(idle),
+    }
 }
 
 /// [`claim_ms`] as a duration.

@@ -157,6 +157,9 @@ impl SqliteOptions {
 /// processes' commits are seen through inotify on the database's directory
 /// (Linux), after which the process re-reads the rows its waiters wait for.
 /// Without inotify it re-reads them every [`SqliteOptions::poll_interval`].
+/// A process keeps the places of all its waiters of a file alive in one
+/// transaction every 250 ms, and a hand-off reads the line only up to its
+/// first live place: a hand-off costs the same however many wait.
 /// [`LeaseStatus::waiters`](crate::LeaseStatus::waiters) counts the live
 /// places in line.
 ///
