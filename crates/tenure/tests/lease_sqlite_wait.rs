@@ -387,3 +387,54 @@ async fn the_waiting_line_table_is_added_to_an_existing_file() {
         ReleaseOutcome::Released
     );
 }
+
+/// The places of one process's waiters are kept alive together, in one
+/// transaction per heartbeat, not by a write transaction of each waiter's
+/// own: once they all stand in line, their places carry one expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_keeps_its_waiters_places_in_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let tenure = Coordinator::with_backend(open(&path).await);
+    let lease = tenure
+        .lease("k")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    const WAITERS: usize = 20;
+    // Each releases as soon as it holds the lease: they are served in the
+    // order they stood in line.
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let lease = lease.clone();
+            tokio::spawn(async move {
+                let attempt = lease.attempt_within(Duration::from_secs(60)).await;
+                attempt.unwrap().into_guard().unwrap().release().await
+            })
+        })
+        .collect();
+    until_in_line(&tenure, "k", WAITERS).await;
+    let db = rusqlite::Connection::open(&path).unwrap();
+    let expiries = || -> (i64, i64) {
+        db.query_row(
+            "SELECT count(*), count(DISTINCT expires_at_ms) FROM tenure_waiters WHERE key = 'k'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = expiries();
+    while seen != (WAITERS as i64, 1) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        seen = expiries();
+    }
+    assert_eq!(seen, (WAITERS as i64, 1), "(places, distinct expiries)");
+    // Still alive a few place lifetimes later, and served in turn.
+    tokio::time::sleep(3 * PLACE_LIFETIME).await;
+    assert_eq!(in_line(&tenure, "k").await, WAITERS);
+    holder.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap().unwrap();
+    }
+}

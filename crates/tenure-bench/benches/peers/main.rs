@@ -15,7 +15,7 @@
 //! `--quick` is one round of 0.5 s and the small points of each curve.
 //! `TENURE_BENCH_ROUNDS` (default 3) and `TENURE_BENCH_SECONDS` (default 2,
 //! per workload and peer) shorten or lengthen the run; `TENURE_BENCH_BIG=1`
-//! adds the 10⁶-key memory point and etcd's 1000-waiter point; `TENURE_BENCH_ONLY` (comma-separated:
+//! adds the 10⁶-key memory point; `TENURE_BENCH_ONLY` (comma-separated:
 //! `distinct`, `cost`, `contended`, `limiter`, `blocked`, `local`, `quorum`,
 //! `cli`, `http`, `waiters`, `memory`, `list`, `coldstart`) runs only those
 //! workloads, and the tables then show the others as not measured;
@@ -242,28 +242,25 @@ async fn curves(
     if wanted("waiters") {
         let dir = tempfile_dir("waiters");
         let waiters = upto(&report_curves::WAITERS, if quick { 100 } else { 1000 });
-        let etcd = tenure_test::EtcdCluster::single();
         let stores = std::env::var("TENURE_BENCH_STORES").unwrap_or_default();
         let store_wanted =
             |name: &str| stores.is_empty() || stores.split(',').any(|s| s.trim() == name);
-        for (store, url) in [
-            ("redis", server.url()),
-            ("sqlite", format!("sqlite:{}", dir.join("w.db").display())),
-            ("etcd", etcd.url()),
-        ]
-        .into_iter()
-        .filter(|(store, _)| store_wanted(store))
-        {
+        let etcd = store_wanted("etcd").then(tenure_test::EtcdCluster::single);
+        let urls = [
+            ("redis", Some(server.url())),
+            (
+                "sqlite",
+                Some(format!("sqlite:{}", dir.join("w.db").display())),
+            ),
+            ("etcd", etcd.as_ref().map(tenure_test::EtcdCluster::url)),
+        ];
+        for (store, url) in urls {
+            let Some(url) = url.filter(|_| store_wanted(store)) else {
+                continue;
+            };
             eprintln!("hand-off latency against waiters on {store}");
             let tenure = tenure::Coordinator::connect(&url).await.unwrap();
-            // etcd reads the whole line in each look (see docs/etcd.md):
-            // its 1000-waiter point takes half a minute, so it is opt-in.
-            let most = if store == "etcd" && !big {
-                100
-            } else {
-                usize::MAX
-            };
-            for &w in waiters.iter().filter(|&&w| w <= most) {
+            for &w in &waiters {
                 waiters::run(&tenure, store, w, limit, s).await;
             }
             tenure.close().await;

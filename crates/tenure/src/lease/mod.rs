@@ -82,7 +82,7 @@ pub use set::{LeaseSet, LeaseSetGuard};
 // The implementer types, under short paths for the stores of this crate (which
 // use a different subset with each set of cargo features).
 #[allow(unused_imports)]
-pub(crate) use line::{CLAIM_WINDOW, PLACE_LIFETIME};
+pub(crate) use line::{CLAIM_WINDOW, HEARTBEAT, PLACE_LIFETIME};
 #[allow(unused_imports)]
 pub(crate) use release_watch::{Handoff, ReleaseWatch};
 #[allow(unused_imports)]

@@ -458,6 +458,15 @@ impl LeaseStore for SqliteStore {
         let ttl_ms = ttl_ms(ttl);
         // A place this store did not write is no place: stand in line anew.
         let place = place.and_then(|p| p.as_str().parse::<i64>().ok());
+        if let Some(seq) = place
+            && let Some(ttl_left) = self.quiet_look(key, token.as_str(), seq)
+        {
+            let held = AcquireReply::Held {
+                ttl_left: Some(ttl_left),
+            };
+            return Ok((held, Some(QueuePlace::new(seq.to_string()))));
+        }
+        let start = self.look_starts(key, token.as_str());
         let look = self
             .transact_as(
                 Commit::Relaxed,
@@ -476,6 +485,8 @@ impl LeaseStore for SqliteStore {
                 },
             )
             .await?;
+        let stands = look.place.zip(look.reply.err().flatten());
+        self.look_ends(key, token.as_str(), start, stands);
         if let Some(state) = look.changed.clone() {
             self.changed(key, state);
         }
@@ -511,6 +522,10 @@ impl LeaseStore for SqliteStore {
     async fn watch_turn(&self, key: &str, token: &OwnerToken) -> ReleaseWatch {
         self.watch_key(key, Wanted::Turn(token.as_str().to_string()))
             .await
+    }
+
+    fn ready_turn_watch(&self, key: &str, token: &OwnerToken) -> Option<ReleaseWatch> {
+        self.ready_watch(key, Wanted::Turn(token.as_str().to_string()))
     }
 
     fn describe(&self) -> String {

@@ -5,13 +5,16 @@
 //! module), so a contended lease changes hands in FIFO order.
 //!
 //! Each place carries the waiter's token, the TTL it asked for and an expiry
-//! on the store clock that every look of the waiter (its heartbeat, every
-//! 250 ms) pushes forward: a waiter that disappears without leaving the line
-//! (killed) is skipped once its place has gone a second without a look. A
+//! on the store clock that the waiter's looks (its heartbeat, every 250 ms)
+//! push forward — in one transaction per process for all its waiters while
+//! they look (the `keeper` module): a waiter that disappears without leaving
+//! the line (killed) is skipped once its place has gone a second without a
+//! refresh. A
 //! lease handed to a waiter is set for it for half a second only, until its
 //! look claims the full TTL, so a waiter that died just before the hand-off
-//! holds up the line no longer than that. Dead places of a key are deleted
-//! when the line of that key is next served.
+//! holds up the line no longer than that. Serving a line reads it only up
+//! to its first live place and deletes the dead places before it, so a
+//! hand-off costs the same however many wait behind.
 //!
 //! The same semantics as the Redis line (`redis/queue.rs`); FIFO does not
 //! cover a lease whose TTL ran out (a newcomer's plain acquire may take the
@@ -41,10 +44,15 @@ pub(super) struct Look {
     pub(super) changed: Option<RowState>,
 }
 
-/// Deletes the dead places of `key`'s line and returns its first live one.
+/// Returns the first live place of `key`'s line, deleting the dead places
+/// before it.
 ///
-/// One read of the line, and a delete only when it has dead places: the
-/// usual line is empty, and a cold start pays for every statement compiled.
+/// Reads the line in order and stops at that place, so serving a line costs
+/// a row per dead place at its front and one more, however many wait behind
+/// (the index `(key, seq)` gives the order). Dead places further back are
+/// deleted when they reach the front. The delete runs only when the front
+/// had dead places: the usual line is empty, and a cold start pays for every
+/// statement compiled.
 fn first_waiter(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<Option<Waiter>> {
     let mut select = tx.prepare(
         "SELECT seq, token, ttl_ms, boot_id, expires_at_ms FROM tenure_waiters
@@ -53,23 +61,24 @@ fn first_waiter(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<
     let mut rows = select.query([key])?;
     let (mut first, mut dead) = (None, false);
     while let Some(r) = rows.next()? {
-        let boot: String = r.get(3)?;
-        let expires_at_ms: i64 = r.get(4)?;
-        if boot != *now.boot || expires_at_ms <= now.ms() {
-            dead = true;
-        } else if first.is_none() {
+        let (boot, expires_at_ms): (String, i64) = (r.get(3)?, r.get(4)?);
+        if boot == *now.boot && expires_at_ms > now.ms() {
             first = Some(Waiter {
                 seq: r.get(0)?,
                 token: r.get(1)?,
                 ttl_ms: r.get(2)?,
             });
+            break;
         }
+        dead = true;
     }
+    drop(rows);
     if dead {
-        tx.prepare(
-            "DELETE FROM tenure_waiters WHERE key = ?1 AND (boot_id != ?2 OR expires_at_ms <= ?3)",
-        )?
-        .execute(params![key, &*now.boot, now.ms()])?;
+        // Every place read before the first live one (the whole line when
+        // none is) was dead.
+        let before = first.as_ref().map_or(i64::MAX, |w| w.seq);
+        tx.prepare("DELETE FROM tenure_waiters WHERE key = ?1 AND seq < ?2")?
+            .execute(params![key, before])?;
     }
     Ok(first)
 }
@@ -163,9 +172,7 @@ pub(super) fn look(tx: &Connection, req: &Request<'_>, now: &HostTime) -> Result
             match first_waiter(tx, req.key, now)? {
                 Some(w) if w.token != req.token => {
                     changed = hand_off(tx, req.key, last, &w, now)?;
-                    ttl_left = Some(std::time::Duration::from_millis(
-                        claim_ms(&w).unsigned_abs(),
-                    ));
+                    ttl_left = Some(claim_for(&w));
                 }
                 first => {
                     let fence = next_fence(last)?;
@@ -195,12 +202,16 @@ fn granted(fence: i64, changed: Option<RowState>) -> Look {
     }
 }
 
+/// The expiry of a place refreshed `now`.
+fn place_expiry(now: &HostTime) -> i64 {
+    now.ms()
+        .saturating_add(crate::duration::millis_i64(PLACE_LIFETIME))
+}
+
 /// Refreshes the waiter's place (`req.place`, when it is still in line) or
 /// takes one at the end. Returns the place.
 fn keep_place(tx: &Connection, req: &Request<'_>, now: &HostTime) -> rusqlite::Result<i64> {
-    let expires = now
-        .ms()
-        .saturating_add(crate::duration::millis_i64(PLACE_LIFETIME));
+    let expires = place_expiry(now);
     if let Some(seq) = req.place {
         let kept = tx
             .prepare(
@@ -218,6 +229,62 @@ fn keep_place(tx: &Connection, req: &Request<'_>, now: &HostTime) -> rusqlite::R
     )?
     .execute(params![req.key, req.token, req.ttl_ms, &*now.boot, expires])?;
     Ok(tx.last_insert_rowid())
+}
+
+/// Refreshes the places `places` (place, owner token) as their waiters'
+/// looks would: one statement, compiled once, per place. Returns for each
+/// whether it was still in line.
+pub(super) fn refresh_places(
+    tx: &Connection,
+    places: &[(i64, &str)],
+    now: &HostTime,
+) -> rusqlite::Result<Vec<bool>> {
+    let expires = place_expiry(now);
+    let mut update = tx.prepare(
+        "UPDATE tenure_waiters SET expires_at_ms = ?3, boot_id = ?4 WHERE seq = ?1 AND token = ?2",
+    )?;
+    places
+        .iter()
+        .map(|(seq, token)| Ok(update.execute(params![seq, token, expires, &*now.boot])? == 1))
+        .collect()
+}
+
+/// What [`serve`] found and did.
+pub(super) struct Served {
+    /// How long the lease is held for from now (`None`: free).
+    pub(super) held_for: Option<std::time::Duration>,
+    /// The lease's state after serving.
+    pub(super) state: RowState,
+}
+
+/// Hands the lease of `key` to the first live waiter when nobody holds it
+/// (its TTL ran out, or an older version freed it), as that waiter's look
+/// would.
+pub(super) fn serve(tx: &Connection, key: &str, now: &HostTime) -> Result<Served, Fault> {
+    let row = read_row(tx, key)?;
+    let held_for = row.as_ref().and_then(|r| r.held_for(now));
+    let idle = Served {
+        held_for,
+        state: row.as_ref().map(|r| (r.fence, r.token.clone())),
+    };
+    if held_for.is_some() {
+        return Ok(idle);
+    }
+    let Some(waiter) = first_waiter(tx, key, now)? else {
+        return Ok(idle);
+    };
+    match hand_off(tx, key, row.map_or(0, |r| r.fence), &waiter, now)? {
+        Some(state) => Ok(Served {
+            held_for: Some(claim_for(&waiter)),
+            state,
+        }),
+        None => Ok(idle),
+    }
+}
+
+/// [`claim_ms`] as a duration.
+fn claim_for(waiter: &Waiter) -> std::time::Duration {
+    std::time::Duration::from_millis(claim_ms(waiter).unsigned_abs())
 }
 
 /// Leaves the line of `key`: removes the waiter's place and, if the lease was

@@ -7,11 +7,13 @@
 //! file per concern: `lease` (the lease store), `limit` (the limit store and
 //! the limiter's clock), `schema` (tables, pragmas, the file's identity),
 //! `clock` (the store clock and boot id), `line` (the waiting line),
-//! `notify` (waking waiters) and `file_events` (the OS's change events).
+//! `notify` (waking waiters), `keeper` (keeping a process's places in line
+//! alive) and `file_events` (the OS's change events).
 
 mod clock;
 mod file_events;
 mod gate;
+mod keeper;
 mod lease;
 mod limit;
 mod line;
@@ -155,6 +157,9 @@ impl SqliteOptions {
 /// processes' commits are seen through inotify on the database's directory
 /// (Linux), after which the process re-reads the rows its waiters wait for.
 /// Without inotify it re-reads them every [`SqliteOptions::poll_interval`].
+/// A process keeps the places of all its waiters of a file alive in one
+/// transaction every 250 ms, and a hand-off reads the line only up to its
+/// first live place: a hand-off costs the same however many wait.
 /// [`LeaseStatus::waiters`](crate::LeaseStatus::waiters) counts the live
 /// places in line.
 ///

@@ -637,3 +637,71 @@ async fn an_inline_store_waits_for_a_locked_file_off_the_callers_thread() {
         "the runtime ticked {during} times while waiting"
     );
 }
+
+/// Adds a dead place (written during another boot) to the end of `key`'s
+/// line.
+fn dead_place(conn: &Connection, key: &str) {
+    conn.execute(
+        "INSERT INTO tenure_waiters (key, token, ttl_ms, boot_id, expires_at_ms)
+         VALUES (?1, 'dead', 60000, 'an-earlier-boot', 0)",
+        [key],
+    )
+    .unwrap();
+}
+
+/// Stands `token` in `key`'s line (the lease is held).
+async fn stand(backend: &SqliteStore, key: &str, token: &OwnerToken) {
+    let (reply, place) = backend
+        .wait_turn(key, token, LONG, None, None)
+        .await
+        .unwrap();
+    assert!(matches!(reply, AcquireReply::Held { .. }), "{reply:?}");
+    assert!(place.is_some());
+}
+
+fn dead_places(conn: &Connection, key: &str) -> i64 {
+    conn.query_row(
+        "SELECT count(*) FROM tenure_waiters WHERE key = ?1 AND token = 'dead'",
+        [key],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// A hand-off reads the line only up to its first live place: the dead
+/// places before it go, the ones behind it are left until they reach the
+/// front, however long the line.
+#[tokio::test]
+async fn a_hand_off_reads_the_line_only_up_to_its_first_live_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    let holder = token();
+    grant(&backend, "k", &holder).await;
+    let conn = Connection::open(&path).unwrap();
+    for _ in 0..50 {
+        dead_place(&conn, "k");
+    }
+    let (first, second) = (token(), token());
+    stand(&backend, "k", &first).await;
+    dead_place(&conn, "k");
+    stand(&backend, "k", &second).await;
+
+    assert_eq!(
+        backend.release("k", &holder).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        backend.holder_token("k").await.unwrap(),
+        Some(first.clone())
+    );
+    assert_eq!(dead_places(&conn, "k"), 1, "only the dead place ahead went");
+    assert_eq!(backend.status("k").await.unwrap().waiters, Some(1));
+
+    assert_eq!(
+        backend.release("k", &first).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(backend.holder_token("k").await.unwrap(), Some(second));
+    assert_eq!(dead_places(&conn, "k"), 0, "it reached the front");
+}
