@@ -25,6 +25,7 @@ use super::api::etcdserverpb::{
     RangeResponse, TxnRequest, TxnResponse, WatchCreateRequest, WatchRequest, WatchResponse,
     watch_request::RequestUnion,
 };
+use super::lock;
 
 /// How long a connection may go without hearing from etcd before a ping is
 /// sent, while calls or watches are open on it. etcd closes a connection
@@ -319,8 +320,4 @@ impl Client {
 /// `--auth-token-ttl` without use) or was never valid there.
 fn token_refused(status: &Status) -> bool {
     status.code() == Code::Unauthenticated && status.message().contains("invalid auth token")
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -40,7 +40,7 @@
 //!   transaction: it could only find what the last one found. It only sends
 //!   the keep-alives that are due (the places' lease, the holder's).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -55,6 +55,7 @@ use super::holder::{self, holder_key};
 use super::keys::{companions_end, line_prefix, permit_key, range_end};
 use super::lease::{EtcdStore, Granted, first_kv, lease_not_found};
 use super::line_watch::WaiterId;
+use super::lock;
 use super::turn::{Standing, Turn};
 use crate::error::{Error, Result};
 use crate::lease::{
@@ -613,8 +614,4 @@ fn vanished(place_key: &str) -> Error {
         key: place_key.escape_default().to_string(),
         detail: "the place in line vanished within its own transaction".into(),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

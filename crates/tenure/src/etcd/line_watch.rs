@@ -16,12 +16,13 @@
 //! waiter opens a new one; it is closed with its last waiter.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
 use super::api::mvccpb::event::EventType;
 use super::client::Watch;
+use super::lock;
 use super::turn::{Change, Turn};
 use crate::lease::ReleaseWatch;
 
@@ -167,8 +168,4 @@ impl Drop for Watching {
             LineWatches::remove(&mut lines, &self.lease, &self.line);
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -101,5 +101,11 @@ mod record;
 mod turn;
 
 pub use lease::EtcdStore;
+
+/// Locks `m`, ignoring poisoning: nothing the etcd store keeps behind a
+/// mutex is left half-changed by a panic.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 pub use limit::EtcdLimits;
 pub use options::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_TIMEOUT, EtcdOptions};

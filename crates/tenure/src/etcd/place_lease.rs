@@ -57,15 +57,10 @@ impl EtcdStore {
     /// when that is due), or a fresh grant when there is none or it ended.
     pub(super) async fn place_lease(&self, key: &str) -> Result<Granted> {
         let mut current = self.places.current.lock().await;
-        if let Some(c) = current.as_mut() {
-            if !c.due() {
-                return Ok(c.granted);
-            }
-            let sent = Instant::now();
-            if self.keep_alive("wait", key, c.granted.id).await? {
-                c.refreshed = sent;
-                return Ok(c.granted);
-            }
+        if let Some(c) = current.as_mut()
+            && self.keep_current(key, c).await?
+        {
+            return Ok(c.granted);
         }
         let sent = Instant::now();
         let granted = self.grant("wait", key, PLACE_LIFETIME).await?;
@@ -85,16 +80,25 @@ impl EtcdStore {
         let Some(c) = current.as_mut().filter(|c| c.granted.id == id) else {
             return Ok(false);
         };
-        if !c.due() {
-            return Ok(true);
-        }
-        let sent = Instant::now();
-        if self.keep_alive("wait", key, id).await? {
-            c.refreshed = sent;
+        if self.keep_current(key, c).await? {
             return Ok(true);
         }
         *current = None;
         Ok(false)
+    }
+
+    /// Keeps the places' lease `c` alive when that is due; `false` when
+    /// etcd no longer knows it (it ended).
+    async fn keep_current(&self, key: &str, c: &mut Current) -> Result<bool> {
+        if !c.due() {
+            return Ok(true);
+        }
+        let sent = Instant::now();
+        let alive = self.keep_alive("wait", key, c.granted.id).await?;
+        if alive {
+            c.refreshed = sent;
+        }
+        Ok(alive)
     }
 
     /// Deletes the place `place_key` in the background, at once and again
