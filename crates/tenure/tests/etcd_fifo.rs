@@ -111,11 +111,7 @@ async fn queue_waiters(lease: &tenure::Lease, c: &Admin, n: usize) -> fifo_commo
 async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let etcd = EtcdCluster::single();
     let (tenure, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure
-        .lease("fifo")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "fifo").await;
     const WAITERS: usize = 8;
     let line = queue_waiters(&lease, &c, WAITERS).await;
     let status = tenure.status("fifo").await.unwrap();
@@ -136,11 +132,7 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
 async fn a_hand_off_costs_the_release_and_one_look() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure
-        .lease("cost")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "cost").await;
     const WAITERS: usize = 8;
     let waiters = queue_waiters(&lease, &c, WAITERS).await.waiters;
     let methods = [
@@ -185,11 +177,7 @@ async fn a_hand_off_costs_the_release_and_one_look() {
 async fn waiters_of_one_process_share_one_watch_and_stand_with_one_look() {
     let etcd = EtcdCluster::single();
     let (tenure, mut c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure
-        .lease("shared")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "shared").await;
     // The first waiter watches the line (and looks once more).
     let watches = started(&etcd, "Watch");
     let mut waiters = vec![fifo_common::spawn_wait(&lease)];
@@ -240,11 +228,7 @@ async fn waiters_of_one_process_share_one_watch_and_stand_with_one_look() {
 async fn the_watches_of_ended_waits_end_on_etcd() {
     let etcd = EtcdCluster::single();
     let tenure = connect(&etcd.url()).await;
-    let lease = tenure
-        .lease("ended")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "ended").await;
     let before = watchers(&etcd);
     for _ in 0..5 {
         let out = lease.attempt_within(Duration::from_millis(300)).await;
@@ -272,11 +256,7 @@ async fn the_watches_of_ended_waits_end_on_etcd() {
 async fn idle_waiters_do_not_ask_etcd_every_second() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure
-        .lease("idle")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "idle").await;
     const WAITERS: usize = 4;
     let fifo_common::Line { waiters, turns } = queue_waiters(&lease, &c, WAITERS).await;
     // Past the looks that follow each waiter's first one.
@@ -303,11 +283,7 @@ async fn idle_waiters_do_not_ask_etcd_every_second() {
 async fn a_cancelled_waiter_is_skipped_at_once() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure
-        .lease("cancel")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "cancel").await;
     fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || counted(&c, "cancel")).await;
 }
 
@@ -315,11 +291,7 @@ async fn a_cancelled_waiter_is_skipped_at_once() {
 async fn a_waiter_whose_wait_ends_leaves_the_line() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure
-        .lease("budget")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "budget").await;
     let within = Duration::from_millis(300);
     fifo_common::a_waiter_whose_wait_ends_leaves_the_line(
         &lease,
@@ -399,11 +371,7 @@ async fn killed_waiter_child() {
 async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let etcd = EtcdCluster::single();
     let (tenure, c) = (connect(&etcd.url()).await, client(&etcd).await);
-    let lease = tenure
-        .lease("killed")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "killed").await;
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
         .env("TENURE_ETCD_FIFO_CHILD_URL", etcd.url())

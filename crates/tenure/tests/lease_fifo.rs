@@ -38,11 +38,7 @@ async fn until_in_line(server: &RedisServer, key: &str, n: usize) {
 async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure
-        .lease("fifo")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "fifo").await;
     const WAITERS: usize = 8;
     let count = || std::future::ready(in_line(&server, "fifo"));
     let within = Duration::from_secs(20);
@@ -70,11 +66,7 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
 async fn a_cancelled_waiter_leaves_the_line_at_once() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure
-        .lease("cancel")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "cancel").await;
     fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || {
         std::future::ready(in_line(&server, "cancel"))
     })
@@ -85,11 +77,7 @@ async fn a_cancelled_waiter_leaves_the_line_at_once() {
 async fn a_waiter_whose_wait_ends_leaves_the_line() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure
-        .lease("budget")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "budget").await;
     let within = Duration::from_millis(200);
     fifo_common::a_waiter_whose_wait_ends_leaves_the_line(
         &lease,
@@ -128,11 +116,7 @@ async fn killed_waiter_child() {
 async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure
-        .lease("killed")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "killed").await;
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["killed_waiter_child", "--exact", "--ignored", "--nocapture"])
         .env("TENURE_FIFO_CHILD_URL", server.url())
@@ -155,11 +139,7 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
 async fn a_lease_handed_to_a_killed_waiter_passes_on_after_its_ttl() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure
-        .lease("vanished")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "vanished").await;
     // A waiter that stood in line and vanished without a trace, as a killed
     // process leaves it: its place, alive for another 10 s.
     let time = server.command("TIME").unwrap();
@@ -249,11 +229,7 @@ async fn a_newcomer_does_not_jump_the_line_of_a_free_key() {
 async fn a_hand_off_message_for_another_place_grants_nothing() {
     let server = RedisServer::start();
     let tenure = connect(&server.url()).await;
-    let lease = tenure
-        .lease("stale")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "stale").await;
     let holder_fence = holder.fence();
     let waiter = {
         let lease = lease.clone();

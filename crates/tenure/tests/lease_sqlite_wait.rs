@@ -309,11 +309,7 @@ async fn a_release_in_this_process_wakes_a_waiter_at_once() {
 async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
     let dir = tempfile::tempdir().unwrap();
     let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
-    let lease = tenure
-        .lease("k")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "k").await;
     const WAITERS: usize = 6;
     let count = || in_line(&tenure, "k");
     let within = Duration::from_secs(30);
@@ -335,11 +331,7 @@ async fn waiters_get_the_lease_in_the_order_they_stood_in_line() {
 async fn a_waiter_that_gives_up_or_is_cancelled_leaves_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
-    let lease = tenure
-        .lease("k")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "k").await;
     let within = Duration::from_millis(300);
     fifo_common::a_wait_that_ends_leaves_no_place(&lease, within, || in_line(&tenure, "k")).await;
     fifo_common::a_cancelled_waiter_leaves_the_line(&lease, holder, || in_line(&tenure, "k")).await;
@@ -356,11 +348,7 @@ async fn a_killed_waiter_is_skipped_after_its_ttl() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let tenure = Coordinator::with_backend(open(&path).await);
-    let lease = tenure
-        .lease("k")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "k").await;
     let killed = child("waiter_child", &path, KILLED_TTL);
     // A place lives a second without a look (the waiter's heartbeat), not
     // its waiter's TTL.
@@ -396,11 +384,7 @@ async fn a_process_keeps_its_waiters_places_in_one_transaction() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.db");
     let tenure = Coordinator::with_backend(open(&path).await);
-    let lease = tenure
-        .lease("k")
-        .watchdog(false)
-        .ttl(Duration::from_secs(30));
-    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    let (lease, holder) = fifo_common::held(&tenure, "k").await;
     const WAITERS: usize = 20;
     // Each releases as soon as it holds the lease: they are served in the
     // order they stood in line.

@@ -13,6 +13,17 @@ use tenure::{Attempt, Coordinator, Fence, Lease, LeaseGuard};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+/// `tenure`'s lease of `key` (a 30 s TTL, no watchdog) and a guard that
+/// holds it.
+pub async fn held(tenure: &Coordinator, key: &str) -> (Lease, LeaseGuard) {
+    let lease = tenure
+        .lease(key)
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
+    let holder = lease.attempt().await.unwrap().into_guard().unwrap();
+    (lease, holder)
+}
+
 /// A wait of up to a minute for `lease`, in a task of its own.
 pub fn spawn_wait(lease: &Lease) -> JoinHandle<tenure::Result<Attempt>> {
     let lease = lease.clone();
