@@ -422,3 +422,32 @@ async fn a_process_keeps_its_waiters_places_in_one_transaction() {
         w.await.unwrap().unwrap();
     }
 }
+
+/// A holder that dies without releasing (its guard forgotten) keeps the lease
+/// until its TTL runs out; the waiter in line then gets it, though nothing in
+/// the file changed to wake it (the process's keeper, or the waiter's own
+/// look once its quiet looks no longer stand, serves the line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_gets_the_lease_when_its_holders_ttl_runs_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenure = Coordinator::with_backend(open(&dir.path().join("w.db")).await);
+    let ttl = Duration::from_millis(800);
+    let asked = Instant::now();
+    let crashed = tenure.lease("k").watchdog(false).ttl(ttl).attempt().await;
+    std::mem::forget(crashed.unwrap().into_guard().unwrap());
+    let waiter = tenure
+        .lease("k")
+        .watchdog(false)
+        .ttl(Duration::from_secs(30));
+    let attempt = fifo_common::spawn_wait(&waiter).await.unwrap().unwrap();
+    let waited = asked.elapsed();
+    let guard = attempt
+        .into_guard()
+        .expect("the waiter gets the lease once the holder's TTL ran out");
+    assert!(waited >= ttl, "granted after {waited:?}, before the TTL");
+    assert!(
+        waited < ttl + Duration::from_secs(5),
+        "granted only after {waited:?}"
+    );
+    guard.release().await.unwrap();
+}
