@@ -206,7 +206,13 @@ Examples:
   tenure list --prefix orders: --json | jq -r '.key + \" \" + .holder.label'
   tenure list --prefix deploy --watch";
 
+/// Each subcommand's options are added only when it is parsed, shown or
+/// built (`defer`): a `tenure run` does not build the grammar of the other
+/// nine. What inspects the grammar calls `Command::build` first. The option
+/// structs carry plain comments, not doc comments: added after the
+/// variant's description, a doc comment would replace it.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Run a command while holding a lease (or several, all or none: -k A -k
     /// B); TENURE_FENCE and TENURE_KEY (for several: TENURE_FENCES and
@@ -297,8 +303,8 @@ pub fn parse_wait(text: &str) -> Result<Wait, String> {
     }
 }
 
-/// A key, written `KEY` or `-k KEY`, for the subcommands that only read or
-/// check one (`status`, `leader`, `limit`).
+// A key, written `KEY` or `-k KEY`, for the subcommands that only read or
+// check one (`status`, `leader`, `limit`).
 #[derive(Debug, Args)]
 pub struct KeyArg {
     /// The key (or -k KEY).
@@ -324,13 +330,11 @@ impl KeyArg {
     }
 }
 
-/// A key and a command: `KEY [--] CMD [ARGS…]`, `-k KEY [--] CMD [ARGS…]` or
-/// either key with `-c 'SHELL COMMAND'` (`run`, `elect`, `once`).
-///
-/// With `-k`, the first word clap takes for `KEY` is the command's: [`resolve`]
-/// sorts that out.
-///
-/// [`resolve`]: Invocation::resolve
+// A key and a command: `KEY [--] CMD [ARGS…]`, `-k KEY [--] CMD [ARGS…]` or
+// either key with `-c 'SHELL COMMAND'` (`run`, `elect`, `once`).
+//
+// With `-k`, the first word clap takes for `KEY` is the command's:
+// `Invocation::resolve` sorts that out.
 #[derive(Debug, Default, Args)]
 pub struct Invocation {
     /// The key (or -k KEY).
@@ -622,6 +626,27 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// A subcommand's options are added when it is built (`defer`), after
+    /// its description: what they add must leave that description alone.
+    #[test]
+    fn each_subcommand_keeps_its_description_once_built() {
+        let described = |cmd: &clap::Command| {
+            cmd.get_subcommands()
+                .map(|sub| {
+                    let text = |t: Option<&clap::builder::StyledStr>| t.map(|t| t.to_string());
+                    let about = (text(sub.get_about()), text(sub.get_long_about()));
+                    (sub.get_name().to_string(), about)
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut root = Cli::command();
+        let before = described(&root);
+        root.build();
+        // Building adds clap's `help` subcommand at the end.
+        assert_eq!(described(&root)[..before.len()], before);
+        assert!(before.iter().all(|(_, (about, _))| about.is_some()));
+    }
+
     #[test]
     fn rates_read_as_units_per_period() {
         let r = parse_rate("10/1m").expect("rate");
@@ -820,7 +845,8 @@ mod tests {
         // An unknown option after the key is an error, not the command.
         assert!(run(&["k", "--frobnicate", "--", "true"]).is_err());
         // Every short flag means the same long option in every subcommand.
-        let root = Cli::command();
+        let mut root = Cli::command();
+        root.build();
         let mut meaning: std::collections::HashMap<char, String> = Default::default();
         for sub in root.get_subcommands() {
             for arg in sub.get_arguments() {

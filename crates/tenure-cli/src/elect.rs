@@ -17,7 +17,7 @@ use crate::cli::{Global, Invocation, RunArgs, Wait};
 use crate::exit::Failure;
 use crate::{duration, output, run, store};
 
-/// `tenure elect` options.
+// `tenure elect` options.
 #[derive(Debug, Args)]
 pub struct ElectArgs {
     /// The election's key and the command.

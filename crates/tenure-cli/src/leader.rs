@@ -6,7 +6,7 @@ use crate::cli::{Global, KeyArg};
 use crate::exit::{self, Failure};
 use crate::{duration, output, store};
 
-/// `tenure leader` options.
+// `tenure leader` options.
 #[derive(Debug, Args)]
 pub struct LeaderArgs {
     /// The election's key.

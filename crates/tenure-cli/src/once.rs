@@ -33,7 +33,7 @@ use crate::cli::{Global, Invocation, Wait, parse_wait};
 use crate::exit::{self, Failure};
 use crate::{duration, output, run, store};
 
-/// `tenure once` options.
+// `tenure once` options.
 #[derive(Debug, Args)]
 pub struct OnceArgs {
     /// The operation's key (an idempotency key) and the command.

@@ -16,7 +16,7 @@ use crate::cli::{Global, KeyArg};
 use crate::exit::{self, Failure};
 use crate::{output, status, store};
 
-/// `tenure release` options.
+// `tenure release` options.
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
     /// The lease key.
