@@ -46,7 +46,7 @@ impl<'a> RequestHead<'a> {
 
     /// The TCP peer's IP address (IPv4-mapped IPv6 folded to IPv4), if the
     /// server recorded it.
-    #[inline]
+    #[inline(always)]
     pub fn peer_ip(&self) -> Option<IpAddr> {
         if let Some(PeerAddr(addr)) = self.extensions.get::<PeerAddr>() {
             return Some(addr.ip().to_canonical());

@@ -258,7 +258,12 @@ impl LimitStore for MemoryLimits {
     }
 
     fn decide_inline(&self, request: &LimitRequest<'_>) -> Option<Result<Decision>> {
-        Some(self.decide_read(request, Read::of(self, request)))
+        // Only the decision is moved into the answer, not the whole result
+        // (an error is larger than a decision).
+        match self.decide_read(request, Read::of(self, request)) {
+            Ok(decision) => Some(Ok(decision)),
+            Err(e) => Some(Err(e)),
+        }
     }
 
     fn describe(&self) -> String {
