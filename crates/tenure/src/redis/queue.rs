@@ -19,12 +19,14 @@
 //! the process's keeper (`keeper.rs`: one call per line every 250 ms for all
 //! the process's waiters in it, whose looks are then answered in the
 //! process): a waiter that disappears without leaving the line (killed, cut
-//! off) is skipped once its entry has gone a second without a refresh. A lease handed to a waiter is set for it for its TTL or half a
-//! second, whichever is shorter, and the waiter's look claims the rest: a
-//! waiter that died just before its hand-off holds the lease no longer. A release with nobody in line
-//! publishes nothing; so that observers of releases (an election's observer,
-//! a run-once waiter) are still woken, [`watch_releases`](RedisStore) puts an
-//! observer's marker in the line while it watches.
+//! off) is skipped once its entry has gone a second without a refresh. A
+//! lease handed to a waiter is set for it for its TTL or half a second,
+//! whichever is shorter, and the waiter's look claims the rest: a waiter that
+//! died just before its hand-off holds the lease no longer. A release with
+//! nobody in line publishes nothing; so that observers of releases (an
+//! election's observer, a run-once waiter) are still woken,
+//! [`watch_releases`](RedisStore) puts an observer's marker in the line while
+//! it watches.
 
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
