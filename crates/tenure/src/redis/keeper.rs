@@ -57,6 +57,13 @@ const QUIET_FOR: Duration = HEARTBEAT.saturating_mul(2);
 /// loses its place as if it had died.
 const KEPT_WHILE_LOOKING: Duration = HEARTBEAT.saturating_mul(2);
 
+/// A place refreshed less than this long ago is left for the next round:
+/// refreshed at most two heartbeats apart, it keeps more than half of its
+/// [lifetime](crate::lease::PLACE_LIFETIME) and stays within [`QUIET_FOR`],
+/// and a waiter that gets its turn within two heartbeats of standing in
+/// line (a line that moves) is refreshed once at most.
+const FRESH_FOR: Duration = Duration::from_millis(200);
+
 /// The most waiters one keeper call refreshes (a longer list of this
 /// process's waiters in one line takes several calls).
 const MAX_PER_CALL: usize = 500;
@@ -188,11 +195,14 @@ impl RedisStore {
         tokio::spawn(keep(subscriber, self.detached()));
     }
 
-    /// Refreshes `line`'s places, and wakes whom what the call found
+    /// Refreshes `line`'s places (one call at least, which serves the line
+    /// even with no place to refresh), and wakes whom what the call found
     /// concerns.
     async fn keep_line(&self, subscriber: &Weak<OnceCell<Subscriber>>, line: &KeptLine) {
         let keys = self.keys().lease_fence_queue(&line.key);
-        for tokens in line.tokens.chunks(MAX_PER_CALL) {
+        let none: &[String] = &[];
+        let calls = line.tokens.chunks(MAX_PER_CALL);
+        for tokens in calls.chain(line.tokens.is_empty().then_some(none)) {
             let began = Instant::now();
             let sent = crate::clock::now();
             let mut args = vec![line.channel.as_str()];
@@ -217,19 +227,25 @@ impl RedisStore {
                 held_for: from_millis(pttl).unwrap_or_default(),
             };
             for (token, entry) in tokens.iter().zip(entries) {
-                sub.with_turn(&line.channel, token, |turn| {
-                    found.refreshed(turn, entry, owner == *token);
-                });
+                sub.with_turn(&line.channel, token, |turn| found.refreshed(turn, entry));
             }
+            // A waiter of this process the lease was handed to: its
+            // notification may be lost, and its look claims the lease.
+            sub.with_turn(&line.channel, &owner, |turn| {
+                if turn.stand.is_some() {
+                    turn.nudge();
+                }
+            });
         }
     }
 }
 
-/// The places of this process's waiters in one line, to keep alive.
+/// A line this process's waiters stand in, and the places to refresh.
 #[derive(Debug)]
 struct KeptLine {
     key: String,
     channel: String,
+    /// The waiters whose places are due.
     tokens: Vec<String>,
 }
 
@@ -242,12 +258,8 @@ struct Found {
 
 impl Found {
     /// Notes that the waiter of `turn` stands at `entry` (`""`: it has no
-    /// place left), and wakes it when the lease is now `its`.
-    fn refreshed(&self, turn: &mut Turn, entry: String, its: bool) {
-        if its {
-            // Its notification may be lost: its look claims the lease.
-            turn.nudge();
-        }
+    /// place left).
+    fn refreshed(&self, turn: &mut Turn, entry: String) {
         if entry.is_empty() {
             turn.stand = None;
             return;
@@ -261,8 +273,8 @@ impl Found {
     }
 }
 
-/// The lines to keep: those of the waiters that looked within
-/// [`KEPT_WHILE_LOOKING`].
+/// The lines of the waiters that looked within [`KEPT_WHILE_LOOKING`], with
+/// the places of those not refreshed within [`FRESH_FOR`].
 fn kept_lines(sub: &Subscriber) -> Vec<KeptLine> {
     let now = Instant::now();
     let mut lines: HashMap<String, KeptLine> = HashMap::new();
@@ -271,15 +283,16 @@ fn kept_lines(sub: &Subscriber) -> Vec<KeptLine> {
         if now.saturating_duration_since(stand.looked) >= KEPT_WHILE_LOOKING {
             return;
         }
-        lines
+        let line = lines
             .entry(channel.to_string())
             .or_insert_with(|| KeptLine {
                 key: stand.key.clone(),
                 channel: channel.to_string(),
                 tokens: Vec::new(),
-            })
-            .tokens
-            .push(token.to_string());
+            });
+        if now.saturating_duration_since(stand.refreshed) >= FRESH_FOR {
+            line.tokens.push(token.to_string());
+        }
     });
     lines.into_values().collect()
 }

@@ -5,7 +5,8 @@
 -- free lease (its holder's TTL ran out: nobody published anything) is handed
 -- to the first live waiter, as any waiter's look would have done.
 -- KEYS[1] lease key, KEYS[2] fence counter, KEYS[3] waiting line
--- ARGV[1] release channel, ARGV[2..] the owner tokens of the waiters to keep
+-- ARGV[1] release channel, ARGV[2..] the owner tokens of the waiters whose
+-- places are due (none: the call only serves the line)
 -- Returns {pttl, owner, entries}: the lease's PTTL after this call (-2 when
 -- free), its owner token ('' when free) and each waiter's new entry, in the
 -- order of ARGV ('' for a waiter with no live place in line).
@@ -14,7 +15,7 @@ for i = 2, #ARGV do
   slots[ARGV[i]] = i - 1
   entries[i - 1] = ''
 end
-local line = redis.pcall('LRANGE', KEYS[3], 0, -1)
+local line = #ARGV > 1 and redis.pcall('LRANGE', KEYS[3], 0, -1) or {}
 if type(line) == 'table' and line.err then
   return redis.error_reply('WRONGTYPE waiting line ' .. KEYS[3] .. ' is not a list')
 end
