@@ -226,6 +226,9 @@ impl RedisStore {
                 sent,
                 held_for: from_millis(pttl).unwrap_or_default(),
             };
+            for token in &line.standing {
+                sub.with_turn(&line.channel, token, |turn| found.held(turn));
+            }
             for (token, entry) in tokens.iter().zip(entries) {
                 sub.with_turn(&line.channel, token, |turn| found.refreshed(turn, entry));
             }
@@ -247,6 +250,8 @@ struct KeptLine {
     channel: String,
     /// The waiters whose places are due.
     tokens: Vec<String>,
+    /// Every waiter that stands in it.
+    standing: Vec<String>,
 }
 
 /// What one keeper call found.
@@ -257,6 +262,14 @@ struct Found {
 }
 
 impl Found {
+    /// Notes how long the lease was seen held (a stand whose look did not
+    /// see it, or saw it earlier, may answer quietly for as long).
+    fn held(&self, turn: &mut Turn) {
+        if let Some(stand) = turn.stand.as_mut() {
+            stand.held_until = stand.held_until.max(self.began + self.held_for);
+        }
+    }
+
     /// Notes that the waiter of `turn` stands at `entry` (`""`: it has no
     /// place left).
     fn refreshed(&self, turn: &mut Turn, entry: String) {
@@ -268,7 +281,6 @@ impl Found {
             stand.entry = entry;
             stand.written = self.sent;
             stand.refreshed = stand.refreshed.max(self.began);
-            stand.held_until = self.began + self.held_for;
         }
     }
 }
@@ -289,7 +301,9 @@ fn kept_lines(sub: &Subscriber) -> Vec<KeptLine> {
                 key: stand.key.clone(),
                 channel: channel.to_string(),
                 tokens: Vec::new(),
+                standing: Vec::new(),
             });
+        line.standing.push(token.to_string());
         if now.saturating_duration_since(stand.refreshed) >= FRESH_FOR {
             line.tokens.push(token.to_string());
         }
