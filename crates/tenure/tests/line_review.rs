@@ -131,3 +131,42 @@ async fn debug_output_never_prints_the_owner_token() {
         }
     }
 }
+
+/// A hand-off whose notification never comes (the releaser's ACL user may
+/// not publish) still reaches a waiter whose looks its process answers
+/// itself: the process's keeper sees the lease handed to the waiter and
+/// wakes it, and its look claims the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_hand_off_without_its_notification_still_reaches_a_quiet_waiter() {
+    let server = RedisServer::start();
+    let mute = server.acl_user("mute", "s3cret", "~tenure:* resetchannels +@all");
+    let holder = Coordinator::connect(&mute).await.unwrap();
+    let waiter = Coordinator::connect(&server.url()).await.unwrap();
+    let ttl = Duration::from_secs(30);
+    let held = holder
+        .lease("muted")
+        .ttl(ttl)
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    let waiting = tokio::spawn({
+        let lease = waiter.lease("muted").ttl(ttl);
+        async move { lease.acquire_timeout(Duration::from_secs(60)).await }
+    });
+    // Long enough for the waiter's looks to be answered in its process.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter got the lease")
+        .unwrap()
+        .unwrap();
+    let took = released.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "the waiter got the lease {took:?} after the release"
+    );
+    guard.release().await.unwrap();
+}

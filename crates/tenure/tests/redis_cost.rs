@@ -243,6 +243,71 @@ async fn a_contended_hand_off_wakes_one_waiter() {
     );
 }
 
+/// Idle waiters of one process keep their places with one script call per
+/// line and heartbeat between them (the process's keeper), not one look per
+/// waiter and heartbeat: 40 waiters send a few calls a second, not 160.
+/// Their places stay alive all the while, and the line still serves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_waiters_keep_their_places_with_one_call_per_line() {
+    let server = RedisServer::start();
+    let tenure = connect(&server).await;
+    const WAITERS: usize = 40;
+    let lease = tenure
+        .lease("idle")
+        .watchdog(false)
+        .ttl(Duration::from_secs(60));
+    let held = lease.attempt().await.unwrap().into_guard().unwrap();
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let lease = lease.clone();
+            tokio::spawn(async move {
+                let guard = lease
+                    .attempt_within(Duration::from_secs(60))
+                    .await
+                    .unwrap()
+                    .into_guard()
+                    .expect("acquired");
+                guard.release().await.unwrap();
+            })
+        })
+        .collect();
+    let line = |server: &RedisServer| {
+        let reply = server.command("LLEN tenure:{idle}:queue").unwrap();
+        reply
+            .trim()
+            .trim_start_matches(':')
+            .parse::<usize>()
+            .unwrap()
+    };
+    let stood = tokio::time::Instant::now() + Duration::from_secs(10);
+    while line(&server) < WAITERS {
+        assert!(
+            tokio::time::Instant::now() < stood,
+            "the waiters never stood in line"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Past their first heartbeats: each waiter has looked again since.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    server.command("CONFIG RESETSTAT").unwrap();
+    let idle = Duration::from_secs(2);
+    tokio::time::sleep(idle).await;
+    let scripts = calls_of(&server, "evalsha");
+    // Four heartbeats a second, and a look now and then.
+    assert!(
+        scripts <= 20,
+        "{scripts} script calls in {idle:?} from {WAITERS} idle waiters"
+    );
+    assert_eq!(line(&server), WAITERS, "every place is still in line");
+    held.release().await.unwrap();
+    for w in waiters {
+        tokio::time::timeout(Duration::from_secs(20), w)
+            .await
+            .expect("every waiter had its turn")
+            .unwrap();
+    }
+}
+
 /// Calls per command (`cmdstat_<name>`), leaving out the ones this test sends.
 fn per_command(server: &RedisServer) -> Vec<(String, u64)> {
     let stats = server.command("INFO commandstats").unwrap();

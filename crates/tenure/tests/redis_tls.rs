@@ -42,7 +42,7 @@ const MINIMAL_ACL: &str = "resetkeys ~tenure:* resetchannels &tenure:* -@all \
     +evalsha +eval +script|load +fcall +function|load +ping +time +subscribe +unsubscribe \
     +get +set +del +incr +decr +pexpire +pexpireat +pttl +type +publish \
     +hget +hmget +hset +zadd +zcard +zcount +zrange +zrangebyscore +zrem \
-    +zremrangebyrank +zremrangebyscore +zscore +lpop +lpush +rpush +lset +lpos +lrem";
+    +zremrangebyrank +zremrangebyscore +zscore +lpop +lpush +rpush +lset +lpos +lrem +lrange";
 
 /// A waiter under the minimal ACL user is woken by the release notification
 /// (well before the holder's TTL), and a limiter works.

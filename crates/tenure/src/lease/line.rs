@@ -11,6 +11,8 @@
 //! A hand-off whose notification names the place of the waiter's last look
 //! is taken without asking the store again: the hand-off ran after that look
 //! was sent, so the validity counts from that send (see [`Line::look`]). A
+//! store that keeps places alive without the waiter's looks dates the places
+//! it wrote ([`QueuePlace::written`]): the validity then counts from that. A
 //! hand-off sets the lease for the claim window only ([`CLAIM_WINDOW`], when
 //! the TTL is longer): the guard's first renewal, sent [`CLAIM_LEAD`] before
 //! the window ends, claims the full TTL, so a holder that releases sooner
@@ -67,7 +69,7 @@ pub(super) struct Line {
     key: Arc<str>,
     token: OwnerToken,
     place: Option<QueuePlace>,
-    /// When the look that returned `place` was sent, on the store's clock.
+    /// When the call that wrote `place` was sent, on the store's clock.
     placed_at: Option<Moment>,
     watch: Option<ReleaseWatch>,
     /// The lease was taken from a hand-off for the claim window only.
@@ -134,17 +136,20 @@ impl Line {
         match reply {
             AcquireReply::Acquired { .. } => self.standing = false,
             AcquireReply::Held { .. } => {
+                // A place the store kept alive without this look was
+                // written when the store says.
+                self.placed_at = Some(place.as_ref().and_then(QueuePlace::written).unwrap_or(sent));
                 self.place = place;
-                self.placed_at = Some(sent);
             }
         }
         Ok(reply)
     }
 
     /// The lease, when the watch announced a hand-off from the place our
-    /// last look returned. That look found the lease held by someone else and
-    /// wrote the place; the hand-off took the place out of line, so it ran
-    /// after the look was sent, and the TTL it set (the claim window, or the
+    /// last look returned (or one whose write the store dated). That look
+    /// found the lease held by someone else and wrote the place; the hand-off
+    /// took the place out of line, so it ran after the look was sent, and
+    /// the TTL it set (the claim window, or the
     /// TTL when that is shorter) runs out after the send plus that TTL: the
     /// validity counts from the send. A hand-off of the full TTL is taken
     /// only while that leaves nearly a full validity (and more than the
@@ -153,12 +158,10 @@ impl Line {
     /// first renewal claims it. Else the waiter claims with a look.
     fn handed_over(&mut self, ttl: Duration, renew: Option<Duration>) -> Option<AcquireReply> {
         let handoff = self.watch.as_mut()?.take_handoff()?;
-        if self.place.as_ref() != Some(&handoff.place) {
-            return None;
-        }
+        let placed_at = self.written(&handoff.place)?;
         let unclaimed = ttl > CLAIM_WINDOW;
         let set_for = ttl.min(CLAIM_WINDOW);
-        let valid_until = valid_until(self.placed_at?, set_for);
+        let valid_until = valid_until(placed_at, set_for);
         let left = valid_until.saturating_duration_since(self.backend.clock().now());
         let fresh = if unclaimed {
             left >= CLAIM_TAKE_MIN
@@ -172,6 +175,16 @@ impl Line {
             fence: handoff.fence,
             valid_until,
         })
+    }
+
+    /// When the call that wrote `place` was sent at the latest, as far as
+    /// this waiter knows: the store says so (a place it kept alive in the
+    /// background), or it is the place the last look returned.
+    fn written(&self, place: &QueuePlace) -> Option<Moment> {
+        let looked = self
+            .placed_at
+            .filter(|_| self.place.as_ref() == Some(place));
+        looked.into_iter().chain(place.written()).max()
     }
 
     /// Whether the lease the last look returned was taken from a hand-off

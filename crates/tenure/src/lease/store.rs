@@ -107,24 +107,58 @@ pub enum AcquireReply {
 /// A waiter's place in a store's waiting line, as the store last wrote it.
 /// Opaque: only the store that handed it out reads it. Its `Debug` shows
 /// only its length: a place may hold the waiter's owner token.
-#[derive(Clone, PartialEq, Eq)]
-pub struct QueuePlace(String);
+///
+/// A place may also say when the call that wrote it was sent
+/// ([`written_at`](Self::written_at)), when that was not the look that
+/// returned it (a store that keeps its waiters' places alive in the
+/// background): a hand-off that took the waiter out of line from that place
+/// ran after that moment. Places compare by what the store wrote alone.
+#[derive(Clone)]
+pub struct QueuePlace {
+    stored: String,
+    written: Option<Moment>,
+}
+
+impl PartialEq for QueuePlace {
+    fn eq(&self, other: &Self) -> bool {
+        self.stored == other.stored
+    }
+}
+
+impl Eq for QueuePlace {}
 
 impl Debug for QueuePlace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "QueuePlace({} bytes)", self.0.len())
+        write!(f, "QueuePlace({} bytes)", self.stored.len())
     }
 }
 
 impl QueuePlace {
     /// A place as the store wrote it.
     pub fn new(stored: impl Into<String>) -> Self {
-        QueuePlace(stored.into())
+        QueuePlace {
+            stored: stored.into(),
+            written: None,
+        }
+    }
+
+    /// A place as the store wrote it with a call sent at `written`, a
+    /// reading of the store's [`clock`](LeaseStore::clock).
+    pub fn written_at(stored: impl Into<String>, written: Moment) -> Self {
+        QueuePlace {
+            stored: stored.into(),
+            written: Some(written),
+        }
     }
 
     /// The place as the store wrote it.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.stored
+    }
+
+    /// When the call that wrote the place was sent, if the store said so.
+    pub fn written(&self) -> Option<Moment> {
+        self.written
     }
 }
 

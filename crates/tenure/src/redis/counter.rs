@@ -94,6 +94,8 @@ pub(super) struct CounterScripts {
     pub(super) wait: LuaScript,
     /// `scripts/lease_leave.lua` (a hand-off takes a fence).
     pub(super) leave: LuaScript,
+    /// `scripts/lease_keep.lua` (a hand-off takes a fence).
+    pub(super) keep: LuaScript,
     /// `scripts/quorum_fence.lua`.
     #[cfg(feature = "quorum")]
     pub(super) raise: LuaScript,
@@ -143,6 +145,7 @@ impl CounterScripts {
             release: floored(super::lease::RELEASE_LUA),
             wait: floored(super::queue::WAIT_LUA),
             leave: floored(super::queue::LEAVE_LUA),
+            keep: floored(super::keeper::KEEP_LUA),
             #[cfg(feature = "quorum")]
             raise: LuaScript::new(super::node::RAISE_FENCE_LUA, ms),
             #[cfg(feature = "quorum")]
@@ -164,6 +167,7 @@ mod tests {
             &scripts.release,
             &scripts.wait,
             &scripts.leave,
+            &scripts.keep,
         ] {
             assert!(s.source.contains("local fence_retention_ms = '90000'"));
             assert!(!s.source.contains(DEFAULT_LINE));
@@ -184,6 +188,7 @@ mod tests {
                 (&one.release, &node.release),
                 (&one.wait, &node.wait),
                 (&one.leave, &node.leave),
+                (&one.keep, &node.keep),
             ] {
                 assert!(one.source.contains(MICROS_LINE) && !one.source.contains(SECONDS_LINE));
                 assert!(node.source.contains(SECONDS_LINE) && !node.source.contains(MICROS_LINE));

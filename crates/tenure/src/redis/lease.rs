@@ -394,10 +394,21 @@ impl RedisStore {
     pub(super) async fn subscriber(&self) -> Option<&Subscriber> {
         self.subscriber
             .get_or_try_init(|| async {
-                Subscriber::open(&self.conn, self.publish).await.ok_or(())
+                let opened = Subscriber::open(&self.conn, self.publish).await.ok_or(())?;
+                self.start_keeper(Arc::downgrade(&self.subscriber));
+                Ok::<_, ()>(opened)
             })
             .await
             .ok()
+    }
+
+    /// This store without its subscriber, for a background task that must
+    /// not keep the subscriber alive.
+    pub(super) fn detached(&self) -> Self {
+        RedisStore {
+            subscriber: Arc::new(OnceCell::new()),
+            ..self.clone()
+        }
     }
 }
 

@@ -49,6 +49,7 @@ mod fenced;
 mod function;
 mod gate;
 mod holder;
+mod keeper;
 mod keys;
 mod lease;
 mod limit;

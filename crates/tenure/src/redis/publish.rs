@@ -66,6 +66,7 @@ mod tests {
             super::super::lease::RELEASE_LUA,
             super::super::queue::WAIT_LUA,
             super::super::queue::LEAVE_LUA,
+            super::super::keeper::KEEP_LUA,
         ] {
             assert_eq!(source.matches(PLAIN_LINE).count(), 1);
             let sharded = Publish::Sharded.apply(source);

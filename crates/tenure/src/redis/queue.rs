@@ -15,15 +15,18 @@
 //! (see `lease/line.rs`).
 //!
 //! Each entry carries the waiter's token, its TTL and an expiry on the
-//! server's clock that every look of the waiter (its heartbeat, every
-//! 250 ms) pushes forward: a waiter that disappears without leaving the line
-//! (killed, cut off) is skipped once its entry has gone a second without a
-//! look. A lease handed to a waiter is set for it for its TTL or half a
-//! second, whichever is shorter, and the waiter's look claims the rest: a
-//! waiter that died just before its hand-off holds the lease no longer. A release with nobody in line
-//! publishes nothing; so that observers of releases (an election's observer,
-//! a run-once waiter) are still woken, [`watch_releases`](RedisStore) puts an
-//! observer's marker in the line while it watches.
+//! server's clock that every look of the waiter pushes forward, and so does
+//! the process's keeper (`keeper.rs`: one call per line every 250 ms for all
+//! the process's waiters in it, whose looks are then answered in the
+//! process): a waiter that disappears without leaving the line (killed, cut
+//! off) is skipped once its entry has gone a second without a refresh. A
+//! lease handed to a waiter is set for it for its TTL or half a second,
+//! whichever is shorter, and the waiter's look claims the rest: a waiter that
+//! died just before its hand-off holds the lease no longer. A release with
+//! nobody in line publishes nothing; so that observers of releases (an
+//! election's observer, a run-once waiter) are still woken,
+//! [`watch_releases`](RedisStore) puts an observer's marker in the line while
+//! it watches.
 
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -67,11 +70,20 @@ impl RedisStore {
         holder: Option<&HolderInfo>,
         place: Option<&QueuePlace>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
+        let channel = self.keys().released(key);
+        if place.is_some()
+            && let Some(quiet) = self.quiet_look(&channel, token)
+        {
+            return Ok(quiet);
+        }
+        let mut start = self.look_starts(&channel, token);
+        let kept = start.take_kept();
         let [lease, fence, queue] = self.keys().lease_fence_queue(key);
         let keys = [lease, fence, queue, self.keys().holder(key)];
-        let channel = self.keys().released(key);
         let ttl_ms = millis(ttl).to_string();
-        let old = place.map_or("", QueuePlace::as_str);
+        // The entry this process last wrote: the keeper may have replaced
+        // the one the waiter knows.
+        let old = place.map_or("", |p| kept.as_deref().unwrap_or(p.as_str()));
         let behind = if place.is_none() && self.others_wait(&channel, token) {
             "1"
         } else {
@@ -86,14 +98,21 @@ impl RedisStore {
             token,
             ttl,
         };
-        self.run_grant(
-            grant,
-            self.counters().wait.pair(),
-            &keys,
-            &args,
-            |(won, value, place): (i64, i64, String)| (won, value, Some(place)),
-        )
-        .await
+        let looked = self
+            .run_grant(
+                grant,
+                self.counters().wait.pair(),
+                &keys,
+                &args,
+                |(won, value, place): (i64, i64, String)| (won, value, Some(place)),
+            )
+            .await?;
+        let stood = match &looked {
+            (AcquireReply::Held { ttl_left }, Some(place)) => Some((place.as_str(), *ttl_left)),
+            _ => None,
+        };
+        self.look_ends(key, &channel, token, start, stood);
+        Ok(looked)
     }
 
     /// Whether another waiter of this process waits for `channel`'s lease:

@@ -33,6 +33,7 @@ use redis::{ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::watch;
 
 use super::conn::{Link, NodeCertificates, Origin, RedisConn};
+use super::keeper::Stand;
 use super::publish::Publish;
 use crate::fence::Fence;
 use crate::lease::{Handoff, QueuePlace};
@@ -52,13 +53,55 @@ impl std::fmt::Debug for Subscriber {
     }
 }
 
+/// One waiter's watch: what wakes it, how often it was woken, and where its
+/// last look (or the keeper) left it in line.
+pub(super) struct Turn {
+    tx: watch::Sender<Option<Handoff>>,
+    wakes: u64,
+    /// Where the waiter stands, while its last look may stand for its next
+    /// ones (see `keeper.rs`).
+    pub(super) stand: Option<Stand>,
+}
+
+impl Turn {
+    fn new() -> Self {
+        Turn {
+            tx: watch::channel(None).0,
+            wakes: 0,
+            stand: None,
+        }
+    }
+
+    /// Wakes the waiter with `handoff` (`None`: to look again).
+    fn send(&mut self, handoff: Option<Handoff>) {
+        self.wakes = self.wakes.wrapping_add(1);
+        self.tx.send_replace(handoff);
+    }
+
+    /// Wakes the waiter to look again (a hand-off it was told of and has
+    /// not taken yet is then claimed by that look).
+    pub(super) fn nudge(&mut self) {
+        self.send(None);
+    }
+
+    /// How often the waiter was woken: a message that concerned it since a
+    /// look began changed this.
+    pub(super) fn wakes(&self) -> u64 {
+        self.wakes
+    }
+
+    fn is_live(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
+}
+
 /// The local watchers of one channel.
 #[derive(Default)]
 struct Watchers {
     /// Woken by every release.
     all: Option<watch::Sender<u64>>,
     /// Woken when the lease is handed to their token.
-    turns: HashMap<String, watch::Sender<Option<Handoff>>>,
+    turns: HashMap<String, Turn>,
     /// Whether the server has confirmed the subscription since the last
     /// disconnection: then every message published from now on reaches
     /// this process.
@@ -70,10 +113,10 @@ impl Watchers {
         tx.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    fn wake_everyone(&self) {
+    fn wake_everyone(&mut self) {
         self.all.iter().for_each(Self::wake);
-        for tx in self.turns.values() {
-            tx.send_replace(None);
+        for turn in self.turns.values_mut() {
+            turn.send(None);
         }
     }
 
@@ -81,30 +124,34 @@ impl Watchers {
     /// (`<token> <fence> <place>`, or a bare token when the hand-off failed)
     /// wakes the watcher of that token; anything else (`1` for a release,
     /// `record` for a new record) the plain watchers.
-    fn wake_for(&self, message: &str) {
+    /// A place the keeper wrote carries the moment its call was sent.
+    fn wake_for(&mut self, message: &str) {
         let mut parts = message.splitn(3, ' ');
         let token = parts.next().unwrap_or_default();
         if !OwnerToken::looks_like(token) {
             self.all.iter().for_each(Self::wake);
             return;
         }
-        let Some(tx) = self.turns.get(token) else {
+        let Some(turn) = self.turns.get_mut(token) else {
             return;
         };
         let fence = parts.next().and_then(|f| f.parse::<u64>().ok());
         let handoff = match (fence, parts.next()) {
             (Some(fence), Some(place)) if fence > 0 => Some(Handoff {
                 fence: Fence::new(fence),
-                place: QueuePlace::new(place),
+                place: turn
+                    .stand
+                    .as_ref()
+                    .map_or_else(|| QueuePlace::new(place), |stand| stand.dated(place)),
             }),
             _ => None,
         };
-        tx.send_replace(handoff);
+        turn.send(handoff);
     }
 
     /// Drops the senders nobody listens to; whether none is left.
     fn prune(&mut self) -> bool {
-        self.turns.retain(|_, tx| tx.receiver_count() > 0);
+        self.turns.retain(|_, turn| turn.is_live());
         if self.all.as_ref().is_some_and(|tx| tx.receiver_count() == 0) {
             self.all = None;
         }
@@ -132,7 +179,8 @@ impl Watchers {
     fn watch_turn(&mut self, token: &str) -> watch::Receiver<Option<Handoff>> {
         self.turns
             .entry(token.to_string())
-            .or_insert_with(|| watch::channel(None).0)
+            .or_insert_with(Turn::new)
+            .tx
             .subscribe()
     }
 }
@@ -160,9 +208,7 @@ impl Drop for Unwatch {
         };
         let mut channels = channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = channels.watchers.get_mut(&self.channel)
-            && w.turns
-                .get(&self.token)
-                .is_some_and(|tx| tx.receiver_count() == 0)
+            && w.turns.get(&self.token).is_some_and(|turn| !turn.is_live())
         {
             w.turns.remove(&self.token);
         }
@@ -258,11 +304,35 @@ impl Subscriber {
     /// `channel` for its turn: then it has (most likely) a place in line.
     pub(super) fn others_wait(&self, channel: &str, token: &str) -> bool {
         let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        channels.watchers.get(channel).is_some_and(|w| {
-            w.turns
-                .iter()
-                .any(|(t, tx)| t != token && tx.receiver_count() > 0)
-        })
+        channels
+            .watchers
+            .get(channel)
+            .is_some_and(|w| w.turns.iter().any(|(t, turn)| t != token && turn.is_live()))
+    }
+
+    /// Runs `f` on the live watch of the waiter `token` on `channel`.
+    pub(super) fn with_turn<R>(
+        &self,
+        channel: &str,
+        token: &str,
+        f: impl FnOnce(&mut Turn) -> R,
+    ) -> Option<R> {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let turn = channels.watchers.get_mut(channel)?.turns.get_mut(token)?;
+        turn.is_live().then(|| f(turn))
+    }
+
+    /// Runs `f` on every live waiter's watch: its channel, its token and the
+    /// watch.
+    pub(super) fn each_turn(&self, mut f: impl FnMut(&str, &str, &mut Turn)) {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        for (channel, watchers) in &mut channels.watchers {
+            for (token, turn) in &mut watchers.turns {
+                if turn.is_live() {
+                    f(channel, token, turn);
+                }
+            }
+        }
     }
 
     fn turn_watch(
@@ -363,7 +433,7 @@ fn dispatcher(
         let mut channels = channels.lock().unwrap_or_else(|e| e.into_inner());
         match push.kind {
             PushKind::Message | PushKind::SMessage => {
-                let watchers = text(push.data.first()).and_then(|c| channels.watchers.get(c));
+                let watchers = text(push.data.first()).and_then(|c| channels.watchers.get_mut(c));
                 if let (Some(w), Some(message)) = (watchers, text(push.data.get(1))) {
                     w.wake_for(message);
                 }

@@ -154,11 +154,25 @@ local function release_to_next(keys, channel, timed, popped)
   return 1
 end
 
--- Puts `entry` in line for its waiter: in place of `old` (its last entry)
--- where that is still in line, else at the end. The line lives at least as
--- long as its newest entry.
-local function keep_place(queue, entry, old, ttl)
-  local at = old ~= '' and redis.call('LPOS', queue, old)
+-- Where the live entry of `token` stands in line (0-based), or nil. A scan
+-- of the whole line: only for a look whose last entry was replaced meanwhile
+-- (its process's keeper refreshed it, see lease_keep.lua).
+local function find_token(queue, token)
+  local ours = ' ' .. token
+  for at, entry in ipairs(redis.call('LRANGE', queue, 0, -1)) do
+    if string.sub(entry, -#ours) == ours and not string.match(entry, '^%d+ 0 ') then
+      return at - 1
+    end
+  end
+  return nil
+end
+
+-- Puts `entry` in line for `token`: in place of `old` (its last entry)
+-- where that is still in line, else (given `token`) in place of another
+-- entry of `token` (one its keeper wrote since), else at the end. The line
+-- lives at least as long as its newest entry.
+local function keep_place(queue, entry, old, ttl, token)
+  local at = old ~= '' and (redis.call('LPOS', queue, old) or (token and find_token(queue, token)))
   if at then
     redis.call('LSET', queue, at, entry)
   elseif redis.call('RPUSH', queue, entry) == 1 then

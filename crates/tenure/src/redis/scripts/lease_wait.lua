@@ -91,5 +91,5 @@ if not owner then
   end
 end
 local entry = entry_for(ARGV[1], ARGV[2])
-keep_place(KEYS[3], entry, ARGV[4], PLACE_MS)
+keep_place(KEYS[3], entry, ARGV[4], PLACE_MS, ARGV[1])
 return {0, redis.call('PTTL', KEYS[1]), entry}
