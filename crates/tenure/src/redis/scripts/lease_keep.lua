@@ -21,7 +21,7 @@ if type(line) == 'table' and line.err then
 end
 local now, kept = server_ms(), false
 for at, entry in ipairs(line) do
-  local expires, ttl, token = string.match(entry, '^(%d+) (%d+) (.+)$')
+  local expires, ttl, token = parse_entry(entry)
   local slot = token and slots[token]
   if slot and ttl ~= '0' and entries[slot] == '' and tonumber(expires) > now then
     entries[slot] = string.format('%d %s %s', now + PLACE_MS, ttl, token)

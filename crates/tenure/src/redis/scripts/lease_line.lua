@@ -63,6 +63,13 @@ local function put_back(queue, entries, front, now)
   end
 end
 
+-- An entry of the line: `<expires> <ttl> <token>` (its expiry in ms on the
+-- server's clock, the waiter's TTL in ms, 0 for an observer's marker, and its
+-- owner token); nil for anything else.
+local function parse_entry(entry)
+  return string.match(entry, '^(%d+) (%d+) (.+)$')
+end
+
 -- Pops the line's first waiter: observers' markers are put back at the end,
 -- entries that expired are dropped — with `timed`; without, the first
 -- waiter's entry is taken as it is (no TIME: a release's hand-off to a waiter
@@ -82,7 +89,7 @@ local function pop_waiter(queue, timed, popped)
     if not entry then
       break
     end
-    local expires, ttl, token = string.match(entry, '^(%d+) (%d+) (.+)$')
+    local expires, ttl, token = parse_entry(entry)
     if expires then
       if ttl ~= '0' and not timed then
         if #markers > 0 then
@@ -158,9 +165,9 @@ end
 -- of the whole line: only for a look whose last entry was replaced meanwhile
 -- (its process's keeper refreshed it, see lease_keep.lua).
 local function find_token(queue, token)
-  local ours = ' ' .. token
   for at, entry in ipairs(redis.call('LRANGE', queue, 0, -1)) do
-    if string.sub(entry, -#ours) == ours and not string.match(entry, '^%d+ 0 ') then
+    local _, ttl, owner = parse_entry(entry)
+    if owner == token and ttl ~= '0' then
       return at - 1
     end
   end
