@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use tenure::lease::store::{Handoff, OwnerToken, QueuePlace, ReleaseWatch};
-use tenure::{Coordinator, Fence};
+use tenure::{Coordinator, Fence, LeaseGuard};
 use tenure_test::{Direction, Partition, Proxy, RedisServer};
+use tokio::task::JoinHandle;
 
 /// A plain connection to `server`, to look at the keys.
 async fn redis(server: &RedisServer) -> redis::aio::MultiplexedConnection {
@@ -30,6 +31,26 @@ async fn line_of(c: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<St
         .unwrap()
 }
 
+/// `key` held by `holder` for `ttl`, and a task in which `waiter` waits
+/// for it (up to a minute).
+async fn held_and_awaited(
+    holder: &Coordinator,
+    waiter: &Coordinator,
+    key: &str,
+    ttl: Duration,
+) -> (LeaseGuard, JoinHandle<tenure::Result<LeaseGuard>>) {
+    let held = holder
+        .lease(key)
+        .ttl(ttl)
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    let lease = waiter.lease(key).ttl(ttl);
+    let waiting = tokio::spawn(async move { lease.acquire_timeout(Duration::from_secs(60)).await });
+    (held, waiting)
+}
+
 /// Review item 5.1: a waiter's look applied by Redis whose reply is lost
 /// (held past the client's 2 s timeout) must not leave a ghost place: when
 /// the waiter stands in line again, the abandoned token has no place left,
@@ -40,18 +61,8 @@ async fn redis_a_look_whose_reply_was_lost_leaves_no_ghost_place() {
     let proxy = Proxy::start(&server.addr());
     let direct = Coordinator::connect(&server.url()).await.unwrap();
     let waiter = Coordinator::connect(&proxy.url()).await.unwrap();
-    let ttl = Duration::from_secs(10);
-    let held = direct
-        .lease("ghost")
-        .ttl(ttl)
-        .try_acquire()
-        .await
-        .unwrap()
-        .unwrap();
-    let waiting = tokio::spawn({
-        let lease = waiter.lease("ghost").ttl(ttl);
-        async move { lease.acquire_timeout(Duration::from_secs(60)).await }
-    });
+    let (held, waiting) =
+        held_and_awaited(&direct, &waiter, "ghost", Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     // The waiter's next look runs, its reply is held past the timeout.
     proxy.partition(Direction::ToClient, Partition::Stall);
@@ -142,18 +153,8 @@ async fn redis_a_hand_off_without_its_notification_still_reaches_a_quiet_waiter(
     let mute = server.acl_user("mute", "s3cret", "~tenure:* resetchannels +@all");
     let holder = Coordinator::connect(&mute).await.unwrap();
     let waiter = Coordinator::connect(&server.url()).await.unwrap();
-    let ttl = Duration::from_secs(30);
-    let held = holder
-        .lease("muted")
-        .ttl(ttl)
-        .try_acquire()
-        .await
-        .unwrap()
-        .unwrap();
-    let waiting = tokio::spawn({
-        let lease = waiter.lease("muted").ttl(ttl);
-        async move { lease.acquire_timeout(Duration::from_secs(60)).await }
-    });
+    let (held, waiting) =
+        held_and_awaited(&holder, &waiter, "muted", Duration::from_secs(30)).await;
     // Long enough for the waiter's looks to be answered in its process.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let released = tokio::time::Instant::now();
