@@ -316,10 +316,12 @@ impl Limiter {
             Ok(policies) => policies,
             Err(e) => return Some(Err(e)),
         };
-        let request = match Self::request(key, policies, cost, Mode::Consume, None) {
-            Ok(request) => request,
-            Err(e) => return Some(Err(e)),
-        };
+        // `request`'s checks, without its result moved out: a consume at
+        // the store's clock has no instant to check.
+        if let Err(e) = Self::check_input(key, policies, cost, Mode::Consume) {
+            return Some(Err(e));
+        }
+        let request = LimitRequest::new(key, policies, cost, Mode::Consume);
         // A store error goes the long way, which reports it. (Only the
         // decision is moved on, not the whole result, which is twice its size.)
         match inner.store.decide_inline(&request)? {
@@ -472,6 +474,18 @@ impl Limiter {
         result.map(|each| (each, combined))
     }
 
+    /// The checks of a request's key and cost.
+    #[inline]
+    fn check_input(key: &str, policies: &[Policy], cost: u32, mode: Mode) -> Result<()> {
+        validate_key(key)?;
+        // One unit fits every policy (capacities are at least 1), and the
+        // policies of a limiter never share a slot (`Inner::policies`).
+        if cost != 1 {
+            check_request(policies, cost, mode)?;
+        }
+        Ok(())
+    }
+
     /// The checked request for `key`: bad input is refused here, before any
     /// store is asked.
     #[inline]
@@ -482,12 +496,7 @@ impl Limiter {
         mode: Mode,
         now: Option<Timestamp>,
     ) -> Result<LimitRequest<'a>> {
-        validate_key(key)?;
-        // One unit fits every policy (capacities are at least 1), and the
-        // policies of a limiter never share a slot (`Inner::policies`).
-        if cost != 1 {
-            check_request(policies, cost, mode)?;
-        }
+        Self::check_input(key, policies, cost, mode)?;
         if now.is_some_and(|t| t.as_micros() > LATEST_NOW) {
             return Err(Error::invalid(
                 "now",
