@@ -10,7 +10,9 @@ use crate::limiter::{BoxFuture, Decision, LimiterError, QuotaPolicy, RateLimiter
 /// Sorts tenure's errors into what the middleware does with them: a bad key
 /// is the client's (`400`), bad limiter settings are ours (`500`), everything
 /// else about the store (unreachable, timeout, unusable stored data) falls to
-/// the failure policy.
+/// the failure policy. Out of line: the error path only.
+#[cold]
+#[inline(never)]
 fn classify(e: Error) -> LimiterError {
     match e {
         Error::InvalidKey { .. } => LimiterError::InvalidKey(e.to_string()),
@@ -46,7 +48,10 @@ impl RateLimiter for Limiter {
 
     /// [`Limiter::check_local`]: an in-process limiter decides at once.
     fn check_now(&self, key: &str, cost: u32) -> Option<Result<Decision, LimiterError>> {
-        Some(self.check_local(key, cost)?.map_err(classify))
+        match self.check_local(key, cost)? {
+            Ok(decision) => Some(Ok(decision)),
+            Err(e) => Some(Err(classify(e))),
+        }
     }
 
     fn policy(&self) -> Option<QuotaPolicy> {

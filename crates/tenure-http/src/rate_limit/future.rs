@@ -256,11 +256,12 @@ where
                     this.state.set(next);
                 }
                 StateProj::Calling { fut, after } => {
-                    let mut res = ready!(fut.poll(cx))?.map(RateLimitBody::inner);
+                    let mut res = ready!(fut.poll(cx))?;
                     if let Some(after) = after.take() {
                         after.apply(&mut res);
                     }
-                    return Poll::Ready(Ok(res));
+                    // Wrapped on its way out: one move of the response.
+                    return Poll::Ready(Ok(res.map(RateLimitBody::inner)));
                 }
                 StateProj::Ready { res } => {
                     let Some(res) = res.take() else {

@@ -55,14 +55,15 @@ where
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let settings = &self.settings;
-        let key = match settings.key.key(&RequestHead::new(&req)) {
-            Some(key) => key,
-            None => match &settings.missing {
-                MissingKey::Bucket(bucket) => Key::from(bucket.as_str()),
-                MissingKey::Reject => return ResponseFuture::ready(respond::missing_key()),
-            },
+        // The key stays where the extractor wrote it: only a request that
+        // waits for the limiter takes a copy along (beside that wait, the
+        // copy is nothing).
+        let found = settings.key.key(&RequestHead::new(&req));
+        let text = match (&found, &settings.missing) {
+            (Some(key), _) => key.as_str(),
+            (None, MissingKey::Bucket(bucket)) => bucket.as_str(),
+            (None, MissingKey::Reject) => return ResponseFuture::ready(respond::missing_key()),
         };
-        let text = key.as_str();
         if !settings.access.is_empty() {
             match settings.access.verdict(text) {
                 Access::Denied => return ResponseFuture::ready(respond::denied()),
@@ -79,6 +80,6 @@ where
         // (tower's usual dance). Only here: the other paths call it now.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::checking(check, key, inner, req, Arc::clone(settings))
+        ResponseFuture::checking(check, Key::from(text), inner, req, Arc::clone(settings))
     }
 }
