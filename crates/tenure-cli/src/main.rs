@@ -79,7 +79,10 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::SOFTWARE);
         }
     };
-    let result = runtime.block_on(dispatch(&cli));
+    // On the heap: the future of a whole subcommand is large, and passing it
+    // down by value through the runtime's calls would copy it into fresh
+    // stack pages at each (every first touch of a page is a page fault).
+    let result = runtime.block_on(Box::pin(dispatch(&cli)));
     runtime.block_on(store::close_all());
     // Background work (a release after a failure) gets a moment, not forever.
     runtime.shutdown_timeout(Duration::from_secs(1));

@@ -20,7 +20,12 @@ const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 /// The longest [`close_all`] waits for the stores' background clean-up.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Every store this process connected to, for [`close_all`].
+/// Every store this process connected to, for [`close_all`]. They stay
+/// here until the process exits, which is never dropped: what dropping a
+/// store would still do the kernel does at exit (a SQLite connection's
+/// close only frees memory, unmaps its shared-memory index and closes its
+/// files, releasing their locks; the log is not checkpointed on close, see
+/// the store's `prepare`), so a one-shot run does not pay for it.
 static OPENED: std::sync::Mutex<Vec<Coordinator>> = std::sync::Mutex::new(Vec::new());
 
 /// Lets the clean-up the stores still run in the background (a quorum's
@@ -28,7 +33,7 @@ static OPENED: std::sync::Mutex<Vec<Coordinator>> = std::sync::Mutex::new(Vec::n
 /// most [`CLOSE_TIMEOUT`]: exiting drops it, and what it was to delete would
 /// hold the lease for a TTL.
 pub async fn close_all() {
-    let opened = std::mem::take(&mut *OPENED.lock().unwrap_or_else(|e| e.into_inner()));
+    let opened = OPENED.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let all = async {
         for tenure in &opened {
             tenure.close().await;

@@ -81,12 +81,32 @@ impl HostTime {
 
 /// The boot id of this host, read once per backend.
 pub(crate) fn bare_boot_id() -> Arc<str> {
-    match std::fs::read_to_string(BOOT_ID_PATH) {
-        Ok(id) if !id.trim().is_empty() => id.trim().into(),
+    match read_line(BOOT_ID_PATH) {
+        Some(id) if !id.trim().is_empty() => id.trim().into(),
         // No boot id (not Linux, or /proc not mounted): the "remaining time
         // exceeds the TTL" rule alone detects a restarted clock.
         _ => "unknown".into(),
     }
+}
+
+/// The first line of the small file at `path` (at most 64 bytes are read):
+/// one read of a /proc file, where `read_to_string` would also ask for its
+/// size (which /proc does not know) and read three times.
+fn read_line(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = [0u8; 64];
+    let mut len = 0;
+    while len < buf.len() && !buf[..len].contains(&b'\n') {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    let line = buf[..len].split(|&b| b == b'\n').next().unwrap_or_default();
+    String::from_utf8(line.to_vec()).ok()
 }
 
 /// The boot id of the host, as rows are stamped with it.

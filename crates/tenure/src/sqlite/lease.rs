@@ -230,17 +230,14 @@ pub(super) fn grant(
     holder: Option<&HolderInfo>,
     now: &HostTime,
 ) -> rusqlite::Result<()> {
+    // Every column is written, so replacing the key's row is the same as
+    // updating it, and REPLACE compiles to a shorter program than an upsert:
+    // a cold start pays for every statement it compiles. (The table has no
+    // triggers, and no foreign key points at it.)
     tx.prepare(
-        "INSERT INTO tenure_leases (key, fence, token, boot_id, expires_at_ms, ttl_ms,
-           holder_host, holder_pid, holder_label, acquired_at_ms, expires_at_wall_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT (key) DO UPDATE SET
-           fence = excluded.fence, token = excluded.token,
-           boot_id = excluded.boot_id, expires_at_ms = excluded.expires_at_ms,
-           ttl_ms = excluded.ttl_ms, holder_host = excluded.holder_host,
-           holder_pid = excluded.holder_pid, holder_label = excluded.holder_label,
-           acquired_at_ms = excluded.acquired_at_ms,
-           expires_at_wall_ms = excluded.expires_at_wall_ms",
+        "INSERT OR REPLACE INTO tenure_leases (key, fence, token, boot_id, expires_at_ms,
+           ttl_ms, holder_host, holder_pid, holder_label, acquired_at_ms, expires_at_wall_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         key,
