@@ -188,6 +188,37 @@ mod tests {
     }
 
     #[test]
+    fn read_line_gives_the_first_line_of_at_most_64_bytes() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = |name: &str, text: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("write");
+            path.to_str().expect("utf-8 path").to_owned()
+        };
+        let id = "6f1c2a8e-0b7d-4c1e-9a55-3d2f1e0c9b71";
+        assert_eq!(
+            read_line(&file("id", format!("{id}\n").as_bytes())).as_deref(),
+            Some(id)
+        );
+        assert_eq!(read_line(&file("two", b"a\nb\n")).as_deref(), Some("a"));
+        assert_eq!(read_line(&file("empty", b"")).as_deref(), Some(""));
+        let long = "x".repeat(100);
+        assert_eq!(
+            read_line(&file("long", long.as_bytes())),
+            Some("x".repeat(64))
+        );
+        assert_eq!(read_line(&file("bytes", b"\xff\xfe\n")), None);
+        assert_eq!(
+            read_line(&dir.path().join("missing").to_string_lossy()),
+            None
+        );
+        if std::path::Path::new(BOOT_ID_PATH).exists() {
+            let whole = std::fs::read_to_string(BOOT_ID_PATH).expect("boot id");
+            assert_eq!(read_line(BOOT_ID_PATH).as_deref(), Some(whole.trim()));
+        }
+    }
+
+    #[test]
     fn the_store_clock_is_the_deadline_clock() {
         // Read in this order, the deadline clock can only be ahead.
         let store = store_us().expect("clock");
