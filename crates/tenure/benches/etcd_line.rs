@@ -109,6 +109,33 @@ fn requests(line: &Line) -> Vec<(&'static str, Request)> {
             failure,
         })
     };
+    // A look by the waiter at `place`: the lease key free, its place there,
+    // nobody created before it; `failure` is read when that does not hold.
+    let look = |place: &(Vec<u8>, i64), failure: Vec<RequestOp>| {
+        let (key, created) = place;
+        txn(
+            vec![
+                lease_free.clone(),
+                create_cmp(key, &[], CompareResult::Equal, *created),
+                all(CompareResult::Greater, created - 1),
+            ],
+            vec![put(SCRATCH)],
+            failure,
+        )
+    };
+    // A stand: the lease key's state (`lease`), then "nobody in line"; when
+    // either fails, the place is written and the newest two read.
+    let stand = |lease: Compare| {
+        txn(
+            vec![lease, all(CompareResult::Equal, 0)],
+            vec![],
+            vec![
+                put(SCRATCH),
+                get(range(SCRATCH, &[])),
+                get(by_create(line, SortOrder::Descend, 2)),
+            ],
+        )
+    };
     vec![
         // One key compared, one key written: the floor of a write.
         (
@@ -120,59 +147,21 @@ fn requests(line: &Line) -> Vec<(&'static str, Request)> {
             ),
         ),
         // The head's look that takes the lease: every place compared.
-        (
-            "look (head): range cmp holds",
-            txn(
-                vec![
-                    lease_free.clone(),
-                    create_cmp(&line.first.0, &[], CompareResult::Equal, line.first.1),
-                    all(CompareResult::Greater, line.first.1 - 1),
-                ],
-                vec![put(SCRATCH)],
-                vec![],
-            ),
-        ),
+        ("look (head): range cmp holds", look(&line.first, vec![])),
         // A look from behind: the compare fails, then reads who is ahead.
         (
             "look (last): cmp fails + ahead",
-            txn(
-                vec![
-                    lease_free.clone(),
-                    create_cmp(&line.last.0, &[], CompareResult::Equal, line.last.1),
-                    all(CompareResult::Greater, line.last.1 - 1),
-                ],
-                vec![put(SCRATCH)],
+            look(
+                &line.last,
                 vec![get(range(&line.last.0, &[])), get(ahead.clone())],
             ),
         ),
         // A stand while the lease is free: "nobody in line" fails, then the
         // newest two places by create revision.
-        (
-            "stand (key free)",
-            txn(
-                vec![lease_free.clone(), all(CompareResult::Equal, 0)],
-                vec![],
-                vec![
-                    put(SCRATCH),
-                    get(range(SCRATCH, &[])),
-                    get(by_create(line, SortOrder::Descend, 2)),
-                ],
-            ),
-        ),
+        ("stand (key free)", stand(lease_free.clone())),
         // A stand while the lease is held: the first compare fails at once,
         // the newest two places are still read.
-        (
-            "stand (key held)",
-            txn(
-                vec![lease_held, all(CompareResult::Equal, 0)],
-                vec![],
-                vec![
-                    put(SCRATCH),
-                    get(range(SCRATCH, &[])),
-                    get(by_create(line, SortOrder::Descend, 2)),
-                ],
-            ),
-        ),
+        ("stand (key held)", stand(lease_held)),
         // A plain attempt while the key is free and the line is not empty.
         (
             "try_acquire (key free)",
