@@ -128,7 +128,17 @@ pub fn command() -> clap::Command {
 pub fn parse() -> Result<Cli, clap::Error> {
     use clap::error::ErrorKind;
     let args: Vec<OsString> = std::env::args_os().collect();
-    match Cli::try_parse_from(&args) {
+    let mut grammar = Cli::command();
+    let parsed = grammar
+        .try_get_matches_from_mut(&args)
+        .and_then(|mut matches| {
+            Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut grammar))
+        });
+    // Not dropped: freeing the grammar (every subcommand's arguments, the
+    // global ones copied into each) is about 40 000 instructions of a cold
+    // start, and the process exits soon after; the kernel frees it then.
+    std::mem::forget(grammar);
+    match parsed {
         Err(e)
             if matches!(
                 e.kind(),
