@@ -10,6 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::cached::CachedSql;
+
 use super::clock::HostTime;
 use super::{Commit, Fault, Place, SqliteStore};
 use crate::error::Result;
@@ -35,7 +37,7 @@ CREATE TABLE IF NOT EXISTS tenure_gates (
 fn load(tx: &Connection, kind: GateKind, key: &str, now: &HostTime) -> Result<State, Fault> {
     tx.execute_batch(CREATE)?;
     let row: Option<(String, String)> = tx
-        .query_row(
+        .query_row_cached(
             "SELECT boot_id, state FROM tenure_gates WHERE kind = ?1 AND key = ?2",
             params![kind.name(), key],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -71,7 +73,7 @@ fn save(
 ) -> Result<(), Fault> {
     let text = serde_json::to_string(state)
         .map_err(|e| Fault::Data(format!("gate state cannot be written: {e}")))?;
-    tx.execute(
+    tx.execute_cached(
         "INSERT INTO tenure_gates (kind, key, boot_id, state) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (kind, key) DO UPDATE SET boot_id = excluded.boot_id, state = excluded.state",
         params![kind.name(), key, &*now.boot, text],
@@ -174,7 +176,7 @@ impl GateStore for SqliteStore {
             TransactionBehavior::Immediate,
             move |tx, now| {
                 tx.execute_batch(CREATE)?;
-                let mut select = tx.prepare(
+                let mut select = tx.prepare_cached(
                     "SELECT key FROM tenure_gates
                  WHERE kind = ?1 AND substr(key, 1, length(?2)) = ?2 ORDER BY key",
                 )?;

@@ -8,6 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::cached::CachedSql;
+
 use super::clock::HostTime;
 use super::notify::Wanted;
 use super::{Commit, Fault, Place, SqliteStore, line, schema};
@@ -129,7 +131,7 @@ fn ttl_ms(ttl: Duration) -> i64 {
 }
 
 pub(super) fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
-    conn.prepare(&format!(
+    conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM tenure_leases WHERE key = ?1"
     ))?
     .query_row([key], |r| Row::from_sql(r, 0))
@@ -190,7 +192,7 @@ impl Pruner {
             .saturating_sub(1_000_000);
         let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
         let after = cursor.get_or_insert_with(|| granted.to_string()).clone();
-        let mut select = tx.prepare(&format!(
+        let mut select = tx.prepare_cached(&format!(
             "SELECT key, {COLUMNS} FROM tenure_leases WHERE key > ?1 ORDER BY key LIMIT ?2"
         ))?;
         let rows = select
@@ -200,7 +202,7 @@ impl Pruner {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         for (key, row) in &rows {
             if key != granted && row.fence < cutoff && row.held_for(now).is_none() {
-                tx.execute("DELETE FROM tenure_leases WHERE key = ?1", [key])?;
+                tx.execute_cached("DELETE FROM tenure_leases WHERE key = ?1", [key])?;
             }
         }
         // Fewer rows than asked for: the end of the table, start over.
@@ -234,7 +236,7 @@ pub(super) fn grant(
     // updating it, and REPLACE compiles to a shorter program than an upsert:
     // a cold start pays for every statement it compiles. (The table has no
     // triggers, and no foreign key points at it.)
-    tx.prepare(
+    tx.prepare_cached(
         "INSERT OR REPLACE INTO tenure_leases (key, fence, token, boot_id, expires_at_ms,
            ttl_ms, holder_host, holder_pid, holder_label, acquired_at_ms, expires_at_wall_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -325,7 +327,7 @@ impl LeaseStore for SqliteStore {
                     }
                     // Stamps the current boot id too: a legacy row moves to the
                     // store clock with its new expiry.
-                    tx.execute(
+                    tx.execute_cached(
                         "UPDATE tenure_leases SET expires_at_ms = ?2, ttl_ms = ?3, boot_id = ?4,
                            expires_at_wall_ms = ?5
                          WHERE key = ?1",
@@ -416,7 +418,7 @@ impl LeaseStore for SqliteStore {
     async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
         let prefix = prefix.to_string();
         self.transact("list", "", TransactionBehavior::Deferred, move |tx, now| {
-            let mut select = tx.prepare(&format!(
+            let mut select = tx.prepare_cached(&format!(
                 "SELECT key, {COLUMNS} FROM tenure_leases
                      WHERE token IS NOT NULL AND substr(key, 1, length(?1)) = ?1
                      ORDER BY key"

@@ -17,6 +17,8 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::cached::CachedSql;
+
 use super::clock::{self, HostTime};
 use super::{Fault, SqliteStore};
 use crate::duration::to_i64;
@@ -31,7 +33,7 @@ const PRUNE_PER_REQUEST: i64 = 32;
 /// Limiter time now: this boot's origin plus the store clock.
 fn limiter_now(tx: &Connection, host: &HostTime) -> Result<Timestamp, Fault> {
     let stored: Option<i64> = tx
-        .query_row(
+        .query_row_cached(
             "SELECT origin_us FROM tenure_clock WHERE boot_id = ?1",
             [&*host.boot],
             |r| r.get(0),
@@ -44,8 +46,8 @@ fn limiter_now(tx: &Connection, host: &HostTime) -> Result<Timestamp, Fault> {
                 .map_err(Fault::Clock)?
                 .saturating_sub(host.us);
             // Origins of earlier boots are of no use any more.
-            tx.execute("DELETE FROM tenure_clock", [])?;
-            tx.execute(
+            tx.execute_cached("DELETE FROM tenure_clock", [])?;
+            tx.execute_cached(
                 "INSERT INTO tenure_clock (boot_id, origin_us) VALUES (?1, ?2)",
                 params![&*host.boot, origin],
             )?;
@@ -71,7 +73,7 @@ impl StateTable for Table<'_> {
         let key = slot.storage_key();
         let blob: Option<Vec<u8>> = self
             .tx
-            .query_row(
+            .query_row_cached(
                 "SELECT state FROM tenure_limits WHERE key = ?1 AND expires_at_us > ?2",
                 params![key, self.at],
                 |r| r.get(0),
@@ -87,7 +89,7 @@ impl StateTable for Table<'_> {
         expires_at: Timestamp,
     ) -> Result<(), Fault> {
         let key = slot.storage_key();
-        self.tx.execute(
+        self.tx.execute_cached(
             "INSERT INTO tenure_limits (key, state, expires_at_us) VALUES (?1, ?2, ?3)
              ON CONFLICT (key) DO UPDATE SET
                state = excluded.state, expires_at_us = excluded.expires_at_us",
@@ -117,7 +119,7 @@ impl LimitStore for SqliteStore {
                 let at = to_i64(now.as_micros());
                 let request = LimitRequest::new(&key, &policies, cost, mode);
                 let decisions = read_step_write(&mut Table { tx, at }, &request, now)?;
-                tx.execute(
+                tx.execute_cached(
                     "DELETE FROM tenure_limits WHERE key IN
                        (SELECT key FROM tenure_limits WHERE expires_at_us <= ?1 LIMIT ?2)",
                     params![at, PRUNE_PER_REQUEST],
@@ -136,7 +138,7 @@ impl LimitStore for SqliteStore {
             TransactionBehavior::Immediate,
             move |tx, _| {
                 for key in &keys {
-                    tx.execute("DELETE FROM tenure_limits WHERE key = ?1", [key])?;
+                    tx.execute_cached("DELETE FROM tenure_limits WHERE key = ?1", [key])?;
                 }
                 Ok(())
             },

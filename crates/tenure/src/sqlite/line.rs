@@ -54,7 +54,7 @@ pub(super) struct Look {
 /// had dead places: the usual line is empty, and a cold start pays for every
 /// statement compiled.
 fn first_waiter(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<Option<Waiter>> {
-    let mut select = tx.prepare(
+    let mut select = tx.prepare_cached(
         "SELECT seq, token, ttl_ms, boot_id, expires_at_ms FROM tenure_waiters
          WHERE key = ?1 ORDER BY seq",
     )?;
@@ -77,14 +77,14 @@ fn first_waiter(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<
         // Every place read before the first live one (the whole line when
         // none is) was dead.
         let before = first.as_ref().map_or(i64::MAX, |w| w.seq);
-        tx.prepare("DELETE FROM tenure_waiters WHERE key = ?1 AND seq < ?2")?
+        tx.prepare_cached("DELETE FROM tenure_waiters WHERE key = ?1 AND seq < ?2")?
             .execute(params![key, before])?;
     }
     Ok(first)
 }
 
 fn remove_place(tx: &Connection, key: &str, token: &str) -> rusqlite::Result<()> {
-    tx.prepare("DELETE FROM tenure_waiters WHERE key = ?1 AND token = ?2")?
+    tx.prepare_cached("DELETE FROM tenure_waiters WHERE key = ?1 AND token = ?2")?
         .execute([key, token])?;
     Ok(())
 }
@@ -111,7 +111,7 @@ fn hand_off(
         return Ok(None);
     };
     grant(tx, key, fence, &waiter.token, claim_ms(waiter), None, now)?;
-    tx.prepare("DELETE FROM tenure_waiters WHERE seq = ?1")?
+    tx.prepare_cached("DELETE FROM tenure_waiters WHERE seq = ?1")?
         .execute([waiter.seq])?;
     Ok(Some(Some((fence, Some(waiter.token.clone())))))
 }
@@ -130,7 +130,7 @@ pub(super) fn release_to_next(
     {
         return Ok(state);
     }
-    tx.prepare(
+    tx.prepare_cached(
         "UPDATE tenure_leases
          SET token = NULL, boot_id = NULL, expires_at_ms = NULL, ttl_ms = NULL,
            holder_host = NULL, holder_pid = NULL, holder_label = NULL, acquired_at_ms = NULL
@@ -214,7 +214,7 @@ fn keep_place(tx: &Connection, req: &Request<'_>, now: &HostTime) -> rusqlite::R
     let expires = place_expiry(now);
     if let Some(seq) = req.place {
         let kept = tx
-            .prepare(
+            .prepare_cached(
                 "UPDATE tenure_waiters SET expires_at_ms = ?3, ttl_ms = ?4, boot_id = ?5
                  WHERE seq = ?1 AND token = ?2",
             )?
@@ -223,7 +223,7 @@ fn keep_place(tx: &Connection, req: &Request<'_>, now: &HostTime) -> rusqlite::R
             return Ok(seq);
         }
     }
-    tx.prepare(
+    tx.prepare_cached(
         "INSERT INTO tenure_waiters (key, token, ttl_ms, boot_id, expires_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
@@ -240,7 +240,7 @@ pub(super) fn refresh_places(
     now: &HostTime,
 ) -> rusqlite::Result<Vec<bool>> {
     let expires = place_expiry(now);
-    let mut update = tx.prepare(
+    let mut update = tx.prepare_cached(
         "UPDATE tenure_waiters SET expires_at_ms = ?3, boot_id = ?4 WHERE seq = ?1 AND token = ?2",
     )?;
     places
@@ -308,7 +308,7 @@ pub(super) fn leave(
 /// How many live waiters stand in `key`'s line.
 pub(super) fn waiting(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<u64> {
     let n: i64 = tx
-        .prepare(
+        .prepare_cached(
             "SELECT count(*) FROM tenure_waiters
              WHERE key = ?1 AND boot_id = ?2 AND expires_at_ms > ?3",
         )?

@@ -10,6 +10,7 @@
 //! `notify` (waking waiters), `keeper` (keeping a process's places in line
 //! alive) and `file_events` (the OS's change events).
 
+mod cached;
 mod clock;
 mod file_events;
 mod gate;
@@ -305,7 +306,7 @@ fn attempt<T>(
         conn.db.pragma_update(None, "synchronous", level)?;
         conn.commit = Some(commit);
     }
-    let tx = conn.db.transaction_with_behavior(behavior)?;
+    let tx = cached::Tx::begin(&conn.db, behavior)?;
     let now = HostTime::read(&inner.boot, &inner.bare_boot).map_err(Fault::Clock)?;
     let out = f(&tx, &now)?;
     tx.commit()?;
@@ -469,7 +470,7 @@ impl SqliteStore {
         let inner = Arc::clone(&self.inner);
         let joined = tokio::task::spawn_blocking(move || {
             // A panic in another operation cannot leave the connection inside a
-            // transaction (the Transaction rolls back on drop), so poisoning is
+            // transaction (`cached::Tx` rolls back on drop), so poisoning is
             // ignored.
             let mut conn = inner.conn.lock().unwrap_or_else(|e| e.into_inner());
             // SQLite sometimes answers BUSY without waiting (a lock upgrade that

@@ -456,7 +456,8 @@ impl SqliteStore {
         behavior: TransactionBehavior,
     ) -> Result<Vec<(String, RowState)>> {
         self.transact("watch", "", behavior, move |tx, _| {
-            let mut select = tx.prepare("SELECT fence, token FROM tenure_leases WHERE key = ?1")?;
+            let mut select =
+                tx.prepare_cached("SELECT fence, token FROM tenure_leases WHERE key = ?1")?;
             let mut states = Vec::with_capacity(keys.len());
             for key in &keys {
                 let state = select

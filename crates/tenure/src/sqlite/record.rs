@@ -9,6 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::cached::CachedSql;
+
 use super::{Fault, SqliteStore, clock};
 use crate::error::Result;
 use crate::fence::Fence;
@@ -29,14 +31,14 @@ fn wall_ms() -> Result<i64, Fault> {
 
 /// The live record of `key`, deleting an expired one first.
 fn live(tx: &Connection, key: &str) -> Result<Option<Record>, Fault> {
-    tx.execute(CREATE, [])?;
+    tx.execute_cached(CREATE, [])?;
     let now = wall_ms()?;
-    tx.execute(
+    tx.execute_cached(
         "DELETE FROM tenure_records WHERE key = ?1 AND expires_at_ms <= ?2",
         params![key, now],
     )?;
     let row: Option<(i64, Vec<u8>)> = tx
-        .query_row(
+        .query_row_cached(
             "SELECT fence, value FROM tenure_records WHERE key = ?1",
             [key],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -97,7 +99,7 @@ impl RecordStore for SqliteStore {
                     Some(ms) => Some(wall_ms()?.saturating_add(ms)),
                     None => None,
                 };
-                tx.execute(
+                tx.execute_cached(
                     "INSERT OR REPLACE INTO tenure_records (key, fence, value, expires_at_ms)
                      VALUES (?1, ?2, ?3, ?4)",
                     params![owned, to_i64(record.fence)?, record.value, expires],
@@ -115,8 +117,8 @@ impl RecordStore for SqliteStore {
             key,
             TransactionBehavior::Immediate,
             move |tx, _| {
-                tx.execute(CREATE, [])?;
-                let n = tx.execute(
+                tx.execute_cached(CREATE, [])?;
+                let n = tx.execute_cached(
                     "DELETE FROM tenure_records WHERE key = ?1 AND fence = ?2",
                     params![owned, to_i64(fence)?],
                 )?;

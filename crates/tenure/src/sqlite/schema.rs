@@ -92,7 +92,16 @@ pub(crate) fn connect(path: &Path) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    Connection::open_with_flags(path, flags).map_err(|e| storage(path, not_opened(path, &e)))
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| storage(path, not_opened(path, &e)))?;
+    conn.set_prepared_statement_cache_capacity(super::cached::CAPACITY);
+    // A plan that does not depend on the values bound to it: otherwise
+    // SQLite marks a statement whose `LIMIT ?` or range bound it could
+    // fold, and compiles it again each time that parameter is bound, which
+    // defeats the cache.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map_err(|e| storage(path, explain(&e)))?;
+    Ok(conn)
 }
 
 /// Why SQLite could not open `path`, in words a user can act on. The path is
