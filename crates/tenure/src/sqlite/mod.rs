@@ -4,11 +4,13 @@
 //! This module holds the store itself ([`SqliteStore`]), its options, the
 //! transaction runner every operation goes through (on tokio's blocking
 //! pool) and the mapping of SQLite failures to [`Error`]s. The rest is one
-//! file per concern: `lease` (the lease store), `limit` (the limit store and
-//! the limiter's clock), `schema` (tables, pragmas, the file's identity),
-//! `clock` (the store clock and boot id), `line` (the waiting line),
-//! `notify` (waking waiters), `keeper` (keeping a process's places in line
-//! alive) and `file_events` (the OS's change events).
+//! file per concern: `cached` (statements compiled once per connection, and
+//! transactions begun and committed by them), `lease` (the lease store),
+//! `limit` (the limit store and the limiter's clock), `schema` (tables,
+//! pragmas, the file's identity), `clock` (the store clock and boot id),
+//! `line` (the waiting line), `notify` (waking waiters), `keeper` (keeping a
+//! process's places in line alive) and `file_events` (the OS's change
+//! events).
 
 mod cached;
 mod clock;
