@@ -24,7 +24,8 @@ impl KeyExtractor for PeerIp {
     }
 
     fn key(&self, head: &RequestHead<'_>) -> Option<Key> {
-        // One return of one local, written in place: no copy of the key.
+        // One return of one local, written through `&mut`: the key is not
+        // built in a temporary of its own and moved in.
         let mut key = None;
         if let Some(ip) = head.peer_ip() {
             push_ip(key.insert(Key::default()), ip);
