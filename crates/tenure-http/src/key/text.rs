@@ -2,7 +2,7 @@
 //! heap allocation, when it is short (every IP key is), on the heap otherwise.
 
 use std::borrow::Borrow;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 
@@ -62,13 +62,17 @@ impl Key {
 }
 
 impl Key {
-    /// The IPv4 key `ip:a.b.c.d`, written straight into the inline buffer:
-    /// each octet is one fixed 4-byte copy from [`OCTETS`] (no formatting, no
-    /// digit-by-digit pushes), its padding cut off after it.
-    #[inline]
-    pub(crate) fn ipv4(octets: [u8; 4]) -> Key {
-        let mut text = ArrayString::<INLINE>::new();
-        // `ip:255.255.255.255.` is 19 bytes: every push fits.
+    /// Appends the IPv4 key `ip:a.b.c.d` to an empty key, straight into its
+    /// inline buffer: each octet is one fixed 4-byte copy from [`OCTETS`] (no
+    /// formatting, no digit-by-digit pushes), its padding cut off after it.
+    /// Always inlined, and written through `&mut`: the key is then built in
+    /// the place its caller returns it from, not copied there.
+    #[inline(always)]
+    pub(crate) fn push_ipv4(&mut self, octets: [u8; 4]) {
+        let Repr::Inline(text) = &mut self.0 else {
+            return self.push_ipv4_slow(octets);
+        };
+        // `ip:255.255.255.255.` is 19 bytes: every push fits an empty key.
         let _ = text.try_push_str("ip:");
         for (i, octet) in octets.into_iter().enumerate() {
             let at = usize::from(octet) * 4;
@@ -76,7 +80,13 @@ impl Key {
             let _ = text.try_push_str(&OCTETS[at..at + 4]);
             text.truncate(kept);
         }
-        Key(Repr::Inline(text))
+    }
+
+    /// [`push_ipv4`](Self::push_ipv4) on a key already on the heap.
+    #[cold]
+    #[inline(never)]
+    fn push_ipv4_slow(&mut self, octets: [u8; 4]) {
+        let _ = write!(self, "ip:{}", std::net::Ipv4Addr::from(octets));
     }
 }
 
@@ -115,6 +125,7 @@ const fn octet_table() -> [u8; 1024] {
 
 impl Default for Key {
     /// The empty key, inline.
+    #[inline]
     fn default() -> Self {
         Key(Repr::Inline(ArrayString::new()))
     }

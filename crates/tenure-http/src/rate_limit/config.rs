@@ -60,8 +60,9 @@ pub(crate) struct Settings {
     pub(crate) shadow: bool,
     /// In a dry run, the rate-limit headers still go on responses.
     pub(crate) shadow_headers: bool,
-    /// Keys and networks that skip the limiter or are refused outright.
-    pub(crate) access: AccessList,
+    /// Keys and networks that skip the limiter or are refused outright;
+    /// `None` when there are none (one test per request).
+    pub(crate) access: Option<AccessList>,
     /// The request's real cost from its response, when it is known only then.
     pub(crate) cost_after: Option<CostAfter>,
 }

@@ -257,7 +257,7 @@ impl<S> Layer<S> for RateLimitLayer {
             cost: self.cost.get(),
             shadow: self.shadow,
             shadow_headers: self.shadow_headers,
-            access: self.access.clone(),
+            access: (!self.access.is_empty()).then(|| self.access.clone()),
             cost_after: self.cost_after.clone(),
         };
         RateLimit::new(inner, Arc::new(settings))

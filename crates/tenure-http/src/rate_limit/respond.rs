@@ -156,7 +156,7 @@ mod tests {
             cost: 1,
             shadow: false,
             shadow_headers: false,
-            access: crate::AccessList::default(),
+            access: None,
             cost_after: None,
         }
     }

@@ -64,8 +64,8 @@ where
             (None, MissingKey::Bucket(bucket)) => bucket.as_str(),
             (None, MissingKey::Reject) => return ResponseFuture::ready(respond::missing_key()),
         };
-        if !settings.access.is_empty() {
-            match settings.access.verdict(text) {
+        if let Some(access) = &settings.access {
+            match access.verdict(text) {
                 Access::Denied => return ResponseFuture::ready(respond::denied()),
                 Access::Allowed => return ResponseFuture::calling(self.inner.call(req)),
                 _ => {}

@@ -13,7 +13,7 @@
 
 use super::decision::{Mode, Timestamp};
 use super::policy::Policy;
-use super::step::{Eval, Step, align};
+use super::step::{Eval, RawStep, Step, align};
 
 /// Fixed window state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,6 +71,18 @@ pub fn step(
     cost: u32,
     mode: Mode,
 ) -> Step<FixedWindowState> {
+    step_raw(policy, state, now, cost, mode).into()
+}
+
+/// [`step`] with the TTL left in microseconds (the in-process store's path).
+#[inline]
+pub(crate) fn step_raw(
+    policy: &Policy,
+    state: Option<&FixedWindowState>,
+    now: Timestamp,
+    cost: u32,
+    mode: Mode,
+) -> RawStep<FixedWindowState> {
     let cost = u64::from(cost);
     let period = policy.period_micros();
     let capacity = policy.capacity();

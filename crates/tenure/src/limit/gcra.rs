@@ -12,7 +12,7 @@
 
 use super::decision::{Mode, Timestamp};
 use super::policy::Policy;
-use super::step::{Eval, Step};
+use super::step::{Eval, RawStep, Step};
 
 /// GCRA state: the theoretical arrival time, in µs, and the emission interval
 /// it was counted with.
@@ -97,6 +97,18 @@ pub fn step(
     cost: u32,
     mode: Mode,
 ) -> Step<GcraState> {
+    step_raw(policy, state, now, cost, mode).into()
+}
+
+/// [`step`] with the TTL left in microseconds (the in-process store's path).
+#[inline]
+pub(crate) fn step_raw(
+    policy: &Policy,
+    state: Option<&GcraState>,
+    now: Timestamp,
+    cost: u32,
+    mode: Mode,
+) -> RawStep<GcraState> {
     let now = now.as_micros();
     let cost = u64::from(cost);
     let t = policy.interval_micros();

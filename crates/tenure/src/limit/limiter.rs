@@ -474,8 +474,10 @@ impl Limiter {
         result.map(|each| (each, combined))
     }
 
-    /// The checks of a request's key and cost.
-    #[inline]
+    /// The checks of a request's key and cost. Always inlined: on the path
+    /// of [`check_local`](Self::check_local), which is inlined into its
+    /// callers, a call here would cost more than the usual key's checks.
+    #[inline(always)]
     fn check_input(key: &str, policies: &[Policy], cost: u32, mode: Mode) -> Result<()> {
         validate_key(key)?;
         // One unit fits every policy (capacities are at least 1), and the

@@ -17,7 +17,7 @@
 
 use super::decision::{Mode, Timestamp};
 use super::policy::Policy;
-use super::step::{Eval, Step};
+use super::step::{Eval, RawStep, Step};
 
 /// Sliding log state: the timestamps of logged units, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -68,6 +68,18 @@ pub fn step(
     cost: u32,
     mode: Mode,
 ) -> Step<SlidingLogState> {
+    step_raw(policy, state, now, cost, mode).into()
+}
+
+/// [`step`] with the TTL left in microseconds (the in-process store's path).
+#[inline]
+pub(crate) fn step_raw(
+    policy: &Policy,
+    state: Option<&SlidingLogState>,
+    now: Timestamp,
+    cost: u32,
+    mode: Mode,
+) -> RawStep<SlidingLogState> {
     let cost = u64::from(cost);
     let now = now.as_micros();
     let (period, capacity) = (policy.period_micros(), policy.capacity());

@@ -17,7 +17,7 @@
 
 use super::decision::{Mode, Timestamp};
 use super::policy::Policy;
-use super::step::{Eval, Step, align};
+use super::step::{Eval, RawStep, Step, align};
 
 /// Sliding window counter state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,6 +117,18 @@ pub fn step(
     cost: u32,
     mode: Mode,
 ) -> Step<SlidingWindowState> {
+    step_raw(policy, state, now, cost, mode).into()
+}
+
+/// [`step`] with the TTL left in microseconds (the in-process store's path).
+#[inline]
+pub(crate) fn step_raw(
+    policy: &Policy,
+    state: Option<&SlidingWindowState>,
+    now: Timestamp,
+    cost: u32,
+    mode: Mode,
+) -> RawStep<SlidingWindowState> {
     let cost = u64::from(cost);
     let period = policy.period_micros();
     let capacity = policy.capacity();

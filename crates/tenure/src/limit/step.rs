@@ -13,6 +13,7 @@ use super::decision::{Decision, Mode, Timestamp};
 use super::policy::Policy;
 use super::quota::Algorithm;
 use super::{fixed_window, gcra, sliding_log, sliding_window, token_bucket};
+use crate::duration::micros;
 use crate::error::{Error, Result};
 
 /// The largest integer any stored field may hold: beyond it Lua's doubles are
@@ -215,7 +216,9 @@ pub(crate) struct Eval {
 
 impl Eval {
     /// Turns the evaluation into a step; `commit` builds the state to store
-    /// (as `(state, ttl_us)`) and is called only when something is to be written.
+    /// (as `(state, ttl_us)`) and is called only when something is to be
+    /// written. The TTL stays in microseconds ([`RawStep`]): the in-process
+    /// store keeps its expiries so, and converts no `Duration` back.
     #[inline]
     pub(crate) fn finish<S>(
         self,
@@ -223,7 +226,7 @@ impl Eval {
         cost: u64,
         mode: Mode,
         commit: impl FnOnce() -> (S, u64),
-    ) -> Step<S> {
+    ) -> RawStep<S> {
         let allowed = cost <= self.available;
         let later = |us: u64| if us == 0 { 0 } else { us + self.skew_us };
         // (Only consuming and peeking steps get here: see `step`.)
@@ -253,12 +256,31 @@ impl Eval {
         let write = mode == Mode::Consume && (allowed || policy.records_rejected());
         let next = write.then(|| {
             let (state, ttl_us) = commit();
-            Next {
-                state,
-                ttl: Duration::from_micros(later(ttl_us).max(1)),
-            }
+            (state, later(ttl_us).max(1))
         });
-        Step { decision, next }
+        RawStep { decision, next }
+    }
+}
+
+/// A [`Step`] whose next state's TTL is still in microseconds (see
+/// [`Eval::finish`]).
+#[derive(Debug)]
+pub(crate) struct RawStep<S> {
+    pub(crate) decision: Decision,
+    /// The next state and its TTL in microseconds (at least 1).
+    pub(crate) next: Option<(S, u64)>,
+}
+
+impl<S> From<RawStep<S>> for Step<S> {
+    #[inline]
+    fn from(raw: RawStep<S>) -> Self {
+        Step {
+            decision: raw.decision,
+            next: raw.next.map(|(state, ttl_us)| Next {
+                state,
+                ttl: Duration::from_micros(ttl_us),
+            }),
+        }
     }
 }
 
@@ -385,10 +407,11 @@ pub fn step(
 /// [`step`] on a state held in place (an in-process table's entry): the
 /// next state, when the request keeps one (see [`keep`]; a lone policy
 /// commits when it admits, or refunds), is written over `state`. Answers the
-/// decision and, when `state` was replaced, its TTL.
+/// decision and, when `state` was replaced, its TTL in microseconds.
 ///
 /// A consume or a peek runs the algorithm's own step on its own state type,
-/// without wrapping a [`State`] in and out: the common check of a held key.
+/// without wrapping a [`State`] in and out and with the TTL kept in
+/// microseconds ([`Eval::finish`]): the common check of a held key.
 ///
 /// # Errors
 /// As [`step`].
@@ -400,20 +423,21 @@ pub(crate) fn step_in_place(
     now: Timestamp,
     cost: u32,
     mode: Mode,
-) -> Result<(Decision, Option<Duration>)> {
+) -> Result<(Decision, Option<u64>)> {
     /// Writes a step's next state over `held` when it is to be kept.
     #[inline]
     fn put<S>(
-        step: Step<S>,
+        step: RawStep<S>,
         policy: &Policy,
         mode: Mode,
         held: &mut S,
-    ) -> (Decision, Option<Duration>) {
+    ) -> (Decision, Option<u64>) {
         let decision = step.decision;
         let commit = decision.allowed || mode == Mode::Refund;
-        let ttl = keep(step, policy, commit).map(|next| {
-            *held = next.state;
-            next.ttl
+        let kept = step.next.filter(|_| commit || policy.records_rejected());
+        let ttl = kept.map(|(next, ttl_us)| {
+            *held = next;
+            ttl_us
         });
         (decision, ttl)
     }
@@ -421,7 +445,7 @@ pub(crate) fn step_in_place(
         ($($alg:ident => $module:ident),*) => {
             match (policy.algorithm(), &mut *state) {
                 $((Algorithm::$alg, State::$alg(s)) => {
-                    let stepped = $module::step(policy, Some(&*s), now, cost, mode);
+                    let stepped = $module::step_raw(policy, Some(&*s), now, cost, mode);
                     return Ok(put(stepped, policy, mode, s));
                 })*
                 _ => {}
@@ -438,7 +462,11 @@ pub(crate) fn step_in_place(
         );
     }
     let stepped = step(policy, key, Some(&*state), now, cost, mode)?;
-    Ok(put(stepped, policy, mode, state))
+    let raw = RawStep {
+        decision: stepped.decision,
+        next: stepped.next.map(|n| (n.state, micros(n.ttl))),
+    };
+    Ok(put(raw, policy, mode, state))
 }
 
 /// Whether `algorithm` can book units ahead. GCRA and the token bucket book

@@ -12,7 +12,7 @@
 
 use super::decision::{Mode, Timestamp};
 use super::policy::Policy;
-use super::step::{Eval, Step, not_before};
+use super::step::{Eval, RawStep, Step, not_before};
 
 /// Token bucket state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,6 +134,18 @@ pub fn step(
     cost: u32,
     mode: Mode,
 ) -> Step<TokenBucketState> {
+    step_raw(policy, state, now, cost, mode).into()
+}
+
+/// [`step`] with the TTL left in microseconds (the in-process store's path).
+#[inline]
+pub(crate) fn step_raw(
+    policy: &Policy,
+    state: Option<&TokenBucketState>,
+    now: Timestamp,
+    cost: u32,
+    mode: Mode,
+) -> RawStep<TokenBucketState> {
     let cost = u64::from(cost);
     let t = policy.interval_micros();
     let capacity = policy.capacity();

@@ -170,8 +170,8 @@ impl Shard {
             Ok(stepped) => stepped,
             Err(e) => return Some(Err(e)),
         };
-        if let Some(ttl) = ttl {
-            let at = now.plus(ttl).as_micros();
+        if let Some(ttl_us) = ttl {
+            let at = now.as_micros().saturating_add(ttl_us);
             entry.expires_at = at;
             self.expires(at);
             self.wrote(now, sweep_every);
