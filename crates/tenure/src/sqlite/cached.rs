@@ -8,7 +8,7 @@
 use rusqlite::{Connection, Params, Row, TransactionBehavior};
 
 /// Statements a store's connection keeps compiled: more than the store runs
-/// (about 30 distinct), so none is evicted by another.
+/// (about 35 distinct), so none is evicted by another.
 pub(super) const CAPACITY: usize = 64;
 
 /// [`Connection::execute`] and [`Connection::query_row`] through the
