@@ -83,9 +83,23 @@ fn first_waiter(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<
     Ok(first)
 }
 
+/// Removes every place of `token` in `key`'s line: a waiter leaving, which
+/// may have places it never learnt of (a look it gave up on). The line's
+/// index is by arrival, so this reads the whole line.
 fn remove_place(tx: &Connection, key: &str, token: &str) -> rusqlite::Result<()> {
     tx.prepare_cached("DELETE FROM tenure_waiters WHERE key = ?1 AND token = ?2")?
         .execute([key, token])?;
+    Ok(())
+}
+
+/// Removes the place `seq` if it is `token`'s, by the line's primary key:
+/// what a waiter that takes the lease does with the place it knows. A place
+/// of its token it does not know (a look it gave up on) is removed by that
+/// look's undo, which leaves the line; failing that, it lapses within
+/// [`PLACE_LIFETIME`], as a dead waiter's does.
+fn remove_known_place(tx: &Connection, seq: i64, token: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM tenure_waiters WHERE seq = ?1 AND token = ?2")?
+        .execute(params![seq, token])?;
     Ok(())
 }
 
@@ -161,7 +175,12 @@ pub(super) fn look(tx: &Connection, req: &Request<'_>, now: &HostTime) -> Result
         // Handed over: claimed, so the holder counts its validity from now.
         Some(r) if held.is_some() && r.token.as_deref() == Some(req.token) => {
             grant(tx, req.key, r.fence, req.token, req.ttl_ms, req.holder, now)?;
-            remove_place(tx, req.key, req.token)?;
+            // The hand-off removed the place it handed over from; the one
+            // this waiter knows goes too, without reading the whole line
+            // (every hand-off comes here).
+            if let Some(seq) = req.place {
+                remove_known_place(tx, seq, req.token)?;
+            }
             return Ok(granted(r.fence, None));
         }
         Some(_) if held.is_some() => {}
@@ -177,9 +196,10 @@ pub(super) fn look(tx: &Connection, req: &Request<'_>, now: &HostTime) -> Result
                 first => {
                     let fence = next_fence(last)?;
                     grant(tx, req.key, fence, req.token, req.ttl_ms, req.holder, now)?;
-                    // An empty line holds no place of the waiter's either.
-                    if first.is_some() {
-                        remove_place(tx, req.key, req.token)?;
+                    // The waiter first in line: its place goes. (An empty
+                    // line holds no place of the waiter's either.)
+                    if let Some(w) = first {
+                        remove_known_place(tx, w.seq, req.token)?;
                     }
                     return Ok(granted(fence, Some(Some((fence, Some(req.token.into()))))));
                 }
