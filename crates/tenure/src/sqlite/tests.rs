@@ -705,3 +705,58 @@ async fn a_hand_off_reads_the_line_only_up_to_its_first_live_place() {
     assert_eq!(backend.holder_token("k").await.unwrap(), Some(second));
     assert_eq!(dead_places(&conn, "k"), 0, "it reached the front");
 }
+
+/// The places of `token` in any line.
+fn places_of(conn: &Connection, token: &OwnerToken) -> i64 {
+    conn.query_row(
+        "SELECT count(*) FROM tenure_waiters WHERE token = ?1",
+        [token.as_str()],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// A waiter that takes a lease handed to it removes the place it knows, by
+/// its number, without reading the rest of the line: a place of its token
+/// it never learnt of (left by a look it gave up on) stays, for that look's
+/// undo to remove or to lapse.
+#[tokio::test]
+async fn a_claim_removes_the_place_the_waiter_knows_and_reads_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    let holder = token();
+    grant(&backend, "k", &holder).await;
+    let waiter = token();
+    let (_, known) = backend
+        .wait_turn("k", &waiter, LONG, None, None)
+        .await
+        .unwrap();
+    let conn = Connection::open(&path).unwrap();
+    // The place a look given up on would have left, behind the known one.
+    conn.execute(
+        "INSERT INTO tenure_waiters (key, token, ttl_ms, boot_id, expires_at_ms)
+         SELECT key, token, ttl_ms, boot_id, expires_at_ms FROM tenure_waiters
+         WHERE token = ?1",
+        [waiter.as_str()],
+    )
+    .unwrap();
+    assert_eq!(places_of(&conn, &waiter), 2);
+
+    assert_eq!(
+        backend.release("k", &holder).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(places_of(&conn, &waiter), 1, "handed over from the first");
+    let (reply, place) = backend
+        .wait_turn("k", &waiter, LONG, None, known.as_ref())
+        .await
+        .unwrap();
+    assert!(matches!(reply, AcquireReply::Acquired { .. }), "{reply:?}");
+    assert!(place.is_none());
+    assert_eq!(places_of(&conn, &waiter), 1, "the unknown place is left");
+
+    // Leaving the line, as that look's undo does, removes it.
+    backend.leave_line("k", &waiter, None).await.unwrap();
+    assert_eq!(places_of(&conn, &waiter), 0);
+}
