@@ -434,8 +434,7 @@ pub(crate) fn step_in_place(
     ) -> (Decision, Option<u64>) {
         let decision = step.decision;
         let commit = decision.allowed || mode == Mode::Refund;
-        let kept = step.next.filter(|_| commit || policy.records_rejected());
-        let ttl = kept.map(|(next, ttl_us)| {
+        let ttl = keep(step.next, policy, commit).map(|(next, ttl_us)| {
             *held = next;
             ttl_us
         });
@@ -689,13 +688,13 @@ pub fn apply(slots: &[Slot<'_>], now: Timestamp, cost: u32, mode: Mode) -> Resul
     let writes = steps
         .into_iter()
         .zip(slots)
-        .map(|(s, slot)| keep(s, slot.policy, commit))
+        .map(|(s, slot)| keep(s.next, slot.policy, commit))
         .collect();
     Ok(Applied { decisions, writes })
 }
 
 /// The state a step leaves to write: its next state when every policy of the
 /// request allowed it (or it is a refund), or when its policy records refusals too.
-pub(crate) fn keep<S>(step: Step<S>, policy: &Policy, commit: bool) -> Option<Next<S>> {
-    step.next.filter(|_| commit || policy.records_rejected())
+pub(crate) fn keep<T>(next: Option<T>, policy: &Policy, commit: bool) -> Option<T> {
+    next.filter(|_| commit || policy.records_rejected())
 }

@@ -276,7 +276,7 @@ fn read_step_write_one<T: StateTable + ?Sized>(
     )?;
     let decision = stepped.decision;
     let commit = decision.allowed || request.mode == Mode::Refund;
-    if let Some(next) = keep(stepped, slot.policy, commit) {
+    if let Some(next) = keep(stepped.next, slot.policy, commit) {
         if let Some(mut refusal) = table.admit(&[slot], now, &[decision])? {
             return Ok(refusal.pop().unwrap_or(decision));
         }

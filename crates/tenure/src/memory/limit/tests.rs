@@ -234,7 +234,7 @@ fn a_held_key_is_stepped_in_place_as_the_pure_step_steps_it() {
             let stepped = step(&policies[0], "k", state.as_ref(), now, cost, mode).expect("step");
             let want = stepped.decision;
             let commit = want.allowed || mode == Mode::Refund;
-            if let Some(next) = keep(stepped, &policies[0], commit) {
+            if let Some(next) = keep(stepped.next, &policies[0], commit) {
                 state = Some(next.state);
             }
             assert_eq!(got, want, "{algorithm}, request {i}: {mode:?} of {cost}");
