@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::cached::CachedSql;
-
 use super::clock::HostTime;
 use super::notify::Wanted;
 use super::{Commit, Fault, Place, SqliteStore, line, schema};
@@ -101,11 +100,41 @@ impl Row {
     }
 }
 
-/// The columns [`Row::from_sql`] reads, in its order.
-const COLUMNS: &str = "fence, token, boot_id, expires_at_ms, ttl_ms, holder_host, holder_pid, holder_label, acquired_at_ms, expires_at_wall_ms";
+/// The columns [`Row::from_sql`] reads, in its order: a macro, so that the
+/// statements that select them are constants (a cached statement is looked
+/// up by its text, which then need not be formatted on every call).
+macro_rules! row_columns {
+    () => {
+        "fence, token, boot_id, expires_at_ms, ttl_ms, holder_host, holder_pid, holder_label, \
+         acquired_at_ms, expires_at_wall_ms"
+    };
+}
+
+/// The row of one key.
+const SELECT_ROW: &str = concat!(
+    "SELECT ",
+    row_columns!(),
+    " FROM tenure_leases WHERE key = ?1"
+);
+
+/// The next rows after a key, for the pruner.
+const SELECT_AFTER: &str = concat!(
+    "SELECT key, ",
+    row_columns!(),
+    " FROM tenure_leases WHERE key > ?1 ORDER BY key LIMIT ?2"
+);
+
+/// The held rows under a prefix, for `list`.
+const SELECT_HELD: &str = concat!(
+    "SELECT key, ",
+    row_columns!(),
+    " FROM tenure_leases
+     WHERE token IS NOT NULL AND substr(key, 1, length(?1)) = ?1
+     ORDER BY key"
+);
 
 impl Row {
-    /// A row selected with [`COLUMNS`] from column `at` on.
+    /// A row selected with `row_columns!` from column `at` on.
     fn from_sql(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Row> {
         Ok(Row {
             fence: r.get(at)?,
@@ -131,11 +160,9 @@ fn ttl_ms(ttl: Duration) -> i64 {
 }
 
 pub(super) fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
-    conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM tenure_leases WHERE key = ?1"
-    ))?
-    .query_row([key], |r| Row::from_sql(r, 0))
-    .optional()
+    conn.prepare_cached(SELECT_ROW)?
+        .query_row([key], |r| Row::from_sql(r, 0))
+        .optional()
 }
 
 /// The fence after `last` (0: no counter), floored by the host's wall clock
@@ -192,9 +219,7 @@ impl Pruner {
             .saturating_sub(1_000_000);
         let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
         let after = cursor.get_or_insert_with(|| granted.to_string()).clone();
-        let mut select = tx.prepare_cached(&format!(
-            "SELECT key, {COLUMNS} FROM tenure_leases WHERE key > ?1 ORDER BY key LIMIT ?2"
-        ))?;
+        let mut select = tx.prepare_cached(SELECT_AFTER)?;
         let rows = select
             .query_map(params![after, PRUNE_BATCH], |r| {
                 Ok((r.get::<_, String>(0)?, Row::from_sql(r, 1)?))
@@ -418,11 +443,7 @@ impl LeaseStore for SqliteStore {
     async fn list(&self, prefix: &str) -> Result<Vec<(String, LeaseStatus)>> {
         let prefix = prefix.to_string();
         self.transact("list", "", TransactionBehavior::Deferred, move |tx, now| {
-            let mut select = tx.prepare_cached(&format!(
-                "SELECT key, {COLUMNS} FROM tenure_leases
-                     WHERE token IS NOT NULL AND substr(key, 1, length(?1)) = ?1
-                     ORDER BY key"
-            ))?;
+            let mut select = tx.prepare_cached(SELECT_HELD)?;
             let rows = select.query_map([&prefix], |r| {
                 Ok((r.get::<_, String>(0)?, Row::from_sql(r, 1)?))
             })?;
