@@ -11,7 +11,6 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::cached::CachedSql;
-
 use super::clock::HostTime;
 use super::{Commit, Fault, Place, SqliteStore};
 use crate::error::Result;

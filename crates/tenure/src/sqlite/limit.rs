@@ -18,7 +18,6 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::cached::CachedSql;
-
 use super::clock::{self, HostTime};
 use super::{Fault, SqliteStore};
 use crate::duration::to_i64;

@@ -10,7 +10,6 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::cached::CachedSql;
-
 use super::{Fault, SqliteStore, clock};
 use crate::error::Result;
 use crate::fence::Fence;
