@@ -659,13 +659,19 @@ async fn stand(backend: &SqliteStore, key: &str, token: &OwnerToken) {
     assert!(place.is_some());
 }
 
-fn dead_places(conn: &Connection, key: &str) -> i64 {
+/// The places of `token` in `key`'s line.
+fn places_of(conn: &Connection, key: &str, token: &str) -> i64 {
     conn.query_row(
-        "SELECT count(*) FROM tenure_waiters WHERE key = ?1 AND token = 'dead'",
-        [key],
+        "SELECT count(*) FROM tenure_waiters WHERE key = ?1 AND token = ?2",
+        [key, token],
         |r| r.get(0),
     )
     .unwrap()
+}
+
+/// The places [`dead_place`] stood in `key`'s line.
+fn dead_places(conn: &Connection, key: &str) -> i64 {
+    places_of(conn, key, "dead")
 }
 
 /// A hand-off reads the line only up to its first live place: the dead
@@ -706,16 +712,6 @@ async fn a_hand_off_reads_the_line_only_up_to_its_first_live_place() {
     assert_eq!(dead_places(&conn, "k"), 0, "it reached the front");
 }
 
-/// The places of `token` in any line.
-fn places_of(conn: &Connection, token: &OwnerToken) -> i64 {
-    conn.query_row(
-        "SELECT count(*) FROM tenure_waiters WHERE token = ?1",
-        [token.as_str()],
-        |r| r.get(0),
-    )
-    .unwrap()
-}
-
 /// A waiter that takes a lease handed to it removes the place it knows, by
 /// its number, without reading the rest of the line: a place of its token
 /// it never learnt of (left by a look it gave up on) stays, for that look's
@@ -741,22 +737,30 @@ async fn a_claim_removes_the_place_the_waiter_knows_and_reads_no_other() {
         [waiter.as_str()],
     )
     .unwrap();
-    assert_eq!(places_of(&conn, &waiter), 2);
+    assert_eq!(places_of(&conn, "k", waiter.as_str()), 2);
 
     assert_eq!(
         backend.release("k", &holder).await.unwrap(),
         ReleaseOutcome::Released
     );
-    assert_eq!(places_of(&conn, &waiter), 1, "handed over from the first");
+    assert_eq!(
+        places_of(&conn, "k", waiter.as_str()),
+        1,
+        "handed over from the first"
+    );
     let (reply, place) = backend
         .wait_turn("k", &waiter, LONG, None, known.as_ref())
         .await
         .unwrap();
     assert!(matches!(reply, AcquireReply::Acquired { .. }), "{reply:?}");
     assert!(place.is_none());
-    assert_eq!(places_of(&conn, &waiter), 1, "the unknown place is left");
+    assert_eq!(
+        places_of(&conn, "k", waiter.as_str()),
+        1,
+        "the unknown place is left"
+    );
 
     // Leaving the line, as that look's undo does, removes it.
     backend.leave_line("k", &waiter, None).await.unwrap();
-    assert_eq!(places_of(&conn, &waiter), 0);
+    assert_eq!(places_of(&conn, "k", waiter.as_str()), 0);
 }
