@@ -196,10 +196,14 @@ pub(super) fn look(tx: &Connection, req: &Request<'_>, now: &HostTime) -> Result
                 first => {
                     let fence = next_fence(last)?;
                     grant(tx, req.key, fence, req.token, req.ttl_ms, req.holder, now)?;
-                    // The waiter first in line: its place goes. (An empty
-                    // line holds no place of the waiter's either.)
+                    // The waiter first in line: the place it took the lease
+                    // from goes, and the one it knows when that is another.
+                    // (An empty line holds no place of the waiter's either.)
                     if let Some(w) = first {
                         remove_known_place(tx, w.seq, req.token)?;
+                        if let Some(seq) = req.place.filter(|&seq| seq != w.seq) {
+                            remove_known_place(tx, seq, req.token)?;
+                        }
                     }
                     return Ok(granted(fence, Some(Some((fence, Some(req.token.into()))))));
                 }

@@ -7,7 +7,7 @@ use rusqlite::Connection;
 use super::*;
 use crate::Coordinator;
 use crate::fence::Fence;
-use crate::lease::{AcquireReply, ExtendReply, LeaseStore, ReleaseOutcome};
+use crate::lease::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome};
 use crate::token::OwnerToken;
 
 async fn open(path: &Path) -> SqliteStore {
@@ -762,5 +762,48 @@ async fn a_claim_removes_the_place_the_waiter_knows_and_reads_no_other() {
 
     // Leaving the line, as that look's undo does, removes it.
     backend.leave_line("k", &waiter, None).await.unwrap();
+    assert_eq!(places_of(&conn, "k", waiter.as_str()), 0);
+}
+
+/// A waiter first in line that finds the lease free takes it, and removes
+/// both the place it took it from and the place it knows when they differ
+/// (a look it gave up on stood ahead of its own): the place it knows would
+/// otherwise stay in line behind its own lease.
+#[tokio::test]
+async fn a_waiter_first_in_line_removes_its_first_place_and_the_one_it_knows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    grant(&backend, "k", &token()).await;
+    let waiter = token();
+    // The first place stands for a look the waiter gave up on.
+    backend
+        .wait_turn("k", &waiter, LONG, None, None)
+        .await
+        .unwrap();
+    let conn = Connection::open(&path).unwrap();
+    conn.execute(
+        "INSERT INTO tenure_waiters (key, token, ttl_ms, boot_id, expires_at_ms)
+         SELECT key, token, ttl_ms, boot_id, expires_at_ms FROM tenure_waiters
+         WHERE token = ?1",
+        [waiter.as_str()],
+    )
+    .unwrap();
+    let known: i64 = conn
+        .query_row("SELECT max(seq) FROM tenure_waiters", [], |r| r.get(0))
+        .unwrap();
+    // The holder's lease ran out: free, with the waiter first in line.
+    tamper(
+        &path,
+        "UPDATE tenure_leases SET expires_at_ms = 0 WHERE key = 'k'",
+    );
+
+    let known = QueuePlace::new(known.to_string());
+    let (reply, place) = backend
+        .wait_turn("k", &waiter, LONG, None, Some(&known))
+        .await
+        .unwrap();
+    assert!(matches!(reply, AcquireReply::Acquired { .. }), "{reply:?}");
+    assert!(place.is_none());
     assert_eq!(places_of(&conn, "k", waiter.as_str()), 0);
 }
