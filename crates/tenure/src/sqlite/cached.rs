@@ -42,9 +42,9 @@ impl CachedSql for Connection {
 /// A transaction begun and committed by cached statements: rusqlite's
 /// `Transaction` compiles `BEGIN` and `COMMIT` each time, about 4,000 of
 /// the 75,000 instructions a lease's acquire and release cost with every
-/// other statement cached. Dropped without [`commit`](Self::commit), or after a commit that
-/// failed, it rolls back, as rusqlite's does (a panic unwinding through it
-/// included).
+/// other statement cached. Dropped without [`commit`](Self::commit), or
+/// after a commit that failed, it rolls back, as rusqlite's does (a panic
+/// unwinding through it included).
 pub(super) struct Tx<'c> {
     conn: &'c Connection,
 }
