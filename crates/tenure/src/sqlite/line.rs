@@ -84,13 +84,24 @@ fn first_waiter(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::Result<
 }
 
 /// Removes every place of `token` in `key`'s line: a waiter leaving, which
-/// may have places it never learnt of (a look it gave up on). The line's
-/// index is by arrival, so this reads the whole line.
+/// may have places it never learnt of (a look it gave up on). Found through
+/// [`TOKEN_INDEX`], not by reading the line: when a whole line gives up at
+/// once (a deadline they share), each leave costs the same.
+pub(super) const REMOVE_PLACES: &str = "DELETE FROM tenure_waiters WHERE key = ?1 AND token = ?2";
+
+/// Runs [`REMOVE_PLACES`].
 fn remove_place(tx: &Connection, key: &str, token: &str) -> rusqlite::Result<()> {
-    tx.prepare_cached("DELETE FROM tenure_waiters WHERE key = ?1 AND token = ?2")?
-        .execute([key, token])?;
+    tx.prepare_cached(REMOVE_PLACES)?.execute([key, token])?;
     Ok(())
 }
+
+/// The index of places by key and token, for [`REMOVE_PLACES`]. It is not
+/// among the tables a file gets when opened: the first waiter to join a line
+/// creates it (in a file of an earlier version too), so a process that never
+/// waits (a cold `tenure run`) compiles nothing more. Once it exists the
+/// statement does nothing.
+pub(super) const TOKEN_INDEX: &str =
+    "CREATE INDEX IF NOT EXISTS tenure_waiters_token ON tenure_waiters (key, token)";
 
 /// Removes the place `seq` if it is `token`'s, by the line's primary key:
 /// what a waiter that takes the lease does with the place it knows. A place
@@ -247,6 +258,7 @@ fn keep_place(tx: &Connection, req: &Request<'_>, now: &HostTime) -> rusqlite::R
             return Ok(seq);
         }
     }
+    tx.prepare_cached(TOKEN_INDEX)?.execute([])?;
     tx.prepare_cached(
         "INSERT INTO tenure_waiters (key, token, ttl_ms, boot_id, expires_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)",

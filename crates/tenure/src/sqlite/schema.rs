@@ -79,6 +79,8 @@ CREATE TABLE IF NOT EXISTS tenure_waiters (
     expires_at_ms INTEGER NOT NULL      -- store clock ms; the place dies after it
 ) STRICT;
 CREATE INDEX IF NOT EXISTS tenure_waiters_line ON tenure_waiters (key, seq);
+-- A second index, by (key, token), is created by the first waiter to join a
+-- line (line.rs, TOKEN_INDEX).
 
 CREATE TABLE IF NOT EXISTS tenure_clock (
     boot_id   TEXT PRIMARY KEY NOT NULL,  -- the boot this origin belongs to

@@ -807,3 +807,43 @@ async fn a_waiter_first_in_line_removes_its_first_place_and_the_one_it_knows() {
     assert!(place.is_none());
     assert_eq!(places_of(&conn, "k", waiter.as_str()), 0);
 }
+
+/// A waiter leaving the line finds its places by the index of key and
+/// token, which the first waiter to join creates (in an older file too),
+/// not by reading the whole line: a line that gives up at once costs
+/// a leave each, not a read of the line each.
+#[tokio::test]
+async fn a_waiter_leaving_finds_its_places_without_reading_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    let backend = open(&path).await;
+    grant(&backend, "k", &token()).await;
+    let conn = Connection::open(&path).unwrap();
+    for _ in 0..200 {
+        dead_place(&conn, "k");
+    }
+    let waiter = token();
+    stand(&backend, "k", &waiter).await;
+
+    // A connection of its own: one opened before the index read the schema
+    // without it, and a plan is made from the schema as read.
+    let plan: Vec<String> = Connection::open(&path)
+        .unwrap()
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", line::REMOVE_PLACES))
+        .unwrap()
+        .query_map(["k", waiter.as_str()], |r| r.get(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("tenure_waiters_token (key=? AND token=?)")),
+        "{plan:?}"
+    );
+    assert_eq!(
+        backend.leave_line("k", &waiter, None).await.unwrap(),
+        ReleaseOutcome::NotHeld
+    );
+    assert_eq!(places_of(&conn, "k", waiter.as_str()), 0);
+    assert_eq!(dead_places(&conn, "k"), 200);
+}
