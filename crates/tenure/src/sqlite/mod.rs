@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
 use clock::HostTime;
@@ -257,7 +258,18 @@ struct Inner {
     inline: bool,
     /// Deletes idle fence counters after grants.
     pruner: lease::Pruner,
+    /// Turns on the blocking pool for operations that may run on the
+    /// caller's thread ([`Place::Caller`]), and apart for renewals
+    /// ([`Place::Pool`]), so these never queue behind the others.
+    turns: [Semaphore; 2],
 }
+
+/// How many operations of one [`Place`] run on the blocking pool at a
+/// time. They all need the store's one connection, so more would only wait
+/// for it on threads of their own (a thousand waiters standing in line at
+/// once took hundreds of threads); the second lets the next one start as
+/// soon as the first is done.
+const POOL_TURNS: usize = 2;
 
 /// `sqlite:PATH`, as in messages.
 fn display(path: &Path) -> String {
@@ -386,6 +398,7 @@ impl SqliteStore {
                 poll_interval: crate::duration::capped(options.poll_interval),
                 inline: options.inline,
                 pruner: lease::Pruner::new(options.fence_retention),
+                turns: [(); 2].map(|()| Semaphore::new(POOL_TURNS)),
             }),
         })
     }
@@ -433,7 +446,7 @@ impl SqliteStore {
         };
         let done = match here {
             Some(done) => done,
-            None => self.on_pool(mode, f).await,
+            None => self.on_pool(place, mode, f).await,
         };
         done.map_err(|fault| self.error(op, key, fault))
     }
@@ -462,13 +475,20 @@ impl SqliteStore {
         }
     }
 
-    /// Runs `f` in one transaction on the blocking pool, waiting up to the
-    /// busy timeout for other connections' locks.
+    /// Runs `f` in one transaction on the blocking pool, once one of
+    /// `place`'s turns is free, waiting up to the busy timeout for other
+    /// connections' locks.
     async fn on_pool<T: Send + 'static>(
         &self,
+        place: Place,
         (behavior, commit): (TransactionBehavior, Commit),
         f: impl Fn(&Connection, &HostTime) -> Result<T, Fault> + Send + 'static,
     ) -> Result<T, Fault> {
+        // Never closed: the store owns its semaphores.
+        let turn = self.inner.turns[usize::from(place == Place::Pool)]
+            .acquire()
+            .await
+            .map_err(|e| Fault::Clock(format!("the blocking pool's turns: {e}")))?;
         let inner = Arc::clone(&self.inner);
         let joined = tokio::task::spawn_blocking(move || {
             // A panic in another operation cannot leave the connection inside a
@@ -492,6 +512,11 @@ impl SqliteStore {
             }
         })
         .await;
+        // Given back once the thread is done, so the next operation finds
+        // it idle rather than starting another. A caller that stops waiting
+        // gives its turn back early: the pool may then run one more for a
+        // while, which the connection's lock still serialises.
+        drop(turn);
         joined.unwrap_or_else(|join| Err(Fault::Clock(format!("the blocking task failed: {join}"))))
     }
 
