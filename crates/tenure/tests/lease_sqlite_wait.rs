@@ -113,6 +113,23 @@ async fn until_in_line(tenure: &Coordinator, key: &str, n: usize) {
     fifo_common::until_in_line(&|| in_line(tenure, key), n).await;
 }
 
+/// `n` tasks that each wait for `lease` (up to a minute) and release it as
+/// soon as they hold it.
+fn spawn_waiters(
+    lease: &tenure::lease::Lease,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<tenure::Result<ReleaseOutcome>>> {
+    (0..n)
+        .map(|_| {
+            let lease = lease.clone();
+            tokio::spawn(async move {
+                let attempt = lease.attempt_within(Duration::from_secs(60)).await;
+                attempt.unwrap().into_guard().unwrap().release().await
+            })
+        })
+        .collect()
+}
+
 /// A child process running one of the `#[ignore]`d tests below on `path`.
 fn child(test: &str, path: &Path, ttl: Duration) -> Child {
     Command::new(std::env::current_exe().unwrap())
@@ -388,15 +405,7 @@ async fn a_process_keeps_its_waiters_places_in_one_transaction() {
     const WAITERS: usize = 20;
     // Each releases as soon as it holds the lease: they are served in the
     // order they stood in line.
-    let waiters: Vec<_> = (0..WAITERS)
-        .map(|_| {
-            let lease = lease.clone();
-            tokio::spawn(async move {
-                let attempt = lease.attempt_within(Duration::from_secs(60)).await;
-                attempt.unwrap().into_guard().unwrap().release().await
-            })
-        })
-        .collect();
+    let waiters = spawn_waiters(&lease, WAITERS);
     until_in_line(&tenure, "k", WAITERS).await;
     let db = rusqlite::Connection::open(&path).unwrap();
     let expiries = || -> (i64, i64) {
@@ -470,15 +479,7 @@ async fn many_waiters_standing_at_once_take_few_threads() {
     let (lease, holder) = fifo_common::held(&tenure, "k").await;
     let before = threads();
     const WAITERS: usize = 300;
-    let waiters: Vec<_> = (0..WAITERS)
-        .map(|_| {
-            let lease = lease.clone();
-            tokio::spawn(async move {
-                let attempt = lease.attempt_within(Duration::from_secs(60)).await;
-                attempt.unwrap().into_guard().unwrap().release().await
-            })
-        })
-        .collect();
+    let waiters = spawn_waiters(&lease, WAITERS);
     until_in_line(&tenure, "k", WAITERS).await;
     // Idle pool threads stay for 10 s: every thread the line took is still
     // there to count. Two kinds of operation take two turns each; the pool
