@@ -120,6 +120,7 @@ pub mod memory;
 pub mod once;
 #[cfg(feature = "quorum")]
 pub mod quorum;
+mod random;
 pub mod record;
 #[cfg(feature = "redis")]
 pub mod redis;

@@ -2,11 +2,13 @@
 
 use std::fmt;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::random;
 
 /// A random 128-bit owner token, stored as the lease key's value.
 ///
-/// It is drawn from the operating system's RNG and written as 32 lowercase hex
+/// It is drawn from a cryptographically secure generator seeded by the
+/// operating system's RNG (see [`random::draw`]) and written as 32 lowercase hex
 /// digits, so other clients that follow the common convention (a unique string as
 /// the value of the lock key) interoperate with tenure on the same key. It is never
 /// printed: its `Debug` shows only a prefix.
@@ -14,10 +16,9 @@ use crate::error::{Error, Result};
 pub struct OwnerToken(String);
 
 impl OwnerToken {
-    /// Draws a fresh token from the OS RNG.
+    /// Draws a fresh token (see [`random::draw`]).
     pub fn generate() -> Result<Self> {
-        let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).map_err(|e| Error::Rng { cause: e.into() })?;
+        let bytes = random::draw()?;
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut hex = [0u8; 32];
         for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {

@@ -19,15 +19,12 @@ use super::Fence;
 pub struct AcquisitionId(u128);
 
 impl AcquisitionId {
-    /// A fresh random id, drawn from the operating system's generator as
-    /// owner tokens are: one system call, where seeding a generator in this
-    /// process (and probing the CPU for it) costs a one-shot program such as
-    /// the command line more than the draw. Should the OS generator fail,
-    /// the process's own generator draws it.
+    /// A fresh random id, drawn as owner tokens are (`random::draw`).
+    /// Should the OS generator fail to seed it, rand's thread generator
+    /// draws it.
     pub(crate) fn random() -> Self {
-        let mut bytes = [0u8; 16];
-        match getrandom::fill(&mut bytes) {
-            Ok(()) => AcquisitionId(u128::from_ne_bytes(bytes)),
+        match crate::random::draw() {
+            Ok(bytes) => AcquisitionId(u128::from_ne_bytes(bytes)),
             Err(_) => AcquisitionId(rand::random()),
         }
     }
