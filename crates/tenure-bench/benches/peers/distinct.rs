@@ -8,7 +8,7 @@ use crate::peers::{Peers, TTL, token};
 use crate::raw::Raw;
 use crate::samples::Samples;
 use crate::server_stats::ServerStats;
-use crate::tasks::rate;
+use crate::tasks::{process_cpu_secs, rate};
 
 /// The task counts of the throughput curve.
 pub const TASKS: [usize; 5] = [1, 4, 16, 64, 256];
@@ -16,8 +16,15 @@ pub const TASKS: [usize; 5] = [1, 4, 16, 64, 256];
 /// Cycles per second of each peer with `tasks` tasks, recorded as
 /// `distinct<tasks>.<peer>` (redis-py, a process of its own, at 16 and 64
 /// tasks only).
-pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Samples) {
+pub async fn throughput(
+    p: &Peers,
+    stats: &ServerStats,
+    tasks: usize,
+    run_for: Duration,
+    out: &mut Samples,
+) {
     let leases = p.leases((0..tasks).map(|t| format!("d{tasks}:{t}")));
+    let cpu = Cpu::start(stats).await;
     let tenure = rate(tasks, run_for, move |t| {
         let leases = Arc::clone(&leases);
         async move {
@@ -27,8 +34,16 @@ pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Sa
     })
     .await;
     out.add(format!("distinct{tasks}.tenure"), tenure);
+    cpu.record(
+        stats,
+        &format!("distinct{tasks}.tenure"),
+        tenure * run_for.as_secs_f64(),
+        out,
+    )
+    .await;
 
     for (peer, raw) in raw_peers(p) {
+        let cpu = Cpu::start(stats).await;
         let cycles = rate(tasks, run_for, move |t| {
             let raw = raw.clone();
             async move {
@@ -39,6 +54,13 @@ pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Sa
         })
         .await;
         out.add(format!("distinct{tasks}.{peer}"), cycles);
+        cpu.record(
+            stats,
+            &format!("distinct{tasks}.{peer}"),
+            cycles * run_for.as_secs_f64(),
+            out,
+        )
+        .await;
     }
 
     let rl = Arc::clone(&p.rslock);
@@ -59,6 +81,30 @@ pub async fn throughput(p: &Peers, tasks: usize, run_for: Duration, out: &mut Sa
             .run(&["distinct", &p.url, &tasks.to_string(), &secs])
             .await;
         out.add(format!("distinct{tasks}.redis-py"), r["cycles_per_sec"]);
+    }
+}
+
+/// CPU time of this process and of the server at the start of a workload.
+struct Cpu {
+    client: f64,
+    server: f64,
+}
+
+impl Cpu {
+    async fn start(stats: &ServerStats) -> Self {
+        Cpu {
+            client: process_cpu_secs(),
+            server: stats.cpu_secs().await,
+        }
+    }
+
+    /// Records the CPU µs per cycle of this process and of the server since
+    /// `start` as `<name>.client_us` and `<name>.server_us`.
+    async fn record(self, stats: &ServerStats, name: &str, cycles: f64, out: &mut Samples) {
+        let client = (process_cpu_secs() - self.client) * 1e6 / cycles;
+        let server = (stats.cpu_secs().await - self.server) * 1e6 / cycles;
+        out.add(format!("{name}.client_us"), client);
+        out.add(format!("{name}.server_us"), server);
     }
 }
 

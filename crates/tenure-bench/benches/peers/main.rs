@@ -147,7 +147,7 @@ async fn main() {
         stats.flush().await;
         if wanted("distinct") {
             for tasks in distinct::TASKS {
-                distinct::throughput(&p, tasks, run_for, &mut s).await;
+                distinct::throughput(&p, &stats, tasks, run_for, &mut s).await;
             }
             let ceiling = ceiling(&stats, server.port(), run_for).await;
             s.add("ceiling.evalsha", ceiling);

@@ -152,6 +152,22 @@ pub fn render(
         );
     }
 
+    let cpu = |peer: &str| {
+        (
+            t.m(&format!("distinct64.{peer}.client_us")),
+            t.m(&format!("distinct64.{peer}.server_us")),
+        )
+    };
+    let ((wc, ws), (rc, rs), (sc, ss)) = (cpu("tenure"), cpu("raw"), cpu("same-work"));
+    t.row(
+        "distinct keys, 64 tasks: CPU µs per cycle, client + server",
+        format!("{wc:.1} + {ws:.1} µs"),
+        format!("raw {rc:.1} + {rs:.1} µs, same work {sc:.1} + {ss:.1} µs"),
+        format!("client {:.2}×, server {:.2}× same work", wc / sc, ws / ss),
+        "",
+        None,
+    );
+
     let cost = t.m("cost.tenure");
     let peers = t.peers("cost", "", &DISTINCT_PEERS, num);
     t.row(
@@ -393,7 +409,11 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
 - *distinct keys*: every task cycles acquire + release on a key of its own.
   The ceiling is `redis-benchmark -c64 -P16` of the raw acquire script
   (`EVALSHA` per second; a cycle is two of them, so 0.5× means a cycle costs
-  what a pipelined `EVALSHA` pair costs the server).
+  what a pipelined `EVALSHA` pair costs the server). *CPU per cycle*: the
+  CPU time of the benchmark's process (every thread's, from
+  `/proc/self/task/*/schedstat`) and of the server (`used_cpu_user` +
+  `used_cpu_sys` of `INFO cpu`) over a workload, divided by its cycles; the
+  client and the server share the two cores.
 - *commands*: 1000 sequential cycles on distinct keys, counted by the server
   (`INFO commandstats` after `CONFIG RESETSTAT`; the `EVALSHA` and every
   command inside it count). *server µs* is the time the server spent in the

@@ -154,6 +154,24 @@ impl ServerStats {
             .unwrap_or(f64::NAN)
     }
 
+    /// CPU time the server spent, user and system (`INFO cpu`), in seconds.
+    pub async fn cpu_secs(&self) -> f64 {
+        let mut c = self.0.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("cpu")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        info.lines()
+            .filter_map(|l| {
+                let v = l
+                    .strip_prefix("used_cpu_sys:")
+                    .or_else(|| l.strip_prefix("used_cpu_user:"))?;
+                v.trim().parse::<f64>().ok()
+            })
+            .sum()
+    }
+
     /// Keys in the database (`DBSIZE`).
     pub async fn dbsize(&self) -> u64 {
         let mut c = self.0.clone();
