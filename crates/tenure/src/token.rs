@@ -7,16 +7,18 @@ use crate::random;
 
 /// A random 128-bit owner token, stored as the lease key's value.
 ///
-/// It is drawn from a cryptographically secure generator seeded by the
-/// operating system's RNG (see [`random::draw`]) and written as 32 lowercase hex
-/// digits, so other clients that follow the common convention (a unique string as
-/// the value of the lock key) interoperate with tenure on the same key. It is never
-/// printed: its `Debug` shows only a prefix.
+/// It is drawn from a cryptographically secure generator (ChaCha12, one per
+/// thread, seeded by the operating system's RNG and seeded again in a forked
+/// child) and written as 32 lowercase hex digits, so other clients that
+/// follow the common convention (a unique string as the value of the lock
+/// key) interoperate with tenure on the same key. It is never printed: its
+/// `Debug` shows only a prefix.
 #[derive(Clone, PartialEq, Eq)]
 pub struct OwnerToken(String);
 
 impl OwnerToken {
-    /// Draws a fresh token (see [`random::draw`]).
+    /// Draws a fresh token. Fails only when the operating system's RNG
+    /// cannot seed this thread's generator.
     pub fn generate() -> Result<Self> {
         let bytes = random::draw()?;
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
