@@ -33,14 +33,8 @@ pub async fn throughput(
         }
     })
     .await;
-    out.add(format!("distinct{tasks}.tenure"), tenure);
-    cpu.record(
-        stats,
-        &format!("distinct{tasks}.tenure"),
-        tenure * run_for.as_secs_f64(),
-        out,
-    )
-    .await;
+    let name = format!("distinct{tasks}.tenure");
+    cpu.record(stats, &name, tenure, run_for, out).await;
 
     for (peer, raw) in raw_peers(p) {
         let cpu = Cpu::start(stats).await;
@@ -53,14 +47,8 @@ pub async fn throughput(
             }
         })
         .await;
-        out.add(format!("distinct{tasks}.{peer}"), cycles);
-        cpu.record(
-            stats,
-            &format!("distinct{tasks}.{peer}"),
-            cycles * run_for.as_secs_f64(),
-            out,
-        )
-        .await;
+        let name = format!("distinct{tasks}.{peer}");
+        cpu.record(stats, &name, cycles, run_for, out).await;
     }
 
     let rl = Arc::clone(&p.rslock);
@@ -98,9 +86,19 @@ impl Cpu {
         }
     }
 
-    /// Records the CPU µs per cycle of this process and of the server since
-    /// `start` as `<name>.client_us` and `<name>.server_us`.
-    async fn record(self, stats: &ServerStats, name: &str, cycles: f64, out: &mut Samples) {
+    /// Records `rate` (cycles/s over `run_for`) as `<name>`, and the CPU µs
+    /// per cycle of this process and of the server since `start` as
+    /// `<name>.client_us` and `<name>.server_us`.
+    async fn record(
+        self,
+        stats: &ServerStats,
+        name: &str,
+        rate: f64,
+        run_for: Duration,
+        out: &mut Samples,
+    ) {
+        out.add(name, rate);
+        let cycles = rate * run_for.as_secs_f64();
         let client = (process_cpu_secs() - self.client) * 1e6 / cycles;
         let server = (stats.cpu_secs().await - self.server) * 1e6 / cycles;
         out.add(format!("{name}.client_us"), client);

@@ -24,12 +24,7 @@ impl ServerStats {
 
     /// `(command, calls, usec_per_call)` of every command counted.
     async fn commands(&self) -> Vec<(String, u64, f64)> {
-        let mut c = self.0.clone();
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        let info = self.info("commandstats").await;
         info.lines()
             .filter_map(|l| {
                 let (name, fields) = l.strip_prefix("cmdstat_")?.split_once(':')?;
@@ -104,12 +99,7 @@ impl ServerStats {
 
     /// The server's version (`INFO server`).
     pub async fn version(&self) -> String {
-        let mut c = self.0.clone();
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        let info = self.info("server").await;
         info.lines()
             .find_map(|l| l.strip_prefix("redis_version:"))
             .unwrap_or("?")
@@ -142,34 +132,23 @@ impl ServerStats {
 
     /// `used_memory` of `INFO memory`, in bytes.
     pub async fn used_memory(&self) -> f64 {
-        let mut c = self.0.clone();
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query_async(&mut c)
-            .await
-            .unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(f64::NAN)
+        number(&self.info("memory").await, "used_memory")
     }
 
     /// CPU time the server spent, user and system (`INFO cpu`), in seconds.
     pub async fn cpu_secs(&self) -> f64 {
+        let info = self.info("cpu").await;
+        number(&info, "used_cpu_sys") + number(&info, "used_cpu_user")
+    }
+
+    /// One section of `INFO`.
+    async fn info(&self, section: &str) -> String {
         let mut c = self.0.clone();
-        let info: String = redis::cmd("INFO")
-            .arg("cpu")
+        redis::cmd("INFO")
+            .arg(section)
             .query_async(&mut c)
             .await
-            .unwrap();
-        info.lines()
-            .filter_map(|l| {
-                let v = l
-                    .strip_prefix("used_cpu_sys:")
-                    .or_else(|| l.strip_prefix("used_cpu_user:"))?;
-                v.trim().parse::<f64>().ok()
-            })
-            .sum()
+            .unwrap()
     }
 
     /// Keys in the database (`DBSIZE`).
@@ -204,6 +183,14 @@ impl ServerStats {
             .await
             .unwrap()
     }
+}
+
+/// The number in the `name:value` line of an `INFO` reply, NaN without one.
+fn number(info: &str, name: &str) -> f64 {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// Whether `command` runs a script or function (`EVAL`, `EVALSHA`, `FCALL`
