@@ -12,7 +12,9 @@ use crate::error::{Error, Result};
 const DRAWS_PER_SEED: u32 = 4096;
 
 /// A thread's generator: ChaCha12 seeded by the OS, and the process it
-/// was seeded in.
+/// was seeded in. Not rand's `ThreadRng` or `ReseedingRng`: both panic when
+/// the OS cannot seed them (here that is `Error::Rng`), and neither is
+/// seeded again in a forked child.
 #[cfg_attr(test, derive(Clone))]
 struct Generator {
     pid: u32,
