@@ -37,7 +37,7 @@
 //! where the store is built, not passed with every grant: the Rust stores
 //! call [`next_fence`] with their unit; on Redis it is baked into the script
 //! text next to the fence retention (`local fence_floor_unit = 'us'` in
-//! `redis/scripts/lease_fence.lua`, replaced with `'seconds'` for a quorum
+//! `redis/scripts/lease_settings.lua`, replaced with `'seconds'` for a quorum
 //! node by `redis/counter.rs`), so the scripts' arguments — shared with the
 //! waiting line's scripts — stay as they are, and a single master's scripts
 //! and a quorum node's are distinct scripts (their own SHA1).

@@ -1,11 +1,11 @@
 //! The scripts that write a lease's fence counter, with the store's fence
 //! retention in their text (`local fence_retention_ms = '…'`, the first code
-//! line of `scripts/lease_fence.lua`, `scripts/quorum_fence.lua` and
+//! line of `scripts/lease_settings.lua`, `scripts/quorum_fence.lua` and
 //! `scripts/quorum_extend.lua`): a counter expires when no grant has touched
 //! it for that long, and the clock floor keeps later fences above it (see
 //! `docs/leases.md`, "Fences"). The scripts that take a fence also carry the
 //! unit of the clock floor (`local fence_floor_unit = 'us'`, next in
-//! `scripts/lease_fence.lua`): microseconds on one master, whole seconds on
+//! `scripts/lease_settings.lua`): microseconds on one master, whole seconds on
 //! the nodes of a quorum (see `fence::floor`). Both are settings of a store
 //! for its whole life, so they are baked into its scripts rather than sent
 //! with every call: the scripts' arguments stay as they are, and a quorum
@@ -46,7 +46,7 @@ impl LuaScript {
         Self::from_source(with_retention(source, retention_ms))
     }
 
-    /// A script that takes fences (`scripts/lease_fence.lua` first): the
+    /// A script that takes fences (`scripts/lease_settings.lua` first): the
     /// retention line set to `retention_ms`, the floor's unit to `unit`,
     /// publishing with `publish`.
     fn floored(source: &str, retention_ms: u64, unit: FloorUnit, publish: Publish) -> Self {

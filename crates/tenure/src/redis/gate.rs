@@ -31,6 +31,7 @@ use crate::token::OwnerToken;
 macro_rules! gate_script {
     ($part:literal) => {
         concat!(
+            include_str!("scripts/lease_settings.lua"),
             include_str!("scripts/lease_fence.lua"),
             include_str!("scripts/gate_prelude.lua"),
             include_str!(concat!("scripts/", $part)),

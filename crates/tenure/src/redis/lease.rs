@@ -29,10 +29,12 @@ use crate::lease::{
 use crate::token::OwnerToken;
 
 /// A lease script that uses the waiting line: the shared helpers
-/// (`scripts/lease_fence.lua`, `scripts/lease_line.lua`), then its body.
+/// (`scripts/lease_settings.lua`, `scripts/lease_fence.lua`,
+/// `scripts/lease_line.lua`), then its body.
 macro_rules! line_script {
     ($body:literal) => {
         concat!(
+            include_str!("scripts/lease_settings.lua"),
             include_str!("scripts/lease_fence.lua"),
             include_str!("scripts/lease_line.lua"),
             include_str!(concat!("scripts/", $body))
@@ -41,7 +43,11 @@ macro_rules! line_script {
 }
 pub(super) use line_script;
 
+/// The acquire: its fast path first, before the helpers are defined (see
+/// `scripts/lease_acquire_fast.lua`), then any other grant.
 pub(super) const ACQUIRE_LUA: &str = concat!(
+    include_str!("scripts/lease_settings.lua"),
+    include_str!("scripts/lease_acquire_fast.lua"),
     include_str!("scripts/lease_fence.lua"),
     include_str!("scripts/lease_holder.lua"),
     include_str!("scripts/lease_acquire.lua")
@@ -51,6 +57,7 @@ const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
 /// (see `scripts/lease_release.lua`), then the hand-off to a waiter.
 pub(super) const RELEASE_LUA: &str = concat!(
     include_str!("scripts/lease_release.lua"),
+    include_str!("scripts/lease_settings.lua"),
     include_str!("scripts/lease_fence.lua"),
     include_str!("scripts/lease_line.lua"),
     "return release_to_next(KEYS, ARGV[2], false, first)\n"
@@ -570,6 +577,14 @@ impl LeaseStore for RedisStore {
                 .collect();
             &with_holder
         };
+        // The holder hash is a key of the call only when it is written: a
+        // key less for the server to read into the script otherwise.
+        let names = names.get();
+        let keys = if recorded.is_empty() {
+            &names[..2]
+        } else {
+            &names[..]
+        };
         let script = self.counters.acquire.pair();
         let grant = Grant {
             op: "acquire",
@@ -578,7 +593,7 @@ impl LeaseStore for RedisStore {
             ttl,
         };
         let (reply, _) = self
-            .run_grant(grant, script, &names.get(), args, split_acquired)
+            .run_grant(grant, script, keys, args, split_acquired)
             .await?;
         Ok(reply)
     }

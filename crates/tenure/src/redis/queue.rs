@@ -43,6 +43,7 @@ use crate::token::OwnerToken;
 /// A waiter's look may grant, and record the holder: the line's helpers
 /// and `scripts/lease_holder.lua`.
 pub(super) const WAIT_LUA: &str = concat!(
+    include_str!("scripts/lease_settings.lua"),
     include_str!("scripts/lease_fence.lua"),
     include_str!("scripts/lease_holder.lua"),
     include_str!("scripts/lease_line.lua"),

@@ -1,13 +1,5 @@
--- Shared by the lease scripts that grant (prepended to each of them).
-
--- How long a fence counter outlives its last grant, in milliseconds (the
--- store's fence retention: the Rust side replaces this line when it differs).
-local fence_retention_ms = '86400000'
-
--- The unit of the clock floor: 'us' on one master (a Redis master, Sentinel,
--- a Redis Cluster: one master per key), 'seconds' on the nodes of a quorum,
--- which must agree on their fences (the Rust side replaces this line there).
-local fence_floor_unit = 'us'
+-- Shared by the lease scripts that grant (prepended to each of them, after
+-- lease_settings.lua).
 
 -- The clock floor of the fence that follows `fence` (the counter after its
 -- INCR; 1 when it was missing), on the server's clock. On one master, the
@@ -32,16 +24,15 @@ end
 
 -- On one master the floor (the clock in microseconds) wins at nearly every
 -- grant, so the counter is written with it at once: SET ... GET answers the
--- counter it replaced, one write where INCR and SET were two. Only when that
--- counter was not below the floor (two grants within a microsecond, a counter
--- ahead of the clock) is it written again, one above the old value. Answers
--- nil, nil where SET ... GET is unknown (Redis before 6.2): take_fence then
--- counts with INCR. A counter that is not a non-negative integer below 2^53
--- is written back (without an expiry: such a value is not tenure's, and a
--- TTL it had is not known any more) and the grant refused, as take_fence does.
-local function take_fence_at_clock(lease_key, fence_key)
-  local floor = fence_floor()
-  local old = redis.pcall('SET', fence_key, string.format('%.0f', floor), 'PX', fence_retention_ms, 'GET')
+-- counter it replaced (`old`), one write where INCR and SET were two. This
+-- settles the fence once `floor` is written: only when `old` was not below
+-- it (two grants within a microsecond, a counter ahead of the clock) is the
+-- counter written again, one above the old value. Answers nil, nil where
+-- SET ... GET is unknown (Redis before 6.2): take_fence then counts with
+-- INCR. A counter that is not a non-negative integer below 2^53 is written
+-- back (without an expiry: such a value is not tenure's, and a TTL it had is
+-- not known any more) and the grant refused, as take_fence does.
+local function settle_at_clock(lease_key, fence_key, floor, old)
   if type(old) == 'table' and old.err then
     if string.sub(old.err, 1, 9) ~= 'WRONGTYPE' then
       return nil, nil
@@ -76,10 +67,17 @@ end
 -- fences are formatted as integers, never left to tostring (1.8e+15). On
 -- failure (a counter of another type, not an integer, at its maximum, or
 -- negative) lease_key is deleted, the counter left as it was, and nil plus an
--- error reply returned: no lease ever exists without its fence.
-local function take_fence(lease_key, fence_key)
+-- error reply returned: no lease ever exists without its fence. On one
+-- master, `floor` and `old` are the clock floor already written by
+-- SET ... GET and its answer, when the caller wrote it (the acquire's fast
+-- path); without them the floor is written here.
+local function take_fence(lease_key, fence_key, floor, old)
   if fence_floor_unit == 'us' then
-    local fence, err = take_fence_at_clock(lease_key, fence_key)
+    if not floor then
+      floor = fence_floor()
+      old = redis.pcall('SET', fence_key, string.format('%.0f', floor), 'PX', fence_retention_ms, 'GET')
+    end
+    local fence, err = settle_at_clock(lease_key, fence_key, floor, old)
     if fence or err then
       return fence, err
     end
