@@ -7,8 +7,9 @@ use std::str::FromStr;
 
 use super::Fence;
 
-/// The id of one acquisition of a lease: random, drawn when the lease is
-/// granted, and public (unlike the owner token, it cannot release the lease).
+/// The id of one acquisition of a lease: random, drawn the first time its
+/// guard is asked for it (and the same ever after), and public (unlike the
+/// owner token, it cannot release the lease).
 ///
 /// A fenced resource stores it next to the last accepted fence, and accepts
 /// a write with an *equal* fence only when it carries the same id: the same

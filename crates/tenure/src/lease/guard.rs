@@ -415,7 +415,9 @@ impl LostSignal {
 pub struct LeaseGuard {
     shared: Arc<Shared>,
     fence: Fence,
-    acquisition: AcquisitionId,
+    /// Drawn when first asked for: most guards never are, and a draw checks
+    /// the process id (a system call).
+    acquisition: OnceLock<AcquisitionId>,
     released: bool,
 }
 
@@ -462,7 +464,7 @@ impl LeaseGuard {
         LeaseGuard {
             shared,
             fence,
-            acquisition: AcquisitionId::random(),
+            acquisition: OnceLock::new(),
             released: false,
         }
     }
@@ -476,14 +478,14 @@ impl LeaseGuard {
     /// The id of this acquisition: public, unique to it (see
     /// [`AcquisitionId`]).
     pub fn acquisition(&self) -> AcquisitionId {
-        self.acquisition
+        *self.acquisition.get_or_init(AcquisitionId::random)
     }
 
     /// The fence with this acquisition's id, for a fenced resource: an equal
     /// fence is accepted only from the acquisition that wrote it (see
     /// [`crate::fence`]).
     pub fn stamp(&self) -> FenceStamp {
-        FenceStamp::new(self.fence, self.acquisition)
+        FenceStamp::new(self.fence, self.acquisition())
     }
 
     /// The lease's key.
