@@ -1,5 +1,6 @@
-//! Random bytes for owner tokens and acquisition ids: a per-thread
-//! generator seeded by the operating system, seeded again in a forked child.
+//! Random bytes for owner tokens and acquisition ids: the operating
+//! system's generator for a thread's first few draws, then a per-thread
+//! generator seeded by it, seeded again in a forked child.
 
 use std::cell::RefCell;
 
@@ -10,6 +11,14 @@ use crate::error::{Error, Result};
 
 /// Draws one generator makes before it is seeded again from the OS.
 const DRAWS_PER_SEED: u32 = 4096;
+
+/// Draws a thread takes straight from the OS before it seeds a generator.
+/// A one-shot process (`tenure run`) draws a few tokens only, and a
+/// generator's first draw asks the CPU which instructions it has (ChaCha's
+/// vector code is chosen at run time): eight `CPUID`s, which a virtual
+/// machine traps, cost such a process about 80 µs, more than its dozens of
+/// system calls to the OS generator would.
+const OS_DRAWS: u32 = 16;
 
 /// A thread's generator: ChaCha12 seeded by the OS, and the process it
 /// was seeded in. Not rand's `ThreadRng` or `ReseedingRng`: both panic when
@@ -49,21 +58,47 @@ impl Generator {
     }
 }
 
-thread_local! {
-    static GENERATOR: RefCell<Option<Generator>> = const { RefCell::new(None) };
+/// What a thread draws from: the OS for its first [`OS_DRAWS`], then its
+/// generator.
+struct Source {
+    os_left: u32,
+    generator: Option<Generator>,
 }
 
-/// 16 random bytes from this thread's generator (ChaCha12, a
-/// cryptographically secure generator, seeded from the OS RNG every 4096
-/// draws and in every new process). A lease's owner token and its
-/// acquisition id are drawn here: a system call to the OS RNG for each was
-/// about 4 % of a Redis lease client's CPU time per acquire + release; a
-/// check of the process id (a cheaper system call) is what remains.
+impl Source {
+    const fn new() -> Self {
+        Source {
+            os_left: OS_DRAWS,
+            generator: None,
+        }
+    }
+
+    fn draw(&mut self) -> Result<[u8; 16]> {
+        if self.os_left > 0 {
+            self.os_left -= 1;
+            let mut bytes = [0u8; 16];
+            getrandom::fill(&mut bytes).map_err(|e| Error::Rng { cause: e.into() })?;
+            return Ok(bytes);
+        }
+        Generator::draw(&mut self.generator, std::process::id())
+    }
+}
+
+thread_local! {
+    static SOURCE: RefCell<Source> = const { RefCell::new(Source::new()) };
+}
+
+/// 16 random bytes: from the OS RNG for a thread's first 16 draws, then
+/// from the thread's generator (ChaCha12, a cryptographically secure
+/// generator, seeded from the OS RNG every 4096 draws and in every new
+/// process). A lease's owner token and its acquisition id are drawn here: a
+/// system call to the OS RNG for each was about 4 % of a Redis lease
+/// client's CPU time per acquire + release; a check of the process id (a
+/// cheaper system call) is what remains.
 pub(crate) fn draw() -> Result<[u8; 16]> {
-    let pid = std::process::id();
-    GENERATOR
-        .try_with(|g| Generator::draw(&mut g.borrow_mut(), pid))
-        .unwrap_or_else(|_| Generator::draw(&mut None, pid))
+    SOURCE
+        .try_with(|s| s.borrow_mut().draw())
+        .unwrap_or_else(|_| Source::new().draw())
 }
 
 #[cfg(test)]
@@ -81,6 +116,18 @@ mod tests {
             Some(from_parent)
         );
         assert_ne!(Generator::draw(&mut child, 2).ok(), Some(from_parent));
+    }
+
+    #[test]
+    fn a_thread_draws_from_the_os_before_it_seeds_a_generator() {
+        let mut source = Source::new();
+        let mut drawn = std::collections::HashSet::new();
+        for _ in 0..OS_DRAWS {
+            assert!(drawn.insert(source.draw().expect("rng")));
+            assert!(source.generator.is_none());
+        }
+        assert!(drawn.insert(source.draw().expect("rng")));
+        assert!(source.generator.is_some());
     }
 
     #[test]
