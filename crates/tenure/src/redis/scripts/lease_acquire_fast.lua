@@ -8,8 +8,9 @@
 -- pair would cost the client a nested reply to parse.
 --
 -- This part runs before the helpers (lease_fence.lua, lease_holder.lua) are
--- defined: defining them costs a call more than a quarter of its time on
--- the server. A refusal ends here, and so does the common grant on one
+-- defined: defining them costs each call about 0.23 us of the server's time
+-- (their EVALSHA against an empty script's), more than any of its commands
+-- but SET. A refusal ends here, and so does the common grant on one
 -- master (its counter below the clock or gone, no holder to record), with
 -- three commands: SET NX, TIME, SET ... GET. Any other grant goes on to
 -- lease_acquire.lua with the floor written and the counter it replaced,
