@@ -4,6 +4,8 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::Fence;
 
@@ -21,12 +23,19 @@ pub struct AcquisitionId(u128);
 
 impl AcquisitionId {
     /// A fresh random id, drawn as owner tokens are (`random::draw`).
-    /// Should the OS generator fail to seed it, rand's thread generator
-    /// draws it.
+    /// Should the OS generator fail, the id is made of the wall clock, the
+    /// process id and a count instead ([`unique`]): an id is public, so it
+    /// must be unique, not secret, and asking for one must not panic (rand's
+    /// thread generator would, with the OS generator down).
     pub(crate) fn random() -> Self {
         match crate::random::draw() {
             Ok(bytes) => AcquisitionId(u128::from_ne_bytes(bytes)),
-            Err(_) => AcquisitionId(rand::random()),
+            Err(_) => {
+                let nanos = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64);
+                AcquisitionId(unique(nanos))
+            }
         }
     }
 
@@ -34,6 +43,16 @@ impl AcquisitionId {
     pub const fn get(self) -> u128 {
         self.0
     }
+}
+
+/// An id without the OS generator: `nanos` (the wall clock), this
+/// process's id and how many such ids it made before. Unique within the
+/// process (the count, whatever the clock does), and across processes
+/// unless two with the same id make one in the same nanosecond.
+fn unique(nanos: u64) -> u128 {
+    static MADE: AtomicU32 = AtomicU32::new(0);
+    let made = MADE.fetch_add(1, Ordering::Relaxed);
+    (u128::from(nanos) << 64) | (u128::from(std::process::id()) << 32) | u128::from(made)
 }
 
 impl From<u128> for AcquisitionId {
@@ -118,6 +137,13 @@ impl From<Fence> for FenceStamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_made_without_the_os_generator_never_repeat_even_at_one_instant() {
+        let ids: std::collections::HashSet<u128> = (0..10_000).map(|_| unique(7)).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert_eq!(unique(7) >> 64, 7, "the clock is part of the id");
+    }
 
     #[test]
     fn acquisition_ids_print_and_parse_as_32_hex_digits() {
