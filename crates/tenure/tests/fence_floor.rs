@@ -108,6 +108,40 @@ async fn a_redis_counter_set_back_within_the_second_goes_on_above_its_fences() {
     assert_increasing(&before, &after);
 }
 
+/// A counter ahead of the server's clock (written by hand here, as a store
+/// whose clock stepped back would hold one) goes on one above itself, and
+/// a counter at the largest exact fence refuses the grant and stays as it
+/// was: the acquire's rare grants, past its fast path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_counter_ahead_of_the_clock_goes_on_one_above_itself() {
+    let server = RedisServer::start();
+    let tenure = common::connect_redis(&server).await;
+    let ahead = now_us() + 3_600_000_000;
+    server
+        .command(&format!("SET tenure:{{ahead}}:fence {ahead}"))
+        .unwrap();
+    let fences = cycle(&tenure, "ahead", 2).await;
+    assert_eq!(fences, [Fence::from(ahead + 1), Fence::from(ahead + 2)]);
+
+    let last_exact = (1_u64 << 53) - 1;
+    server
+        .command(&format!("SET tenure:{{top}}:fence {last_exact}"))
+        .unwrap();
+    let err = tenure
+        .lease("top")
+        .watchdog(false)
+        .attempt()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("2^53"), "{err}");
+    assert_eq!(server.command("EXISTS tenure:{top}").unwrap().trim(), ":0");
+    let counter = server.command("GET tenure:{top}:fence").unwrap();
+    assert!(
+        counter.contains(&format!("\r\n{last_exact}\r\n")),
+        "{counter:?}"
+    );
+}
+
 /// A real failover: the replica receives the first grant, the link is cut,
 /// the master grants three more, the replica is promoted (`REPLICAOF NO
 /// ONE`) within the same second and the clients move to it.
