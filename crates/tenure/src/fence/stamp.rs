@@ -5,7 +5,6 @@
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::Fence;
 
@@ -30,12 +29,7 @@ impl AcquisitionId {
     pub(crate) fn random() -> Self {
         match crate::random::draw() {
             Ok(bytes) => AcquisitionId(u128::from_ne_bytes(bytes)),
-            Err(_) => {
-                let nanos = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos() as u64);
-                AcquisitionId(unique(nanos))
-            }
+            Err(_) => AcquisitionId(unique(super::floor::wall_clock_us())),
         }
     }
 
@@ -45,14 +39,14 @@ impl AcquisitionId {
     }
 }
 
-/// An id without the OS generator: `nanos` (the wall clock), this
+/// An id without the OS generator: `now_us` (the wall clock), this
 /// process's id and how many such ids it made before. Unique within the
 /// process (the count, whatever the clock does), and across processes
-/// unless two with the same id make one in the same nanosecond.
-fn unique(nanos: u64) -> u128 {
+/// unless two with the same id make one in the same microsecond.
+fn unique(now_us: u64) -> u128 {
     static MADE: AtomicU32 = AtomicU32::new(0);
     let made = MADE.fetch_add(1, Ordering::Relaxed);
-    (u128::from(nanos) << 64) | (u128::from(std::process::id()) << 32) | u128::from(made)
+    (u128::from(now_us) << 64) | (u128::from(std::process::id()) << 32) | u128::from(made)
 }
 
 impl From<u128> for AcquisitionId {
