@@ -33,12 +33,10 @@ struct Generator {
 
 impl Generator {
     fn seeded(pid: u32) -> Result<Self> {
-        let mut seed = [0u8; 32];
-        getrandom::fill(&mut seed).map_err(|e| Error::Rng { cause: e.into() })?;
         Ok(Generator {
             pid,
             left: DRAWS_PER_SEED,
-            rng: StdRng::from_seed(seed),
+            rng: StdRng::from_seed(from_os()?),
         })
     }
 
@@ -56,6 +54,13 @@ impl Generator {
         g.rng.fill_bytes(&mut bytes);
         Ok(bytes)
     }
+}
+
+/// `N` bytes from the OS generator.
+fn from_os<const N: usize>() -> Result<[u8; N]> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|e| Error::Rng { cause: e.into() })?;
+    Ok(bytes)
 }
 
 /// What a thread draws from: the OS for its first [`OS_DRAWS`], then its
@@ -76,9 +81,7 @@ impl Source {
     fn draw(&mut self) -> Result<[u8; 16]> {
         if self.os_left > 0 {
             self.os_left -= 1;
-            let mut bytes = [0u8; 16];
-            getrandom::fill(&mut bytes).map_err(|e| Error::Rng { cause: e.into() })?;
-            return Ok(bytes);
+            return from_os();
         }
         Generator::draw(&mut self.generator, std::process::id())
     }
