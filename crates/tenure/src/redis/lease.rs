@@ -563,27 +563,23 @@ impl LeaseStore for RedisStore {
         ttl: Duration,
         holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
-        let names = self.keys.names(key, ["", ":fence", ":holder"]);
+        let names = self.keys.names(key, ["", ":fence"]);
+        let [lease, fence] = names.get();
         let ttl_ms = millis(ttl).to_string();
         let recorded = holder::acquire_args(holder);
         let plain = [token.as_str(), &ttl_ms];
-        let with_holder: Vec<&str>;
-        let args: &[&str] = if recorded.is_empty() {
-            &plain
+        // The holder hash is a key of the call only when it is written: a
+        // key less to name and for the server to read otherwise.
+        let (with_holder, holder_key): (Vec<&str>, String);
+        let (keys, args): (&[&str], &[&str]) = if recorded.is_empty() {
+            (&[lease, fence], &plain)
         } else {
             with_holder = plain
                 .into_iter()
                 .chain(recorded.iter().map(String::as_str))
                 .collect();
-            &with_holder
-        };
-        // The holder hash is a key of the call only when it is written: a
-        // key less for the server to read into the script otherwise.
-        let names = names.get();
-        let keys = if recorded.is_empty() {
-            &names[..2]
-        } else {
-            &names[..]
+            holder_key = self.keys.holder(key);
+            (&[lease, fence, &holder_key], &with_holder)
         };
         let script = self.counters.acquire.pair();
         let grant = Grant {
