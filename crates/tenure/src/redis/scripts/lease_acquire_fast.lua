@@ -14,7 +14,11 @@
 -- master (its counter below the clock or gone, no holder to record), with
 -- three commands: SET NX, TIME, SET ... GET. Any other grant goes on to
 -- lease_acquire.lua with the floor written and the counter it replaced,
--- where take_fence settles the fence as always. The type checks run only
+-- where take_fence settles the fence as always. The floor and the test of
+-- the replaced counter are fence_floor's and settle_at_clock's
+-- (lease_fence.lua) written out, as no helper exists yet: a change to one
+-- belongs in the other (tests/fence_floor.rs checks both ends of the
+-- test). The type checks run only
 -- when a command did not go through, so a key of another type is still a
 -- clear WRONGTYPE error and never a hold.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then

@@ -32,6 +32,8 @@ end
 -- INCR. A counter that is not a non-negative integer below 2^53 is written
 -- back (without an expiry: such a value is not tenure's, and a TTL it had is
 -- not known any more) and the grant refused, as take_fence does.
+-- (lease_acquire_fast.lua writes the common case of this out before the
+-- helpers are defined.)
 local function settle_at_clock(lease_key, fence_key, floor, old)
   if type(old) == 'table' and old.err then
     if string.sub(old.err, 1, 9) ~= 'WRONGTYPE' then
