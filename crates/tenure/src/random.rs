@@ -20,34 +20,32 @@ const DRAWS_PER_SEED: u32 = 4096;
 /// system calls to the OS generator would.
 const OS_DRAWS: u32 = 16;
 
-/// A thread's generator: ChaCha12 seeded by the OS, and the process it
-/// was seeded in. Not rand's `ThreadRng` or `ReseedingRng`: both panic when
-/// the OS cannot seed them (here that is `Error::Rng`), and neither is
-/// seeded again in a forked child.
+/// A thread's generator: ChaCha12 seeded by the OS. Not rand's
+/// `ThreadRng` or `ReseedingRng`: both panic when the OS cannot seed them
+/// (here that is `Error::Rng`), and neither is seeded again in a forked
+/// child.
 #[cfg_attr(test, derive(Clone))]
 struct Generator {
-    pid: u32,
     left: u32,
     rng: StdRng,
 }
 
 impl Generator {
-    fn seeded(pid: u32) -> Result<Self> {
+    fn seeded() -> Result<Self> {
         Ok(Generator {
-            pid,
             left: DRAWS_PER_SEED,
             rng: StdRng::from_seed(from_os()?),
         })
     }
 
     /// 16 bytes from `generator`, seeded again first when it is missing,
-    /// used up, or was seeded in another process than `pid`: a child forked
-    /// from this one inherits the generator's state and would otherwise draw
-    /// the same tokens as its parent.
-    fn draw(generator: &mut Option<Generator>, pid: u32) -> Result<[u8; 16]> {
+    /// used up, or `forked`: a child forked from this process inherits the
+    /// generator's state and would otherwise draw the same tokens as its
+    /// parent.
+    fn draw(generator: &mut Option<Generator>, forked: bool) -> Result<[u8; 16]> {
         let g = match generator {
-            Some(g) if g.pid == pid && g.left > 0 => g,
-            _ => generator.insert(Generator::seeded(pid)?),
+            Some(g) if !forked && g.left > 0 => g,
+            _ => generator.insert(Generator::seeded()?),
         };
         g.left -= 1;
         let mut bytes = [0u8; 16];
@@ -64,10 +62,11 @@ fn from_os<const N: usize>() -> Result<[u8; N]> {
 }
 
 /// What a thread draws from: the OS for its first [`OS_DRAWS`], then its
-/// generator.
+/// generator, and what tells it that the process forked since its last draw.
 struct Source {
     os_left: u32,
     generator: Option<Generator>,
+    fork: Option<forkguard::Guard>,
 }
 
 impl Source {
@@ -75,6 +74,7 @@ impl Source {
         Source {
             os_left: OS_DRAWS,
             generator: None,
+            fork: None,
         }
     }
 
@@ -83,7 +83,18 @@ impl Source {
             self.os_left -= 1;
             return from_os();
         }
-        Generator::draw(&mut self.generator, std::process::id())
+        let forked = match &mut self.fork {
+            Some(fork) => fork.detected_fork(),
+            None => {
+                // Registers the fork handler, once per process; before the
+                // generator is seeded, so no fork can fall between the two.
+                let fork =
+                    forkguard::Guard::try_new().map_err(|e| Error::Rng { cause: e.into() })?;
+                self.fork = Some(fork);
+                false
+            }
+        };
+        Generator::draw(&mut self.generator, forked)
     }
 }
 
@@ -96,8 +107,9 @@ thread_local! {
 /// generator, seeded from the OS RNG every 4096 draws and in every new
 /// process). A lease's owner token and its acquisition id are drawn here: a
 /// system call to the OS RNG for each was about 4 % of a Redis lease
-/// client's CPU time per acquire + release; a check of the process id (a
-/// cheaper system call) is what remains.
+/// client's CPU time per acquire + release, and a `getpid` to notice a fork
+/// 1–4 %; a fork handler's counter, read with one atomic load, is what
+/// remains.
 pub(crate) fn draw() -> Result<[u8; 16]> {
     SOURCE
         .try_with(|s| s.borrow_mut().draw())
@@ -110,15 +122,15 @@ mod tests {
 
     #[test]
     fn a_generator_inherited_by_another_process_is_seeded_again() {
-        let mut parent = Some(Generator::seeded(1).expect("rng"));
+        let mut parent = Some(Generator::seeded().expect("rng"));
         // What a forked child would hold: the parent's state, bit for bit.
         let mut child = parent.clone();
-        let from_parent = Generator::draw(&mut parent, 1).expect("rng");
+        let from_parent = Generator::draw(&mut parent, false).expect("rng");
         assert_eq!(
-            Generator::draw(&mut child.clone(), 1).ok(),
+            Generator::draw(&mut child.clone(), false).ok(),
             Some(from_parent)
         );
-        assert_ne!(Generator::draw(&mut child, 2).ok(), Some(from_parent));
+        assert_ne!(Generator::draw(&mut child, true).ok(), Some(from_parent));
     }
 
     #[test]
@@ -131,17 +143,24 @@ mod tests {
         }
         assert!(drawn.insert(source.draw().expect("rng")));
         assert!(source.generator.is_some());
+        // Watching for a fork from then on, and not seeding again without one.
+        assert!(source.fork.is_some());
+        assert!(drawn.insert(source.draw().expect("rng")));
+        assert_eq!(
+            source.generator.as_ref().map(|g| g.left),
+            Some(DRAWS_PER_SEED - 2)
+        );
     }
 
     #[test]
     fn a_used_up_generator_is_seeded_again() {
-        let mut g = Some(Generator::seeded(1).expect("rng"));
+        let mut g = Some(Generator::seeded().expect("rng"));
         let mut copy = g.clone();
         if let Some(g) = g.as_mut() {
             g.left = 0;
         }
-        let fresh = Generator::draw(&mut g, 1).expect("rng");
-        assert_ne!(Generator::draw(&mut copy, 1).ok(), Some(fresh));
+        let fresh = Generator::draw(&mut g, false).expect("rng");
+        assert_ne!(Generator::draw(&mut copy, false).ok(), Some(fresh));
         assert_eq!(g.map(|g| g.left), Some(DRAWS_PER_SEED - 1));
     }
 }
