@@ -42,11 +42,11 @@ enum Ask {
 /// Sends one acquire request for `token` and returns its answer; if this future
 /// is dropped before the answer arrives, a grant is undone.
 pub(super) async fn acquire(
-    backend: Arc<dyn LeaseStore>,
-    key: Arc<str>,
-    token: OwnerToken,
+    backend: &Arc<dyn LeaseStore>,
+    key: &Arc<str>,
+    token: &OwnerToken,
     ttl: Duration,
-    holder: Option<Arc<HolderInfo>>,
+    holder: Option<&HolderInfo>,
 ) -> Result<AcquireReply> {
     Ok(send(backend, key, token, ttl, holder, Ask::Acquire)
         .await?
@@ -58,11 +58,11 @@ pub(super) async fn acquire(
 /// dropped before the answer arrives, the waiter leaves the line (passing on
 /// a lease handed to it).
 pub(super) async fn turn(
-    backend: Arc<dyn LeaseStore>,
-    key: Arc<str>,
-    token: OwnerToken,
+    backend: &Arc<dyn LeaseStore>,
+    key: &Arc<str>,
+    token: &OwnerToken,
     ttl: Duration,
-    holder: Option<Arc<HolderInfo>>,
+    holder: Option<&HolderInfo>,
     place: Option<QueuePlace>,
 ) -> Reply {
     send(backend, key, token, ttl, holder, Ask::Turn(place)).await
@@ -71,11 +71,11 @@ pub(super) async fn turn(
 /// Sends `ask`; `holder` is what a grant records (see
 /// [`Lease::record_holder`](super::Lease::record_holder)).
 async fn send(
-    backend: Arc<dyn LeaseStore>,
-    key: Arc<str>,
-    token: OwnerToken,
+    backend: &Arc<dyn LeaseStore>,
+    key: &Arc<str>,
+    token: &OwnerToken,
     ttl: Duration,
-    holder: Option<Arc<HolderInfo>>,
+    holder: Option<&HolderInfo>,
     ask: Ask,
 ) -> Reply {
     let mut pending = Pending {
@@ -86,8 +86,8 @@ async fn send(
         ask,
         answered: false,
     };
-    let sent = pending.backend.clock().now();
-    let reply = pending.request(holder.as_deref()).await;
+    let sent = backend.clock().now();
+    let reply = pending.request(holder).await;
     let reply = pending.confirm_late(sent, reply).await;
     pending.answered = true;
     // A failure that may have happened after the store applied the request
@@ -102,21 +102,23 @@ async fn send(
     reply
 }
 
-/// An acquire request on its way: what undoing it needs.
-struct Pending {
-    backend: Arc<dyn LeaseStore>,
-    key: Arc<str>,
-    token: OwnerToken,
+/// An acquire request on its way: what undoing it needs, borrowed from the
+/// caller (shared handles are cloned only for an undo, so a request that is
+/// answered touches no reference count).
+struct Pending<'a> {
+    backend: &'a Arc<dyn LeaseStore>,
+    key: &'a Arc<str>,
+    token: &'a OwnerToken,
     ttl: Duration,
     ask: Ask,
     /// Set once the caller has the answer: nothing is left to undo then.
     answered: bool,
 }
 
-impl Pending {
+impl Pending<'_> {
     /// Sends the request and waits for its answer.
     async fn request(&self, holder: Option<&HolderInfo>) -> Reply {
-        let (backend, key, token, ttl) = (&*self.backend, &self.key, &self.token, self.ttl);
+        let (backend, key, token, ttl) = (&**self.backend, self.key, self.token, self.ttl);
         match &self.ask {
             Ask::Acquire => backend
                 .try_acquire(key, token, ttl, holder)
@@ -132,15 +134,7 @@ impl Pending {
 
     /// Confirms a grant that arrived too late ([`confirm_late`]).
     async fn confirm_late(&self, sent: crate::clock::Moment, reply: Reply) -> Reply {
-        confirm_late(
-            &*self.backend,
-            &self.key,
-            &self.token,
-            self.ttl,
-            sent,
-            reply,
-        )
-        .await
+        confirm_late(&**self.backend, self.key, self.token, self.ttl, sent, reply).await
     }
 
     /// Undoes a request of unknown fate from a task of its own (best effort:
@@ -150,8 +144,8 @@ impl Pending {
             return;
         };
         let (backend, key, token) = (
-            Arc::clone(&self.backend),
-            Arc::clone(&self.key),
+            Arc::clone(self.backend),
+            Arc::clone(self.key),
             self.token.clone(),
         );
         let (ttl, ask) = (self.ttl, self.ask.clone());
@@ -159,7 +153,7 @@ impl Pending {
     }
 }
 
-impl Drop for Pending {
+impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if !self.answered {
             self.undo_in_background();

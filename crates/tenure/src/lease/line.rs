@@ -125,11 +125,11 @@ impl Line {
         self.looked = true;
         let sent = self.backend.clock().now();
         let (reply, place) = attempt::turn(
-            Arc::clone(&self.backend),
-            Arc::clone(&self.key),
-            self.token.clone(),
+            &self.backend,
+            &self.key,
+            &self.token,
             ttl,
-            holder,
+            holder.as_deref(),
             self.place.clone(),
         )
         .await?;

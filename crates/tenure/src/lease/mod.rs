@@ -759,11 +759,11 @@ impl Lease {
     async fn attempt_once(&self, renew: Option<Duration>) -> Result<Attempt> {
         let token = OwnerToken::generate()?;
         let reply = attempt::acquire(
-            Arc::clone(&self.backend),
-            Arc::clone(&self.key),
-            token.clone(),
+            &self.backend,
+            &self.key,
+            &token,
             self.ttl,
-            self.holder.clone(),
+            self.holder.as_deref(),
         )
         .await?;
         match reply {
