@@ -123,6 +123,22 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
     .await;
     turns.record("tenure", run_for, stats, out).await;
 
+    // in-process: a FIFO mutex and no store, the most hand-offs the pause
+    // between turns allows.
+    let mutex = Arc::new(tokio::sync::Mutex::new(()));
+    let turns = Turns::new();
+    stats.reset().await;
+    contend(run_for, &turns, move |task, turns| {
+        let mutex = Arc::clone(&mutex);
+        async move {
+            let asked = Instant::now();
+            let _held = mutex.lock().await;
+            turns.granted(task, asked.elapsed());
+        }
+    })
+    .await;
+    turns.record("in-process", run_for, stats, out).await;
+
     // rslock: its acquire retries after random 0-200 ms delays.
     let rl = Arc::clone(&p.rslock);
     let turns = Turns::new();

@@ -191,16 +191,27 @@ pub fn render(
 
     let contended = ["rslock", "raw", "redis-py"];
     let h = t.m("contended.tenure.handoffs");
-    let (hr, hraw) = (
+    let (hr, hraw, ceiling) = (
         t.m("contended.rslock.handoffs"),
         t.m("contended.raw.handoffs"),
+        t.m("contended.in-process.handoffs"),
     );
-    let peers = t.peers("contended", ".handoffs", &contended, rate);
+    let peers = t.peers(
+        "contended",
+        ".handoffs",
+        &["in-process", "rslock", "raw", "redis-py"],
+        rate,
+    );
     t.row(
         "contended, 16 tasks on one key: hand-offs to a different task /s",
         rate(h),
         peers,
-        format!("{:.0}× rslock, {:.2}× raw", h / hr, h / hraw),
+        format!(
+            "{:.0}× rslock, {:.2}× raw, {:.2}× in-process",
+            h / hr,
+            h / hraw,
+            h / ceiling
+        ),
         "≥ 20× rslock",
         Some(h >= 20.0 * hr),
     );
@@ -419,7 +430,10 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   command inside it count). *server µs* is the time the server spent in the
   scripts (`usec_per_call` × calls of `EVALSHA`, the commands inside
   included) of those cycles, per cycle.
-- *contended*: 16 tasks on one key; each task sleeps 1 ms between turns.
+- *contended*: 16 tasks on one key; each task sleeps 1 ms between turns
+  (tokio's `sleep`, which counts whole milliseconds of its timer: about 2 ms
+  in all). *in-process* is a FIFO `tokio::sync::Mutex` and no store, with
+  the same pause: the most hand-offs the pause lets 16 tasks make.
   tenure waits with `attempt_within`; rslock with its `acquire` (retries after
   random 0–200 ms delays); raw polls every 1 ms; redis-py blocks with its
   default 0.1 s polling sleep. A cycle is one grant; a wait is from asking to
