@@ -199,11 +199,7 @@ impl Shared {
         );
         // The clock is read for the span's latency only if it records it.
         let started = (!span.is_disabled()).then(Instant::now);
-        let result = self
-            .backend
-            .release(&self.key, &self.token)
-            .instrument(span.clone())
-            .await;
+        let result = telemetry::in_span!(&span, self.backend.release(&self.key, &self.token));
         let outcome = match &result {
             Ok(ReleaseOutcome::Released) => "released",
             Ok(_) => "not_held",

@@ -732,7 +732,7 @@ impl Lease {
         );
         // The clock is read for the span's latency only if it records it.
         let started = (!span.is_disabled()).then(Instant::now);
-        let result = work.instrument(span.clone()).await;
+        let result = telemetry::in_span!(&span, work);
         match &result {
             Ok(Attempt::Acquired(guard)) => {
                 span.record("fence", guard.fence().get());

@@ -113,3 +113,19 @@ macro_rules! finish {
     }};
 }
 pub(crate) use finish;
+
+/// Awaits `work` inside `span` — or, when nobody listens (the span is
+/// disabled), awaits it bare: not wrapped in an `Instrumented`, so the
+/// future is not moved once more and no span is entered at each poll.
+/// A macro, not an `async fn`: a function would be one more future layer.
+macro_rules! in_span {
+    ($span:expr, $work:expr) => {{
+        let span: &tracing::Span = $span;
+        if span.is_disabled() {
+            $work.await
+        } else {
+            tracing::Instrument::instrument($work, span.clone()).await
+        }
+    }};
+}
+pub(crate) use in_span;
