@@ -108,7 +108,7 @@ thread_local! {
 /// process). A lease's owner token and its acquisition id are drawn here: a
 /// system call to the OS RNG for each was about 4 % of a Redis lease
 /// client's CPU time per acquire + release, and a `getpid` to notice a fork
-/// 1–4 %; a fork handler's counter, read with one atomic load, is what
+/// 1–2 %; a fork handler's counter, read with one atomic load, is what
 /// remains.
 pub(crate) fn draw() -> Result<[u8; 16]> {
     SOURCE
