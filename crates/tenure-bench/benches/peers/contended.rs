@@ -1,7 +1,7 @@
 //! Contention: 16 tasks take turns on one key. Hand-offs to a *different*
 //! task per second, Redis commands per cycle and the longest any task waited.
-//! Between turns a task sleeps 1 ms (a little work), so a releaser does not
-//! simply win its own release every time.
+//! Between turns a task sleeps 1 ms (a little work; tokio's timer makes it
+//! about 2 ms), so a releaser does not simply win its own release every time.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -81,16 +81,25 @@ impl Turns {
     }
 }
 
-/// Runs `turn(task, turns)` from every task until `run_for` has passed.
-async fn contend<F, Fut>(run_for: Duration, turns: &Arc<Turns>, turn: F)
-where
+/// Runs `turn(task, turns)` from every task until `run_for` has passed,
+/// counting the server's commands from the start, and records what `peer`
+/// did as `contended.<peer>.<what>`.
+async fn contend<F, Fut>(
+    peer: &str,
+    run_for: Duration,
+    stats: &ServerStats,
+    out: &mut Samples,
+    turn: F,
+) where
     F: Fn(usize, Arc<Turns>) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
+    let turns = Turns::new();
+    stats.reset().await;
     let stop = Instant::now() + run_for;
     let handles: Vec<_> = (0..TASKS)
         .map(|task| {
-            let (turn, turns) = (turn.clone(), Arc::clone(turns));
+            let (turn, turns) = (turn.clone(), Arc::clone(&turns));
             tokio::spawn(async move {
                 while Instant::now() < stop {
                     turn(task, Arc::clone(&turns)).await;
@@ -102,15 +111,14 @@ where
     for h in handles {
         h.await.unwrap();
     }
+    turns.record(peer, run_for, stats, out).await;
 }
 
 /// Every peer's run on its own key, recorded as `contended.<peer>.<what>`.
 pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Samples) {
     // tenure: attempt_within waits for the release notification.
     let leases = p.leases((0..TASKS).map(|_| "contended".to_string()));
-    let turns = Turns::new();
-    stats.reset().await;
-    contend(run_for, &turns, move |task, turns| {
+    contend("tenure", run_for, stats, out, move |task, turns| {
         let leases = Arc::clone(&leases);
         async move {
             let asked = Instant::now();
@@ -121,14 +129,11 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
         }
     })
     .await;
-    turns.record("tenure", run_for, stats, out).await;
 
     // in-process: a FIFO mutex and no store, the most hand-offs the pause
     // between turns allows.
     let mutex = Arc::new(tokio::sync::Mutex::new(()));
-    let turns = Turns::new();
-    stats.reset().await;
-    contend(run_for, &turns, move |task, turns| {
+    contend("in-process", run_for, stats, out, move |task, turns| {
         let mutex = Arc::clone(&mutex);
         async move {
             let asked = Instant::now();
@@ -137,13 +142,10 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
         }
     })
     .await;
-    turns.record("in-process", run_for, stats, out).await;
 
     // rslock: its acquire retries after random 0-200 ms delays.
     let rl = Arc::clone(&p.rslock);
-    let turns = Turns::new();
-    stats.reset().await;
-    contend(run_for, &turns, move |task, turns| {
+    contend("rslock", run_for, stats, out, move |task, turns| {
         let rl = Arc::clone(&rl);
         async move {
             let asked = Instant::now();
@@ -153,13 +155,10 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
         }
     })
     .await;
-    turns.record("rslock", run_for, stats, out).await;
 
     // raw: polls every RAW_POLL.
     let raw = p.raw.clone();
-    let turns = Turns::new();
-    stats.reset().await;
-    contend(run_for, &turns, move |task, turns| {
+    contend("raw", run_for, stats, out, move |task, turns| {
         let raw = raw.clone();
         async move {
             let tok = token(task);
@@ -172,7 +171,6 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
         }
     })
     .await;
-    turns.record("raw", run_for, stats, out).await;
 
     if let Some(py) = &p.python {
         stats.reset().await;
