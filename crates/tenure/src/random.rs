@@ -83,18 +83,24 @@ impl Source {
             self.os_left -= 1;
             return from_os();
         }
-        let forked = match &mut self.fork {
-            Some(fork) => fork.detected_fork(),
-            None => {
-                // Registers the fork handler, once per process; before the
-                // generator is seeded, so no fork can fall between the two.
-                let fork =
-                    forkguard::Guard::try_new().map_err(|e| Error::Rng { cause: e.into() })?;
-                self.fork = Some(fork);
-                false
-            }
-        };
-        Generator::draw(&mut self.generator, forked)
+        match self.forked() {
+            Some(forked) => Generator::draw(&mut self.generator, forked),
+            // No fork handler: a generator could repeat its parent's draws
+            // in a forked child, so the OS draws instead.
+            None => from_os(),
+        }
+    }
+
+    /// Whether the process forked since this thread's last draw; `None`
+    /// when no fork handler could be registered (`pthread_atfork` failed).
+    /// The first call registers it (once per process), before the
+    /// generator is seeded, so no fork can fall between the two.
+    fn forked(&mut self) -> Option<bool> {
+        if let Some(fork) = &mut self.fork {
+            return Some(fork.detected_fork());
+        }
+        self.fork = Some(forkguard::Guard::try_new().ok()?);
+        Some(false)
     }
 }
 
