@@ -18,9 +18,8 @@
 -- the replaced counter are fence_floor's and settle_at_clock's
 -- (lease_fence.lua) written out, as no helper exists yet: a change to one
 -- belongs in the other (tests/fence_floor.rs checks both ends of the
--- test). The type checks run only
--- when a command did not go through, so a key of another type is still a
--- clear WRONGTYPE error and never a hold.
+-- test). The type checks run only when a command did not go through, so a
+-- key of another type is still a clear WRONGTYPE error and never a hold.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local lease_type = redis.call('TYPE', KEYS[1]).ok
   if lease_type ~= 'string' then
