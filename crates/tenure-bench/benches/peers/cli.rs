@@ -1,8 +1,9 @@
 //! One `tenure run --key K -- true` process, start to exit, on the embedded
-//! SQLite default and on Redis, against `flock FILE true`: interleaved, one
-//! of each per iteration. Then what one Redis cold start sends (the server's
-//! `INFO commandstats`) and the system calls of each (`strace -c -f`, when
-//! strace is installed).
+//! SQLite default and on Redis, against `flock FILE true` and, when it is
+//! built, the least a lease run on SQLite does (`examples/cold_floor.rs`):
+//! interleaved, one of each per iteration. Then what one Redis cold start
+//! sends (the server's `INFO commandstats`) and the system calls of each
+//! (`strace -c -f`, when strace is installed).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -20,6 +21,24 @@ pub fn tenure_bin() -> std::path::PathBuf {
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/tenure"),
         Into::into,
     )
+}
+
+/// The release build of `examples/cold_floor.rs`: `TENURE_FLOOR_BIN`, or the
+/// workspace's `target/release/examples/cold_floor` (`scripts/bench` builds
+/// it); `None` when there is none.
+fn floor_bin() -> Option<std::path::PathBuf> {
+    let bin = std::env::var_os("TENURE_FLOOR_BIN").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/examples/cold_floor"),
+        Into::into,
+    );
+    bin.is_file().then_some(bin)
+}
+
+/// A run of the minimal lease program on the file `db`.
+fn floor_run(bin: &Path, db: &Path) -> Command {
+    let mut c = Command::new(bin);
+    c.arg(db).arg("true");
+    c
 }
 
 /// `cmd` without what `cargo bench` adds to this process's environment:
@@ -43,28 +62,42 @@ fn median(mut v: Vec<Duration>) -> f64 {
     v[v.len() / 2].as_secs_f64() * 1e3
 }
 
-/// Records `cli.{sqlite,redis,flock}` in ms (median of `RUNS`).
+/// Records `cli.{sqlite,redis,flock}` in ms (median of `RUNS`), and
+/// `cli.floor` when the minimal lease program is built.
 pub async fn run(redis_url: &str, out: &mut Samples) {
     let url = redis_url.to_string();
-    let [sqlite, redis, flock] = tokio::task::spawn_blocking(move || {
+    let [sqlite, redis, flock, floor] = tokio::task::spawn_blocking(move || {
         let home = std::env::temp_dir().join(format!("tenure-bench-{}", std::process::id()));
         std::fs::create_dir_all(&home).unwrap();
         let tenure = |backend: Option<&str>| tenure_run(&home, backend);
         let lock_file = home.join("flock");
-        let (mut s, mut r, mut f) = (Vec::new(), Vec::new(), Vec::new());
+        let floor_bin = floor_bin();
+        let floor_db = home.join("floor.db");
+        let (mut s, mut r, mut f, mut m) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
             s.push(time(&mut tenure(None)));
             r.push(time(&mut tenure(Some(&url))));
             f.push(time(Command::new("flock").arg(&lock_file).arg("true")));
+            if let Some(bin) = &floor_bin {
+                m.push(time(&mut floor_run(bin, &floor_db)));
+            }
         }
         let _ = std::fs::remove_dir_all(&home);
-        [median(s), median(r), median(f)]
+        [s, r, f, m].map(|v| (!v.is_empty()).then(|| median(v)))
     })
     .await
     .unwrap();
-    out.add("cli.sqlite", sqlite);
-    out.add("cli.redis", redis);
-    out.add("cli.flock", flock);
+    let named = [
+        ("sqlite", sqlite),
+        ("redis", redis),
+        ("flock", flock),
+        ("floor", floor),
+    ];
+    for (name, ms) in named {
+        if let Some(ms) = ms {
+            out.add(format!("cli.{name}"), ms);
+        }
+    }
 }
 
 /// A `tenure run` command: `HOME` in `home` (the SQLite default file there),
@@ -83,7 +116,8 @@ fn tenure_run(home: &Path, backend: Option<&str>) -> Command {
 }
 
 /// Records `cli.redis.commands` (commands one cold start sends, by name in
-/// `cli.redis.command.<name>`) and, with strace, `cli.{sqlite,redis,flock}.syscalls`.
+/// `cli.redis.command.<name>`) and, with strace,
+/// `cli.{sqlite,redis,flock,floor}.syscalls`.
 pub async fn count(stats: &crate::server_stats::ServerStats, redis_url: &str, out: &mut Samples) {
     let home = std::env::temp_dir().join(format!("tenure-bench-count-{}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();
@@ -101,11 +135,17 @@ pub async fn count(stats: &crate::server_stats::ServerStats, redis_url: &str, ou
         let lock_file = home.join("flock");
         let mut flock = Command::new("flock");
         flock.arg(&lock_file).arg("true");
-        for (name, cmd) in [
+        let floor = floor_bin().map(|bin| ("floor", floor_run(&bin, &home.join("floor.db"))));
+        for (name, mut cmd) in [
             ("sqlite", tenure_run(&home, None)),
             ("redis", tenure_run(&home, Some(redis_url))),
             ("flock", flock),
-        ] {
+        ]
+        .into_iter()
+        .chain(floor)
+        {
+            // Counted on a second run: the first creates the SQLite files.
+            time(&mut cmd);
             if let Some(n) = syscalls(cmd) {
                 out.add(format!("cli.{name}.syscalls"), n);
             }

@@ -355,6 +355,20 @@ pub fn render(
             Some(ms <= limit * flock),
         );
     }
+    let (sqlite, floor) = (t.m("cli.sqlite"), t.m("cli.floor"));
+    if floor.is_finite() {
+        t.row(
+            "`tenure run -- true`, SQLite, against the least a lease run does",
+            format!("{sqlite:.1} ms"),
+            format!(
+                "minimal lease run {floor:.1} ms ({:.2}× flock)",
+                floor / flock
+            ),
+            format!("{:.2}× the minimal run", sqlite / floor),
+            "",
+            None,
+        );
+    }
 
     let mut out = String::new();
     let st = setting;
