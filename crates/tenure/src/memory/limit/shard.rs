@@ -103,28 +103,37 @@ impl Keyed {
     }
 }
 
-/// `a == b`, for keys of 8 to 32 bytes as words: the first and last eight
-/// bytes, and for more than 16 the two words between (overlapping where the
-/// key is shorter than 32 bytes).
+/// `a == b`, for keys of up to 32 bytes as words: the first and last
+/// word (overlapping where the key is shorter than two), and for more than
+/// 16 bytes the two words between; a key of 1 to 3 bytes byte by byte.
+/// (Slice equality calls the C library's `memcmp`, which costs more than
+/// the lookup it ends for a short key.)
 #[inline]
 fn same_key(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
     }
-    if !(8..=32).contains(&n) {
-        return a == b;
-    }
-    let word = |s: &[u8], at: usize| {
-        s.get(at..at + 8)
-            .and_then(|w| <[u8; 8]>::try_from(w).ok())
-            .map(u64::from_ne_bytes)
+    let same_at = |at: usize, width: usize| a.get(at..at + width) == b.get(at..at + width);
+    let same = |at: usize, width: usize| match width {
+        8 => word::<8>(a, at).map(u64::from_ne_bytes) == word::<8>(b, at).map(u64::from_ne_bytes),
+        4 => word::<4>(a, at).map(u32::from_ne_bytes) == word::<4>(b, at).map(u32::from_ne_bytes),
+        _ => same_at(at, width),
     };
-    let differ = |at: usize| word(a, at) != word(b, at);
-    if differ(0) || differ(n - 8) {
-        return false;
+    match n {
+        0 => true,
+        1..=3 => same(0, 1) && same(n / 2, 1) && same(n - 1, 1),
+        4..=7 => same(0, 4) && same(n - 4, 4),
+        8..=16 => same(0, 8) && same(n - 8, 8),
+        17..=32 => same(0, 8) && same(n - 8, 8) && same(8, 8) && same(n - 16, 8),
+        _ => a == b,
     }
-    n <= 16 || !(differ(8) || differ(n - 16))
+}
+
+/// The `N` bytes of `s` from `at`, if it has them.
+#[inline]
+fn word<const N: usize>(s: &[u8], at: usize) -> Option<[u8; N]> {
+    s.get(at..at + N).and_then(|w| <[u8; N]>::try_from(w).ok())
 }
 
 impl Shard {
