@@ -474,6 +474,8 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   trip* is the ratio times N. Then every node is scanned for lease keys.
 - *`tenure run`*: 40 runs of each command per round, interleaved, the release
   build of `tenure`, `HOME` in a fresh directory (the SQLite default file).
+  The *minimal lease run* is `examples/cold_floor.rs`, built the same way:
+  what a lease run on SQLite cannot do without (section *Cold start* below).
 ";
 
 /// Replaces the written section of the file at `path` with `section`, or
