@@ -2,10 +2,10 @@
 //! (`benches/peers/cli.rs`): no argument parser, no async runtime, no signal
 //! forwarding, no waiting line, one table. It opens the file as tenure does
 //! (WAL, 1 KiB pages, a log checkpointed every 128 pages and kept at close,
-//! commits without fsync), takes the lease with a fence in one write
-//! transaction, runs the command, and deletes the lease by its token in a
-//! second. `scripts/bench` builds it with the release profile, as it builds
-//! `tenure`.
+//! commits without fsync), takes the lease with a fence floored by the
+//! clock (as tenure's are) in one write transaction, runs the command, and
+//! deletes the lease by its token in a second. `scripts/bench` builds it
+//! with the release profile, as it builds `tenure`.
 //!
 //! Usage: `cold_floor FILE COMMAND`; exits with the command's code.
 
@@ -30,9 +30,10 @@ fn main() -> Result<ExitCode, Box<dyn Error>> {
     let token = format!("{:x}-{now:x}", std::process::id());
     let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let taken = tx.execute(
-        "INSERT INTO leases(key, token, fence, expires_us) VALUES (?1, ?2, 1, ?3) \
-         ON CONFLICT(key) DO UPDATE SET token = excluded.token, fence = fence + 1, \
-         expires_us = excluded.expires_us WHERE expires_us < ?4",
+        "INSERT INTO leases(key, token, fence, expires_us) VALUES (?1, ?2, ?4, ?3) \
+         ON CONFLICT(key) DO UPDATE SET token = excluded.token, \
+         fence = max(fence + 1, ?4), expires_us = excluded.expires_us \
+         WHERE expires_us < ?4",
         (KEY, &token, now + TTL_US, now),
     )?;
     tx.commit()?;

@@ -114,23 +114,21 @@ fn same_key(a: &[u8], b: &[u8]) -> bool {
     if n != b.len() {
         return false;
     }
-    let same_at = |at: usize, width: usize| a.get(at..at + width) == b.get(at..at + width);
-    let same = |at: usize, width: usize| match width {
-        8 => word::<8>(a, at).map(u64::from_ne_bytes) == word::<8>(b, at).map(u64::from_ne_bytes),
-        4 => word::<4>(a, at).map(u32::from_ne_bytes) == word::<4>(b, at).map(u32::from_ne_bytes),
-        _ => same_at(at, width),
-    };
+    let byte = |at: usize| a.get(at) == b.get(at);
+    let word4 = |at: usize| word::<4>(a, at) == word::<4>(b, at);
+    let word8 = |at: usize| word::<8>(a, at) == word::<8>(b, at);
     match n {
         0 => true,
-        1..=3 => same(0, 1) && same(n / 2, 1) && same(n - 1, 1),
-        4..=7 => same(0, 4) && same(n - 4, 4),
-        8..=16 => same(0, 8) && same(n - 8, 8),
-        17..=32 => same(0, 8) && same(n - 8, 8) && same(8, 8) && same(n - 16, 8),
+        1..=3 => byte(0) && byte(n / 2) && byte(n - 1),
+        4..=7 => word4(0) && word4(n - 4),
+        8..=16 => word8(0) && word8(n - 8),
+        17..=32 => word8(0) && word8(n - 8) && word8(8) && word8(n - 16),
         _ => a == b,
     }
 }
 
-/// The `N` bytes of `s` from `at`, if it has them.
+/// The `N` bytes of `s` from `at`, if it has them, as one array: compared
+/// as one word, not by `memcmp`.
 #[inline]
 fn word<const N: usize>(s: &[u8], at: usize) -> Option<[u8; N]> {
     s.get(at..at + N).and_then(|w| <[u8; N]>::try_from(w).ok())
