@@ -7,7 +7,8 @@
 //! deletes the lease by its token in a second. `scripts/bench` builds it
 //! with the release profile, as it builds `tenure`.
 //!
-//! Usage: `cold_floor FILE COMMAND`; exits with the command's code.
+//! Usage: `cold_floor FILE COMMAND`; exits with the command's code, or 64
+//! with a one-line message when it cannot run it.
 
 use std::error::Error;
 use std::process::{Command, ExitCode};
@@ -20,7 +21,18 @@ use rusqlite::{Connection, TransactionBehavior};
 const KEY: &str = "bench";
 const TTL_US: i64 = 30_000_000;
 
-fn main() -> Result<ExitCode, Box<dyn Error>> {
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cold_floor: {e}");
+            ExitCode::from(64)
+        }
+    }
+}
+
+/// The run: the command's exit code, or why there was none.
+fn run() -> Result<ExitCode, Box<dyn Error>> {
     let mut args = std::env::args_os().skip(1);
     let (Some(file), Some(command)) = (args.next(), args.next()) else {
         return Err("usage: cold_floor FILE COMMAND".into());
@@ -40,7 +52,8 @@ fn main() -> Result<ExitCode, Box<dyn Error>> {
     if taken != 1 {
         return Err("the lease is held".into());
     }
-    let status = Command::new(command).status()?;
+    // Released whether or not the command started.
+    let status = Command::new(command).status();
     let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.execute(
         "DELETE FROM leases WHERE key = ?1 AND token = ?2",
@@ -48,7 +61,7 @@ fn main() -> Result<ExitCode, Box<dyn Error>> {
     )?;
     tx.commit()?;
     Ok(ExitCode::from(
-        u8::try_from(status.code().unwrap_or(1)).unwrap_or(1),
+        u8::try_from(status?.code().unwrap_or(1)).unwrap_or(1),
     ))
 }
 
