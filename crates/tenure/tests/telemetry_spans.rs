@@ -286,6 +286,19 @@ async fn spans_and_events_tell_the_story_without_tokens_or_passwords() {
         !killed.is_empty() && !killed.contains(&"answered"),
         "{killed:?}"
     );
+    // A store's own events happen inside the span of the call that made them:
+    // the live nodes' answers, which the call waits for (the killed node's
+    // reply is reported after the majority answered, outside it).
+    for op in ["acquire", "release"] {
+        let answered: Vec<&&Captured> = replies
+            .iter()
+            .filter(|c| c.field("op") == Some(op) && c.field("outcome") == Some("answered"))
+            .collect();
+        assert!(
+            !answered.is_empty() && answered.iter().all(|c| c.scope.iter().any(|s| s == op)),
+            "{op}: {answered:#?}"
+        );
+    }
 
     // `info` is quiet: nothing of tenure's at info; warnings only for the two
     // losses and the fallback in use (and the failing renewal of none).
