@@ -74,6 +74,9 @@ struct Inner {
     /// the store is in this process and no policy is in shadow mode. Kept
     /// up to date by [`Inner::settle`].
     inline: bool,
+    /// The store, when it is the in-process one: decided without a dynamic
+    /// call by [`Limiter::check_local`].
+    memory: Option<crate::memory::MemoryLimits>,
 }
 
 impl Inner {
@@ -91,6 +94,7 @@ impl Inner {
             shadow: Shadowing::default(),
             policies,
             inline: false,
+            memory: None,
         };
         inner.settle();
         inner
@@ -99,6 +103,7 @@ impl Inner {
     /// Recomputes what follows from the store and the shadow mode.
     fn settle(&mut self) {
         self.inline = !self.store.is_shared() && !self.shadow.is_active();
+        self.memory = self.store.as_memory().cloned();
     }
 
     fn policies(
@@ -324,6 +329,12 @@ impl Limiter {
         let request = LimitRequest::new(key, policies, cost, Mode::Consume);
         // A store error goes the long way, which reports it. (Only the
         // decision is moved on, not the whole result, which is twice its size.)
+        if let Some(memory) = &inner.memory {
+            return match memory.decide(&request) {
+                Ok(decision) => Some(Ok(decision)),
+                Err(_) => None,
+            };
+        }
         match inner.store.decide_inline(&request)? {
             Ok(decision) => Some(Ok(decision)),
             Err(_) => None,

@@ -107,6 +107,14 @@ pub trait LimitStore: Debug + Send + Sync + 'static {
         None
     }
 
+    /// The store itself when it is this crate's in-process store, which
+    /// [`Limiter::check_local`](crate::limit::Limiter::check_local) then
+    /// calls directly (no dynamic call, its decision built in place).
+    #[doc(hidden)]
+    fn as_memory(&self) -> Option<&crate::memory::MemoryLimits> {
+        None
+    }
+
     /// Whether the store's counts are shared across processes: `false` for a
     /// store in this process only (the memory store), where every process
     /// starts from a full budget. The default is `true`, since a store is

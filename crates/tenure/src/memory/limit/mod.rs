@@ -168,6 +168,13 @@ impl MemoryLimits {
         shards.lock(shards.index(hash)).forget(hash, key, policies);
     }
 
+    /// The request's decision (combined over its policies) now, or at the
+    /// request's instant.
+    #[inline]
+    pub(crate) fn decide(&self, request: &LimitRequest<'_>) -> Result<Decision> {
+        self.decide_read(request, Read::of(self, request))
+    }
+
     /// One decision (combined over the request's policies) at `read`.
     fn decide_read(&self, request: &LimitRequest<'_>, read: Read) -> Result<Decision> {
         let hash = self.hash(request.key);
@@ -268,6 +275,10 @@ impl LimitStore for MemoryLimits {
 
     fn describe(&self) -> String {
         "memory:".to_string()
+    }
+
+    fn as_memory(&self) -> Option<&MemoryLimits> {
+        Some(self)
     }
 
     fn is_shared(&self) -> bool {
