@@ -88,6 +88,7 @@ struct Shared {
 type KeyHasher = foldhash::fast::RandomState;
 
 impl Read {
+    #[inline]
     fn of(store: &MemoryLimits, request: &LimitRequest<'_>) -> Read {
         request
             .now
@@ -138,6 +139,7 @@ impl MemoryLimits {
     }
 
     /// The store's clock now.
+    #[inline]
     pub fn now(&self) -> Timestamp {
         let now = Instant::now().into_std();
         self.origin_wall
