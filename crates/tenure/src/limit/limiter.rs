@@ -693,3 +693,29 @@ impl Limiter {
 fn observed() -> bool {
     cfg!(feature = "metrics") || tracing::enabled!(tracing::Level::DEBUG)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU32;
+
+    use super::*;
+
+    #[test]
+    fn an_in_process_limiter_decides_on_its_store_directly_unless_shadowed() {
+        let quota = Quota::per_minute(NonZeroU32::MIN);
+        let local = Limiter::local(quota, Algorithm::Gcra);
+        assert!(local.inner.inline && local.inner.memory.is_some());
+        let shadowed = local.clone().shadow(true);
+        assert!(!shadowed.inner.inline);
+        if observed() {
+            // Decisions someone watches always take the long way.
+            assert!(local.check_local("k", 1).is_none());
+            return;
+        }
+        let first = local.check_local("k", 1).expect("decided at once");
+        assert!(first.expect("a decision").allowed);
+        let second = local.check_local("k", 1).expect("decided at once");
+        assert!(!second.expect("a decision").allowed);
+        assert!(shadowed.check_local("k", 1).is_none());
+    }
+}
