@@ -147,6 +147,7 @@ impl MemoryLimits {
     }
 
     /// The hash of a user key: it picks the key's shard and its place there.
+    #[inline]
     fn hash(&self, key: &str) -> u64 {
         self.inner.hasher.hash_one(key)
     }
@@ -178,6 +179,7 @@ impl MemoryLimits {
     }
 
     /// One decision (combined over the request's policies) at `read`.
+    #[inline]
     fn decide_read(&self, request: &LimitRequest<'_>, read: Read) -> Result<Decision> {
         let hash = self.hash(request.key);
         if let [policy] = request.policies {

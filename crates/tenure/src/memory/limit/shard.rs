@@ -89,6 +89,7 @@ impl Keyed {
     }
 
     /// The entry of the policy tagged `tag`, if any.
+    #[inline]
     pub(super) fn state(&self, tag: PolicyTag) -> Option<&Entry> {
         self.states
             .iter()
@@ -96,6 +97,7 @@ impl Keyed {
     }
 
     /// The entry of the policy tagged `tag`, if any, to change.
+    #[inline]
     fn state_mut(&mut self, tag: PolicyTag) -> Option<&mut Entry> {
         self.states
             .iter_mut()
@@ -136,6 +138,7 @@ fn word<const N: usize>(s: &[u8], at: usize) -> Option<[u8; N]> {
 
 impl Shard {
     /// The time to decide at, under the lock (see [`Read`]).
+    #[inline]
     pub(super) fn decision_time(&mut self, read: Read) -> Timestamp {
         match read {
             Read::Given(at) => at,
@@ -152,6 +155,7 @@ impl Shard {
     }
 
     /// Notes that a state expires at `at` (µs).
+    #[inline]
     pub(super) fn expires(&mut self, at: u64) {
         self.next_expiry = self.next_expiry.min(at);
     }
@@ -190,6 +194,7 @@ impl Shard {
     /// after at least `sweep_every` writes, and at least as many writes as
     /// states are held here. A sweep visits every state of the shard, so
     /// this keeps its cost per write constant however many keys there are.
+    #[inline]
     pub(super) fn wrote(&mut self, now: Timestamp, sweep_every: u64) {
         self.ops += 1;
         if self.ops >= sweep_every.max(u64::try_from(self.len).unwrap_or(u64::MAX)) {
