@@ -136,3 +136,28 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --lib --bins --tests --examples
 fi
+echo "== the CLI built with the embedded SQLite store alone (--no-default-features)"
+# Last: this build replaces target/debug/tenure, which the tests above run.
+# (The CLI's tests need its default features: they start Redis and etcd.)
+out=$(cargo build -q -p tenure-cli --no-default-features 2>&1) || { echo "$out"; exit 1; }
+if [ -n "$out" ]; then echo "$out"; exit 1; fi
+lean=target/debug/tenure
+state=$(mktemp -d)
+lean_run() { env -u TENURE_DB -u TENURE_BACKEND XDG_STATE_HOME="$state" "$lean" "$@"; }
+lean_run run demo -- true
+test -f "$state/tenure/tenure.db"
+refused() {
+  local want=$1 out code=0
+  shift
+  out=$(lean_run "$@" status demo 2>&1) || code=$?
+  if [ "$code" -ne 64 ] || [[ "$out" != *"no $want support"* ]]; then
+    echo "tenure $* status demo: exit $code, '$out' (wanted 64 and 'no $want support')" >&2
+    exit 1
+  fi
+}
+refused Redis --backend redis://127.0.0.1:1
+refused Redis --backend redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3
+refused Redis --backend rediss://127.0.0.1:1 --cacert /dev/null
+refused etcd --backend etcd://127.0.0.1:1
+refused etcd --backend etcds://127.0.0.1:1 --cacert /dev/null
+rm -rf "$state"

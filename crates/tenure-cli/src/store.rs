@@ -7,14 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tenure::Coordinator;
-use tenure::quorum::{QuorumOptions, QuorumStore};
-use tenure::redis::RedisOptions;
 use tenure::sqlite::{SqliteOptions, SqliteStore};
 
 use crate::cli::Global;
 use crate::exit::{Failure, UNAVAILABLE};
 
 /// Time budget of one quorum node's answer, connecting included.
+#[cfg(feature = "redis")]
 const QUORUM_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The longest [`close_all`] waits for the stores' background clean-up.
@@ -137,8 +136,9 @@ async fn open(global: &Global) -> Result<Coordinator, Failure> {
             let builder = Coordinator::builder(*url).sqlite_options(sqlite_options());
             Ok(builder.connect().await?)
         }
-        // The library reads the URL (and redacts it in its errors).
-        [url] if tls_set(global) => connect_redis_tls(url, global).await,
+        // The library reads the URL (and redacts it in its errors, among
+        // them the one for a store this build left out).
+        [url] if tls_set(global) => connect_tls(url, global).await,
         [url] => Ok(Coordinator::connect(url).await?),
         several => {
             if several
@@ -151,13 +151,29 @@ async fn open(global: &Global) -> Result<Coordinator, Failure> {
                      redis:// or rediss:// URL",
                 ));
             }
-            // A one-shot process connects cold to every node; Redlock's usual
-            // 100 ms per node is too tight for that on a busy host.
-            let options = QuorumOptions::default().node_timeout(QUORUM_NODE_TIMEOUT);
-            let backend = QuorumStore::connect(several, options).await?;
-            Ok(Coordinator::with_backend(backend))
+            connect_quorum(several).await
         }
     }
+}
+
+/// A quorum of Redis masters.
+#[cfg(feature = "redis")]
+async fn connect_quorum(urls: &[&str]) -> Result<Coordinator, Failure> {
+    use tenure::quorum::{QuorumOptions, QuorumStore};
+    // A one-shot process connects cold to every node; Redlock's usual
+    // 100 ms per node is too tight for that on a busy host.
+    let options = QuorumOptions::default().node_timeout(QUORUM_NODE_TIMEOUT);
+    let backend = QuorumStore::connect(urls, options).await?;
+    Ok(Coordinator::with_backend(backend))
+}
+
+/// A quorum of Redis masters, in a build without Redis.
+#[cfg(not(feature = "redis"))]
+async fn connect_quorum(_urls: &[&str]) -> Result<Coordinator, Failure> {
+    Err(Failure::usage(
+        "several backends form a quorum of Redis masters, and this build of tenure \
+         has no Redis support; turn on its cargo feature `redis`",
+    ))
 }
 
 /// How the command line uses a SQLite file: each operation on the calling
@@ -173,8 +189,37 @@ fn tls_set(global: &Global) -> bool {
     global.cacert.is_some() || global.tls_cert.is_some()
 }
 
-/// An etcd cluster over TLS with the certificates of --cacert / --tls-cert /
-/// --tls-key (etcdctl's --cacert / --cert / --key).
+/// A store over TLS with the certificates of --cacert / --tls-cert /
+/// --tls-key: an etcd cluster or a Redis server; any other store ignores them
+/// (TENURE_CACERT may be set for the whole environment).
+#[cfg_attr(not(any(feature = "etcd", feature = "tls")), allow(unused_variables))]
+async fn connect_tls(url: &str, global: &Global) -> Result<Coordinator, Failure> {
+    #[cfg(feature = "etcd")]
+    if starts_with_ci(url, "etcds://") {
+        return connect_etcd_tls(url, global).await;
+    }
+    let redis_tls = REDIS_TLS_SCHEMES
+        .iter()
+        .any(|scheme| starts_with_ci(url, scheme));
+    #[cfg(feature = "tls")]
+    if redis_tls {
+        return connect_redis_tls(url, global).await;
+    }
+    if !(redis_tls || starts_with_ci(url, "etcds://")) {
+        tracing::debug!(
+            "--cacert/--tls-cert/--tls-key apply to rediss://, rediss+cluster://, \
+             rediss+sentinel:// and etcds:// only; ignored"
+        );
+    }
+    // A store this build left out gets the library's error, which names it.
+    Ok(Coordinator::connect(url).await?)
+}
+
+/// The schemes of Redis over TLS.
+const REDIS_TLS_SCHEMES: [&str; 3] = ["rediss://", "rediss+cluster://", "rediss+sentinel://"];
+
+/// An etcd cluster over TLS (etcdctl's --cacert / --cert / --key).
+#[cfg(feature = "etcd")]
 async fn connect_etcd_tls(url: &str, global: &Global) -> Result<Coordinator, Failure> {
     let mut options = tenure::etcd::EtcdOptions::default();
     if let Some(ca) = &global.cacert {
@@ -186,24 +231,10 @@ async fn connect_etcd_tls(url: &str, global: &Global) -> Result<Coordinator, Fai
     Ok(Coordinator::connect_etcd(url, options).await?)
 }
 
-/// One Redis master with the certificates of --cacert / --tls-cert / --tls-key.
+/// A Redis server over TLS.
+#[cfg(feature = "tls")]
 async fn connect_redis_tls(url: &str, global: &Global) -> Result<Coordinator, Failure> {
-    if starts_with_ci(url, "etcds://") {
-        return connect_etcd_tls(url, global).await;
-    }
-    // TENURE_CACERT may be set for the whole environment: other stores
-    // ignore it rather than fail.
-    if !["rediss://", "rediss+cluster://", "rediss+sentinel://"]
-        .iter()
-        .any(|scheme| starts_with_ci(url, scheme))
-    {
-        tracing::debug!(
-            "--cacert/--tls-cert/--tls-key apply to rediss://, rediss+cluster://, \
-             rediss+sentinel:// and etcds:// only; ignored"
-        );
-        return Ok(Coordinator::connect(url).await?);
-    }
-    let mut options = RedisOptions::default();
+    let mut options = tenure::redis::RedisOptions::default();
     if let Some(ca) = &global.cacert {
         options = options.ca_file(ca);
     }
