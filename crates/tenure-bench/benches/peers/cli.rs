@@ -34,6 +34,18 @@ fn floor_bin() -> Option<std::path::PathBuf> {
     bin.is_file().then_some(bin)
 }
 
+/// The release build of `tenure` with the embedded SQLite store alone
+/// (`--no-default-features`): `TENURE_SQLITE_ONLY_BIN`, or the workspace's
+/// `target/release/tenure-sqlite-only` (`scripts/bench` builds it); `None`
+/// when there is none.
+fn sqlite_only_bin() -> Option<std::path::PathBuf> {
+    let bin = std::env::var_os("TENURE_SQLITE_ONLY_BIN").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/tenure-sqlite-only"),
+        Into::into,
+    );
+    bin.is_file().then_some(bin)
+}
+
 /// A run of the minimal lease program on the file `db`.
 fn floor_run(bin: &Path, db: &Path) -> Command {
     let mut c = Command::new(bin);
@@ -62,28 +74,34 @@ fn median(mut v: Vec<Duration>) -> f64 {
     v[v.len() / 2].as_secs_f64() * 1e3
 }
 
-/// Records `cli.{sqlite,redis,flock}` in ms (median of `RUNS`), and
-/// `cli.floor` when the minimal lease program is built.
+/// Records `cli.{sqlite,redis,flock}` in ms (median of `RUNS`),
+/// `cli.floor` when the minimal lease program is built, and
+/// `cli.sqlite_only` when the SQLite-only build of `tenure` is.
 pub async fn run(redis_url: &str, out: &mut Samples) {
     let url = redis_url.to_string();
-    let [sqlite, redis, flock, floor] = tokio::task::spawn_blocking(move || {
+    let [sqlite, redis, flock, floor, sqlite_only] = tokio::task::spawn_blocking(move || {
         let home = std::env::temp_dir().join(format!("tenure-bench-{}", std::process::id()));
         std::fs::create_dir_all(&home).unwrap();
         let tenure = |backend: Option<&str>| tenure_run(&home, backend);
         let lock_file = home.join("flock");
         let floor_bin = floor_bin();
         let floor_db = home.join("floor.db");
-        let (mut s, mut r, mut f, mut m) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let lean = sqlite_only_bin();
+        std::fs::create_dir_all(home.join("sqlite-only")).unwrap();
+        let mut v: [Vec<Duration>; 5] = Default::default();
         for _ in 0..RUNS {
-            s.push(time(&mut tenure(None)));
-            r.push(time(&mut tenure(Some(&url))));
-            f.push(time(Command::new("flock").arg(&lock_file).arg("true")));
+            v[0].push(time(&mut tenure(None)));
+            v[1].push(time(&mut tenure(Some(&url))));
+            v[2].push(time(Command::new("flock").arg(&lock_file).arg("true")));
             if let Some(bin) = &floor_bin {
-                m.push(time(&mut floor_run(bin, &floor_db)));
+                v[3].push(time(&mut floor_run(bin, &floor_db)));
+            }
+            if let Some(bin) = &lean {
+                v[4].push(time(&mut sqlite_only_run(&home, bin)));
             }
         }
         let _ = std::fs::remove_dir_all(&home);
-        [s, r, f, m].map(|v| (!v.is_empty()).then(|| median(v)))
+        v.map(|v| (!v.is_empty()).then(|| median(v)))
     })
     .await
     .unwrap();
@@ -92,6 +110,7 @@ pub async fn run(redis_url: &str, out: &mut Samples) {
         ("redis", redis),
         ("flock", flock),
         ("floor", floor),
+        ("sqlite_only", sqlite_only),
     ];
     for (name, ms) in named {
         if let Some(ms) = ms {
@@ -103,11 +122,7 @@ pub async fn run(redis_url: &str, out: &mut Samples) {
 /// A `tenure run` command: `HOME` in `home` (the SQLite default file there),
 /// on `backend` when given.
 fn tenure_run(home: &Path, backend: Option<&str>) -> Command {
-    let mut c = Command::new(tenure_bin());
-    c.env("HOME", home)
-        .env_remove("TENURE_BACKEND")
-        .env_remove("TENURE_DB")
-        .env_remove("XDG_STATE_HOME");
+    let mut c = run_with(&tenure_bin(), home);
     if let Some(b) = backend {
         c.args(["--backend", b]);
     }
@@ -115,9 +130,27 @@ fn tenure_run(home: &Path, backend: Option<&str>) -> Command {
     c
 }
 
+/// `tenure run` of the SQLite-only build `bin`, on the default file of its
+/// own `HOME` under `home`.
+fn sqlite_only_run(home: &Path, bin: &Path) -> Command {
+    let mut c = run_with(bin, &home.join("sqlite-only"));
+    c.args(["run", "--key", "bench", "--", "true"]);
+    c
+}
+
+/// `bin` with `HOME` in `home` and no store named by the environment.
+fn run_with(bin: &Path, home: &Path) -> Command {
+    let mut c = Command::new(bin);
+    c.env("HOME", home)
+        .env_remove("TENURE_BACKEND")
+        .env_remove("TENURE_DB")
+        .env_remove("XDG_STATE_HOME");
+    c
+}
+
 /// Records `cli.redis.commands` (commands one cold start sends, by name in
 /// `cli.redis.command.<name>`) and, with strace,
-/// `cli.{sqlite,redis,flock,floor}.syscalls`.
+/// `cli.{sqlite,redis,flock,floor,sqlite_only}.syscalls`.
 pub async fn count(stats: &crate::server_stats::ServerStats, redis_url: &str, out: &mut Samples) {
     let home = std::env::temp_dir().join(format!("tenure-bench-count-{}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();
@@ -136,6 +169,8 @@ pub async fn count(stats: &crate::server_stats::ServerStats, redis_url: &str, ou
         let mut flock = Command::new("flock");
         flock.arg(&lock_file).arg("true");
         let floor = floor_bin().map(|bin| ("floor", floor_run(&bin, &home.join("floor.db"))));
+        std::fs::create_dir_all(home.join("sqlite-only")).unwrap();
+        let lean = sqlite_only_bin().map(|bin| ("sqlite_only", sqlite_only_run(&home, &bin)));
         for (name, mut cmd) in [
             ("sqlite", tenure_run(&home, None)),
             ("redis", tenure_run(&home, Some(redis_url))),
@@ -143,6 +178,7 @@ pub async fn count(stats: &crate::server_stats::ServerStats, redis_url: &str, ou
         ]
         .into_iter()
         .chain(floor)
+        .chain(lean)
         {
             // Counted on a second run: the first creates the SQLite files.
             time(&mut cmd);

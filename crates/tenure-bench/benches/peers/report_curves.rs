@@ -186,6 +186,7 @@ pub fn charts(s: &Samples, extras: &Extras, dir: &Path) -> Vec<(String, String)>
         ("flock f true", "cli.flock"),
         ("minimal lease run, SQLite", "cli.floor"),
         ("tenure run -- true, SQLite", "cli.sqlite"),
+        ("the same, build with SQLite alone", "cli.sqlite_only"),
         ("tenure run -- true, Redis", "cli.redis"),
     ]
     .iter()
@@ -339,41 +340,36 @@ pub fn render(s: &Samples) -> String {
     }
     let _ = writeln!(
         out,
-        "| | flock | minimal lease run, SQLite | tenure, SQLite | tenure, Redis |"
+        "| | flock | minimal lease run, SQLite | tenure, SQLite | tenure built with SQLite alone | tenure, Redis |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    let runs = [
+        "cli.flock",
+        "cli.floor",
+        "cli.sqlite",
+        "cli.sqlite_only",
+        "cli.redis",
+    ];
+    let row = |what: &str, cell: &dyn Fn(&str) -> String, suffix: &str| {
+        let cells: Vec<String> = runs.iter().map(|n| cell(&format!("{n}{suffix}"))).collect();
+        format!("| {what} | {} |", cells.join(" | "))
+    };
     let ms = |n: &str| fmt_or_dash(m(n), |v| format!("{v:.1} ms"));
-    let _ = writeln!(
-        out,
-        "| start to exit, median | {} | {} | {} | {} |",
-        ms("cli.flock"),
-        ms("cli.floor"),
-        ms("cli.sqlite"),
-        ms("cli.redis")
-    );
     let ratio = |n: &str| match (m(n), m("cli.flock")) {
         (Some(v), Some(flock)) if flock > 0.0 => format!("{:.2}×", v / flock),
         _ => "–".to_string(),
     };
-    let _ = writeln!(
-        out,
-        "| ratio to `flock` | 1.00× | {} | {} | {} |",
-        ratio("cli.floor"),
-        ratio("cli.sqlite"),
-        ratio("cli.redis")
-    );
     let sc = |n: &str| fmt_or_dash(m(n), |v| format!("{v:.0}"));
+    let _ = writeln!(out, "{}", row("start to exit, median", &ms, ""));
+    let _ = writeln!(out, "{}", row("ratio to `flock`", &ratio, ""));
     let _ = writeln!(
         out,
-        "| system calls (`strace -c -f`) | {} | {} | {} | {} |",
-        sc("cli.flock.syscalls"),
-        sc("cli.floor.syscalls"),
-        sc("cli.sqlite.syscalls"),
-        sc("cli.redis.syscalls")
+        "{}",
+        row("system calls (`strace -c -f`)", &sc, ".syscalls")
     );
     let _ = writeln!(
         out,
-        "| Redis commands (`INFO commandstats`) | | | | {} |",
+        "| Redis commands (`INFO commandstats`) | | | | | {} |",
         sc("cli.redis.commands")
     );
     if !by_name.is_empty() {
