@@ -149,7 +149,8 @@ impl<N: QuorumNode> Quorum<N> {
     /// But a vote held up on a connection still being established can be sent
     /// after the release. So once every late vote has ended, if the lease is
     /// no longer held, each late vote that may have granted is undone; if it
-    /// is still held, its release is sent after those votes and needs no help.
+    /// is still held, its release is sent after those votes and needs no
+    /// help, and a late grant below the lease's fence is raised to it.
     pub(super) async fn follow_late_votes(
         self,
         target: Target,
@@ -160,7 +161,14 @@ impl<N: QuorumNode> Quorum<N> {
             .filter(|i| !votes.ended(*i))
             .collect();
         votes.finish().await;
-        if self.holding(&target.0, &target.1).is_some() {
+        if let Some(holding) = self.holding(&target.0, &target.1) {
+            let below: Vec<usize> = late
+                .into_iter()
+                .filter(|&i| {
+                    matches!(votes.replies[i], Some(Ok(Ballot::Granted(f))) if f < holding.fence)
+                })
+                .collect();
+            self.raise_late_grants(&target, &below, holding.fence).await;
             return;
         }
         for i in late {
@@ -168,6 +176,21 @@ impl<N: QuorumNode> Quorum<N> {
                 self.undo_until_answered(i, &target, give_up_at, "undoing a late grant")
                     .await;
             }
+        }
+    }
+
+    /// Raises to the won `fence` the nodes `below`, whose late votes granted a
+    /// lower one, as the ballot raised the grants it counted (`settle`):
+    /// fences floored by each node's clock differ on fresh counters, and a
+    /// node of the lease left below its fence would make the holder's fence
+    /// read lower than it is (`status`) once a node of the majority lost the
+    /// key. A raise applies only while the node still holds our token; one
+    /// that does not answer within the node timeout is left (that node then
+    /// reads low).
+    async fn raise_late_grants(&self, target: &Target, below: &[usize], fence: u64) {
+        for &i in below {
+            let raise = self.nodes()[i].raise_fence(&target.0, &target.1, fence);
+            let _ = tokio::time::timeout(self.options().node_timeout, raise).await;
         }
     }
 

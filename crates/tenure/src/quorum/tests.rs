@@ -246,14 +246,18 @@ impl QuorumNode for MemNode {
 
     async fn raise_fence(&self, key: &str, token: &OwnerToken, fence: u64) -> Result<bool> {
         self.check()?;
-        let mut state = self.state();
-        state.raises += 1;
-        if state.holders.get(key).is_none_or(|t| t != token.as_str()) {
-            return Ok(false);
-        }
-        let counter = state.fences.entry(key.into()).or_default();
-        *counter = (*counter).max(fence);
-        Ok(true)
+        let raised = {
+            let mut state = self.state();
+            state.raises += 1;
+            let ours = state.holders.get(key).is_some_and(|t| t == token.as_str());
+            if ours {
+                let counter = state.fences.entry(key.into()).or_default();
+                *counter = (*counter).max(fence);
+            }
+            ours
+        };
+        self.bump();
+        Ok(raised)
     }
 
     async fn extend_or_take(
@@ -494,6 +498,33 @@ async fn a_won_ballot_does_not_wait_for_a_slow_node_and_keeps_its_late_grant() {
         Some(t.as_str()),
         "still ours: the lease is held"
     );
+}
+
+/// A vote that answers after the ballot was won, granting a fence below the
+/// won one (fences floored by each node's clock differ on fresh counters), is
+/// raised to it: the holder's fence then reads right once a node of the
+/// majority loses the key.
+#[tokio::test]
+async fn a_late_grant_below_the_won_fence_is_raised_to_it() {
+    let nodes = vec![
+        MemNode::new(0, Mode::Normal).with_fence("k", 4),
+        MemNode::new(1, Mode::Normal).with_fence("k", 4),
+        MemNode::new(2, Mode::Gated).with_fence("k", 2),
+    ];
+    let q = quorum(&nodes);
+    let t = token();
+    let reply = q.acquire("k", &t, TTL, None).await.unwrap();
+    assert_eq!(fence_of(&reply), 5);
+    nodes[2].open();
+    nodes[2]
+        .wait_for("the late grant raised to the fence", |n| {
+            n.holder("k").is_some() && n.fence("k") == 5
+        })
+        .await;
+    nodes[1].state().holders.remove("k");
+    let status = q.status("k").await.unwrap();
+    assert!(status.held);
+    assert_eq!(status.fence.map(|f| f.get()), Some(5));
 }
 
 /// Opens a gated node, waits for its vote to grant (the fence counts it), then
