@@ -153,31 +153,46 @@ impl<N: QuorumNode> Quorum<N> {
         if to_raise.is_empty() {
             return (at_fence >= quorum).then_some(fence); // the steady state: one round trip
         }
-        let call = Call {
-            mark: false,
-            only: Some(&to_raise),
-            ..Call::new("raise fence", key, Some(deadline))
-        };
-        let target = target(key, token);
-        let confirmed = |r: &[Option<Result<bool>>]| at_fence + count_ok(r, |ok| *ok) >= quorum;
         // Every granting node is raised before the fence is returned, also
         // when a majority already granted it: fences floored by each node's
         // clock differ, and a node left below the fence would make the
         // holder's fence read lower than it is (`status`) once a node of that
         // majority lost the key. A node that does not answer is waited for
         // until the deadline only.
-        let raises = to_raise.len();
         let replies = self
-            .gather(
-                call,
-                move |node| {
-                    let t = Arc::clone(&target);
-                    async move { node.raise_fence(&t.0, &t.1, fence).await }
-                },
-                move |r| count_ok(r, |ok| *ok) >= raises,
-            )
+            .raise_fences(key, token, &to_raise, fence, deadline)
             .await;
-        confirmed(&replies).then_some(fence)
+        (at_fence + count_ok(&replies, |ok| *ok) >= quorum).then_some(fence)
+    }
+
+    /// Raises the fence counters of the nodes `only` to `fence` where they
+    /// still hold `token`'s key (`scripts/quorum_fence.lua`), waiting for
+    /// every answer until `deadline`. Each reply is `true` when that node's
+    /// counter is now at least `fence`.
+    pub(super) async fn raise_fences(
+        &self,
+        key: &str,
+        token: &OwnerToken,
+        only: &[usize],
+        fence: u64,
+        deadline: Instant,
+    ) -> Vec<Option<Result<bool>>> {
+        let call = Call {
+            mark: false,
+            only: Some(only),
+            ..Call::new("raise fence", key, Some(deadline))
+        };
+        let target = target(key, token);
+        let raises = only.len();
+        self.gather(
+            call,
+            move |node| {
+                let t = Arc::clone(&target);
+                async move { node.raise_fence(&t.0, &t.1, fence).await }
+            },
+            move |r| count_ok(r, |ok| *ok) >= raises,
+        )
+        .await
     }
 
     /// A lost, split, too slow or unavailable ballot: undo every vote — also on

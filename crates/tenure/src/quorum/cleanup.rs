@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::gather::{Fanout, Target};
 use super::node::{Ballot, QuorumNode, Renewal};
-use super::store::Quorum;
+use super::store::{Holding, Quorum};
 use crate::error::{Error, Result};
 
 /// How often an undo whose node did not answer is sent before the key is left
@@ -161,14 +161,20 @@ impl<N: QuorumNode> Quorum<N> {
             .filter(|i| !votes.ended(*i))
             .collect();
         votes.finish().await;
-        if let Some(holding) = self.holding(&target.0, &target.1) {
+        if let Some(Holding { fence, .. }) = self.holding(&target.0, &target.1) {
+            // Raised as the ballot raised the grants it counted (`settle`):
+            // left below the lease's fence, this node would make the holder's
+            // fence read low (`status`) once a node of the majority lost the
+            // key. A node that does not answer in time is left so.
             let below: Vec<usize> = late
                 .into_iter()
-                .filter(|&i| {
-                    matches!(votes.replies[i], Some(Ok(Ballot::Granted(f))) if f < holding.fence)
-                })
+                .filter(|&i| matches!(votes.replies[i], Some(Ok(Ballot::Granted(f))) if f < fence))
                 .collect();
-            self.raise_late_grants(&target, &below, holding.fence).await;
+            if !below.is_empty() {
+                let deadline = Instant::now() + self.options().node_timeout;
+                self.raise_fences(&target.0, &target.1, &below, fence, deadline)
+                    .await;
+            }
             return;
         }
         for i in late {
@@ -176,21 +182,6 @@ impl<N: QuorumNode> Quorum<N> {
                 self.undo_until_answered(i, &target, give_up_at, "undoing a late grant")
                     .await;
             }
-        }
-    }
-
-    /// Raises to the won `fence` the nodes `below`, whose late votes granted a
-    /// lower one, as the ballot raised the grants it counted (`settle`):
-    /// fences floored by each node's clock differ on fresh counters, and a
-    /// node of the lease left below its fence would make the holder's fence
-    /// read lower than it is (`status`) once a node of the majority lost the
-    /// key. A raise applies only while the node still holds our token; one
-    /// that does not answer within the node timeout is left (that node then
-    /// reads low).
-    async fn raise_late_grants(&self, target: &Target, below: &[usize], fence: u64) {
-        for &i in below {
-            let raise = self.nodes()[i].raise_fence(&target.0, &target.1, fence);
-            let _ = tokio::time::timeout(self.options().node_timeout, raise).await;
         }
     }
 

@@ -391,6 +391,15 @@ async fn differing_fences_settle_on_the_highest_on_a_majority() {
     );
 }
 
+/// Once `lost` (a node of the lease's majority) no longer holds key `k`, the
+/// quorum still reads the lease as held at `fence`.
+async fn assert_fence_read_after_a_loss(q: &Quorum<MemNode>, lost: &MemNode, fence: u64) {
+    lost.state().holders.remove("k");
+    let status = q.status("k").await.unwrap();
+    assert!(status.held);
+    assert_eq!(status.fence.map(|f| f.get()), Some(fence));
+}
+
 /// A majority granted the same fence and one node a lower one (fences floored
 /// by each node's clock differ by a millisecond on fresh counters): that node
 /// is raised too, so the holder's fence reads right after a node of the
@@ -409,10 +418,7 @@ async fn a_granting_node_below_a_majority_at_the_fence_is_raised_too() {
     for n in &nodes {
         assert_eq!(n.fence("k"), 5, "every granting node is at the fence");
     }
-    nodes[1].state().holders.remove("k");
-    let status = q.status("k").await.unwrap();
-    assert!(status.held);
-    assert_eq!(status.fence.map(|f| f.get()), Some(5));
+    assert_fence_read_after_a_loss(&q, &nodes[1], 5).await;
 }
 
 #[tokio::test]
@@ -521,10 +527,7 @@ async fn a_late_grant_below_the_won_fence_is_raised_to_it() {
             n.holder("k").is_some() && n.fence("k") == 5
         })
         .await;
-    nodes[1].state().holders.remove("k");
-    let status = q.status("k").await.unwrap();
-    assert!(status.held);
-    assert_eq!(status.fence.map(|f| f.get()), Some(5));
+    assert_fence_read_after_a_loss(&q, &nodes[1], 5).await;
 }
 
 /// Opens a gated node, waits for its vote to grant (the fence counts it), then
