@@ -42,23 +42,30 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo features (tenure with no store, and with each feature alone; warnings refused)"
-check_features() {
+# Runs a quiet cargo command and fails on any output: warnings are refused.
+silent() {
   local out
-  out=$(cargo check -q -p tenure --no-default-features "$@" 2>&1) || { echo "$out"; return 1; }
+  out=$("$@" 2>&1) || { echo "$out"; return 1; }
   if [ -n "$out" ]; then echo "$out"; return 1; fi
 }
+check_features() { silent cargo check -q -p tenure --no-default-features "$@"; }
 check_features
 for feature in redis sqlite quorum tls etcd metrics; do
   check_features --features "$feature"
 done
 # The libraries take only the tokio features they use, not the command line's.
-echo "== tokio features of the libraries"
+echo "== tokio features of the libraries and the command line"
 for lib in tenure tenure-http; do
   extra=$(cargo tree -q -p "$lib" -e normal,features -i tokio --prefix none \
     | grep -oE '^tokio feature "(process|signal|rt-multi-thread|io-std|fs|full)"' | sort -u || true)
   if [ -n "$extra" ]; then echo "$lib pulls in: $extra"; exit 1; fi
 done
 # A URL whose store is compiled out is refused naming the feature.
+# The command line runs on a current-thread runtime: the multi-threaded
+# scheduler would only make its binary, and every start, larger.
+extra=$(cargo tree -q -p tenure-cli -e normal,features -i tokio --prefix none \
+  | grep -oE '^tokio feature "rt-multi-thread"' | sort -u || true)
+if [ -n "$extra" ]; then echo "tenure-cli pulls in: $extra"; exit 1; fi
 cargo test -q -p tenure --no-default-features --lib features:: >/dev/null
 echo "== the CLI builds without protoc (etcd's client code is generated ahead of time)"
 # No build script in the CLI's tree compiles .proto files: no code generator
@@ -139,8 +146,7 @@ fi
 echo "== the CLI built with the embedded SQLite store alone (--no-default-features)"
 # Last: this build replaces target/debug/tenure, which the tests above run.
 # (The CLI's tests need its default features: they start Redis and etcd.)
-out=$(cargo build -q -p tenure-cli --no-default-features 2>&1) || { echo "$out"; exit 1; }
-if [ -n "$out" ]; then echo "$out"; exit 1; fi
+silent cargo build -q -p tenure-cli --no-default-features
 lean=target/debug/tenure
 state=$(mktemp -d)
 lean_run() { env -u TENURE_DB -u TENURE_BACKEND XDG_STATE_HOME="$state" "$lean" "$@"; }
