@@ -20,7 +20,8 @@
 //! failover; [`RedisServer::jump_clock`] is a server clock step as its keys see
 //! it; [`FakeClock`] makes a client process's wall clock jump; [`process`]
 //! pauses, resumes and kills process trees; [`nemesis`] draws a fault
-//! schedule from a seed.
+//! schedule from a seed. [`tcp_connections_to`] lists this process's
+//! connections to a port with their socket options.
 //!
 //! ```no_run
 //! let server = tenure_test::RedisServer::start();
@@ -42,6 +43,7 @@ pub mod process;
 mod proxy;
 mod redis_server;
 mod sentinel;
+mod sockets;
 mod tls;
 
 pub use closed_port::ClosedPort;
@@ -54,4 +56,5 @@ pub use postgres_server::{PG_BIN_ENV, PostgresServer};
 pub use proxy::{Direction, MAX_PROXY_CONNECTIONS, Partition, Proxy};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, RedisServerBuilder};
 pub use sentinel::{RedisSentinels, SENTINEL_MASTER};
+pub use sockets::{TcpConnection, tcp_connections_to};
 pub use tls::{TlsCerts, TlsRedis};

@@ -358,3 +358,28 @@ async fn release_notifications_survive_a_restart() {
         "hand-off took {handoff:?}"
     );
 }
+
+/// Every connection tenure keeps to the server sends at once (`TCP_NODELAY`):
+/// many tasks share a connection, so a request is often written while an
+/// earlier one is unanswered, and Nagle's algorithm would hold it back until
+/// the server acknowledged that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_connection_to_the_server_sends_at_once() {
+    let server = RedisServer::start();
+    let tenure = connect(&server).await;
+    let lease = tenure.lease("nodelay").ttl(Duration::from_secs(10));
+    let held = lease.attempt().await.unwrap().into_guard().unwrap();
+    // A waiter opens the release subscriber, a connection of its own.
+    let waited = lease
+        .attempt_within(Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert!(waited.into_guard().is_none());
+    let connections = tenure_test::tcp_connections_to(server.port());
+    assert!(
+        connections.len() >= 2,
+        "calls and subscriber: {connections:?}"
+    );
+    assert!(connections.iter().all(|c| c.nodelay), "{connections:?}");
+    held.release().await.unwrap();
+}

@@ -191,6 +191,13 @@ async fn a_release_wakes_its_waiter_on_every_master() {
             break;
         }
     }
+    // Every connection to the nodes, the subscriber's included, sends at
+    // once (`TCP_NODELAY`).
+    let connections: Vec<_> = (cluster.nodes().iter())
+        .flat_map(|node| tenure_test::tcp_connections_to(node.port()))
+        .collect();
+    assert!(connections.len() >= 3, "{connections:?}");
+    assert!(connections.iter().all(|c| c.nodelay), "{connections:?}");
 }
 
 /// The recipes on a cluster: a semaphore keeps at most N with increasing

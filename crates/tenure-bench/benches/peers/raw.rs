@@ -63,8 +63,13 @@ pub struct Raw {
 }
 
 impl Raw {
+    /// Connects with `TCP_NODELAY`, as tenure does (redis-rs leaves it off).
     pub async fn connect(url: &str) -> Self {
-        let client = redis::Client::open(url).unwrap();
+        let nodelay = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+        let info = redis::IntoConnectionInfo::into_connection_info(url)
+            .unwrap()
+            .set_tcp_settings(nodelay);
+        let client = redis::Client::open(info).unwrap();
         Raw {
             conn: client.get_multiplexed_async_connection().await.unwrap(),
             same_work: false,

@@ -49,11 +49,7 @@ impl ClusterSeeds {
         Some(seed_urls(node_scheme, rest).and_then(|urls| {
             let nodes = urls
                 .iter()
-                .map(|u| {
-                    u.as_str()
-                        .into_connection_info()
-                        .map(super::conn::without_setinfo)
-                })
+                .map(|u| u.as_str().into_connection_info().map(super::conn::tuned))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("a seed node is not a valid address ({:?})", e.kind()))?;
             Ok(ClusterSeeds { nodes, certs })
@@ -70,7 +66,8 @@ impl ClusterSeeds {
         let builder = ClusterClientBuilder::new(self.nodes.clone())
             .use_protocol(protocol)
             .connection_timeout(connect_timeout)
-            .response_timeout(timeout);
+            .response_timeout(timeout)
+            .tcp_settings(super::conn::tcp_settings());
         match &self.certs {
             None => builder.build(),
             #[cfg(feature = "tls")]

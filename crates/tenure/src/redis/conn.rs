@@ -286,13 +286,23 @@ fn read_certificates(tls: &RedisTls, display: &str) -> Result<Option<Certificate
 
 /// Builds the client of one server; with certificate files, through
 /// redis-rs's TLS builder.
-/// `info` without the `CLIENT SETINFO` redis-rs pipelines after connecting:
-/// without a password or a database to select, that is the connection's only
-/// set-up, a round trip of its own that tells the server only redis-rs's name
-/// and version (and that servers before 7.2 answer with an error).
-pub(super) fn without_setinfo(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
+/// `info` as tenure connects: with `TCP_NODELAY` ([`tcp_settings`]), and
+/// without the `CLIENT SETINFO` redis-rs pipelines after connecting: without
+/// a password or a database to select, that is the connection's only set-up,
+/// a round trip of its own that tells the server only redis-rs's name and
+/// version (and that servers before 7.2 answer with an error).
+pub(super) fn tuned(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
     info.set_redis_settings(settings)
+        .set_tcp_settings(tcp_settings())
+}
+
+/// The TCP settings of every connection to a Redis server: `TCP_NODELAY`,
+/// which redis-rs leaves off. Many tasks share one connection, so a request
+/// is often written while an earlier one is unanswered; Nagle's algorithm
+/// would hold it back until the server acknowledges the earlier one.
+pub(super) fn tcp_settings() -> redis::io::tcp::TcpSettings {
+    redis::io::tcp::TcpSettings::default().set_nodelay(true)
 }
 
 pub(super) fn open_client(
@@ -300,7 +310,7 @@ pub(super) fn open_client(
     certs: Option<Certificates>,
     display: &str,
 ) -> Result<redis::Client> {
-    let info = without_setinfo(info);
+    let info = tuned(info);
     let config = |e: RedisError| Error::Config {
         url: display.to_string(),
         reason: e.to_string(),
