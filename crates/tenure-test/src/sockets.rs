@@ -22,7 +22,9 @@ pub struct TcpConnection {
 /// (Linux 5.6 or later), which leaves the original untouched.
 ///
 /// # Panics
-/// When this process cannot open a pidfd of itself or list `/proc/self/fd`.
+/// When this process cannot open a pidfd of itself, list `/proc/self/fd` or
+/// duplicate a descriptor of its own (a kernel before 5.6, or a sandbox that
+/// forbids `pidfd_getfd`): a test then fails with the reason.
 pub fn tcp_connections_to(port: u16) -> Vec<TcpConnection> {
     let me = pidfd_open(getpid(), PidfdFlags::empty()).expect("pidfd of this process");
     let mut found = Vec::new();
@@ -36,9 +38,12 @@ pub fn tcp_connections_to(port: u16) -> Vec<TcpConnection> {
         if !is_socket {
             continue;
         }
-        // Closed since it was listed, or not a connected socket: not ours.
-        let Ok(copy) = pidfd_getfd(&me, fd, PidfdGetfdFlags::empty()) else {
-            continue;
+        let copy = match pidfd_getfd(&me, fd, PidfdGetfdFlags::empty()) {
+            Ok(copy) => copy,
+            // Closed since it was listed.
+            Err(rustix::io::Errno::BADF) => continue,
+            // A kernel before 5.6, or a sandbox that forbids the call.
+            Err(e) => panic!("cannot look at this process's sockets (pidfd_getfd: {e})"),
         };
         let peer = rustix::net::getpeername(&copy)
             .ok()
