@@ -445,11 +445,14 @@ impl LeaseGuard {
             monitoring: AtomicBool::new(false),
             standby: OnceLock::new(),
         });
-        if hold_until.is_some() || upkeep.unclaimed {
+        if hold_until.is_some() {
             shared.start_monitor();
-        } else if let Some(due) = monitor::first_renewal(&shared, upkeep.renew_every) {
-            // Nothing to do before the first renewal: most guards are
-            // released by then, and never need a task of their own.
+        } else if let Some(due) =
+            monitor::first_renewal(&shared, upkeep.renew_every, upkeep.unclaimed)
+        {
+            // Nothing to do before the first renewal (or the claim of a
+            // hand-off): most guards are released by then, and never need a
+            // task of their own.
             match standby::enter(&shared, due) {
                 Some(ticket) => {
                     let _ = shared.standby.set(ticket);
@@ -651,5 +654,58 @@ impl Drop for LeaseGuard {
         }
         self.let_go();
         release_in_background(&self.shared);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use super::{LeaseGuard, Upkeep};
+    use crate::Coordinator;
+    use crate::lease::line::CLAIM_WINDOW;
+
+    /// A lease handed to a waiter for the claim window waits in the standby
+    /// for its claim: released within the window, it never had a task of its
+    /// own; kept, its claim still takes the full TTL before the window ends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hand_off_starts_its_monitor_only_when_its_claim_is_due() {
+        let tenure = Coordinator::memory();
+        let ttl = Duration::from_secs(10);
+        let lease = tenure.lease("handed").ttl(ttl).watchdog(false);
+        // As a waiter takes it from a hand-off: the holder's token, set
+        // for the claim window only.
+        let handed = || async {
+            let held = lease.try_acquire().await.expect("acquire").expect("free");
+            let s = &held.shared;
+            let window_ends = s.backend.clock().now() + CLAIM_WINDOW;
+            let upkeep = Upkeep {
+                renew_every: None,
+                max_hold: None,
+                unclaimed: true,
+            };
+            let (backend, key, token) = (s.backend.clone(), s.key.clone(), s.token.clone());
+            let guard =
+                LeaseGuard::start(backend, key, token, ttl, held.fence, window_ends, upkeep);
+            std::mem::forget(held);
+            guard
+        };
+        let released_soon = handed().await;
+        assert!(!released_soon.shared.monitoring.load(Ordering::Relaxed));
+        released_soon.release().await.expect("release");
+
+        let kept = handed().await;
+        assert!(!kept.shared.monitoring.load(Ordering::Relaxed));
+        assert!(kept.remaining() <= CLAIM_WINDOW);
+        tokio::time::sleep(CLAIM_WINDOW + Duration::from_millis(200)).await;
+        assert!(!kept.is_lost(), "lost: {:?}", kept.loss_cause());
+        assert!(kept.shared.monitoring.load(Ordering::Relaxed));
+        assert!(
+            kept.remaining() > ttl / 2,
+            "claimed: {:?}",
+            kept.remaining()
+        );
+        kept.release().await.expect("release");
     }
 }

@@ -68,20 +68,24 @@ impl Schedule {
     }
 }
 
-/// When the first renewal of a guard renewed every `renew_every` is due.
-pub(super) fn first_renewal(shared: &Shared, renew_every: Option<Duration>) -> Option<Moment> {
+/// When the first renewal of a guard renewed every `renew_every` is due; with
+/// `unclaimed` (a lease handed over for the claim window only), the claim,
+/// [`CLAIM_LEAD`] before the window ends, whether or not it renews after.
+pub(super) fn first_renewal(
+    shared: &Shared,
+    renew_every: Option<Duration>,
+    unclaimed: bool,
+) -> Option<Moment> {
+    if unclaimed {
+        return Some(due(shared, CLAIM_LEAD));
+    }
     Schedule::of(shared, renew_every).map(|sc| due(shared, sc.lead))
 }
 
 async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>, unclaimed: bool) {
     let Some((schedule, mut next_renewal)) = weak.upgrade().map(|s| {
         let schedule = Schedule::of(&s, renew_every);
-        let first = if unclaimed {
-            Some(due(&s, CLAIM_LEAD))
-        } else {
-            first_renewal(&s, renew_every)
-        };
-        (schedule, first)
+        (schedule, first_renewal(&s, renew_every, unclaimed))
     }) else {
         return;
     };

@@ -1,9 +1,10 @@
 //! Monitors started when they are first needed.
 //!
 //! A guard that renews needs its monitor task only once its first renewal is
-//! due (a third of the TTL by default), and most guards are released before
-//! that: a task per guard from the grant on cost more than the acquire's own
-//! work. So such a guard waits here instead. One task per thread that
+//! due (a third of the TTL by default), and one taken from a hand-off only
+//! once its claim is due (near the end of the claim window); most guards are
+//! released before that: a task per guard from the grant on cost more than
+//! the acquire's own work. So such a guard waits here instead. One task per thread that
 //! acquires sleeps until the earliest first renewal — re-reading the clock at
 //! least every [`SLICE`], as the monitor does, so a host that was suspended
 //! is noticed — and starts the monitors of the guards still held then, on the
