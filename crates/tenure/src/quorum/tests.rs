@@ -400,21 +400,27 @@ async fn assert_fence_read_after_a_loss(q: &Quorum<MemNode>, lost: &MemNode, fen
     assert_eq!(status.fence.map(|f| f.get()), Some(fence));
 }
 
-/// A majority granted the same fence and one node a lower one (fences floored
-/// by each node's clock differ by a millisecond on fresh counters): that node
-/// is raised too, so the holder's fence reads right after a node of the
-/// majority loses the key.
-#[tokio::test]
-async fn a_granting_node_below_a_majority_at_the_fence_is_raised_too() {
+/// Two nodes whose fence counter for `k` is at 4 and a third, in `mode`, at 2
+/// (fences floored by each node's clock differ by a millisecond on fresh
+/// counters), and a quorum of them that won `k` at fence 5.
+async fn won_above_a_lower_node(mode: Mode) -> (Vec<MemNode>, Quorum<MemNode>) {
     let nodes = vec![
         MemNode::new(0, Mode::Normal).with_fence("k", 4),
         MemNode::new(1, Mode::Normal).with_fence("k", 4),
-        MemNode::new(2, Mode::Normal).with_fence("k", 2),
+        MemNode::new(2, mode).with_fence("k", 2),
     ];
     let q = quorum(&nodes);
-    let t = token();
-    let reply = q.acquire("k", &t, TTL, None).await.unwrap();
+    let reply = q.acquire("k", &token(), TTL, None).await.unwrap();
     assert_eq!(fence_of(&reply), 5);
+    (nodes, q)
+}
+
+/// A majority granted the same fence and one node a lower one: that node is
+/// raised too, so the holder's fence reads right after a node of the majority
+/// loses the key.
+#[tokio::test]
+async fn a_granting_node_below_a_majority_at_the_fence_is_raised_too() {
+    let (nodes, q) = won_above_a_lower_node(Mode::Normal).await;
     for n in &nodes {
         assert_eq!(n.fence("k"), 5, "every granting node is at the fence");
     }
@@ -507,20 +513,11 @@ async fn a_won_ballot_does_not_wait_for_a_slow_node_and_keeps_its_late_grant() {
 }
 
 /// A vote that answers after the ballot was won, granting a fence below the
-/// won one (fences floored by each node's clock differ on fresh counters), is
-/// raised to it: the holder's fence then reads right once a node of the
-/// majority loses the key.
+/// won one, is raised to it: the holder's fence then reads right once a node
+/// of the majority loses the key.
 #[tokio::test]
 async fn a_late_grant_below_the_won_fence_is_raised_to_it() {
-    let nodes = vec![
-        MemNode::new(0, Mode::Normal).with_fence("k", 4),
-        MemNode::new(1, Mode::Normal).with_fence("k", 4),
-        MemNode::new(2, Mode::Gated).with_fence("k", 2),
-    ];
-    let q = quorum(&nodes);
-    let t = token();
-    let reply = q.acquire("k", &t, TTL, None).await.unwrap();
-    assert_eq!(fence_of(&reply), 5);
+    let (nodes, q) = won_above_a_lower_node(Mode::Gated).await;
     nodes[2].open();
     nodes[2]
         .wait_for("the late grant raised to the fence", |n| {
