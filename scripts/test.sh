@@ -55,17 +55,20 @@ for feature in redis sqlite quorum tls etcd metrics; do
 done
 # The libraries take only the tokio features they use, not the command line's.
 echo "== tokio features of the libraries and the command line"
+# Fails if package $1 pulls in a tokio feature matching the pattern $2.
+no_tokio_features() {
+  local extra
+  extra=$(cargo tree -q -p "$1" -e normal,features -i tokio --prefix none \
+    | grep -oE "^tokio feature \"($2)\"" | sort -u || true)
+  if [ -n "$extra" ]; then echo "$1 pulls in: $extra"; exit 1; fi
+}
 for lib in tenure tenure-http; do
-  extra=$(cargo tree -q -p "$lib" -e normal,features -i tokio --prefix none \
-    | grep -oE '^tokio feature "(process|signal|rt-multi-thread|io-std|fs|full)"' | sort -u || true)
-  if [ -n "$extra" ]; then echo "$lib pulls in: $extra"; exit 1; fi
+  no_tokio_features "$lib" 'process|signal|rt-multi-thread|io-std|fs|full'
 done
-# A URL whose store is compiled out is refused naming the feature.
 # The command line runs on a current-thread runtime: the multi-threaded
 # scheduler would only make its binary, and every start, larger.
-extra=$(cargo tree -q -p tenure-cli -e normal,features -i tokio --prefix none \
-  | grep -oE '^tokio feature "rt-multi-thread"' | sort -u || true)
-if [ -n "$extra" ]; then echo "tenure-cli pulls in: $extra"; exit 1; fi
+no_tokio_features tenure-cli rt-multi-thread
+# A URL whose store is compiled out is refused naming the feature.
 cargo test -q -p tenure --no-default-features --lib features:: >/dev/null
 echo "== the CLI builds without protoc (etcd's client code is generated ahead of time)"
 # No build script in the CLI's tree compiles .proto files: no code generator
