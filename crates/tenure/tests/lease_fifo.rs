@@ -287,3 +287,66 @@ async fn a_wait_on_keys_of_the_wrong_type_is_a_clear_error() {
     let fence = server.command("EXISTS tenure:{badline}:fence").unwrap();
     assert_eq!(fence.trim(), ":0", "no fence taken");
 }
+
+/// The wall clock in microseconds.
+fn now_us() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(since.as_micros()).unwrap()
+}
+
+/// Holds `key`, puts a waiter in line behind the holder, writes `counter`
+/// into the key's fence counter and releases: the waiter's outcome (the
+/// release itself always succeeds) and the counter after it.
+async fn hand_off_over(key: &str, counter: &str) -> (tenure::Result<tenure::Attempt>, String) {
+    let server = RedisServer::start();
+    let tenure = connect(&server.url()).await;
+    let (lease, holder) = fifo_common::held(&tenure, key).await;
+    let waiter = fifo_common::spawn_wait(&lease);
+    until_in_line(&server, key, 1).await;
+    let set = server.command(&format!("SET tenure:{{{key}}}:fence {counter}"));
+    assert!(set.unwrap().starts_with("+OK"));
+    holder.release().await.unwrap();
+    let outcome = waiter.await.unwrap();
+    let after = server
+        .command(&format!("GET tenure:{{{key}}}:fence"))
+        .unwrap();
+    (outcome, after)
+}
+
+/// A hand-off's fence is the counter's next one when the counter is ahead of
+/// the server's clock (as on a store whose clock stepped back): the
+/// release's common hand-off, which writes the clock first, settles it as
+/// every grant does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_over_a_counter_ahead_of_the_clock_goes_on_one_above_it() {
+    let ahead = now_us() + 3_600_000_000;
+    let (outcome, after) = hand_off_over("ahead", &ahead.to_string()).await;
+    let guard = outcome.unwrap().into_guard().unwrap();
+    assert_eq!(guard.fence(), tenure::Fence::from(ahead + 1));
+    assert!(
+        after.contains(&format!("\r\n{}\r\n", ahead + 1)),
+        "{after:?}"
+    );
+}
+
+/// A hand-off over a counter that cannot go on (at the largest exact fence,
+/// or not an integer) grants nothing: the waiter meets the error, no lease
+/// key is left, and the counter is as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_over_a_counter_that_cannot_go_on_fails_the_waiter() {
+    let last_exact = ((1_u64 << 53) - 1).to_string();
+    for (key, counter, says) in [
+        ("top", last_exact.as_str(), "2^53"),
+        ("text", "abc", "integer"),
+    ] {
+        let (outcome, after) = hand_off_over(key, counter).await;
+        let err = outcome.unwrap_err();
+        assert!(err.to_string().contains(says), "{key}: {err}");
+        assert!(
+            after.contains(&format!("\r\n{counter}\r\n")),
+            "{key}: {after:?}"
+        );
+    }
+}

@@ -8,7 +8,7 @@
 //! | `tenure:{orders:42}` | the lease key (the holder's owner token, with TTL) |
 //! | `tenure:{orders:42}:fence` | the fence counter (TTL: the fence retention) |
 //! | `tenure:{orders:42}:holder` | who holds it (a hash with the lease's TTL, only when recorded) |
-//! | `tenure:{orders:42}:queue` | the waiting line (a list, with TTL; see `scripts/lease_prelude.lua`) |
+//! | `tenure:{orders:42}:queue` | the waiting line (a list, with TTL; see `scripts/lease_line.lua`) |
 //! | `tenure:{orders:42}:released` | the channel hand-offs and releases are published on |
 //! | `tenure:resource:balance:42` | a [`RedisFencedStore`](super::RedisFencedStore) resource |
 //!

@@ -29,12 +29,13 @@ use crate::lease::{
 use crate::token::OwnerToken;
 
 /// A lease script that uses the waiting line: the shared helpers
-/// (`scripts/lease_settings.lua`, `scripts/lease_fence.lua`,
-/// `scripts/lease_line.lua`), then its body.
+/// (`scripts/lease_settings.lua`, `scripts/lease_line_basics.lua`,
+/// `scripts/lease_fence.lua`, `scripts/lease_line.lua`), then its body.
 macro_rules! line_script {
     ($body:literal) => {
         concat!(
             include_str!("scripts/lease_settings.lua"),
+            include_str!("scripts/lease_line_basics.lua"),
             include_str!("scripts/lease_fence.lua"),
             include_str!("scripts/lease_line.lua"),
             include_str!(concat!("scripts/", $body))
@@ -53,14 +54,17 @@ pub(super) const ACQUIRE_LUA: &str = concat!(
     include_str!("scripts/lease_acquire.lua")
 );
 const EXTEND_LUA: &str = include_str!("scripts/lease_extend.lua");
-/// The release: its uncontended part first, before the helpers are defined
-/// (see `scripts/lease_release.lua`), then the hand-off to a waiter.
+/// The release: its uncontended part first, before anything is defined
+/// (see `scripts/lease_release.lua`), then the common hand-off to a waiter
+/// before the helpers are (`scripts/lease_handoff.lua`), then any other.
 pub(super) const RELEASE_LUA: &str = concat!(
     include_str!("scripts/lease_release.lua"),
     include_str!("scripts/lease_settings.lua"),
+    include_str!("scripts/lease_line_basics.lua"),
+    include_str!("scripts/lease_handoff.lua"),
     include_str!("scripts/lease_fence.lua"),
     include_str!("scripts/lease_line.lua"),
-    "return release_to_next(KEYS, ARGV[2], false, first)\n"
+    "return release_to_next(KEYS, ARGV[2], false, first, floor, replaced)\n"
 );
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 

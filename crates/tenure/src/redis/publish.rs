@@ -8,12 +8,12 @@
 //! hash tag, so it lives in the lease's slot and the script that hands over
 //! publishes on its own master. The choice is made once, when the store
 //! connects; the scripts carry it in their text (`local PUBLISH = 'PUBLISH'`
-//! in `scripts/lease_line.lua`), and the release subscriber subscribes
+//! in `scripts/lease_line_basics.lua`), and the release subscriber subscribes
 //! sharded channels too.
 
 use super::conn::{Origin, RedisConn};
 
-/// The line of `scripts/lease_line.lua` that names the publish command.
+/// The line of `scripts/lease_line_basics.lua` that names the publish command.
 pub(super) const PLAIN_LINE: &str = "local PUBLISH = 'PUBLISH'";
 
 /// How release notifications are published.

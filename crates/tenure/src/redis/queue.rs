@@ -41,9 +41,12 @@ use crate::lease::{AcquireReply, HolderInfo, QueuePlace, ReleaseOutcome, Release
 use crate::token::OwnerToken;
 
 /// A waiter's look may grant, and record the holder: the line's helpers
-/// and `scripts/lease_holder.lua`.
+/// and `scripts/lease_holder.lua`. A first look behind others ends in
+/// `scripts/lease_stand.lua`, before those helpers are defined.
 pub(super) const WAIT_LUA: &str = concat!(
     include_str!("scripts/lease_settings.lua"),
+    include_str!("scripts/lease_line_basics.lua"),
+    include_str!("scripts/lease_stand.lua"),
     include_str!("scripts/lease_fence.lua"),
     include_str!("scripts/lease_holder.lua"),
     include_str!("scripts/lease_line.lua"),

@@ -1,5 +1,6 @@
 -- Shared by the lease scripts that use the waiting line (prepended to each
--- of them, after lease_fence.lua).
+-- of them, after lease_fence.lua; lease_line_basics.lua comes before, with
+-- the line's timings, the publish command, server_ms and outlive).
 --
 -- The waiting line of a lease is a list, KEYS[3] (`…:queue`), of entries
 -- "<expires_ms> <ttl_ms> <token>": a waiter's owner token, the TTL it asked
@@ -8,40 +9,6 @@
 -- it, not the lease's TTL). An entry whose TTL is 0 is an observer's marker,
 -- not a waiter: it asks releases to wake every watcher (a release with nobody
 -- in line publishes nothing otherwise).
-
--- How long a waiter's entry lives without a look, and how long a lease
--- handed to a waiter is set for it until its look claims the full TTL
--- (`PLACE_LIFETIME` and `CLAIM_WINDOW` in lease/line.rs).
-local PLACE_MS = 1000
-local CLAIM_MS = 500
-
--- The command that publishes release notifications: SPUBLISH on a Redis
--- Cluster of Redis 7 or later (the channel shares the lease's hash tag, so only
--- the lease's master and its replicas carry the message), else PUBLISH. The
--- Rust side replaces this line (redis/publish.rs).
-local PUBLISH = 'PUBLISH'
-
--- How long a line lives after a stand behind others refreshed it (see
--- lease_wait.lua): ten times a place's life.
-local LINE_MS = 10 * PLACE_MS
-
--- The server's clock in milliseconds.
-local function server_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- Makes the line live at least `ttl` ms from now without ever shortening it
--- (another waiter's entry may live longer): one `PEXPIRE … GT` where the
--- server has it (Redis 7), else a look at its TTL first.
-local function outlive(queue, ttl)
-  local set = redis.pcall('PEXPIRE', queue, ttl, 'GT')
-  if type(set) == 'table' and set.err then
-    if redis.call('PTTL', queue) < tonumber(ttl) then
-      redis.call('PEXPIRE', queue, ttl)
-    end
-  end
-end
 
 -- Puts `entries` back into the line (with `front` at its head, else at its
 -- end). A line that the pops before emptied is re-created by the push: it
@@ -127,9 +94,11 @@ end
 -- when it next looks (and claims with that look). If the fence cannot be
 -- taken, no key is left, the waiter goes back to the head of the line and is
 -- woken (its bare token: no hand-off) so it meets the error itself; the error
--- reply is returned.
-local function hand_off(keys, waiter, channel)
-  local fence, err = take_fence(keys[1], keys[2])
+-- reply is returned. `floor` and `old`, when given, are the clock floor the
+-- caller already wrote to the counter and the counter it replaced (as for
+-- take_fence).
+local function hand_off(keys, waiter, channel, floor, old)
+  local fence, err = take_fence(keys[1], keys[2], floor, old)
   if not fence then
     put_back(keys[3], {waiter.entry}, true, server_ms())
     redis.pcall(PUBLISH, channel, waiter.token)
@@ -141,17 +110,19 @@ local function hand_off(keys, waiter, channel)
 end
 
 -- Releases the lease we hold: hands it to the first waiter in line (with
--- `timed`, the first live one; see pop_waiter), or deletes it. Every watcher is woken ('1') when an observer's marker is in
--- line. Returns 1, or an error reply (nothing changed) when the line is not a
--- list. `popped` as for pop_waiter.
-local function release_to_next(keys, channel, timed, popped)
+-- `timed`, the first live one; see pop_waiter), or deletes it. Every watcher
+-- is woken ('1') when an observer's marker is in line. Returns 1, or an error
+-- reply (nothing changed) when the line is not a list. `popped` as for
+-- pop_waiter; `floor` and `old` as for hand_off, written for the waiter
+-- `popped` names (lease_handoff.lua).
+local function release_to_next(keys, channel, timed, popped, floor, old)
   local waiter, observed, err = pop_waiter(keys[3], timed, popped)
   if err then
     return err
   end
   if waiter then
     -- A failed hand-off still released: it leaves no key behind.
-    hand_off(keys, waiter, channel)
+    hand_off(keys, waiter, channel, floor, old)
   else
     redis.call('DEL', keys[1])
   end

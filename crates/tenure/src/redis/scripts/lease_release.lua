@@ -8,10 +8,11 @@
 -- Returns 1 when released, 0 when the key does not hold our token.
 -- Uncontended this is GET, LPOP, DEL: nothing is published when nobody waits.
 --
--- This part runs before the helpers (lease_fence.lua, lease_line.lua) are
--- defined, which costs each call as much as the uncontended release itself:
--- only a line with an entry (or of the wrong type) goes on to them, with the
--- entry already popped (redis/lease.rs puts the three parts together).
+-- This part runs before anything else is defined, which would cost each
+-- call as much as the uncontended release itself: only a line with an entry
+-- (or of the wrong type) goes on, with the entry already popped, to the
+-- settings and lease_handoff.lua, and past that to the helpers
+-- (lease_fence.lua, lease_line.lua; redis/lease.rs puts the parts together).
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end

@@ -13,6 +13,9 @@
 -- Returns {1, fence, ''} when the lease is ours (its TTL reset to ttl from now),
 -- {0, pttl, entry} when we wait, entry being our place in line (pttl -1 when
 -- the key was not looked at).
+--
+-- A first look behind others ends in lease_stand.lua, which runs before
+-- the helpers are defined; this is the rest of the look.
 
 -- The owner of the lease key, or nil when it is free. The first look sets the
 -- key to our token at once if it is free (one SET NX GET, Redis 7; before 7,
@@ -30,30 +33,7 @@ local function owner_or_take(first)
   return redis.call('GET', KEYS[1]), false
 end
 
--- A first look that others wait in front of: stands behind them without
--- looking at the key (a free key with waiters in line is theirs, and the
--- first of them takes it with its next look). The line is made to outlive
--- the new place (by LINE_MS, ten times a place's life) only when it is short
--- or in the first 100 ms of each second: the other waiters' looks (every
--- 250 ms) and the stands in those slices keep a long line alive, so a stand
--- in a contended line costs TIME and RPUSH alone. (A long line whose waiters
--- are all served within 250 ms and none of whose stands fell into a slice
--- for ten seconds would lapse: its waiters then stand in line again with
--- their next look.) A line that turns out empty is looked at as usual.
 local first = ARGV[4] == ''
-if first and ARGV[5] == '1' then
-  local now = server_ms()
-  local entry = string.format('%d %s %s', now + PLACE_MS, ARGV[2], ARGV[1])
-  local length = redis.call('RPUSH', KEYS[3], entry)
-  if length > 1 then
-    if length <= 2 or now % 1000 < 100 then
-      outlive(KEYS[3], LINE_MS)
-    end
-    return {0, -1, entry}
-  end
-  redis.call('DEL', KEYS[3])
-end
-
 local owner, taken = owner_or_take(first)
 if owner == ARGV[1] then
   -- Handed over and not taken from the hand-off message (the waiter was
