@@ -10,12 +10,16 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::peers::{Peers, TTL, token};
+use crate::raw_line::RawLine;
 use crate::samples::Samples;
 use crate::server_stats::ServerStats;
 
 pub const TASKS: usize = 16;
 /// How long a waiter may wait; far beyond any wait seen.
 const MAX_WAIT: Duration = Duration::from_secs(30);
+/// Numbers the raw line's turns: each turn's token is unique, as a hand-off
+/// names the turn it wakes.
+static TURN: AtomicU64 = AtomicU64::new(0);
 /// The raw client's polling interval (a hand-written client's first choice).
 const RAW_POLL: Duration = Duration::from_millis(1);
 
@@ -67,6 +71,10 @@ impl Turns {
         out.add(
             format!("contended.{peer}.commands"),
             stats.calls().await as f64 / cycles,
+        );
+        out.add(
+            format!("contended.{peer}.server_us"),
+            stats.script_usec().await / cycles,
         );
         let worst = *self.worst.lock().unwrap();
         out.add(
@@ -126,6 +134,21 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
             let g = g.into_guard().unwrap();
             turns.granted(task, asked.elapsed());
             g.release().await.unwrap();
+        }
+    })
+    .await;
+
+    // raw line: the least client of the same FIFO hand-off.
+    let line = Arc::new(RawLine::connect(&p.url, "raw-line:contended").await);
+    contend("raw-line", run_for, stats, out, move |task, turns| {
+        let line = Arc::clone(&line);
+        async move {
+            let turn = TURN.fetch_add(1, Ordering::Relaxed);
+            let tok = format!("{}-{turn}", token(task));
+            let asked = Instant::now();
+            line.acquire(&tok).await;
+            turns.granted(task, asked.elapsed());
+            line.release(&tok).await;
         }
     })
     .await;

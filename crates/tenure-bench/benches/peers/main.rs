@@ -44,6 +44,7 @@ mod peers;
 mod python;
 mod quorum;
 mod raw;
+mod raw_line;
 mod redis_benchmark;
 mod report;
 mod report_curves;

@@ -54,6 +54,16 @@ static SAME_RELEASE: LazyLock<Script> = LazyLock::new(|| {
 /// Lease TTL of the raw client, ms.
 const TTL_MS: u64 = 10_000;
 
+/// A client of `url` speaking `protocol`, whose connections set
+/// `TCP_NODELAY`, as tenure's do (redis-rs leaves it off).
+pub fn client(url: &str, protocol: redis::ProtocolVersion) -> redis::Client {
+    let nodelay = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+    let mut info = redis::IntoConnectionInfo::into_connection_info(url).unwrap();
+    let settings = info.redis_settings().clone().set_protocol(protocol);
+    info = info.set_redis_settings(settings).set_tcp_settings(nodelay);
+    redis::Client::open(info).unwrap()
+}
+
 /// One multiplexed connection, as the other Rust peers use; with
 /// [`same_work`](Raw::same_work), the scripts that send tenure's server work.
 #[derive(Clone)]
@@ -65,11 +75,7 @@ pub struct Raw {
 impl Raw {
     /// Connects with `TCP_NODELAY`, as tenure does (redis-rs leaves it off).
     pub async fn connect(url: &str) -> Self {
-        let nodelay = redis::io::tcp::TcpSettings::default().set_nodelay(true);
-        let info = redis::IntoConnectionInfo::into_connection_info(url)
-            .unwrap()
-            .set_tcp_settings(nodelay);
-        let client = redis::Client::open(info).unwrap();
+        let client = client(url, redis::ProtocolVersion::RESP2);
         Raw {
             conn: client.get_multiplexed_async_connection().await.unwrap(),
             same_work: false,

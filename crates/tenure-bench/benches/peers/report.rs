@@ -191,15 +191,16 @@ pub fn render(
 
     let contended = ["rslock", "raw", "redis-py"];
     let h = t.m("contended.tenure.handoffs");
-    let (hr, hraw, ceiling) = (
+    let (hr, hraw, hline, ceiling) = (
         t.m("contended.rslock.handoffs"),
         t.m("contended.raw.handoffs"),
+        t.m("contended.raw-line.handoffs"),
         t.m("contended.in-process.handoffs"),
     );
     let peers = t.peers(
         "contended",
         ".handoffs",
-        &["in-process", "rslock", "raw", "redis-py"],
+        &["in-process", "raw-line", "rslock", "raw", "redis-py"],
         rate,
     );
     t.row(
@@ -207,9 +208,10 @@ pub fn render(
         rate(h),
         peers,
         format!(
-            "{:.0}× rslock, {:.2}× raw, {:.2}× in-process",
+            "{:.0}× rslock, {:.2}× raw, {:.2}× raw line, {:.2}× in-process",
             h / hr,
             h / hraw,
+            h / hline,
             h / ceiling
         ),
         "≥ 20× rslock",
@@ -224,6 +226,16 @@ pub fn render(
         String::new(),
         "≤ 9 commands per hand-off",
         Some(c <= 9.0),
+    );
+    let us = t.m("contended.tenure.server_us");
+    let line_us = t.m("contended.raw-line.server_us");
+    t.row(
+        "contended: server µs in scripts per cycle",
+        format!("{us:.1} µs"),
+        format!("raw line {line_us:.1} µs"),
+        format!("{:.2}× raw line", us / line_us),
+        "",
+        None,
     );
     let worst = t.m("contended.tenure.worst_ms");
     let (lo, hi) = s
@@ -457,9 +469,15 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   (tokio's `sleep`, which counts whole milliseconds of its timer: about 2 ms
   in all). *in-process* is a FIFO `tokio::sync::Mutex` and no store, with
   the same pause: the most hand-offs the pause lets 16 tasks make.
-  tenure waits with `attempt_within`; rslock with its `acquire` (retries after
-  random 0–200 ms delays); raw polls every 1 ms; redis-py blocks with its
-  default 0.1 s polling sleep. A cycle is one grant; a wait is from asking to
+  *raw line* (`raw_line.rs`) is the least client of tenure's FIFO hand-off:
+  a waiter that finds the key held stands at the end of a list, a release
+  hands the key to the first in line and publishes its token, and waiters
+  hear it on a RESP3 connection of their own (no fences, places or claims):
+  the most hand-offs this protocol makes through this server on this
+  machine. tenure waits with `attempt_within`; rslock with its `acquire`
+  (retries after random 0–200 ms delays); raw polls every 1 ms; redis-py
+  blocks with its default 0.1 s polling sleep. *server µs* is the time the
+  server spent in the scripts, per cycle. A cycle is one grant; a wait is from asking to
   holding (median over rounds, and the rounds' range for tenure). A task's
   first turn is shown apart: the 16 tasks ask at once, and each first ask
   also sets up what later ones reuse (tenure: the subscription to the key's
