@@ -445,7 +445,9 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   `SET NX PX` + `INCR` of a fence counter, release one of compare-and-delete.
   *rslock* is the rslock crate on one node, *redis-py* redis-py's asyncio
   `Lock` in one Python process (installed into a venv by `scripts/bench`).
-  Every Rust peer uses one multiplexed connection. *same work* is the same
+  Every Rust peer uses one multiplexed connection; *raw* and *same work*
+  set `TCP_NODELAY` on it, as tenure does (redis-rs leaves Nagle's
+  algorithm on; rslock keeps redis-rs's default). *same work* is the same
   hand-written client sending the commands tenure's scripts send on the
   uncontended path: the fence counter written with the server's clock in µs
   by `TIME` + `SET PX GET` instead of `INCR` (fences that survive a lost
@@ -477,8 +479,9 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   machine. tenure waits with `attempt_within`; rslock with its `acquire`
   (retries after random 0–200 ms delays); raw polls every 1 ms; redis-py
   blocks with its default 0.1 s polling sleep. *server µs* is the time the
-  server spent in the scripts, per cycle. A cycle is one grant; a wait is from asking to
-  holding (median over rounds, and the rounds' range for tenure). A task's
+  server spent in the scripts, per cycle. A cycle is one grant; a wait is
+  from asking to holding (median over rounds, and the rounds' range for
+  tenure). A task's
   first turn is shown apart: the 16 tasks ask at once, and each first ask
   also sets up what later ones reuse (tenure: the subscription to the key's
   release channel; rslock and redis-py: their scripts).
