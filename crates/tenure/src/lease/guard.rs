@@ -669,28 +669,29 @@ mod tests {
     /// A lease handed to a waiter for the claim window waits in the standby
     /// for its claim: released within the window, it never had a task of its
     /// own; kept, its claim still takes the full TTL before the window ends.
+    /// `lease` (of `ttl`) as a waiter takes it from a hand-off: the holder's
+    /// token, set for the claim window only.
+    async fn handed(lease: &crate::Lease, ttl: Duration) -> LeaseGuard {
+        let held = lease.try_acquire().await.expect("acquire").expect("free");
+        let s = &held.shared;
+        let window_ends = s.backend.clock().now() + CLAIM_WINDOW;
+        let upkeep = Upkeep {
+            renew_every: None,
+            max_hold: None,
+            unclaimed: true,
+        };
+        let (backend, key, token) = (s.backend.clone(), s.key.clone(), s.token.clone());
+        let guard = LeaseGuard::start(backend, key, token, ttl, held.fence, window_ends, upkeep);
+        std::mem::forget(held);
+        guard
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_hand_off_starts_its_monitor_only_when_its_claim_is_due() {
         let tenure = Coordinator::memory();
         let ttl = Duration::from_secs(10);
         let lease = tenure.lease("handed").ttl(ttl).watchdog(false);
-        // As a waiter takes it from a hand-off: the holder's token, set
-        // for the claim window only.
-        let handed = || async {
-            let held = lease.try_acquire().await.expect("acquire").expect("free");
-            let s = &held.shared;
-            let window_ends = s.backend.clock().now() + CLAIM_WINDOW;
-            let upkeep = Upkeep {
-                renew_every: None,
-                max_hold: None,
-                unclaimed: true,
-            };
-            let (backend, key, token) = (s.backend.clone(), s.key.clone(), s.token.clone());
-            let guard =
-                LeaseGuard::start(backend, key, token, ttl, held.fence, window_ends, upkeep);
-            std::mem::forget(held);
-            guard
-        };
+        let handed = || handed(&lease, ttl);
         let released_soon = handed().await;
         assert!(!released_soon.shared.monitoring.load(Ordering::Relaxed));
         released_soon.release().await.expect("release");
@@ -707,5 +708,30 @@ mod tests {
             kept.remaining()
         );
         kept.release().await.expect("release");
+    }
+
+    /// Hand-offs released within their claim window, one after another with
+    /// the standby task running in between, share that one task: a guard
+    /// that enters never wakes a lingering task only for it to find the
+    /// guard gone, end, and leave the next guard to start another.
+    #[test]
+    fn short_hand_offs_share_one_standby_task() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let tenure = Coordinator::memory();
+            let ttl = Duration::from_secs(10);
+            let lease = tenure.lease("handed-often").ttl(ttl).watchdog(false);
+            let before = super::standby::starts();
+            for _ in 0..20 {
+                handed(&lease, ttl).await.release().await.expect("release");
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            assert_eq!(super::standby::starts() - before, 1);
+        });
     }
 }

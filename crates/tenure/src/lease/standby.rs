@@ -9,7 +9,7 @@
 //! least every [`SLICE`], as the monitor does, so a host that was suspended
 //! is noticed — and starts the monitors of the guards still held then, on the
 //! runtime each was acquired on. A guard released before leaves by removing
-//! its entry. The task ends after a second with nobody waiting.
+//! its entry. The task ends after a second in which no guard entered.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -23,7 +23,7 @@ use super::guard::Shared;
 use super::monitor::SLICE;
 use crate::clock::Moment;
 
-/// How long the task stays without guards before it ends.
+/// How long the task stays after the last guard entered before it ends.
 const LINGER: Duration = Duration::from_secs(1);
 
 thread_local! {
@@ -45,6 +45,9 @@ struct State {
     next_id: u64,
     /// When the task wakes next; `None` while no task runs.
     task: Option<Instant>,
+    /// How many tasks this standby started.
+    #[cfg(test)]
+    starts: u64,
 }
 
 #[derive(Debug)]
@@ -105,6 +108,10 @@ pub(super) fn enter(shared: &Arc<Shared>, due: Moment) -> Option<Ticket> {
     drop(state);
     match running {
         None => {
+            #[cfg(test)]
+            {
+                standby.lock().starts += 1;
+            }
             // The guard is part of the future from here on, so it is dropped
             // with it even if the runtime goes away before polling it.
             runtime.spawn(run(Ended {
@@ -118,25 +125,32 @@ pub(super) fn enter(shared: &Arc<Shared>, due: Moment) -> Option<Ticket> {
     Some(Ticket { standby, key })
 }
 
-/// The task: starts the monitors that are due, sleeps until the next.
+/// The task: starts the monitors that are due, sleeps until the next. It
+/// wakes at least every [`SLICE`], also with nobody waiting, so a guard
+/// whose first renewal is further off than that never has to wake it (a
+/// wake for an entry that is gone again by then would find nothing to do);
+/// it ends once no guard entered for [`LINGER`].
 async fn run(mut ended: Ended) {
     let standby = Arc::clone(&ended.standby);
-    let mut idle = false;
+    // The entries seen so far (by their ids), and when the last new one was.
+    let (mut seen, mut entered_by) = (None, Instant::now());
     loop {
         let now = Instant::now();
         let (ready, wake) = {
             let mut state = standby.lock();
+            if seen != Some(state.next_id) {
+                (seen, entered_by) = (Some(state.next_id), now);
+            }
             let ready = take_due(&mut state.waiting, now);
             let wake = match state.waiting.first_key_value() {
                 Some(((at, _), _)) => (*at).min(now + SLICE),
-                None if idle && ready.is_empty() => {
+                None if now.saturating_duration_since(entered_by) >= LINGER => {
                     state.task = None;
                     ended.cleanly = true;
                     return;
                 }
-                None => now + LINGER,
+                None => now + SLICE,
             };
-            idle = state.waiting.is_empty();
             state.task = Some(wake);
             (ready, wake)
         };
@@ -151,6 +165,12 @@ async fn run(mut ended: Ended) {
             () = standby.wake.notified() => {}
         }
     }
+}
+
+/// How many standby tasks this thread started.
+#[cfg(test)]
+pub(super) fn starts() -> u64 {
+    STANDBY.with(|standby| standby.lock().starts)
 }
 
 /// Removes and returns the entries due at `now`, earliest first.
