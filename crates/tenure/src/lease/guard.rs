@@ -710,6 +710,20 @@ mod tests {
         kept.release().await.expect("release");
     }
 
+    /// A renewing guard whose first renewal is due more than the standby's
+    /// linger after it entered, with no guard entering after it, still has
+    /// its monitor started: the task does not end with a due entry taken.
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_guard_due_after_the_linger_gets_its_monitor() {
+        let tenure = Coordinator::memory();
+        let lease = tenure.lease("lone").ttl(Duration::from_secs(6));
+        let guard = lease.try_acquire().await.expect("acquire").expect("free");
+        assert!(!guard.shared.monitoring.load(Ordering::Relaxed));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(guard.shared.monitoring.load(Ordering::Relaxed));
+        guard.release().await.expect("release");
+    }
+
     /// Hand-offs released within their claim window, one after another with
     /// the standby task running in between, share that one task: a guard
     /// that enters never wakes a lingering task only for it to find the

@@ -144,7 +144,7 @@ async fn run(mut ended: Ended) {
             let ready = take_due(&mut state.waiting, now);
             let wake = match state.waiting.first_key_value() {
                 Some(((at, _), _)) => (*at).min(now + SLICE),
-                None if now.saturating_duration_since(entered_by) >= LINGER => {
+                None if ready.is_empty() && now.saturating_duration_since(entered_by) >= LINGER => {
                     state.task = None;
                     ended.cleanly = true;
                     return;
