@@ -132,14 +132,15 @@ pub(super) fn enter(shared: &Arc<Shared>, due: Moment) -> Option<Ticket> {
 /// it ends once no guard entered for [`LINGER`].
 async fn run(mut ended: Ended) {
     let standby = Arc::clone(&ended.standby);
-    // The entries seen so far (by their ids), and when the last new one was.
-    let (mut seen, mut entered_by) = (None, Instant::now());
+    // The next entry id when the task last looked, and when it last changed
+    // (a guard entered).
+    let (mut seen, mut entered_by) = (standby.lock().next_id, Instant::now());
     loop {
         let now = Instant::now();
         let (ready, wake) = {
             let mut state = standby.lock();
-            if seen != Some(state.next_id) {
-                (seen, entered_by) = (Some(state.next_id), now);
+            if seen != state.next_id {
+                (seen, entered_by) = (state.next_id, now);
             }
             let ready = take_due(&mut state.waiting, now);
             let wake = match state.waiting.first_key_value() {
