@@ -150,7 +150,7 @@ impl Shared {
         let cause = cause.label();
         tracing::warn!(
             key = %self.key,
-            store = %self.backend.describe(),
+            store = %telemetry::lazy(|| self.backend.describe()),
             fence = self.fence.get(),
             cause,
             "lease lost"
@@ -163,7 +163,7 @@ impl Shared {
         let span = tracing::trace_span!(
             "extend",
             key = %self.key,
-            store = %self.backend.describe(),
+            store = %telemetry::lazy(|| self.backend.describe()),
             fence = self.fence.get(),
             outcome = Empty,
             latency_us = Empty,
@@ -191,14 +191,21 @@ impl Shared {
         let span = tracing::debug_span!(
             "release",
             key = %self.key,
-            store = %self.backend.describe(),
+            store = %telemetry::lazy(|| self.backend.describe()),
             fence = self.fence.get(),
-            held_ms = crate::duration::millis(self.granted_at.elapsed()),
+            held_ms = Empty,
             outcome = Empty,
             latency_us = Empty,
         );
-        // The clock is read for the span's latency only if it records it.
-        let started = (!span.is_disabled()).then(Instant::now);
+        // The clock is read for the hold time and the span's latency only
+        // if the span records them.
+        let started = (!span.is_disabled()).then(|| {
+            span.record(
+                "held_ms",
+                crate::duration::millis(self.granted_at.elapsed()),
+            );
+            Instant::now()
+        });
         let result = telemetry::in_span!(&span, self.backend.release(&self.key, &self.token));
         let outcome = match &result {
             Ok(ReleaseOutcome::Released) => "released",

@@ -490,7 +490,7 @@ impl Lease {
         let span = tracing::debug_span!(
             "wait",
             key = %self.key,
-            store = %self.backend.describe(),
+            store = %telemetry::lazy(|| self.backend.describe()),
             max_wait_ms = crate::duration::millis(max_wait),
             outcome = Empty,
             fence = Empty,
@@ -723,7 +723,7 @@ impl Lease {
         let span = tracing::debug_span!(
             "acquire",
             key = %self.key,
-            store = %self.backend.describe(),
+            store = %telemetry::lazy(|| self.backend.describe()),
             ttl_ms = crate::duration::millis(self.ttl),
             outcome = Empty,
             fence = Empty,

@@ -439,7 +439,7 @@ impl Limiter {
         let span = tracing::debug_span!(
             "limit",
             key = %key,
-            store = %store.describe(),
+            store = %telemetry::lazy(|| store.describe()),
             cost,
             peek = matches!(mode, Mode::Peek),
             outcome = Empty,

@@ -39,8 +39,9 @@
 //!
 //! Without a subscriber that wants them, spans and events cost what `tracing`
 //! charges for a disabled callsite; their fields (the store's description
-//! included) are not even computed. Each operation still reads the clock once
-//! for its latency.
+//! included) are not even computed, also when another crate turns on
+//! `tracing`'s `log` feature (axum's default `tower-log` does). Each
+//! operation still reads the clock once for its latency.
 //!
 //! # Metrics
 //!
@@ -113,6 +114,25 @@ macro_rules! finish {
     }};
 }
 pub(crate) use finish;
+
+/// A span field worked out only when something records it: `store =
+/// %telemetry::lazy(|| self.backend.describe())`. A disabled span still
+/// evaluates its field expressions when `tracing`'s `log` feature is on
+/// (another crate of the program may turn it on) and no subscriber is set,
+/// to offer them to the `log` crate; this one costs nothing until a logger
+/// formats the record.
+pub(crate) fn lazy<F: Fn() -> String>(value: F) -> Lazy<F> {
+    Lazy(value)
+}
+
+/// A field's value, computed when displayed (see [`lazy`]).
+pub(crate) struct Lazy<F>(F);
+
+impl<F: Fn() -> String> std::fmt::Display for Lazy<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&(self.0)())
+    }
+}
 
 /// Awaits `work` inside `span` — or, when nobody listens (the span is
 /// disabled), awaits it bare: not wrapped in an `Instrumented`, so the
