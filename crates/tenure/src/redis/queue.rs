@@ -74,27 +74,30 @@ impl RedisStore {
         holder: Option<&HolderInfo>,
         place: Option<&QueuePlace>,
     ) -> Result<(AcquireReply, Option<QueuePlace>)> {
-        let channel = self.keys().released(key);
+        // Every name of the look in one allocation.
+        let names = self
+            .keys()
+            .names(key, ["", ":fence", ":queue", ":holder", ":released"]);
+        let [lease, fence, queue, holder_key, channel] = names.get();
         if place.is_some()
-            && let Some(quiet) = self.quiet_look(&channel, token)
+            && let Some(quiet) = self.quiet_look(channel, token)
         {
             return Ok(quiet);
         }
-        let mut start = self.look_starts(&channel, token);
+        let mut start = self.look_starts(channel, token);
         let kept = start.take_kept();
-        let [lease, fence, queue] = self.keys().lease_fence_queue(key);
-        let keys = [lease, fence, queue, self.keys().holder(key)];
+        let keys = [lease, fence, queue, holder_key];
         let ttl_ms = millis(ttl).to_string();
         // The entry this process last wrote: the keeper may have replaced
         // the one the waiter knows.
         let old = place.map_or("", |p| kept.as_deref().unwrap_or(p.as_str()));
-        let behind = if place.is_none() && self.others_wait(&channel, token) {
+        let behind = if place.is_none() && self.others_wait(channel, token) {
             "1"
         } else {
             ""
         };
         let recorded = super::holder::acquire_args(holder);
-        let mut args = vec![token.as_str(), &ttl_ms, &channel, old, behind];
+        let mut args = vec![token.as_str(), &ttl_ms, channel, old, behind];
         args.extend(recorded.iter().map(String::as_str));
         let grant = Grant {
             op: "wait",
@@ -115,7 +118,7 @@ impl RedisStore {
             (AcquireReply::Held { ttl_left }, Some(place)) => Some((place.as_str(), *ttl_left)),
             _ => None,
         };
-        self.look_ends(key, &channel, token, start, stood);
+        self.look_ends(key, channel, token, start, stood);
         Ok(looked)
     }
 
