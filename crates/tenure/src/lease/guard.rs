@@ -199,13 +199,13 @@ impl Shared {
         );
         // The clock is read for the hold time and the span's latency only
         // if the span records them.
-        let started = (!span.is_disabled()).then(|| {
-            span.record(
-                "held_ms",
-                crate::duration::millis(self.granted_at.elapsed()),
-            );
-            Instant::now()
-        });
+        let started = if span.is_disabled() {
+            None
+        } else {
+            let held = self.granted_at.elapsed();
+            span.record("held_ms", crate::duration::millis(held));
+            Some(Instant::now())
+        };
         let result = telemetry::in_span!(&span, self.backend.release(&self.key, &self.token));
         let outcome = match &result {
             Ok(ReleaseOutcome::Released) => "released",
