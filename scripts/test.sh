@@ -146,15 +146,6 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --lib --bins --tests --examples
 fi
-echo "== span fields without a subscriber, in a build without the metrics feature"
-# The workspace build above has tenure's metrics on (the bank example asks
-# for them), and every metric point reads the store's description: this
-# test checks the spans alone, so it runs in the library's default build.
-if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run -p tenure --test span_fields
-else
-  cargo test -p tenure --test span_fields
-fi
 echo "== the CLI built with the embedded SQLite store alone (--no-default-features)"
 # Last: this build replaces target/debug/tenure, which the tests above run.
 # (The CLI's tests need its default features: they start Redis and etcd.)

@@ -578,6 +578,10 @@ impl LeaseStore for EtcdStore {
     fn describe(&self) -> String {
         self.conn.display().to_string()
     }
+
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        crate::telemetry::store_kind(self.conn.display())
+    }
 }
 
 impl EtcdStore {

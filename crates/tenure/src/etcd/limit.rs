@@ -44,4 +44,8 @@ impl LimitStore for EtcdLimits {
     fn describe(&self) -> String {
         self.endpoints.clone()
     }
+
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        crate::telemetry::store_kind(&self.endpoints)
+    }
 }

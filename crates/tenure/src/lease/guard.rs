@@ -155,7 +155,7 @@ impl Shared {
             cause,
             "lease lost"
         );
-        telemetry::loss(|| self.backend.describe(), cause);
+        telemetry::loss(|| self.backend.kind(), cause);
     }
 
     /// Sends one extend, in an `extend` span, and counts it.
@@ -180,14 +180,14 @@ impl Shared {
             Err(_) => "error",
         };
         telemetry::finish!(trace, &span, outcome, started);
-        telemetry::renewal(|| self.backend.describe(), outcome);
+        telemetry::renewal(|| self.backend.kind(), outcome);
         result
     }
 
     /// Lets go of the lease: records the hold time and sends the release, in a
     /// `release` span (an explicit release and a dropped guard alike).
     async fn release(&self) -> Result<ReleaseOutcome> {
-        telemetry::hold(|| self.backend.describe(), self.granted_at);
+        telemetry::hold(|| self.backend.kind(), self.granted_at);
         let span = tracing::debug_span!(
             "release",
             key = %self.key,

@@ -559,7 +559,7 @@ impl Lease {
             };
             let Attempt::Held { ttl_left } = outcome else {
                 if let Some(woken_at) = woken_at {
-                    telemetry::handoff(|| self.backend.describe(), woken_at.elapsed());
+                    telemetry::handoff(|| self.backend.kind(), woken_at.elapsed());
                 }
                 return Ok(outcome);
             };
@@ -752,7 +752,7 @@ impl Lease {
 
     /// Counts an acquire call that ended with `result`, `started` then.
     fn count(&self, result: &Result<Attempt>, started: telemetry::Stopwatch) {
-        telemetry::acquisition(|| self.backend.describe(), outcome(result), started);
+        telemetry::acquisition(|| self.backend.kind(), outcome(result), started);
     }
 
     /// One plain attempt, without its span.

@@ -139,7 +139,7 @@ async fn watch(weak: Weak<Shared>, renew_every: Option<Duration>, unclaimed: boo
             }
             Err(_elapsed) => {
                 // The extend was cut short, before it could count itself.
-                crate::telemetry::renewal(|| shared.backend.describe(), "error");
+                crate::telemetry::renewal(|| shared.backend.kind(), "error");
                 next_renewal = Some(shared.now());
             }
         }

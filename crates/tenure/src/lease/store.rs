@@ -24,6 +24,7 @@
 //! Every store counts a lease valid for its TTL minus one clock-drift margin,
 //! [`DriftMargin`] (default 1% + 2 ms; [`drift`] and [`valid_until`] use it).
 
+use std::borrow::Cow;
 use std::fmt::Debug;
 use std::time::Duration;
 
@@ -347,6 +348,15 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// A short description for error messages and logs, e.g. the URL without
     /// credentials.
     fn describe(&self) -> String;
+
+    /// The kind of store, the `store` label of tenure's metrics (feature
+    /// `metrics`): its URL scheme (`redis`, `sqlite`, `memory`, `quorum`,
+    /// …), one value per kind of store rather than per host or file. The
+    /// default takes the text of [`describe`](Self::describe) before its
+    /// first `:` or `(`; tenure's stores answer without formatting anything.
+    fn kind(&self) -> Cow<'static, str> {
+        crate::telemetry::store_kind(&self.describe())
+    }
 
     /// Whether the store coordinates across processes: `false` for a store that
     /// lives in this process only (the memory store), whose leases exclude

@@ -205,6 +205,10 @@ impl LimitStore for BlockedKeys {
         self.inner.describe()
     }
 
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        self.inner.kind()
+    }
+
     fn decide_inline(&self, request: &LimitRequest<'_>) -> Option<Result<Decision>> {
         // An in-process store answers without I/O: nothing to save.
         self.inner.decide_inline(request)

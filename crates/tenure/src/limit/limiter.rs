@@ -454,7 +454,7 @@ impl Limiter {
             .ask(store.as_ref(), request)
             .instrument(span.clone())
             .await;
-        telemetry::limit_store(|| store.describe(), started.elapsed());
+        telemetry::limit_store(|| store.kind(), started.elapsed());
         let (result, fell_back) = match (answer, &self.inner.fallback) {
             (Err(e), Some(fallback)) if e.is_infrastructure() => {
                 tracing::warn!(parent: &span, error = %e, key, "rate-limit store failed; using the fallback limiter");
@@ -486,7 +486,7 @@ impl Limiter {
             (None, false) => "error",
         };
         telemetry::finish!(debug, &span, outcome, started);
-        telemetry::limit_decision(|| store.describe(), outcome);
+        telemetry::limit_decision(|| store.kind(), outcome);
         result.map(|each| (each, combined))
     }
 

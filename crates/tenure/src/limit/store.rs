@@ -10,6 +10,7 @@
 //! loop reads every policy's state, runs the algorithm, and writes what it
 //! returns. The Redis store runs the same arithmetic in Lua instead.
 
+use std::borrow::Cow;
 use std::fmt::Debug;
 
 use async_trait::async_trait;
@@ -96,6 +97,15 @@ pub trait LimitStore: Debug + Send + Sync + 'static {
 
     /// A short description for error messages and logs.
     fn describe(&self) -> String;
+
+    /// The kind of store, the `store` label of tenure's metrics (feature
+    /// `metrics`): its URL scheme (`redis`, `sqlite`, `memory`, `quorum`,
+    /// …), one value per kind of store rather than per host or file. The
+    /// default takes the text of [`describe`](Self::describe) before its
+    /// first `:` or `(`; tenure's stores answer without formatting anything.
+    fn kind(&self) -> Cow<'static, str> {
+        crate::telemetry::store_kind(&self.describe())
+    }
 
     /// For a store that decides without I/O (the in-process store): the
     /// answer to the request right away, without the boxed future an async

@@ -228,6 +228,10 @@ impl LeaseStore for MemoryStore {
         "memory:".to_string()
     }
 
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("memory")
+    }
+
     fn is_shared(&self) -> bool {
         false
     }

@@ -51,6 +51,10 @@ impl LimitStore for QuorumLimits {
         self.nodes.clone()
     }
 
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        crate::telemetry::store_kind(&self.nodes)
+    }
+
     /// No counts are kept anywhere, so none are shared: callers that ask
     /// (the command line) refuse before sending a request.
     fn is_shared(&self) -> bool {

@@ -388,4 +388,8 @@ impl LeaseStore for QuorumStore {
     fn describe(&self) -> String {
         self.core.describe()
     }
+
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("quorum")
+    }
 }

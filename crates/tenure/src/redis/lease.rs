@@ -728,6 +728,10 @@ impl LeaseStore for RedisStore {
     fn describe(&self) -> String {
         self.conn.display().to_string()
     }
+
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        crate::telemetry::store_kind(self.conn.display())
+    }
 }
 
 #[cfg(test)]

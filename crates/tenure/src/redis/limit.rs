@@ -309,4 +309,8 @@ impl LimitStore for RedisLimits {
     fn describe(&self) -> String {
         self.conn.display().to_string()
     }
+
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        crate::telemetry::store_kind(self.conn.display())
+    }
 }

@@ -551,4 +551,8 @@ impl LeaseStore for SqliteStore {
     fn describe(&self) -> String {
         self.inner.display.clone()
     }
+
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("sqlite")
+    }
 }

@@ -158,4 +158,8 @@ impl LimitStore for SqliteStore {
     fn describe(&self) -> String {
         self.inner.display.clone()
     }
+
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("sqlite")
+    }
 }

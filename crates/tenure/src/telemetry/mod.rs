@@ -64,7 +64,10 @@
 //! | `tenure_quorum_node_replies_total` | counter | node, op, outcome (`answered`, `timed_out`, `unreachable`, `failed`) | each quorum node's replies |
 //!
 //! `store` is the kind of store (`redis`, `rediss`, `sqlite`, `memory`,
-//! `quorum`, `etcd`), never a key: label values stay few. A `fallback`
+//! `quorum`, `etcd`), never a key: label values stay few. It is the store's
+//! `kind()` (of `LeaseStore` or `LimitStore`), which tenure's stores answer
+//! without formatting anything; a store of your own gets the text of its
+//! `describe()` before the first `:` or `(` unless it says otherwise. A `fallback`
 //! decision of a limiter is also counted under its fallback's store with that
 //! limiter's own outcome. Hand-off latency starts when the notification
 //! arrives, so it does not include the notification's own trip; waiters that
@@ -84,12 +87,44 @@
 //! }));
 //! ```
 
+use std::borrow::Cow;
+
 #[cfg(feature = "metrics")]
 mod meter;
 #[cfg(not(feature = "metrics"))]
 #[path = "quiet.rs"]
 mod meter;
 pub mod names;
+
+/// The schemes of tenure's own stores: the kinds a metric's `store` label
+/// takes without an allocation.
+const KINDS: [&str; 11] = [
+    "memory",
+    "sqlite",
+    "redis",
+    "rediss",
+    "redis+cluster",
+    "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+    "etcd",
+    "etcds",
+    "quorum",
+];
+
+/// The kind of a store from its description: the scheme (`redis`, `sqlite`,
+/// `memory`, `quorum`, …), so that a metric's label has one value per kind of
+/// store, not one per host or file. The text before the first `:` or `(`,
+/// borrowed for the schemes tenure knows.
+pub(crate) fn store_kind(description: &str) -> Cow<'static, str> {
+    let scheme = description
+        .find([':', '('])
+        .map_or(description, |end| &description[..end]);
+    match KINDS.iter().find(|kind| **kind == scheme) {
+        Some(kind) => Cow::Borrowed(kind),
+        None => Cow::Owned(scheme.to_owned()),
+    }
+}
 
 #[cfg(feature = "quorum")]
 pub(crate) use meter::quorum_reply;
@@ -149,3 +184,26 @@ macro_rules! in_span {
     }};
 }
 pub(crate) use in_span;
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::store_kind;
+
+    #[test]
+    fn a_store_is_labelled_by_its_scheme_borrowed_when_tenure_knows_it() {
+        for (description, kind) in [
+            ("redis://127.0.0.1:6379", "redis"),
+            ("rediss+cluster://a:1,b:2", "rediss+cluster"),
+            ("quorum(redis://a:1, redis://b:1)", "quorum"),
+            ("sqlite:/tmp/w.db", "sqlite"),
+            ("memory:", "memory"),
+            ("etcds://u:***@h:2379", "etcds"),
+        ] {
+            assert!(matches!(store_kind(description), Cow::Borrowed(k) if k == kind));
+        }
+        assert!(matches!(store_kind("custom"), Cow::Owned(k) if k == "custom"));
+        assert!(matches!(store_kind("mine://x"), Cow::Owned(k) if k == "mine"));
+    }
+}

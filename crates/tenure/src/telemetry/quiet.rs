@@ -1,13 +1,14 @@
 //! Without the `metrics` feature every metric point is an empty inline
-//! function: the store descriptions are never computed and nothing is linked.
+//! function: the store kinds are never computed and nothing is linked.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 #[inline(always)]
-pub(crate) fn acquisition(_: impl FnOnce() -> String, _: &'static str, _: Stopwatch) {}
+pub(crate) fn acquisition(_: impl FnOnce() -> Cow<'static, str>, _: &'static str, _: Stopwatch) {}
 
 #[inline(always)]
-pub(crate) fn hold(_: impl FnOnce() -> String, _: tokio::time::Instant) {}
+pub(crate) fn hold(_: impl FnOnce() -> Cow<'static, str>, _: tokio::time::Instant) {}
 
 /// Where a latency metric starts: nothing to read without metrics.
 #[derive(Debug, Clone, Copy)]
@@ -26,19 +27,19 @@ pub(crate) fn stopwatch_at(_: tokio::time::Instant) -> Stopwatch {
 }
 
 #[inline(always)]
-pub(crate) fn renewal(_: impl FnOnce() -> String, _: &'static str) {}
+pub(crate) fn renewal(_: impl FnOnce() -> Cow<'static, str>, _: &'static str) {}
 
 #[inline(always)]
-pub(crate) fn loss(_: impl FnOnce() -> String, _: &'static str) {}
+pub(crate) fn loss(_: impl FnOnce() -> Cow<'static, str>, _: &'static str) {}
 
 #[inline(always)]
-pub(crate) fn handoff(_: impl FnOnce() -> String, _: Duration) {}
+pub(crate) fn handoff(_: impl FnOnce() -> Cow<'static, str>, _: Duration) {}
 
 #[inline(always)]
-pub(crate) fn limit_decision(_: impl FnOnce() -> String, _: &'static str) {}
+pub(crate) fn limit_decision(_: impl FnOnce() -> Cow<'static, str>, _: &'static str) {}
 
 #[inline(always)]
-pub(crate) fn limit_store(_: impl FnOnce() -> String, _: Duration) {}
+pub(crate) fn limit_store(_: impl FnOnce() -> Cow<'static, str>, _: Duration) {}
 
 #[cfg(feature = "quorum")]
 #[inline(always)]

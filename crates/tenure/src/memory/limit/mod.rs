@@ -281,6 +281,10 @@ impl LimitStore for MemoryLimits {
         "memory:".to_string()
     }
 
+    fn kind(&self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("memory")
+    }
+
     fn as_memory(&self) -> Option<&MemoryLimits> {
         Some(self)
     }
