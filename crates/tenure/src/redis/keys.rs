@@ -23,6 +23,21 @@ use std::time::Duration;
 
 use crate::key::hash_tag;
 
+/// The suffixes of a lease's names after `<prefix>{<key>}` (the table
+/// above): what [`Keys::names`] takes to name several in one allocation.
+pub(crate) mod suffix {
+    /// The lease key itself.
+    pub(crate) const LEASE: &str = "";
+    /// The fence counter.
+    pub(crate) const FENCE: &str = ":fence";
+    /// The hash describing the holder.
+    pub(crate) const HOLDER: &str = ":holder";
+    /// The waiting line.
+    pub(crate) const QUEUE: &str = ":queue";
+    /// The channel releases and hand-offs are published on.
+    pub(crate) const RELEASED: &str = ":released";
+}
+
 /// Several names of one lease in one string (see [`Keys::names`]).
 #[derive(Debug)]
 pub(crate) struct Names<const N: usize> {
@@ -98,12 +113,12 @@ impl Keys {
 
     /// The key holding the lease `key`.
     pub(crate) fn lease(&self, key: &str) -> String {
-        self.named(key, "")
+        self.named(key, suffix::LEASE)
     }
 
     /// The fence counter of the lease `key`.
     pub(crate) fn fence(&self, key: &str) -> String {
-        self.named(key, ":fence")
+        self.named(key, suffix::FENCE)
     }
 
     /// The lease key and the fence counter of `key`, for the scripts that take
@@ -115,7 +130,7 @@ impl Keys {
 
     /// The hash describing the holder of `key`, when it recorded itself.
     pub(crate) fn holder(&self, key: &str) -> String {
-        self.named(key, ":holder")
+        self.named(key, suffix::HOLDER)
     }
 
     /// The lease key, the fence counter and the holder hash of `key`.
@@ -126,12 +141,16 @@ impl Keys {
     /// The lease key, the fence counter and the waiting line of `key`, for
     /// the scripts that take all three.
     pub(crate) fn lease_fence_queue(&self, key: &str) -> [String; 3] {
-        [self.lease(key), self.fence(key), self.named(key, ":queue")]
+        [
+            self.lease(key),
+            self.fence(key),
+            self.named(key, suffix::QUEUE),
+        ]
     }
 
     /// The channel a release of `key` is published on (waiters listen).
     pub(crate) fn released(&self, key: &str) -> String {
-        self.named(key, ":released")
+        self.named(key, suffix::RELEASED)
     }
 
     /// The hash of a fenced resource. One key, so it needs no hash tag.
@@ -180,22 +199,23 @@ impl Keys {
 #[cfg(test)]
 mod tests {
     use super::Keys;
+    use super::suffix::{FENCE, HOLDER, LEASE, QUEUE, RELEASED};
 
     #[test]
     fn names_in_one_buffer_are_the_names_one_by_one() {
         let keys = Keys::new("tenure:");
         for key in ["orders:42", "}x", "\\y", "k"] {
-            let names = keys.names(key, ["", ":fence", ":queue", ":released"]);
+            let names = keys.names(key, [LEASE, FENCE, QUEUE, RELEASED]);
             assert_eq!(
                 names.get(),
                 [
                     keys.lease(key).as_str(),
                     keys.fence(key).as_str(),
-                    keys.named(key, ":queue").as_str(),
+                    keys.named(key, QUEUE).as_str(),
                     keys.released(key).as_str()
                 ]
             );
-            let names = keys.names(key, [":holder", ""]);
+            let names = keys.names(key, [HOLDER, LEASE]);
             assert_eq!(
                 names.get(),
                 [keys.holder(key).as_str(), keys.lease(key).as_str()]

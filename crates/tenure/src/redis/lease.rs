@@ -16,6 +16,7 @@ use tokio::sync::OnceCell;
 use super::conn::RedisConn;
 use super::counter::CounterScripts;
 use super::holder;
+use super::keys::suffix::{FENCE, LEASE, QUEUE, RELEASED};
 use super::keys::{Keys, from_millis, millis};
 use super::options::{RedisOptions, ReplicaAcks};
 use super::publish::Publish;
@@ -272,7 +273,7 @@ impl RedisStore {
     /// Releases `key` if it holds `token`: hands it to the first live waiter in
     /// line, or deletes it.
     async fn release_to_next(&self, key: &str, token: &OwnerToken) -> Result<ReleaseOutcome> {
-        let names = self.keys.names(key, ["", ":fence", ":queue", ":released"]);
+        let names = self.keys.names(key, [LEASE, FENCE, QUEUE, RELEASED]);
         let [lease, fence, queue, channel] = names.get();
         let released: i64 = self
             .run_script(
@@ -567,7 +568,7 @@ impl LeaseStore for RedisStore {
         ttl: Duration,
         holder: Option<&HolderInfo>,
     ) -> Result<AcquireReply> {
-        let names = self.keys.names(key, ["", ":fence"]);
+        let names = self.keys.names(key, [LEASE, FENCE]);
         let [lease, fence] = names.get();
         let ttl_ms = millis(ttl).to_string();
         let recorded = holder::acquire_args(holder);

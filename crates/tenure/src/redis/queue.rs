@@ -34,6 +34,7 @@ use std::time::Duration;
 use redis::Script;
 
 use super::keys::millis;
+use super::keys::suffix::{FENCE, HOLDER, LEASE, QUEUE, RELEASED};
 use super::lease::{Grant, RedisStore, line_script};
 use super::subscriber::TurnWatch;
 use crate::error::Result;
@@ -77,7 +78,7 @@ impl RedisStore {
         // Every name of the look in one allocation.
         let names = self
             .keys()
-            .names(key, ["", ":fence", ":queue", ":holder", ":released"]);
+            .names(key, [LEASE, FENCE, QUEUE, HOLDER, RELEASED]);
         let [lease, fence, queue, holder_key, channel] = names.get();
         if place.is_some()
             && let Some(quiet) = self.quiet_look(channel, token)
