@@ -206,4 +206,47 @@ mod tests {
         assert!(matches!(store_kind("custom"), Cow::Owned(k) if k == "custom"));
         assert!(matches!(store_kind("mine://x"), Cow::Owned(k) if k == "mine"));
     }
+
+    /// The kinds tenure's stores answer without describing themselves are
+    /// the labels their descriptions give (Redis and etcd read theirs from
+    /// the description's text, so they cannot differ).
+    #[tokio::test]
+    async fn each_store_answers_the_kind_its_description_gives() {
+        use crate::lease::store::LeaseStore;
+        use crate::limit::store::LimitStore;
+
+        fn lease(store: &dyn LeaseStore) {
+            assert_eq!(store.kind(), store_kind(&store.describe()), "{store:?}");
+        }
+        fn limits(store: &dyn LimitStore) {
+            assert_eq!(store.kind(), store_kind(&store.describe()), "{store:?}");
+        }
+        lease(&crate::memory::MemoryStore::default());
+        limits(&crate::memory::MemoryLimits::new());
+        #[cfg(feature = "sqlite")]
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let options = crate::sqlite::SqliteOptions::default();
+            let sqlite = crate::sqlite::SqliteStore::open(dir.path().join("kinds.db"), options)
+                .await
+                .unwrap();
+            lease(&sqlite);
+            limits(&sqlite);
+        }
+        #[cfg(feature = "quorum")]
+        {
+            let nodes = [
+                "redis://127.0.0.1:1",
+                "redis://127.0.0.1:2",
+                "redis://127.0.0.1:3",
+            ];
+            let quorum =
+                crate::quorum::QuorumStore::new(nodes, crate::quorum::QuorumOptions::default())
+                    .unwrap();
+            lease(&quorum);
+            limits(&crate::quorum::QuorumLimits {
+                nodes: quorum.describe(),
+            });
+        }
+    }
 }
