@@ -259,7 +259,8 @@ where
                     if after.is_none() {
                         // Nothing to add: the response passes through,
                         // without a stop in a local that `apply` borrows
-                        // (one copy of it fewer, 12 instructions).
+                        // (one copy of it fewer, 12 instructions; the check
+                        // costs a response with headers about 5).
                         return fut.poll(cx).map_ok(|res| res.map(RateLimitBody::inner));
                     }
                     let mut res = ready!(fut.poll(cx))?;
