@@ -1,6 +1,6 @@
 //! The in-process keyed limiter: bounded memory, idle keys dropped, live keys
 //! never evicted (a full store refuses new keys); waiting with jitter on
-//! tokio's paused clock.
+//! tokio's paused clock, which a store made with `tokio_clock` decides on.
 
 mod limit_common;
 
@@ -112,9 +112,14 @@ async fn idle_keys_are_evicted() {
     );
 }
 
+/// A limiter deciding on tokio's clock, which these tests pause.
+fn on_paused_clock(quota: Quota, algorithm: Algorithm) -> Limiter {
+    Limiter::new(MemoryLimits::new().tokio_clock(), quota, algorithm)
+}
+
 #[tokio::test(start_paused = true)]
 async fn wait_sleeps_until_allowed_with_bounded_jitter() {
-    let l = Limiter::local(Quota::per_second(nz(10)), Algorithm::Gcra);
+    let l = on_paused_clock(Quota::per_second(nz(10)), Algorithm::Gcra);
     assert!(l.check_n("job", 10).await.expect("burst").allowed);
     let start = Instant::now();
     let d = l.wait("job", Duration::from_secs(5)).await.expect("wait");
@@ -129,7 +134,7 @@ async fn wait_sleeps_until_allowed_with_bounded_jitter() {
 async fn wait_gives_up_at_once_when_max_wait_is_too_short() {
     // An hour's window: the wall-clock window boundary cannot fall between
     // the two checks (with a second's, it did under load).
-    let l = Limiter::local(Quota::per_hour(nz(1)), Algorithm::FixedWindow);
+    let l = on_paused_clock(Quota::per_hour(nz(1)), Algorithm::FixedWindow);
     assert!(l.check("job").await.expect("first").allowed);
     let start = Instant::now();
     let d = l
@@ -143,7 +148,7 @@ async fn wait_gives_up_at_once_when_max_wait_is_too_short() {
 
 #[tokio::test(start_paused = true)]
 async fn many_waiters_all_get_through_in_time() {
-    let l = Limiter::local(Quota::per_second(nz(20)), Algorithm::SlidingWindow);
+    let l = on_paused_clock(Quota::per_second(nz(20)), Algorithm::SlidingWindow);
     let mut tasks = Vec::new();
     for _ in 0..40 {
         let l = l.clone();

@@ -552,9 +552,11 @@ impl Limiter {
     /// use std::num::NonZeroU32;
     /// use std::time::Duration;
     /// use tenure::limit::{Algorithm, Limiter, Quota};
+    /// use tenure::memory::MemoryLimits;
     ///
     /// tokio::time::pause(); // virtual time: the waits below take no real time
-    /// let limiter = Limiter::local(Quota::per_second(NonZeroU32::new(10).unwrap()), Algorithm::Gcra);
+    /// let store = MemoryLimits::new().tokio_clock(); // decides on the paused clock
+    /// let limiter = Limiter::new(store, Quota::per_second(NonZeroU32::new(10).unwrap()), Algorithm::Gcra);
     /// limiter.check_n("job", 10).await?;                        // bucket empty
     /// let d = limiter.wait("job", Duration::from_secs(1)).await?;
     /// assert!(d.allowed);                                       // 100 ms later

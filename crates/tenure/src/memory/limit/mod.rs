@@ -7,6 +7,7 @@
 //! shards (refusing new keys when full, never evicting live ones) and the
 //! sweeps of expired keys.
 
+mod clock;
 mod shard;
 mod shards;
 mod table;
@@ -17,12 +18,12 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::limit::store::{LimitRequest, LimitStore, read_step_write, read_step_write_combined};
 use crate::limit::{Algorithm, Decision, Limiter, Policy, Quota, Timestamp};
 
+use clock::StoreClock;
 use shard::Read;
 use shards::Shards;
 use table::Table;
@@ -50,9 +51,15 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 /// so threads deciding on different keys rarely wait for each other; the
 /// bound is the whole store's, whichever shards the keys fall in.
 ///
-/// Time is tokio's [`Instant`] (monotonic; `tokio::time::pause` works in tests),
-/// offset to start at the wall-clock time of creation so windows line up with
-/// the Unix epoch like on Redis.
+/// Time is read on the processor's time-stamp counter where it ticks at a
+/// constant rate (through `quanta`, as governor does; the OS's monotonic
+/// clock elsewhere), offset to start at the wall-clock time of creation so
+/// windows line up with the Unix epoch like on Redis. The first store made in
+/// a process calibrates the counter once (under a millisecond on the machine of
+/// docs/BENCHMARKS.md; `quanta` stops at 200 ms).
+/// Like a monotonic clock, the counter does not count time the machine spends
+/// suspended. Tests that pause tokio's clock (`tokio::time::pause`) make
+/// their store with [`tokio_clock`](Self::tokio_clock).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
@@ -70,9 +77,9 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 pub struct MemoryLimits {
     inner: Arc<Shared>,
     max_keys: usize,
-    /// When the store was made, on tokio's clock (kept as the `std` instant
-    /// it reads, which is subtracted without tokio's wrapper).
-    origin: std::time::Instant,
+    /// The clock of decisions, started when the store was made.
+    clock: StoreClock,
+    /// The wall-clock time when the store was made.
     origin_wall: Timestamp,
 }
 
@@ -115,7 +122,7 @@ impl MemoryLimits {
                 hasher: KeyHasher::default(),
             }),
             max_keys: DEFAULT_MAX_KEYS,
-            origin: Instant::now().into_std(),
+            clock: StoreClock::counter(),
             origin_wall: Timestamp::now_wall(),
         }
     }
@@ -124,6 +131,35 @@ impl MemoryLimits {
     #[must_use]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// Reads tokio's clock (`tokio::time::Instant`) instead of the
+    /// processor's counter, so that a test's paused clock applies to this
+    /// store's decisions (`tokio::time::pause`, `advance`, `start_paused`)
+    /// as it does to [`Limiter::wait`]'s sleeps. Call it on a new store: the
+    /// clock starts again at the time of the call.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> tenure::Result<()> {
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use tenure::limit::{Algorithm, Limiter, Quota};
+    /// use tenure::memory::MemoryLimits;
+    ///
+    /// tokio::time::pause();
+    /// let store = MemoryLimits::new().tokio_clock();
+    /// let limiter = Limiter::new(store, Quota::per_hour(NonZeroU32::new(1).unwrap()), Algorithm::Gcra);
+    /// assert!(limiter.check("report").await?.allowed);
+    /// assert!(!limiter.check("report").await?.allowed);
+    /// tokio::time::advance(Duration::from_secs(3600)).await;
+    /// assert!(limiter.check("report").await?.allowed); // an hour later, at once
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn tokio_clock(mut self) -> Self {
+        self.clock = StoreClock::tokio();
+        self.origin_wall = Timestamp::now_wall();
         self
     }
 
@@ -141,9 +177,7 @@ impl MemoryLimits {
     /// The store's clock now.
     #[inline]
     pub fn now(&self) -> Timestamp {
-        let now = Instant::now().into_std();
-        self.origin_wall
-            .plus(now.saturating_duration_since(self.origin))
+        self.origin_wall.plus(self.clock.elapsed())
     }
 
     /// The hash of a user key: it picks the key's shard and its place there.

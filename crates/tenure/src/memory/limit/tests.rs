@@ -241,3 +241,36 @@ fn a_held_key_is_stepped_in_place_as_the_pure_step_steps_it() {
         }
     }
 }
+
+/// The default clock (the processor's counter, scaled) keeps pace with the
+/// OS's: what it counts over a real sleep lies between the OS clock's
+/// readings just inside and just outside its own two (a preemption between
+/// two reads widens the bracket, never breaks it), give or take 1 %.
+#[test]
+fn the_counter_clock_keeps_pace_with_the_os_clock() {
+    use std::time::Instant;
+    let store = MemoryLimits::new();
+    let (outer_start, start, inner_start) = (Instant::now(), store.now(), Instant::now());
+    std::thread::sleep(Duration::from_millis(50));
+    let (inner_end, end, outer_end) = (Instant::now(), store.now(), Instant::now());
+    let counted = Duration::from_micros(end.as_micros() - start.as_micros());
+    let (inner, outer) = (inner_end - inner_start, outer_end - outer_start);
+    assert!(
+        counted >= inner.mul_f64(0.99),
+        "{counted:?} counted, {inner:?} inside"
+    );
+    assert!(
+        counted <= outer.mul_f64(1.01) + Duration::from_micros(2),
+        "{counted:?} counted, {outer:?} outside"
+    );
+}
+
+/// A store made with `tokio_clock` decides on tokio's clock: a paused clock
+/// advanced by an hour moves the store's time by exactly an hour.
+#[tokio::test(start_paused = true)]
+async fn a_tokio_clock_store_follows_the_paused_clock() {
+    let store = MemoryLimits::new().tokio_clock();
+    let before = store.now();
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    assert_eq!(store.now().as_micros() - before.as_micros(), 3_600_000_000);
+}
