@@ -332,7 +332,9 @@ impl LimitStore for MemoryLimits {
 // import from a store.
 impl Limiter {
     /// A limiter on a fresh in-process store of its own ([`MemoryLimits`]):
-    /// keyed, bounded in memory, no I/O.
+    /// keyed, bounded in memory, no I/O. A test that pauses tokio's clock
+    /// makes its limiter with `Limiter::new(MemoryLimits::new().tokio_clock(), ..)`
+    /// instead (see [`MemoryLimits::tokio_clock`]).
     pub fn local(quota: Quota, algorithm: Algorithm) -> Self {
         Self::new(MemoryLimits::new(), quota, algorithm)
     }
