@@ -3,6 +3,7 @@
 //!
 //! [`MemoryLimits::tokio_clock`]: super::MemoryLimits::tokio_clock
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Where a [`MemoryLimits`](super::MemoryLimits) reads the time elapsed since
@@ -24,11 +25,15 @@ pub(super) enum StoreClock {
 
 impl StoreClock {
     /// The counter, read from now on. The first one made in a process
-    /// calibrates the counter against the OS clock, once (under a
+    /// detects and calibrates the counter against the OS clock, once (under a
     /// millisecond on the machine of docs/BENCHMARKS.md; `quanta` stops at
     /// 200 ms).
     pub(super) fn counter() -> Self {
-        let clock = quanta::Clock::new();
+        // One clock for the process: making one asks the processor whether
+        // its counter is invariant (`CPUID`, which a virtual machine may trap
+        // at some microseconds a time), so only the first store asks.
+        static COUNTER: OnceLock<quanta::Clock> = OnceLock::new();
+        let clock = COUNTER.get_or_init(quanta::Clock::new).clone();
         let origin = clock.now();
         StoreClock::Counter { clock, origin }
     }
