@@ -79,8 +79,6 @@ pub struct MemoryLimits {
     max_keys: usize,
     /// The clock of decisions, started when the store was made.
     clock: StoreClock,
-    /// The wall-clock time when the store was made.
-    origin_wall: Timestamp,
 }
 
 /// The shards and the hasher of keys, which picks a key's shard and its
@@ -123,7 +121,6 @@ impl MemoryLimits {
             }),
             max_keys: DEFAULT_MAX_KEYS,
             clock: StoreClock::counter(),
-            origin_wall: Timestamp::now_wall(),
         }
     }
 
@@ -159,7 +156,6 @@ impl MemoryLimits {
     #[must_use]
     pub fn tokio_clock(mut self) -> Self {
         self.clock = StoreClock::tokio();
-        self.origin_wall = Timestamp::now_wall();
         self
     }
 
@@ -177,7 +173,7 @@ impl MemoryLimits {
     /// The store's clock now.
     #[inline]
     pub fn now(&self) -> Timestamp {
-        self.origin_wall.plus(self.clock.elapsed())
+        self.clock.now()
     }
 
     /// The hash of a user key: it picks the key's shard and its place there.
