@@ -274,3 +274,15 @@ async fn a_tokio_clock_store_follows_the_paused_clock() {
     tokio::time::advance(Duration::from_secs(3600)).await;
     assert_eq!(store.now().as_micros() - before.as_micros(), 3_600_000_000);
 }
+
+/// A store made with `new` keeps to the processor's counter: an hour of a
+/// paused tokio clock's `advance` does not move it (the counter counts only
+/// the real time the test takes).
+#[tokio::test(start_paused = true)]
+async fn a_default_store_does_not_follow_the_paused_clock() {
+    let store = MemoryLimits::new();
+    let before = store.now();
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    let moved = store.now().as_micros() - before.as_micros();
+    assert!(moved < 60_000_000, "{moved} µs after an hour's advance");
+}
