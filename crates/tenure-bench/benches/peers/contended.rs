@@ -10,9 +10,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::peers::{Peers, TTL, token};
-use crate::raw_line::RawLine;
+use crate::raw_line::{RawLine, Work};
 use crate::samples::Samples;
 use crate::server_stats::ServerStats;
+use crate::tasks::process_cpu_secs;
 
 pub const TASKS: usize = 16;
 /// How long a waiter may wait; far beyond any wait seen.
@@ -104,6 +105,7 @@ async fn contend<F, Fut>(
 {
     let turns = Turns::new();
     stats.reset().await;
+    let cpu = (process_cpu_secs(), stats.cpu_secs().await);
     let stop = Instant::now() + run_for;
     let handles: Vec<_> = (0..TASKS)
         .map(|task| {
@@ -119,6 +121,11 @@ async fn contend<F, Fut>(
     for h in handles {
         h.await.unwrap();
     }
+    let cycles = turns.cycles.load(Ordering::SeqCst).max(1) as f64;
+    let client = (process_cpu_secs() - cpu.0) * 1e6 / cycles;
+    let server = (stats.cpu_secs().await - cpu.1) * 1e6 / cycles;
+    out.add(format!("contended.{peer}.client_cpu_us"), client);
+    out.add(format!("contended.{peer}.server_cpu_us"), server);
     turns.record(peer, run_for, stats, out).await;
 }
 
@@ -138,20 +145,23 @@ pub async fn run(p: &Peers, stats: &ServerStats, run_for: Duration, out: &mut Sa
     })
     .await;
 
-    // raw line: the least client of the same FIFO hand-off.
-    let line = Arc::new(RawLine::connect(&p.url, "raw-line:contended").await);
-    contend("raw-line", run_for, stats, out, move |task, turns| {
-        let line = Arc::clone(&line);
-        async move {
-            let turn = TURN.fetch_add(1, Ordering::Relaxed);
-            let tok = format!("{}-{turn}", token(task));
-            let asked = Instant::now();
-            line.acquire(&tok).await;
-            turns.granted(task, asked.elapsed());
-            line.release(&tok).await;
-        }
-    })
-    .await;
+    // raw line: the least client of the same FIFO hand-off; same-work line:
+    // the least client of tenure's commands.
+    for (peer, work) in [("raw-line", Work::Least), ("same-work-line", Work::Same)] {
+        let line = Arc::new(RawLine::connect(&p.url, &format!("{peer}:contended"), work).await);
+        contend(peer, run_for, stats, out, move |task, turns| {
+            let line = Arc::clone(&line);
+            async move {
+                let turn = TURN.fetch_add(1, Ordering::Relaxed);
+                let tok = format!("{}-{turn}", token(task));
+                let asked = Instant::now();
+                line.acquire(&tok).await;
+                turns.granted(task, asked.elapsed());
+                line.release(&tok).await;
+            }
+        })
+        .await;
+    }
 
     // in-process: a FIFO mutex and no store, the most hand-offs the pause
     // between turns allows.

@@ -1,11 +1,17 @@
-//! The hand-written client of a FIFO hand-off, the least code that waits
-//! the way tenure does under contention: a waiter that finds the key held
+//! The hand-written clients of a FIFO hand-off: the least code that waits
+//! the way tenure does under contention. A waiter that finds the key held
 //! stands at the end of a list, and a release hands the key to the first in
 //! line and publishes its token; waiters hear it on a RESP3 connection of
-//! their own and hold the key from that message. No fences, TTLs of places,
-//! claims or checks: what any client of this protocol must send, so that
-//! tenure's ratio to it is what the rest costs, and its rate what the
-//! machine allows a hand-off through Redis.
+//! their own and hold the key from that message.
+//!
+//! Two variants ([`Work`]): the *least* line sends no fences, place expiries,
+//! claims or checks: tenure's ratio to it is what the rest costs, and its
+//! rate what the machine allows a hand-off through Redis. The *same work*
+//! line sends the commands tenure's scripts send per contended cycle (ten:
+//! the release's `GET`, `LPOP`, `TIME`, `SET … GET` of the fence counter,
+//! `SET`, `PUBLISH`; the stand's `TIME`, `RPUSH` of a place with an expiry;
+//! each side one `EVALSHA`): its rate is what tenure's protocol allows with
+//! the least client, so tenure's ratio to it is the client's cost alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -13,6 +19,15 @@ use std::sync::{Arc, LazyLock, Mutex};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, Script};
 use tokio::sync::oneshot;
+
+/// What a line sends per cycle.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// The least any client of this hand-off sends.
+    Least,
+    /// The commands tenure's protocol sends.
+    Same,
+}
 
 /// KEYS[1] lease, KEYS[2] line; ARGV[1] token, ARGV[2] TTL ms. 1 when taken,
 /// else 0 (standing in line).
@@ -37,6 +52,54 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
+/// The fence of a grant at the server's clock `t` (a `TIME` reply), written
+/// to KEYS[3] with a day's retention: `floor`, the clock in µs, or one above a
+/// counter that is not below it. Written out where it is used, as tenure's
+/// fast paths write theirs: a function defined per call would cost a closure.
+const FENCE_LUA: &str = "local floor = tonumber(t[1]) * 1000000 + tonumber(t[2]) \
+     local old = redis.call('SET', KEYS[3], string.format('%.0f', floor), 'PX', 86400000, 'GET') \
+     if old and tonumber(old) >= floor then \
+       floor = tonumber(old) + 1 \
+       redis.call('SET', KEYS[3], string.format('%.0f', floor), 'PX', 86400000) \
+     end ";
+
+/// *Same work* ask. KEYS[1] lease, KEYS[2] line, KEYS[3] fence counter;
+/// ARGV[1] token, ARGV[2] TTL ms. Stands in line with a place that expires a
+/// second from the server's clock; only a line that was empty looks at the
+/// key, and takes it with a fence. 1 when taken, else 0.
+static SAME_ASK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "local t = redis.call('TIME') \
+         local place = string.format('%d %s %s', \
+           tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + 1000, ARGV[2], ARGV[1]) \
+         if redis.call('RPUSH', KEYS[2], place) > 1 then return 0 end \
+         redis.call('DEL', KEYS[2]) \
+         if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+           {FENCE_LUA} \
+           return 1 \
+         end \
+         redis.call('RPUSH', KEYS[2], place) \
+         return 0"
+    ))
+});
+
+/// *Same work* release. KEYS[1] lease, KEYS[2] line, KEYS[3] fence counter;
+/// ARGV[1] token, ARGV[2] channel. Hands the key to the first in line with a
+/// fence for its TTL and publishes `token fence place`, or deletes it.
+static SAME_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end \
+         local first = redis.call('LPOP', KEYS[2]) \
+         if not first then return redis.call('DEL', KEYS[1]) end \
+         local _, ttl, token = string.match(first, '^(%d+) (%d+) (.+)$') \
+         local t = redis.call('TIME') \
+         {FENCE_LUA} \
+         redis.call('SET', KEYS[1], token, 'PX', ttl) \
+         redis.call('PUBLISH', ARGV[2], string.format('%s %d %s', token, floor, first)) \
+         return 1"
+    ))
+});
+
 /// Lease TTL, ms.
 const TTL_MS: u64 = 10_000;
 
@@ -47,19 +110,25 @@ type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<()>>>>;
 /// channel.
 #[derive(Clone)]
 pub struct RawLine {
+    work: Work,
     calls: MultiplexedConnection,
     waiters: Waiters,
     key: String,
+    line: String,
+    fence: String,
+    channel: String,
     _pushes: MultiplexedConnection,
 }
 
 impl RawLine {
-    /// Connects to `url` for turns on `key`.
-    pub async fn connect(url: &str, key: &str) -> Self {
+    /// Connects to `url` for turns on `key`, sending `work`.
+    pub async fn connect(url: &str, key: &str, work: Work) -> Self {
         let waiters = Waiters::default();
         let woken = Arc::clone(&waiters);
         let config = AsyncConnectionConfig::new().set_push_sender(move |push: PushInfo| {
-            if let Some(redis::Value::BulkString(token)) = push.data.get(1) {
+            if let Some(redis::Value::BulkString(message)) = push.data.get(1) {
+                // The token, first word of a *same work* message.
+                let token = message.split(|b| *b == b' ').next().unwrap_or_default();
                 let token = String::from_utf8_lossy(token);
                 if let Some(turn) = woken.lock().unwrap().remove(token.as_ref()) {
                     let _ = turn.send(());
@@ -67,30 +136,42 @@ impl RawLine {
             }
             Ok::<(), redis::aio::SendError>(())
         });
+        let channel = format!("{key}:released");
         let mut pushes = super::raw::client(url, ProtocolVersion::RESP3)
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .unwrap();
-        pushes.subscribe(channel(key)).await.unwrap();
+        pushes.subscribe(&channel).await.unwrap();
         let calls = super::raw::client(url, ProtocolVersion::RESP2)
             .get_multiplexed_async_connection()
             .await
             .unwrap();
         RawLine {
+            work,
             calls,
             waiters,
             key: key.to_string(),
+            line: format!("{key}:line"),
+            fence: format!("{key}:fence"),
+            channel,
             _pushes: pushes,
         }
     }
 
-    /// Waits for the key's turn with `token` (unique per turn).
+    /// Waits for the key's turn with `token` (unique per turn, no spaces).
     pub async fn acquire(&self, token: &str) {
         let (turn, woken) = oneshot::channel();
         self.waiters.lock().unwrap().insert(token.to_string(), turn);
-        let taken: i64 = ASK
-            .key(&self.key)
-            .key(format!("{}:line", self.key))
+        let script = match self.work {
+            Work::Least => &ASK,
+            Work::Same => &SAME_ASK,
+        };
+        let mut ask = script.key(&self.key);
+        ask.key(&self.line);
+        if self.work == Work::Same {
+            ask.key(&self.fence);
+        }
+        let taken: i64 = ask
             .arg(token)
             .arg(TTL_MS)
             .invoke_async(&mut self.calls.clone())
@@ -105,19 +186,19 @@ impl RawLine {
 
     /// Hands the key on (or frees it), as the holder `token`.
     pub async fn release(&self, token: &str) {
-        let _: i64 = RELEASE
-            .key(&self.key)
-            .key(format!("{}:line", self.key))
-            .arg(token)
-            .arg(TTL_MS)
-            .arg(channel(&self.key))
+        let mut release = match self.work {
+            Work::Least => RELEASE.key(&self.key),
+            Work::Same => SAME_RELEASE.key(&self.key),
+        };
+        release.key(&self.line).arg(token);
+        match self.work {
+            Work::Least => release.arg(TTL_MS),
+            Work::Same => release.key(&self.fence),
+        };
+        let _: i64 = release
+            .arg(&self.channel)
             .invoke_async(&mut self.calls.clone())
             .await
             .unwrap();
     }
-}
-
-/// The release channel of `key`.
-fn channel(key: &str) -> String {
-    format!("{key}:released")
 }

@@ -191,16 +191,24 @@ pub fn render(
 
     let contended = ["rslock", "raw", "redis-py"];
     let h = t.m("contended.tenure.handoffs");
-    let (hr, hraw, hline, ceiling) = (
+    let (hr, hraw, hline, hsame, ceiling) = (
         t.m("contended.rslock.handoffs"),
         t.m("contended.raw.handoffs"),
         t.m("contended.raw-line.handoffs"),
+        t.m("contended.same-work-line.handoffs"),
         t.m("contended.in-process.handoffs"),
     );
     let peers = t.peers(
         "contended",
         ".handoffs",
-        &["in-process", "raw-line", "rslock", "raw", "redis-py"],
+        &[
+            "in-process",
+            "raw-line",
+            "same-work-line",
+            "rslock",
+            "raw",
+            "redis-py",
+        ],
         rate,
     );
     t.row(
@@ -208,17 +216,25 @@ pub fn render(
         rate(h),
         peers,
         format!(
-            "{:.0}× rslock, {:.2}× raw, {:.2}× raw line, {:.2}× in-process",
+            "{:.1}× rslock, {:.2}× raw, {:.2}× raw line, {:.2}× same-work line \
+             ({:.1}× rslock), {:.2}× in-process",
             h / hr,
             h / hraw,
             h / hline,
+            h / hsame,
+            hsame / hr,
             h / ceiling
         ),
         "≥ 20× rslock",
         Some(h >= 20.0 * hr),
     );
     let c = t.m("contended.tenure.commands");
-    let peers = t.peers("contended", ".commands", &contended, num);
+    let peers = t.peers(
+        "contended",
+        ".commands",
+        &["raw-line", "same-work-line", "rslock", "raw", "redis-py"],
+        num,
+    );
     t.row(
         "contended: Redis commands per cycle",
         num(c),
@@ -229,11 +245,35 @@ pub fn render(
     );
     let us = t.m("contended.tenure.server_us");
     let line_us = t.m("contended.raw-line.server_us");
+    let same_us = t.m("contended.same-work-line.server_us");
     t.row(
         "contended: server µs in scripts per cycle",
         format!("{us:.1} µs"),
-        format!("raw line {line_us:.1} µs"),
-        format!("{:.2}× raw line", us / line_us),
+        format!("raw line {line_us:.1} µs, same-work line {same_us:.1} µs"),
+        format!(
+            "{:.2}× raw line, {:.2}× same-work line",
+            us / line_us,
+            us / same_us
+        ),
+        "",
+        None,
+    );
+    let cpu = |peer: &str| {
+        (
+            t.m(&format!("contended.{peer}.client_cpu_us")),
+            t.m(&format!("contended.{peer}.server_cpu_us")),
+        )
+    };
+    let ((wc, ws), (sc, ss)) = (cpu("tenure"), cpu("same-work-line"));
+    t.row(
+        "contended: CPU µs per cycle, client + server",
+        format!("{wc:.1} + {ws:.1} µs"),
+        format!("same-work line {sc:.1} + {ss:.1} µs"),
+        format!(
+            "client {:.2}×, server {:.2}× same-work line",
+            wc / sc,
+            ws / ss
+        ),
         "",
         None,
     );
@@ -476,7 +516,11 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   hands the key to the first in line and publishes its token, and waiters
   hear it on a RESP3 connection of their own (no fences, places or claims):
   the most hand-offs this protocol makes through this server on this
-  machine. tenure waits with `attempt_within`; rslock with its `acquire`
+  machine. *same-work line* is the same client sending the ten commands of
+  tenure's contended cycle (the release's `GET`, `LPOP`, `TIME`, `SET … GET`
+  of the fence counter, `SET`, `PUBLISH`; the stand's `TIME`, `RPUSH` of a
+  place with an expiry; each side one `EVALSHA`): the most hand-offs
+  tenure's protocol allows a client here. tenure waits with `attempt_within`; rslock with its `acquire`
   (retries after random 0–200 ms delays); raw polls every 1 ms; redis-py
   blocks with its default 0.1 s polling sleep. *server µs* is the time the
   server spent in the scripts, per cycle. A cycle is one grant; a wait is
