@@ -520,10 +520,12 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   tenure's contended cycle (the release's `GET`, `LPOP`, `TIME`, `SET … GET`
   of the fence counter, `SET`, `PUBLISH`; the stand's `TIME`, `RPUSH` of a
   place with an expiry; each side one `EVALSHA`): the most hand-offs
-  tenure's protocol allows a client here. tenure waits with `attempt_within`; rslock with its `acquire`
-  (retries after random 0–200 ms delays); raw polls every 1 ms; redis-py
+  tenure's protocol allows a client here. tenure waits with
+  `attempt_within`; rslock with its `acquire` (retries after random
+  0–200 ms delays); raw polls every 1 ms; redis-py
   blocks with its default 0.1 s polling sleep. *server µs* is the time the
-  server spent in the scripts, per cycle. A cycle is one grant; a wait is
+  server spent in the scripts, per cycle; *CPU per cycle* as for *distinct
+  keys*. A cycle is one grant; a wait is
   from asking to holding (median over rounds, and the rounds' range for
   tenure). A task's
   first turn is shown apart: the 16 tasks ask at once, and each first ask
