@@ -53,6 +53,23 @@ pub(super) const WAIT_LUA: &str = concat!(
     include_str!("scripts/lease_line.lua"),
     include_str!("scripts/lease_wait.lua")
 );
+/// A look's reply: `{won, value, place}`, or the place alone from a first
+/// look that stood behind others without looking at the key (a bulk string,
+/// `scripts/lease_stand.lua`), read as `{0, -1, place}`.
+struct Look(i64, i64, String);
+
+impl redis::FromRedisValue for Look {
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        match v {
+            redis::Value::BulkString(place) => Ok(Look(0, -1, String::from_utf8(place)?)),
+            v => {
+                let (won, value, place) = <(i64, i64, String)>::from_redis_value(v)?;
+                Ok(Look(won, value, place))
+            }
+        }
+    }
+}
+
 pub(super) const LEAVE_LUA: &str = line_script!("lease_leave.lua");
 const OBSERVE_LUA: &str = line_script!("lease_observe.lua");
 static OBSERVE: LazyLock<Script> = LazyLock::new(|| Script::new(OBSERVE_LUA));
@@ -112,7 +129,7 @@ impl RedisStore {
                 self.counters().wait.pair(),
                 &keys,
                 &args,
-                |(won, value, place): (i64, i64, String)| (won, value, Some(place)),
+                |Look(won, value, place)| (won, value, Some(place)),
             )
             .await?;
         let stood = match &looked {

@@ -11,6 +11,10 @@
 -- with their next look.) A line that turns out empty is looked at as usual,
 -- by lease_wait.lua.
 --
+-- Its reply is the place alone, a bulk string, where every other look answers
+-- {won, value, place}: the client reads it as {0, -1, place}, and a flat
+-- reply is the cheaper one to parse on the client's hot path.
+--
 -- This part runs before the helpers of lease_fence.lua, lease_holder.lua and
 -- lease_line.lua are defined (only lease_line_basics.lua's are): under
 -- contention, where most looks are such stands, defining them would cost the
@@ -24,7 +28,7 @@ if ARGV[4] == '' and ARGV[5] == '1' then
     if length <= 2 or now % 1000 < 100 then
       outlive(KEYS[3], LINE_MS)
     end
-    return {0, -1, entry}
+    return entry
   end
   redis.call('DEL', KEYS[3])
 end

@@ -11,8 +11,9 @@
 -- them without looking at the key), else ''; when the holder is recorded,
 -- ARGV[6] host, ARGV[7] pid and ARGV[8] label (if any)
 -- Returns {1, fence, ''} when the lease is ours (its TTL reset to ttl from now),
--- {0, pttl, entry} when we wait, entry being our place in line (pttl -1 when
--- the key was not looked at).
+-- {0, pttl, entry} when we wait, entry being our place in line; a first look
+-- that stood behind others without looking at the key answers the entry
+-- alone (lease_stand.lua), which the client reads as {0, -1, entry}.
 --
 -- A first look behind others ends in lease_stand.lua, which runs before
 -- the helpers are defined; this is the rest of the look.
