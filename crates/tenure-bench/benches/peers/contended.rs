@@ -13,7 +13,7 @@ use crate::peers::{Peers, TTL, token};
 use crate::raw_line::{RawLine, Work};
 use crate::samples::Samples;
 use crate::server_stats::ServerStats;
-use crate::tasks::process_cpu_secs;
+use crate::tasks::Cpu;
 
 pub const TASKS: usize = 16;
 /// How long a waiter may wait; far beyond any wait seen.
@@ -62,8 +62,18 @@ impl Turns {
         *worst = (*worst).max(waited);
     }
 
-    async fn record(&self, peer: &str, run_for: Duration, stats: &ServerStats, out: &mut Samples) {
+    /// Records what `peer` did, with the CPU it took since `cpu` started.
+    async fn record(
+        &self,
+        peer: &str,
+        run_for: Duration,
+        stats: &ServerStats,
+        cpu: Cpu,
+        out: &mut Samples,
+    ) {
         let cycles = self.cycles.load(Ordering::SeqCst).max(1) as f64;
+        cpu.record(stats, &format!("contended.{peer}"), cycles, out)
+            .await;
         let handoffs = self.handoffs.load(Ordering::SeqCst) as f64;
         out.add(
             format!("contended.{peer}.handoffs"),
@@ -74,7 +84,7 @@ impl Turns {
             stats.calls().await as f64 / cycles,
         );
         out.add(
-            format!("contended.{peer}.server_us"),
+            format!("contended.{peer}.script_us"),
             stats.script_usec().await / cycles,
         );
         let worst = *self.worst.lock().unwrap();
@@ -105,7 +115,7 @@ async fn contend<F, Fut>(
 {
     let turns = Turns::new();
     stats.reset().await;
-    let cpu = (process_cpu_secs(), stats.cpu_secs().await);
+    let cpu = Cpu::start(stats).await;
     let stop = Instant::now() + run_for;
     let handles: Vec<_> = (0..TASKS)
         .map(|task| {
@@ -121,12 +131,7 @@ async fn contend<F, Fut>(
     for h in handles {
         h.await.unwrap();
     }
-    let cycles = turns.cycles.load(Ordering::SeqCst).max(1) as f64;
-    let client = (process_cpu_secs() - cpu.0) * 1e6 / cycles;
-    let server = (stats.cpu_secs().await - cpu.1) * 1e6 / cycles;
-    out.add(format!("contended.{peer}.client_cpu_us"), client);
-    out.add(format!("contended.{peer}.server_cpu_us"), server);
-    turns.record(peer, run_for, stats, out).await;
+    turns.record(peer, run_for, stats, cpu, out).await;
 }
 
 /// Every peer's run on its own key, recorded as `contended.<peer>.<what>`.

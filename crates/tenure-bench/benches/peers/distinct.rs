@@ -8,7 +8,7 @@ use crate::peers::{Peers, TTL, token};
 use crate::raw::Raw;
 use crate::samples::Samples;
 use crate::server_stats::ServerStats;
-use crate::tasks::{process_cpu_secs, rate};
+use crate::tasks::{Cpu, rate};
 
 /// The task counts of the throughput curve.
 pub const TASKS: [usize; 5] = [1, 4, 16, 64, 256];
@@ -34,7 +34,9 @@ pub async fn throughput(
     })
     .await;
     let name = format!("distinct{tasks}.tenure");
-    cpu.record(stats, &name, tenure, run_for, out).await;
+    out.add(&name, tenure);
+    cpu.record(stats, &name, tenure * run_for.as_secs_f64(), out)
+        .await;
 
     for (peer, raw) in raw_peers(p) {
         let cpu = Cpu::start(stats).await;
@@ -48,7 +50,9 @@ pub async fn throughput(
         })
         .await;
         let name = format!("distinct{tasks}.{peer}");
-        cpu.record(stats, &name, cycles, run_for, out).await;
+        out.add(&name, cycles);
+        cpu.record(stats, &name, cycles * run_for.as_secs_f64(), out)
+            .await;
     }
 
     let rl = Arc::clone(&p.rslock);
@@ -69,40 +73,6 @@ pub async fn throughput(
             .run(&["distinct", &p.url, &tasks.to_string(), &secs])
             .await;
         out.add(format!("distinct{tasks}.redis-py"), r["cycles_per_sec"]);
-    }
-}
-
-/// CPU time of this process and of the server at the start of a workload.
-struct Cpu {
-    client: f64,
-    server: f64,
-}
-
-impl Cpu {
-    async fn start(stats: &ServerStats) -> Self {
-        Cpu {
-            client: process_cpu_secs(),
-            server: stats.cpu_secs().await,
-        }
-    }
-
-    /// Records `rate` (cycles/s over `run_for`) as `<name>`, and the CPU µs
-    /// per cycle of this process and of the server since `start` as
-    /// `<name>.client_us` and `<name>.server_us`.
-    async fn record(
-        self,
-        stats: &ServerStats,
-        name: &str,
-        rate: f64,
-        run_for: Duration,
-        out: &mut Samples,
-    ) {
-        out.add(name, rate);
-        let cycles = rate * run_for.as_secs_f64();
-        let client = (process_cpu_secs() - self.client) * 1e6 / cycles;
-        let server = (stats.cpu_secs().await - self.server) * 1e6 / cycles;
-        out.add(format!("{name}.client_us"), client);
-        out.add(format!("{name}.server_us"), server);
     }
 }
 

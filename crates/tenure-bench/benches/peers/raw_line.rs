@@ -113,9 +113,9 @@ pub struct RawLine {
     work: Work,
     calls: MultiplexedConnection,
     waiters: Waiters,
-    key: String,
-    line: String,
-    fence: String,
+    /// The lease key and its line, and on the *same work* line its fence
+    /// counter: the keys of both scripts.
+    keys: Vec<String>,
     channel: String,
     _pushes: MultiplexedConnection,
 }
@@ -146,13 +146,15 @@ impl RawLine {
             .get_multiplexed_async_connection()
             .await
             .unwrap();
+        let mut keys = vec![key.to_string(), format!("{key}:line")];
+        if work == Work::Same {
+            keys.push(format!("{key}:fence"));
+        }
         RawLine {
             work,
             calls,
             waiters,
-            key: key.to_string(),
-            line: format!("{key}:line"),
-            fence: format!("{key}:fence"),
+            keys,
             channel,
             _pushes: pushes,
         }
@@ -166,12 +168,8 @@ impl RawLine {
             Work::Least => &ASK,
             Work::Same => &SAME_ASK,
         };
-        let mut ask = script.key(&self.key);
-        ask.key(&self.line);
-        if self.work == Work::Same {
-            ask.key(&self.fence);
-        }
-        let taken: i64 = ask
+        let taken: i64 = script
+            .key(&self.keys)
             .arg(token)
             .arg(TTL_MS)
             .invoke_async(&mut self.calls.clone())
@@ -187,14 +185,13 @@ impl RawLine {
     /// Hands the key on (or frees it), as the holder `token`.
     pub async fn release(&self, token: &str) {
         let mut release = match self.work {
-            Work::Least => RELEASE.key(&self.key),
-            Work::Same => SAME_RELEASE.key(&self.key),
+            Work::Least => RELEASE.key(&self.keys),
+            Work::Same => SAME_RELEASE.key(&self.keys),
         };
-        release.key(&self.line).arg(token);
-        match self.work {
-            Work::Least => release.arg(TTL_MS),
-            Work::Same => release.key(&self.fence),
-        };
+        release.arg(token);
+        if self.work == Work::Least {
+            release.arg(TTL_MS);
+        }
         let _: i64 = release
             .arg(&self.channel)
             .invoke_async(&mut self.calls.clone())

@@ -69,6 +69,14 @@ impl Table<'_> {
         self.s.median(name).unwrap_or(f64::NAN)
     }
 
+    /// The CPU µs per cycle of `peer`'s client and of the server in `row`.
+    fn cpu(&self, row: &str, peer: &str) -> (f64, f64) {
+        (
+            self.m(&format!("{row}.{peer}.client_us")),
+            self.m(&format!("{row}.{peer}.server_us")),
+        )
+    }
+
     /// `peer X` for each peer measured under `prefix.<peer><suffix>`.
     fn peers(&self, prefix: &str, suffix: &str, peers: &[&str], show: fn(f64) -> String) -> String {
         peers
@@ -152,13 +160,11 @@ pub fn render(
         );
     }
 
-    let cpu = |peer: &str| {
-        (
-            t.m(&format!("distinct64.{peer}.client_us")),
-            t.m(&format!("distinct64.{peer}.server_us")),
-        )
-    };
-    let ((wc, ws), (rc, rs), (sc, ss)) = (cpu("tenure"), cpu("raw"), cpu("same-work"));
+    let ((wc, ws), (rc, rs), (sc, ss)) = (
+        t.cpu("distinct64", "tenure"),
+        t.cpu("distinct64", "raw"),
+        t.cpu("distinct64", "same-work"),
+    );
     t.row(
         "distinct keys, 64 tasks: CPU µs per cycle, client + server",
         format!("{wc:.1} + {ws:.1} µs"),
@@ -243,9 +249,9 @@ pub fn render(
         "≤ 9 commands per hand-off",
         Some(c <= 9.0),
     );
-    let us = t.m("contended.tenure.server_us");
-    let line_us = t.m("contended.raw-line.server_us");
-    let same_us = t.m("contended.same-work-line.server_us");
+    let us = t.m("contended.tenure.script_us");
+    let line_us = t.m("contended.raw-line.script_us");
+    let same_us = t.m("contended.same-work-line.script_us");
     t.row(
         "contended: server µs in scripts per cycle",
         format!("{us:.1} µs"),
@@ -258,13 +264,10 @@ pub fn render(
         "",
         None,
     );
-    let cpu = |peer: &str| {
-        (
-            t.m(&format!("contended.{peer}.client_cpu_us")),
-            t.m(&format!("contended.{peer}.server_cpu_us")),
-        )
-    };
-    let ((wc, ws), (sc, ss)) = (cpu("tenure"), cpu("same-work-line"));
+    let ((wc, ws), (sc, ss)) = (
+        t.cpu("contended", "tenure"),
+        t.cpu("contended", "same-work-line"),
+    );
     t.row(
         "contended: CPU µs per cycle, client + server",
         format!("{wc:.1} + {ws:.1} µs"),

@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::samples::Samples;
+use crate::server_stats::ServerStats;
+
 /// Runs `op(task)` in a loop from `tasks` tasks for `run_for`; returns the
 /// completed operations per second.
 pub async fn rate<F, Fut>(tasks: usize, run_for: Duration, op: F) -> f64
@@ -35,7 +38,7 @@ where
 
 /// CPU time this process spent so far, every thread's (the first field of
 /// `/proc/self/task/*/schedstat`), in seconds.
-pub fn process_cpu_secs() -> f64 {
+fn process_cpu_secs() -> f64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return f64::NAN;
     };
@@ -44,4 +47,29 @@ pub fn process_cpu_secs() -> f64 {
         .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .sum();
     ns as f64 / 1e9
+}
+
+/// CPU time of this process and of the server at the start of a workload.
+pub struct Cpu {
+    client: f64,
+    server: f64,
+}
+
+impl Cpu {
+    pub async fn start(stats: &ServerStats) -> Self {
+        Cpu {
+            client: process_cpu_secs(),
+            server: stats.cpu_secs().await,
+        }
+    }
+
+    /// Records the CPU µs per cycle of this process and of the server since
+    /// `start`, over `cycles` cycles, as `<name>.client_us` and
+    /// `<name>.server_us`.
+    pub async fn record(self, stats: &ServerStats, name: &str, cycles: f64, out: &mut Samples) {
+        let client = (process_cpu_secs() - self.client) * 1e6 / cycles;
+        let server = (stats.cpu_secs().await - self.server) * 1e6 / cycles;
+        out.add(format!("{name}.client_us"), client);
+        out.add(format!("{name}.server_us"), server);
+    }
 }
