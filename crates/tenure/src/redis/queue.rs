@@ -323,4 +323,23 @@ mod tests {
         assert!(super::WAIT_LUA.contains(&place), "{place}");
         assert!(super::WAIT_LUA.contains(&claim), "{claim}");
     }
+
+    /// A stand's reply is its place alone; every other look answers the
+    /// array; a place that is not text is a parsing error, not a panic.
+    #[test]
+    fn a_look_reads_a_stands_place_and_the_array() {
+        use redis::{FromRedisValue, Value};
+
+        use super::Look;
+        let stand = Look::from_redis_value(Value::BulkString(b"17 3000 tok".to_vec())).unwrap();
+        assert_eq!((stand.0, stand.1, stand.2.as_str()), (0, -1, "17 3000 tok"));
+        let array = Value::Array(vec![
+            Value::Int(1),
+            Value::Int(42),
+            Value::BulkString(Vec::new()),
+        ]);
+        let grant = Look::from_redis_value(array).unwrap();
+        assert_eq!((grant.0, grant.1, grant.2.as_str()), (1, 42, ""));
+        assert!(Look::from_redis_value(Value::BulkString(vec![0xff, 0xfe])).is_err());
+    }
 }
