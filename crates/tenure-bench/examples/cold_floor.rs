@@ -10,6 +10,10 @@
 //! Usage: `cold_floor FILE COMMAND`; exits with the command's code, or 64
 //! with a one-line message when it cannot run it.
 
+// Linked for what its build script adds: GCC's unwinder from its static
+// archive, as `tenure` links it.
+extern crate tenure_bench;
+
 use std::error::Error;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
