@@ -10,6 +10,8 @@ use clap_complete::Shell;
 use tenure::limit::Algorithm;
 
 use crate::duration;
+pub use crate::global::Global;
+use crate::global::{Sub, WrittenAfter};
 
 /// The whole command line: global options and one subcommand. (The about
 /// text is the crate's description; `--help` ends with examples and the exit
@@ -22,67 +24,6 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Options accepted before or after the subcommand.
-#[derive(Debug, Args)]
-pub struct Global {
-    /// Store URL: sqlite:PATH, redis://[USER:PASSWORD@]HOST:PORT[/DB],
-    /// rediss://… for TLS, redis+cluster://HOST:PORT,HOST:PORT… for a Redis
-    /// Cluster, redis+sentinel://HOST:26379,…/MASTER for the master Sentinel
-    /// names, or etcd[s]://HOST:2379[,HOST:2379…] (repeatable; several
-    /// Redis URLs form a quorum; in
-    /// TENURE_BACKEND, separate them with commas). Default: this user's
-    /// SQLite file at $TENURE_DB, else $XDG_STATE_HOME/tenure/tenure.db, else
-    /// ~/.local/state/tenure/tenure.db.
-    // No `value_delimiter`: a comma may be part of a password, so splitting is
-    // left to `store::split_urls`, which only cuts before another URL. The
-    // environment's value is never shown in --help (it may hold a password).
-    #[arg(
-        long = "backend",
-        value_name = "URL",
-        global = true,
-        env = "TENURE_BACKEND",
-        hide_env_values = true,
-        action = ArgAction::Append,
-    )]
-    pub backends: Vec<String>,
-
-    /// PEM file of the CA that signs the server's certificates of a
-    /// rediss://, rediss+cluster://, rediss+sentinel:// or etcds:// store
-    /// (default: the system's trusted roots); ignored for other stores.
-    #[arg(long, value_name = "FILE", global = true, env = "TENURE_CACERT")]
-    pub cacert: Option<PathBuf>,
-
-    /// PEM client certificate for a rediss:// server or etcds:// members
-    /// that check clients (with --tls-key).
-    #[arg(
-        long,
-        value_name = "FILE",
-        global = true,
-        env = "TENURE_TLS_CERT",
-        requires = "tls_key"
-    )]
-    pub tls_cert: Option<PathBuf>,
-
-    /// PEM private key of --tls-cert.
-    #[arg(
-        long,
-        value_name = "FILE",
-        global = true,
-        env = "TENURE_TLS_KEY",
-        requires = "tls_cert"
-    )]
-    pub tls_key: Option<PathBuf>,
-
-    /// Print nothing but errors (and what --json asks for).
-    #[arg(short, long, global = true)]
-    pub quiet: bool,
-
-    /// Log to stderr: -v info, -vv debug, -vvv trace. RUST_LOG (e.g.
-    /// `tenure=debug`, `info`, `off`) is read too and wins for what it names.
-    #[arg(short, long, global = true, action = ArgAction::Count)]
-    pub verbose: u8,
 }
 
 // Usage lines: clap's own would show KEY as optional (it may come as -k).
@@ -123,20 +64,23 @@ pub fn command() -> clap::Command {
     Cli::command().after_help(root_after_help())
 }
 
-/// Parses this process's command line, formatting the top-level epilogue
-/// only when help is shown: a `tenure run` does not pay for it.
+/// Parses this process's command line (see [`parse_from`]).
 pub fn parse() -> Result<Cli, clap::Error> {
+    parse_from(std::env::args_os().collect())
+}
+
+/// Parses a command line (its first word the program's name), formatting
+/// the top-level epilogue only when help is shown: a `tenure run` does not
+/// pay for it. The options of [`Global`] written after the subcommand are
+/// settled into [`Cli::global`].
+pub fn parse_from(args: Vec<OsString>) -> Result<Cli, clap::Error> {
     use clap::error::ErrorKind;
-    let args: Vec<OsString> = std::env::args_os().collect();
     let mut grammar = Cli::command();
     let parsed = grammar
         .try_get_matches_from_mut(&args)
-        .and_then(|mut matches| {
-            Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut grammar))
-        });
-    // Not dropped: freeing the grammar (every subcommand's arguments, the
-    // global ones copied into each) is about 40 000 instructions of a cold
-    // start, and the process exits soon after; the kernel frees it then.
+        .and_then(|matches| Cli::from_matches(matches).map_err(|e| e.format(&mut grammar)));
+    // Not dropped: freeing the grammar is about 40 000 instructions of a
+    // cold start, and the process exits soon after; the kernel frees it then.
     std::mem::forget(grammar);
     match parsed {
         Err(e)
@@ -145,10 +89,33 @@ pub fn parse() -> Result<Cli, clap::Error> {
                 ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             ) =>
         {
-            let mut matches = command().try_get_matches_from(args)?;
-            Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command()))
+            let matches = command().try_get_matches_from(args)?;
+            Cli::from_matches(matches).map_err(|e| e.format(&mut command()))
         }
         parsed => parsed,
+    }
+}
+
+/// Parses `tenure WORDS…` as [`parse`] does this process's command line.
+#[cfg(test)]
+pub fn parse_words(words: &[&str]) -> Result<Cli, clap::Error> {
+    parse_from(
+        std::iter::once("tenure")
+            .chain(words.iter().copied())
+            .map(OsString::from)
+            .collect(),
+    )
+}
+
+impl Cli {
+    /// The command line in `matches`, with the options written after the
+    /// subcommand settled into [`Cli::global`].
+    fn from_matches(mut matches: clap::ArgMatches) -> Result<Cli, clap::Error> {
+        let written = WrittenAfter::of(&matches);
+        let mut cli = Cli::from_arg_matches_mut(&mut matches)?;
+        let after = std::mem::take(cli.command.global_mut());
+        cli.global.settle(after, &written);
+        Ok(cli)
     }
 }
 
@@ -228,41 +195,41 @@ pub enum Command {
     /// B); TENURE_FENCE and TENURE_KEY (for several: TENURE_FENCES and
     /// TENURE_KEYS, one per line) are set in its environment.
     #[command(override_usage = RUN_USAGE, after_help = RUN_EXAMPLES)]
-    Run(RunArgs),
+    Run(Sub<RunArgs>),
     /// Take units from a rate limit: exit 0 when allowed, 75 when limited.
     #[command(override_usage = LIMIT_USAGE, after_help = LIMIT_EXAMPLES)]
-    Limit(LimitArgs),
+    Limit(Sub<LimitArgs>),
     /// Show whether a lease is held, who holds it and for how long, its
     /// remaining TTL, last fence and how many wait.
     #[command(override_usage = STATUS_USAGE, after_help = STATUS_EXAMPLES)]
-    Status(StatusArgs),
+    Status(Sub<StatusArgs>),
     /// List the held leases under a key prefix, with their holders (--watch:
     /// live TTL bars).
     #[command(after_help = LIST_EXAMPLES)]
-    List(ListArgs),
+    List(Sub<ListArgs>),
     /// Run a command only while this process leads an election (TENURE_FENCE
     /// is the term); campaign again after losing leadership unless --exit-on-loss.
     #[command(override_usage = ELECT_USAGE, after_help = ELECT_EXAMPLES)]
-    Elect(crate::elect::ElectArgs),
+    Elect(Sub<crate::elect::ElectArgs>),
     /// Show who leads an election: exit 0, or 75 when nobody leads.
     #[command(override_usage = LEADER_USAGE, after_help = LEADER_EXAMPLES)]
-    Leader(crate::leader::LeaderArgs),
+    Leader(Sub<crate::leader::LeaderArgs>),
     /// Run a command at most once per key; later and concurrent callers exit
     /// with its recorded status (and replay its stdout with --capture).
     #[command(override_usage = ONCE_USAGE, after_help = ONCE_EXAMPLES)]
-    Once(crate::once::OnceArgs),
+    Once(Sub<crate::once::OnceArgs>),
     /// Break-glass: release a lease whoever holds it (--force); the next fence
     /// is greater and the old holder sees the loss at its next renewal.
     #[command(override_usage = RELEASE_USAGE, after_help = RELEASE_EXAMPLES)]
-    Release(crate::release::ReleaseArgs),
+    Release(Sub<crate::release::ReleaseArgs>),
     /// Print a shell completion script on stdout (e.g. `tenure completions
     /// bash > /etc/bash_completion.d/tenure`).
     #[command(after_help = COMPLETIONS_EXAMPLES)]
-    Completions(CompletionsArgs),
+    Completions(Sub<CompletionsArgs>),
     /// Print the man page (roff) on stdout, or write one page per command
     /// into a directory with --dir.
     #[command(after_help = MAN_EXAMPLES)]
-    Man(ManArgs),
+    Man(Sub<ManArgs>),
 }
 
 impl Command {
@@ -270,10 +237,26 @@ impl Command {
     /// they were written (see [`Invocation::resolve`]).
     pub fn resolve(&mut self) -> Result<(), String> {
         match self {
-            Command::Run(args) => args.resolve(),
-            Command::Elect(args) => args.resolve(),
-            Command::Once(args) => args.resolve(),
+            Command::Run(sub) => sub.args.resolve(),
+            Command::Elect(sub) => sub.args.resolve(),
+            Command::Once(sub) => sub.args.resolve(),
             _ => Ok(()),
+        }
+    }
+
+    /// The options of [`Global`] written after this subcommand's name.
+    fn global_mut(&mut self) -> &mut Global {
+        match self {
+            Command::Run(sub) => &mut sub.global,
+            Command::Limit(sub) => &mut sub.global,
+            Command::Status(sub) => &mut sub.global,
+            Command::List(sub) => &mut sub.global,
+            Command::Elect(sub) => &mut sub.global,
+            Command::Leader(sub) => &mut sub.global,
+            Command::Once(sub) => &mut sub.global,
+            Command::Release(sub) => &mut sub.global,
+            Command::Completions(sub) => &mut sub.global,
+            Command::Man(sub) => &mut sub.global,
         }
     }
 }
@@ -684,41 +667,9 @@ mod tests {
         assert!(parse_wait("forever").unwrap_err().contains("or inf"));
     }
 
-    #[test]
-    fn backend_goes_before_or_after_the_subcommand() {
-        let before =
-            Cli::try_parse_from(["tenure", "--backend", "memory:", "status", "--key", "k"])
-                .expect("parses");
-        let after = Cli::try_parse_from([
-            "tenure",
-            "status",
-            "--key",
-            "k",
-            "--backend",
-            "sqlite:a.db",
-            "--backend",
-            "redis://x",
-        ])
-        .expect("parses");
-        assert_eq!(before.global.backends, ["memory:"]);
-        assert_eq!(after.global.backends, ["sqlite:a.db", "redis://x"]);
-        // A comma is not split here: it may belong to a password.
-        let comma = Cli::try_parse_from([
-            "tenure",
-            "--backend",
-            "redis://:a,b@h",
-            "status",
-            "--key",
-            "k",
-        ])
-        .expect("parses");
-        assert_eq!(comma.global.backends, ["redis://:a,b@h"]);
-    }
-
     /// Parses and resolves `tenure ARGS…`.
     fn parse(args: &[&str]) -> Result<Cli, String> {
-        let mut cli = Cli::try_parse_from(std::iter::once("tenure").chain(args.iter().copied()))
-            .map_err(|e| e.to_string())?;
+        let mut cli = parse_words(args).map_err(|e| e.to_string())?;
         cli.command.resolve()?;
         Ok(cli)
     }
@@ -727,7 +678,7 @@ mod tests {
         let mut all = vec!["run"];
         all.extend_from_slice(args);
         match parse(&all)?.command {
-            Command::Run(run) => Ok(run),
+            Command::Run(sub) => Ok(sub.args),
             other => Err(format!("not run: {other:?}")),
         }
     }
@@ -835,7 +786,7 @@ mod tests {
     #[test]
     fn one_short_flag_one_meaning() {
         let once = parse(&["once", "-k", "k", "-t", "5", "-w", "10", "-c", "x"]).expect("parses");
-        let Command::Once(once) = once.command else {
+        let Command::Once(Sub { args: once, .. }) = once.command else {
             panic!("not once")
         };
         assert_eq!(
@@ -847,7 +798,7 @@ mod tests {
         assert!(parse(&["list", "-w"]).is_err());
         assert!(parse(&["list", "--watch"]).is_ok());
         let elect = parse(&["elect", "k", "--exit-on-loss", "true"]).expect("parses");
-        let Command::Elect(elect) = elect.command else {
+        let Command::Elect(Sub { args: elect, .. }) = elect.command else {
             panic!("not elect")
         };
         assert!(elect.exit_on_loss);

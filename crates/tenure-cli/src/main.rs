@@ -14,6 +14,7 @@ mod duration;
 mod elect;
 mod exit;
 mod generate;
+mod global;
 mod grant;
 mod leader;
 mod limit;
@@ -62,8 +63,8 @@ fn main() -> ExitCode {
     }
     // Generated from the grammar alone: no store, no runtime.
     match &cli.command {
-        Command::Completions(args) => return ExitCode::from(generate::completions(args)),
-        Command::Man(args) => return ExitCode::from(generate::man(args)),
+        Command::Completions(sub) => return ExitCode::from(generate::completions(&sub.args)),
+        Command::Man(sub) => return ExitCode::from(generate::man(&sub.args)),
         _ => {}
     }
     init_logging(cli.global.verbose);
@@ -97,14 +98,14 @@ fn main() -> ExitCode {
 
 async fn dispatch(cli: &Cli) -> Result<u8, Failure> {
     match &cli.command {
-        Command::Run(args) => run::run(&cli.global, args).await,
-        Command::Limit(args) => limit::limit(&cli.global, args).await,
-        Command::Status(args) => status::status(&cli.global, args).await,
-        Command::List(args) => list::list(&cli.global, args).await,
-        Command::Elect(args) => elect::elect(&cli.global, args).await,
-        Command::Leader(args) => leader::leader(&cli.global, args).await,
-        Command::Once(args) => once::once(&cli.global, args).await,
-        Command::Release(args) => release::release(&cli.global, args).await,
+        Command::Run(sub) => run::run(&cli.global, &sub.args).await,
+        Command::Limit(sub) => limit::limit(&cli.global, &sub.args).await,
+        Command::Status(sub) => status::status(&cli.global, &sub.args).await,
+        Command::List(sub) => list::list(&cli.global, &sub.args).await,
+        Command::Elect(sub) => elect::elect(&cli.global, &sub.args).await,
+        Command::Leader(sub) => leader::leader(&cli.global, &sub.args).await,
+        Command::Once(sub) => once::once(&cli.global, &sub.args).await,
+        Command::Release(sub) => release::release(&cli.global, &sub.args).await,
         // Handled in `main` before the runtime starts.
         Command::Completions(_) | Command::Man(_) => Ok(0),
     }

@@ -66,7 +66,7 @@ pub fn regenerate(doc: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// The grammar with global options propagated and display names set.
+/// The whole grammar, built: every subcommand's options and display names.
 fn built() -> Command {
     let mut root = crate::cli::command().disable_help_subcommand(true);
     root.build();
@@ -88,7 +88,7 @@ fn subcommand(cmd: &Command) -> String {
     let own: Vec<&Arg> = cmd
         .get_arguments()
         .chain(cmd.get_positionals())
-        .filter(|a| documented(a) && !a.is_global_set())
+        .filter(|a| documented(a) && !crate::global::is_global(a.get_id().as_str()))
         .fold(Vec::new(), |mut seen, a| {
             if !seen.iter().any(|s: &&Arg| s.get_id() == a.get_id()) {
                 seen.push(a);

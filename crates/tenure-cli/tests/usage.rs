@@ -118,6 +118,15 @@ fn the_backend_comes_from_the_environment_or_the_default_locations() {
         &["--backend", &flag, "status", "--key", "k"],
     );
     assert!(db.is_file());
+    // Written after the subcommand, it wins too.
+    let db = s.path("after.db");
+    let flag = format!("sqlite:{}", db.display());
+    succeeds(
+        "TENURE_BACKEND",
+        "ftp://ignored".into(),
+        &["status", "--key", "k", "--backend", &flag],
+    );
+    assert!(db.is_file());
     // TENURE_DB names the default database.
     let db = s.path("named.db");
     succeeds("TENURE_DB", db.display().to_string(), &run);
