@@ -153,7 +153,15 @@ impl Global {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::cli::parse_words;
+
+    #[test]
+    fn the_ids_are_the_options_ids() {
+        let cmd = Global::augment_args(clap::Command::new("t"));
+        let ids: Vec<&str> = cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
+        assert_eq!(ids, IDS);
+    }
 
     #[test]
     fn backend_goes_before_or_after_the_subcommand() {
