@@ -34,16 +34,57 @@ fn floor_bin() -> Option<std::path::PathBuf> {
     bin.is_file().then_some(bin)
 }
 
-/// The release build of `tenure` with the embedded SQLite store alone
-/// (`--no-default-features`): `TENURE_SQLITE_ONLY_BIN`, or the workspace's
-/// `target/release/tenure-sqlite-only` (`scripts/bench` builds it); `None`
-/// when there is none.
-fn sqlite_only_bin() -> Option<std::path::PathBuf> {
-    let bin = std::env::var_os("TENURE_SQLITE_ONLY_BIN").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/tenure-sqlite-only"),
-        Into::into,
-    );
-    bin.is_file().then_some(bin)
+/// A build of `tenure` measured beside the default one, each with its own
+/// `HOME` (its own SQLite default file).
+struct Build {
+    /// The samples' name: `cli.<name>`.
+    name: &'static str,
+    /// The variable that names its binary.
+    var: &'static str,
+    /// Its binary in the workspace's `target/release` otherwise.
+    file: &'static str,
+}
+
+/// The builds `scripts/bench` makes besides the default one: the embedded
+/// SQLite store alone (`--no-default-features`), and every store linked
+/// statically (glibc, `-C target-feature=+crt-static`, docs/cli.md).
+const BUILDS: [Build; 2] = [
+    Build {
+        name: "sqlite_only",
+        var: "TENURE_SQLITE_ONLY_BIN",
+        file: "tenure-sqlite-only",
+    },
+    Build {
+        name: "static",
+        var: "TENURE_STATIC_BIN",
+        file: "tenure-static",
+    },
+];
+
+impl Build {
+    /// Its binary: the variable's, or the workspace's; `None` when there is
+    /// none.
+    fn bin(&self) -> Option<std::path::PathBuf> {
+        let bin = std::env::var_os(self.var).map_or_else(
+            || {
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../target/release")
+                    .join(self.file)
+            },
+            Into::into,
+        );
+        bin.is_file().then_some(bin)
+    }
+
+    /// `tenure run` of this build's binary `bin`, on the default file of its
+    /// own `HOME` under `home` (created).
+    fn run(&self, home: &Path, bin: &Path) -> Command {
+        let home = home.join(self.name);
+        std::fs::create_dir_all(&home).unwrap();
+        let mut c = run_with(bin, &home);
+        c.args(["run", "--key", "bench", "--", "true"]);
+        c
+    }
 }
 
 /// A run of the minimal lease program on the file `db`.
@@ -75,48 +116,50 @@ fn median(mut v: Vec<Duration>) -> f64 {
 }
 
 /// Records `cli.{sqlite,redis,flock}` in ms (median of `RUNS`),
-/// `cli.floor` when the minimal lease program is built, and
-/// `cli.sqlite_only` when the SQLite-only build of `tenure` is.
+/// `cli.floor` when the minimal lease program is built, and `cli.<name>` of
+/// each of [`BUILDS`] that is.
 pub async fn run(redis_url: &str, out: &mut Samples) {
     let url = redis_url.to_string();
-    let [sqlite, redis, flock, floor, sqlite_only] = tokio::task::spawn_blocking(move || {
+    let medians = tokio::task::spawn_blocking(move || {
         let home = std::env::temp_dir().join(format!("tenure-bench-{}", std::process::id()));
         std::fs::create_dir_all(&home).unwrap();
-        let tenure = |backend: Option<&str>| tenure_run(&home, backend);
-        let lock_file = home.join("flock");
-        let floor_bin = floor_bin();
-        let floor_db = home.join("floor.db");
-        let lean = sqlite_only_bin();
-        std::fs::create_dir_all(home.join("sqlite-only")).unwrap();
-        let mut v: [Vec<Duration>; 5] = Default::default();
+        let mut runs = runs(&home, &url);
+        let mut took: Vec<Vec<Duration>> = vec![Vec::new(); runs.len()];
         for _ in 0..RUNS {
-            v[0].push(time(&mut tenure(None)));
-            v[1].push(time(&mut tenure(Some(&url))));
-            v[2].push(time(Command::new("flock").arg(&lock_file).arg("true")));
-            if let Some(bin) = &floor_bin {
-                v[3].push(time(&mut floor_run(bin, &floor_db)));
-            }
-            if let Some(bin) = &lean {
-                v[4].push(time(&mut sqlite_only_run(&home, bin)));
+            for ((_, cmd), took) in runs.iter_mut().zip(&mut took) {
+                took.push(time(cmd));
             }
         }
         let _ = std::fs::remove_dir_all(&home);
-        v.map(|v| (!v.is_empty()).then(|| median(v)))
+        let names = runs.iter().map(|(name, _)| *name);
+        names.zip(took.into_iter().map(median)).collect::<Vec<_>>()
     })
     .await
     .unwrap();
-    let named = [
-        ("sqlite", sqlite),
-        ("redis", redis),
-        ("flock", flock),
-        ("floor", floor),
-        ("sqlite_only", sqlite_only),
-    ];
-    for (name, ms) in named {
-        if let Some(ms) = ms {
-            out.add(format!("cli.{name}"), ms);
-        }
+    for (name, ms) in medians {
+        out.add(format!("cli.{name}"), ms);
     }
+}
+
+/// Every command the cold start times, by name, with their files under
+/// `home`: tenure on SQLite and on Redis at `redis_url`, `flock`, and the
+/// minimal lease run and each of [`BUILDS`] when they are built.
+fn runs(home: &Path, redis_url: &str) -> Vec<(&'static str, Command)> {
+    let floor = floor_bin().map(|bin| ("floor", floor_run(&bin, &home.join("floor.db"))));
+    let builds = BUILDS
+        .iter()
+        .filter_map(|b| Some((b.name, b.run(home, &b.bin()?))));
+    let mut flock = Command::new("flock");
+    flock.arg(home.join("flock")).arg("true");
+    [
+        ("sqlite", tenure_run(home, None)),
+        ("redis", tenure_run(home, Some(redis_url))),
+        ("flock", flock),
+    ]
+    .into_iter()
+    .chain(floor)
+    .chain(builds)
+    .collect()
 }
 
 /// A `tenure run` command: `HOME` in `home` (the SQLite default file there),
@@ -126,14 +169,6 @@ fn tenure_run(home: &Path, backend: Option<&str>) -> Command {
     if let Some(b) = backend {
         c.args(["--backend", b]);
     }
-    c.args(["run", "--key", "bench", "--", "true"]);
-    c
-}
-
-/// `tenure run` of the SQLite-only build `bin`, on the default file of its
-/// own `HOME` under `home`.
-fn sqlite_only_run(home: &Path, bin: &Path) -> Command {
-    let mut c = run_with(bin, &home.join("sqlite-only"));
     c.args(["run", "--key", "bench", "--", "true"]);
     c
 }
@@ -150,7 +185,7 @@ fn run_with(bin: &Path, home: &Path) -> Command {
 
 /// Records `cli.redis.commands` (commands one cold start sends, by name in
 /// `cli.redis.command.<name>`) and, with strace,
-/// `cli.{sqlite,redis,flock,floor,sqlite_only}.syscalls`.
+/// `cli.<run>.syscalls` of each run [`run`] times.
 pub async fn count(stats: &crate::server_stats::ServerStats, redis_url: &str, out: &mut Samples) {
     let home = std::env::temp_dir().join(format!("tenure-bench-count-{}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();
@@ -165,21 +200,7 @@ pub async fn count(stats: &crate::server_stats::ServerStats, redis_url: &str, ou
     }
     out.add("cli.redis.commands", total as f64);
     if Command::new("strace").arg("-V").output().is_ok() {
-        let lock_file = home.join("flock");
-        let mut flock = Command::new("flock");
-        flock.arg(&lock_file).arg("true");
-        let floor = floor_bin().map(|bin| ("floor", floor_run(&bin, &home.join("floor.db"))));
-        std::fs::create_dir_all(home.join("sqlite-only")).unwrap();
-        let lean = sqlite_only_bin().map(|bin| ("sqlite_only", sqlite_only_run(&home, &bin)));
-        for (name, mut cmd) in [
-            ("sqlite", tenure_run(&home, None)),
-            ("redis", tenure_run(&home, Some(redis_url))),
-            ("flock", flock),
-        ]
-        .into_iter()
-        .chain(floor)
-        .chain(lean)
-        {
+        for (name, mut cmd) in runs(&home, redis_url) {
             // Counted on a second run: the first creates the SQLite files.
             time(&mut cmd);
             if let Some(n) = syscalls(cmd) {

@@ -404,6 +404,12 @@ pub fn render(
             1.5,
             "≤ 1.5× flock",
         ),
+        (
+            "SQLite, the static build",
+            "cli.static",
+            1.5,
+            "≤ 1.5× flock",
+        ),
         ("one local Redis", "cli.redis", 2.0, "≤ 2× flock"),
     ] {
         let ms = t.m(name);

@@ -187,6 +187,7 @@ pub fn charts(s: &Samples, extras: &Extras, dir: &Path) -> Vec<(String, String)>
         ("minimal lease run, SQLite", "cli.floor"),
         ("tenure run -- true, SQLite", "cli.sqlite"),
         ("the same, build with SQLite alone", "cli.sqlite_only"),
+        ("the same, static build", "cli.static"),
         ("tenure run -- true, Redis", "cli.redis"),
     ]
     .iter()
@@ -340,14 +341,15 @@ pub fn render(s: &Samples) -> String {
     }
     let _ = writeln!(
         out,
-        "| | flock | minimal lease run, SQLite | tenure, SQLite | tenure built with SQLite alone | tenure, Redis |"
+        "| | flock | minimal lease run, SQLite | tenure, SQLite | tenure built with SQLite alone | tenure, static build, SQLite | tenure, Redis |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
     let runs = [
         "cli.flock",
         "cli.floor",
         "cli.sqlite",
         "cli.sqlite_only",
+        "cli.static",
         "cli.redis",
     ];
     let row = |what: &str, cell: &dyn Fn(&str) -> String, suffix: &str| {
@@ -369,7 +371,7 @@ pub fn render(s: &Samples) -> String {
     );
     let _ = writeln!(
         out,
-        "| Redis commands (`INFO commandstats`) | | | | | {} |",
+        "| Redis commands (`INFO commandstats`) | | | | | | {} |",
         sc("cli.redis.commands")
     );
     if !by_name.is_empty() {
