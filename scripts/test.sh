@@ -133,6 +133,14 @@ env -u TENURE_DB -u TENURE_BACKEND XDG_STATE_HOME="$state" \
   cargo run -q -p tenure-cli -- run demo sh -c 'echo "holding demo, fence $TENURE_FENCE"'
 test -f "$state/tenure/tenure.db"
 rm -rf "$state"
+echo "== the CLI links GCC's unwinder from its static archive (crates/tenure-cli/build.rs)"
+# Where the C toolchain has libgcc_eh.a, `tenure` does not load libgcc_s.so.1
+# at every start (docs/BENCHMARKS.md, cold start).
+if [ -f "$(cc -print-file-name=libgcc_eh.a)" ] &&
+  readelf -d "${CARGO_TARGET_DIR:-target}/debug/tenure" | grep -q 'libgcc_s'; then
+  echo "tenure needs libgcc_s.so.1: its build script no longer links libgcc_eh.a" >&2
+  exit 1
+fi
 echo "== man pages (generated from the CLI's grammar, as a packager would)"
 man_dir=$(mktemp -d)
 cargo run -q -p tenure-cli -- man --dir "$man_dir"
