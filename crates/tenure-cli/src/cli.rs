@@ -79,8 +79,8 @@ pub fn parse_from(args: Vec<OsString>) -> Result<Cli, clap::Error> {
     let parsed = grammar
         .try_get_matches_from_mut(&args)
         .and_then(|matches| Cli::from_matches(matches).map_err(|e| e.format(&mut grammar)));
-    // Not dropped: freeing the grammar is about 40 000 instructions of a
-    // cold start, and the process exits soon after; the kernel frees it then.
+    // Not dropped: the process exits soon after and the kernel frees it
+    // then, where freeing it here would cost instructions of a cold start.
     std::mem::forget(grammar);
     match parsed {
         Err(e)
