@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 
 use clap::parser::ValueSource;
-use clap::{ArgAction, ArgMatches, Args};
+use clap::{ArgAction, ArgMatches, Args, Id};
 
 // Options accepted before or after the subcommand. (Not a doc comment: clap
 // would make it the description of every command that flattens this.)
@@ -84,36 +84,34 @@ pub struct Sub<T: Args> {
     pub global: Global,
 }
 
-/// The ids of [`Global`]'s options (its fields' names).
-const IDS: [&str; 6] = [
-    "backends", "cacert", "tls_cert", "tls_key", "quiet", "verbose",
-];
-
 /// Whether `id` is one of [`Global`]'s options, which every subcommand
 /// takes too.
 #[cfg(test)]
 pub fn is_global(id: &str) -> bool {
-    IDS.contains(&id)
+    Global::augment_args(clap::Command::new("global"))
+        .get_arguments()
+        .any(|a| a.get_id() == id)
 }
 
-/// Which of [`Global`]'s options were written after the subcommand's name:
-/// read from the subcommand's matches before they become a [`Sub`].
+/// The options written after the subcommand's name on the command line (not
+/// read from the environment), by id: read from the subcommand's matches
+/// before they become a [`Sub`].
 #[derive(Debug, Default)]
-pub struct WrittenAfter(Vec<&'static str>);
+pub struct WrittenAfter(Vec<Id>);
 
 impl WrittenAfter {
-    /// The options the command line gave the subcommand in `matches` (the
-    /// whole command line's), not those it read from the environment.
+    /// What the command line gave the subcommand in `matches` (the whole
+    /// command line's).
     pub fn of(matches: &ArgMatches) -> Self {
         let Some((_, sub)) = matches.subcommand() else {
             return Self::default();
         };
-        let written = |id: &&str| sub.value_source(id) == Some(ValueSource::CommandLine);
-        Self(IDS.into_iter().filter(written).collect())
+        let written = |id: &&Id| sub.value_source(id.as_str()) == Some(ValueSource::CommandLine);
+        Self(sub.ids().filter(written).cloned().collect())
     }
 
     fn has(&self, id: &str) -> bool {
-        self.0.contains(&id)
+        self.0.iter().any(|written| written == id)
     }
 }
 
@@ -122,6 +120,9 @@ impl Global {
     /// `written` says which the command line gave) over these, which were
     /// written before it or read from the environment.
     pub fn settle(&mut self, after: Global, written: &WrittenAfter) {
+        // Each field by name, which clap's derive makes its option's id. A
+        // new field does not compile until it is taken apart here, and is an
+        // unused variable (refused by the lints) until it is listed below.
         let Global {
             backends,
             cacert,
@@ -130,38 +131,20 @@ impl Global {
             quiet,
             verbose,
         } = after;
-        if written.has("backends") {
-            self.backends = backends;
+        macro_rules! take_written {
+            ($($field:ident),+) => {
+                $(if written.has(stringify!($field)) {
+                    self.$field = $field;
+                })+
+            };
         }
-        if written.has("cacert") {
-            self.cacert = cacert;
-        }
-        if written.has("tls_cert") {
-            self.tls_cert = tls_cert;
-        }
-        if written.has("tls_key") {
-            self.tls_key = tls_key;
-        }
-        if written.has("quiet") {
-            self.quiet = quiet;
-        }
-        if written.has("verbose") {
-            self.verbose = verbose;
-        }
+        take_written!(backends, cacert, tls_cert, tls_key, quiet, verbose);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::cli::parse_words;
-
-    #[test]
-    fn the_ids_are_the_options_ids() {
-        let cmd = Global::augment_args(clap::Command::new("t"));
-        let ids: Vec<&str> = cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
-        assert_eq!(ids, IDS);
-    }
 
     #[test]
     fn backend_goes_before_or_after_the_subcommand() {
@@ -209,6 +192,28 @@ mod tests {
         assert_eq!(both.global.cacert.as_deref(), Some("a.pem".as_ref()));
         let twice = parse_words(&["-vvv", "status", "k", "-v"]).expect("parses");
         assert_eq!(twice.global.verbose, 1);
+        // The TLS files too, each from the side it was last written on.
+        let tls = parse_words(&[
+            "--cacert",
+            "a.pem",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+            "status",
+            "k",
+            "--cacert",
+            "b.pem",
+            "--tls-cert",
+            "d.pem",
+            "--tls-key",
+            "l.pem",
+        ])
+        .expect("parses");
+        let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        assert_eq!(path(&tls.global.cacert).as_deref(), Some("b.pem"));
+        assert_eq!(path(&tls.global.tls_cert).as_deref(), Some("d.pem"));
+        assert_eq!(path(&tls.global.tls_key).as_deref(), Some("l.pem"));
     }
 
     #[test]
