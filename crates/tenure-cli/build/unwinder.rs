@@ -29,7 +29,7 @@ fn static_unwinder_available() -> bool {
     else {
         return false;
     };
-    let path = String::from_utf8_lossy(&out.stdout);
-    let path = path.trim();
-    out.status.success() && path.starts_with('/') && std::path::Path::new(path).is_file()
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let path = std::path::Path::new(printed.trim());
+    out.status.success() && path.is_absolute() && path.is_file()
 }

@@ -27,8 +27,18 @@ pub fn tenure_bin() -> std::path::PathBuf {
 /// workspace's `target/release/examples/cold_floor` (`scripts/bench` builds
 /// it); `None` when there is none.
 fn floor_bin() -> Option<std::path::PathBuf> {
-    let bin = std::env::var_os("TENURE_FLOOR_BIN").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/examples/cold_floor"),
+    built("TENURE_FLOOR_BIN", "examples/cold_floor")
+}
+
+/// The binary the variable `var` names, or `file` under the workspace's
+/// `target/release`; `None` when there is no such file.
+fn built(var: &str, file: &str) -> Option<std::path::PathBuf> {
+    let bin = std::env::var_os(var).map_or_else(
+        || {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/release")
+                .join(file)
+        },
         Into::into,
     );
     bin.is_file().then_some(bin)
@@ -65,15 +75,7 @@ impl Build {
     /// Its binary: the variable's, or the workspace's; `None` when there is
     /// none.
     fn bin(&self) -> Option<std::path::PathBuf> {
-        let bin = std::env::var_os(self.var).map_or_else(
-            || {
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../../target/release")
-                    .join(self.file)
-            },
-            Into::into,
-        );
-        bin.is_file().then_some(bin)
+        built(self.var, self.file)
     }
 
     /// `tenure run` of this build's binary `bin`, on the default file of its
