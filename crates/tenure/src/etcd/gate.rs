@@ -306,14 +306,24 @@ impl GateStore for EtcdStore {
             return Ok((AcquireReply::Held { ttl_left: None }, Some(place)));
         }
         self.forget(&member, ask.token);
-        self.revoke_in_background(granted.id);
         // The oldest member leaves first or with the others.
         let oldest = members.iter().find(|m| m.key != member.as_bytes());
-        let ttl_left = match oldest {
-            Some(m) => self.lease_ttl_left("look", key, m.kv.lease).await?,
-            None => Some(Duration::ZERO),
+        let ttl_left = async {
+            match oldest {
+                Some(m) => self.lease_ttl_left("look", key, m.kv.lease).await,
+                None => Ok(Some(Duration::ZERO)),
+            }
         };
-        Ok((AcquireReply::Held { ttl_left }, None))
+        // Our member goes before the refusal is answered: left to a task, it
+        // would outlive a process that exits at once, and count ahead of
+        // every later member for its TTL.
+        let (ttl_left, ()) = tokio::join!(ttl_left, self.revoke(granted.id));
+        Ok((
+            AcquireReply::Held {
+                ttl_left: ttl_left?,
+            },
+            None,
+        ))
     }
 
     async fn extend(

@@ -51,6 +51,8 @@ pub struct EtcdStore {
     pub(super) lines: LineWatches,
     /// The etcd lease this handle's places in line are bound to.
     pub(super) places: PlaceLease,
+    /// Revokes running in the background, for [`LeaseStore::close`].
+    background: tokio_util::task::TaskTracker,
 }
 
 /// An etcd lease we granted for one acquisition.
@@ -91,6 +93,7 @@ impl EtcdStore {
             leases: Arc::new(Mutex::new(HashMap::new())),
             lines: LineWatches::default(),
             places: PlaceLease::default(),
+            background: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -139,18 +142,18 @@ impl EtcdStore {
         self.leases.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Revokes a lease without waiting: its keys (if any are left) go at once
+    /// Revokes lease `id` and waits for etcd's answer: its keys go now
     /// rather than at its TTL. A failure only means the TTL frees them.
+    pub(super) async fn revoke(&self, id: i64) {
+        revoke(&self.conn, id).await;
+    }
+
+    /// Revokes a lease without waiting (see [`revoke`](Self::revoke));
+    /// [`LeaseStore::close`] waits for it.
     pub(super) fn revoke_in_background(&self, id: i64) {
         let conn = self.conn.clone();
-        tokio::spawn(async move {
-            if let Err(e) = conn
-                .call("revoke", "", |c| async move { c.lease_revoke(id).await })
-                .await
-            {
-                tracing::debug!(lease = id, error = %e, "revoking an etcd lease failed; its TTL will end it");
-            }
-        });
+        self.background
+            .spawn(async move { revoke(&conn, id).await });
     }
 
     /// Reads the key; `None` when absent.
@@ -398,6 +401,12 @@ pub(super) fn lease_not_found(e: &Status) -> bool {
 
 #[async_trait]
 impl LeaseStore for EtcdStore {
+    async fn close(&self) {
+        self.background.close();
+        self.background.wait().await;
+        self.background.reopen();
+    }
+
     async fn try_acquire(
         &self,
         key: &str,
@@ -638,6 +647,17 @@ impl EtcdStore {
             Ok((stream, true)) => Some(stream),
             Ok((_, false)) | Err(_) => None,
         }
+    }
+}
+
+/// Revokes etcd lease `id` on `conn`; a failure is logged (the lease's TTL
+/// ends it).
+async fn revoke(conn: &EtcdConn, id: i64) {
+    if let Err(e) = conn
+        .call("revoke", "", |c| async move { c.lease_revoke(id).await })
+        .await
+    {
+        tracing::debug!(lease = id, error = %e, "revoking an etcd lease failed; its TTL will end it");
     }
 }
 
