@@ -9,6 +9,10 @@
 //! master, Cluster, Sentinel, a quorum of masters) or etcd. See docs/cli.md for
 //! the contract scripts rely on (options, output, exit statuses).
 
+// The entry point is `start`'s (see there why), except in unit tests, whose
+// harness brings its own.
+#![cfg_attr(not(test), no_main)]
+
 mod cli;
 mod duration;
 mod elect;
@@ -27,17 +31,30 @@ mod release;
 mod run;
 mod rw;
 mod secrets;
+mod start;
 mod status;
 mod store;
 mod terminal;
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Failure;
 
-fn main() -> ExitCode {
+/// The process's entry point (see [`start`]); unused by unit tests. One of
+/// the two items of tenure-cli the `unsafe_code` lint is allowed for (the
+/// other ignores SIGPIPE): an entry point must be named `main` unmangled,
+/// which the compiler cannot check.
+#[cfg(not(test))]
+#[allow(unsafe_code)]
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: std::os::raw::c_int, _argv: *const *const u8) -> std::os::raw::c_int {
+    start::run(command_line)
+}
+
+/// The command line's work; returns the exit status.
+#[cfg_attr(test, allow(dead_code))]
+fn command_line() -> u8 {
     // First of all, so that not even a usage error can print a password.
     secrets::collect(
         std::env::args_os()
@@ -54,17 +71,17 @@ fn main() -> ExitCode {
             } else {
                 output::note(&text);
             }
-            return ExitCode::from(code);
+            return code;
         }
     };
     if let Err(problem) = cli.command.resolve() {
         output::note(&format!("{problem} (see 'tenure --help')"));
-        return ExitCode::from(exit::USAGE);
+        return exit::USAGE;
     }
     // Generated from the grammar alone: no store, no runtime.
     match &cli.command {
-        Command::Completions(sub) => return ExitCode::from(generate::completions(&sub.args)),
-        Command::Man(sub) => return ExitCode::from(generate::man(&sub.args)),
+        Command::Completions(sub) => return generate::completions(&sub.args),
+        Command::Man(sub) => return generate::man(&sub.args),
         _ => {}
     }
     init_logging(cli.global.verbose);
@@ -77,7 +94,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             output::note(&format!("cannot start the async runtime: {e}"));
-            return ExitCode::from(exit::SOFTWARE);
+            return exit::SOFTWARE;
         }
     };
     // On the heap: the future of a whole subcommand is large, and passing it
@@ -88,10 +105,10 @@ fn main() -> ExitCode {
     // Background work (a release after a failure) gets a moment, not forever.
     runtime.shutdown_timeout(Duration::from_secs(1));
     match result {
-        Ok(code) => ExitCode::from(code),
+        Ok(code) => code,
         Err(failure) => {
             output::note(&failure.to_string());
-            ExitCode::from(failure.code)
+            failure.code
         }
     }
 }
