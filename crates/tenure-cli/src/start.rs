@@ -13,7 +13,7 @@
 //!   its default action back from std's `Command`, as before.
 //! - A standard descriptor (0, 1, 2) that is closed is opened on
 //!   `/dev/null`, so no socket or file tenure opens later takes its number
-//!   and receives what is printed.
+//!   and receives what is printed, and the commands tenure runs inherit it.
 //! - A panic prints its message (std's hook) and ends the process with
 //!   status 101, as std's start-up does.
 //! - Buffered output on stdout is flushed before the process exits.
@@ -27,6 +27,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::raw::c_int;
 
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::{SigHandler, Signal, signal};
 
 /// The exit status of a process that panicked, as std's start-up gives it.
@@ -56,13 +57,15 @@ fn ignore_sigpipe() {
 /// Opens `/dev/null` in place of each closed standard descriptor (see the
 /// module docs). A new file takes the lowest free descriptor, so while
 /// `/dev/null` opens as 0, 1 or 2 one of them was closed and is kept open
-/// on it; the first that opens above 2 is closed again. Two system calls
-/// when none is closed.
+/// on it, without close-on-exec (std sets it on every file it opens), so
+/// that the commands tenure runs inherit it as their own; the first that
+/// opens above 2 is closed again. Two system calls when none is closed.
 fn open_closed_stdio() {
     while let Ok(null) = File::options().read(true).write(true).open("/dev/null") {
         if null.as_raw_fd() > 2 {
             return;
         }
+        let _ = fcntl(&null, FcntlArg::F_SETFD(FdFlag::empty()));
         // Kept open for the rest of the process, as the standard descriptor.
         std::mem::forget(null);
     }

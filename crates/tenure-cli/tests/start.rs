@@ -92,16 +92,20 @@ fn tenure_writing_into_a_closed_pipe_is_not_killed_by_sigpipe() {
 fn closed_standard_descriptors_are_opened_on_dev_null() {
     let server = RedisServer::start();
     let sandbox = Sandbox::new();
-    let seen = sandbox.path("fd1");
+    let (tenures, commands) = (sandbox.path("tenure.fd1"), sandbox.path("command.fd1"));
     // tenure starts with stdout closed: without /dev/null on descriptor 1,
     // the first file it opens (its runtime's, a socket to Redis) would take
     // that number and receive what tenure prints. The command's parent is
-    // tenure.
-    let script = format!("readlink /proc/$PPID/fd/1 > {}", seen.display());
-    let tenure = common::binary();
+    // tenure, and the command gets tenure's descriptor 1 as its stdout (its
+    // copy on 3 fails, and the command with it, when that is closed).
+    let script = format!(
+        "readlink /proc/$PPID/fd/1 > {}; exec 3>&1; readlink /proc/self/fd/3 > {}",
+        tenures.display(),
+        commands.display()
+    );
     let status = Command::new("sh")
         .args(["-c", "exec \"$0\" \"$@\" >&-"])
-        .arg(&tenure)
+        .arg(common::binary())
         .args(["--backend", &server.url(), "run", "-k", "fds", "--"])
         .args(["sh", "-c", &script])
         .env("HOME", sandbox.dir.path())
@@ -110,6 +114,8 @@ fn closed_standard_descriptors_are_opened_on_dev_null() {
         .status()
         .unwrap();
     assert!(status.success(), "{status:?}");
-    let target = wait_for_file(&seen, Duration::from_secs(10));
-    assert_eq!(target.trim(), "/dev/null");
+    for seen in [tenures, commands] {
+        let target = wait_for_file(&seen, Duration::from_secs(10));
+        assert_eq!(target.trim(), "/dev/null", "{}", seen.display());
+    }
 }
