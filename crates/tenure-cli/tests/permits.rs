@@ -10,7 +10,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Running, Sandbox, output, pid_in, stderr, timed_runs, wait_for_file};
+use common::{Running, Sandbox, output, pid_in, stderr, timed_runs, wait_for_file_of};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tenure_test::RedisServer;
@@ -202,14 +202,12 @@ fn killed_holders_permits_come_back_after_their_ttl(backend: &str) {
             ])
         })
         .collect();
-    for i in 0..2 {
-        let entered: u128 = wait_for_file(
-            &sandbox.path(&format!("again.{i}")),
-            Duration::from_secs(20),
-        )
-        .trim()
-        .parse()
-        .unwrap();
+    for (i, newcomer) in newcomers.iter_mut().enumerate() {
+        let marker = sandbox.path(&format!("again.{i}"));
+        let entered: u128 = wait_for_file_of(&marker, Duration::from_secs(20), newcomer)
+            .trim()
+            .parse()
+            .unwrap();
         let after = Duration::from_nanos(u64::try_from(entered - killed_ns).unwrap());
         assert!(
             after >= CRASH_TTL * 2 / 3 - Duration::from_millis(500),

@@ -107,17 +107,37 @@ pub fn hold(sandbox: &Sandbox, key: &str, release: &Path) -> Running {
 
 /// Waits until `path` exists and is not empty (or panics after `max`).
 pub fn wait_for_file(path: &Path, max: Duration) -> String {
+    poll_file(path, max)
+        .unwrap_or_else(|| panic!("{} did not appear within {max:?}", path.display()))
+}
+
+/// As [`wait_for_file`], for a file that the command of `run` writes: on a
+/// timeout `run` is killed, and the panic says how it ended and what it
+/// printed on stderr.
+pub fn wait_for_file_of(path: &Path, max: Duration, run: &mut Running) -> String {
+    if let Some(text) = poll_file(path, max) {
+        return text;
+    }
+    let _ = run.0.kill();
+    let status = run.0.wait();
+    panic!(
+        "{} did not appear within {max:?}; its tenure ended {status:?}, stderr:\n{}",
+        path.display(),
+        run.stderr()
+    );
+}
+
+/// The text of `path` once it exists and is not empty, within `max`.
+fn poll_file(path: &Path, max: Duration) -> Option<String> {
     let start = Instant::now();
     loop {
         match std::fs::read_to_string(path) {
-            Ok(text) if !text.is_empty() => return text,
+            Ok(text) if !text.is_empty() => return Some(text),
             _ => {}
         }
-        assert!(
-            start.elapsed() < max,
-            "{} did not appear within {max:?}",
-            path.display()
-        );
+        if start.elapsed() >= max {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
