@@ -39,16 +39,9 @@ fn the_command_gets_sigpipe_with_its_default_action() {
     ]));
     assert!(out.status.success(), "{}", stderr(&out));
     let status = stdout(&out);
-    assert_eq!(
-        mask(&status, "SigIgn") & SIGPIPE_BIT,
-        0,
-        "ignored: {status}"
-    );
-    assert_eq!(
-        mask(&status, "SigBlk") & SIGPIPE_BIT,
-        0,
-        "blocked: {status}"
-    );
+    for field in ["SigIgn", "SigBlk"] {
+        assert_eq!(mask(&status, field) & SIGPIPE_BIT, 0, "{field}: {status}");
+    }
 }
 
 #[test]

@@ -360,11 +360,11 @@ impl Coordinator {
 
     /// Waits for the clean-up the store still runs in the background — a
     /// quorum's undos of late votes and takes, releases asked again, etcd
-    /// leases revoked after a failed or refused step — to end (each ends by itself within the TTL of what it cleans up). Call
-    /// it before a short-lived process exits: leaving `main` drops those
-    /// tasks, and what they were to delete then stays on a node for a TTL.
-    /// The handle stays usable. Stores with nothing in the background return
-    /// at once.
+    /// leases revoked after a failed or refused step — to end (each ends by
+    /// itself within the TTL of what it cleans up). Call it before a
+    /// short-lived process exits: leaving `main` drops those tasks, and what
+    /// they were to delete then stays on a node for a TTL. The handle stays
+    /// usable. Stores with nothing in the background return at once.
     pub async fn close(&self) {
         self.backend.close().await;
     }

@@ -17,6 +17,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use fifo_common::connect;
+use tenure::semaphore::Semaphore;
 use tenure::{Coordinator, Lease};
 
 /// Everyone's TTL: far longer than the test, so a member left behind
@@ -26,9 +27,14 @@ const TTL: Duration = Duration::from_secs(60);
 /// Refused attempts, each in a runtime of its own.
 const ATTEMPTS: usize = 100;
 
-fn permit(tenure: &Coordinator) -> Lease {
+/// The semaphore of one permit under test.
+fn pool(tenure: &Coordinator) -> Semaphore {
     let one = NonZeroU32::new(1).unwrap();
-    tenure.semaphore("pool", one).unwrap().lease().ttl(TTL)
+    tenure.semaphore("pool", one).unwrap()
+}
+
+fn permit(tenure: &Coordinator) -> Lease {
+    pool(tenure).lease().ttl(TTL)
 }
 
 /// One refused attempt in a current-thread runtime dropped at once after
@@ -56,13 +62,7 @@ fn refused_attempts_leave_nothing(store: &str) {
     }
     runtime.block_on(async {
         holder.release().await.unwrap();
-        let one = NonZeroU32::new(1).unwrap();
-        let status = tenure
-            .semaphore("pool", one)
-            .unwrap()
-            .status()
-            .await
-            .unwrap();
+        let status = pool(&tenure).status().await.unwrap();
         assert!(
             status.holders.is_empty() && status.waiting.is_empty(),
             "refused attempts left members behind: {status:?}"

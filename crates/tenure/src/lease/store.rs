@@ -375,9 +375,10 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     }
 
     /// Waits for the clean-up this store runs in the background (a quorum's
-    /// undos and repeated releases, etcd's lease revokes) to end. A short-lived process calls it
-    /// (through [`Coordinator::close`](crate::Coordinator::close)) before it
-    /// exits, since an exiting runtime drops its tasks. The default has
-    /// nothing to wait for.
+    /// undos and repeated releases, etcd's lease revokes) to end. A
+    /// short-lived process calls it (through
+    /// [`Coordinator::close`](crate::Coordinator::close)) before it exits,
+    /// since an exiting runtime drops its tasks. The default has nothing to
+    /// wait for.
     async fn close(&self) {}
 }
