@@ -71,6 +71,44 @@ async fn redis_a_timed_out_acquire_is_undone() {
     );
 }
 
+/// A process that gives up on a frozen server and ends right after
+/// `close`: `close` waits for the undo of the timed-out acquire, so the grant
+/// the server applies when it resumes is deleted before the runtime ends
+/// (and its tasks with it).
+#[test]
+fn redis_close_waits_for_the_undo_of_a_timed_out_acquire() {
+    let server = RedisServer::start();
+    std::thread::scope(|threads| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let tenure = connect(&server).await;
+            let lease = tenure.lease("gone").watchdog(false).ttl(TTL);
+            server.pause();
+            let err = lease.attempt().await.unwrap_err();
+            assert!(matches!(err, Error::Timeout { .. }), "{err}");
+            threads.spawn(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                server.resume();
+            });
+            tenure.close().await;
+        });
+        drop(runtime);
+    });
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let status = runtime.block_on(async {
+        let tenure = common::connect_redis(&server).await;
+        tenure.status("gone").await.unwrap()
+    });
+    assert!(
+        status.fence.is_some(),
+        "the request was granted: {status:?}"
+    );
+    assert!(!status.held, "the grant outlived its process: {status:?}");
+}
+
 /// SQLite: the attempt waits for another process's write lock, the caller
 /// gives up, then the lock is freed and the attempt's transaction commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

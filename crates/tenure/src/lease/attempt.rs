@@ -23,6 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cleanup;
 use super::holder::HolderInfo;
 use super::store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, ReleaseOutcome};
 use crate::error::{Error, Result};
@@ -137,8 +138,9 @@ impl Pending<'_> {
         confirm_late(&**self.backend, self.key, self.token, self.ttl, sent, reply).await
     }
 
-    /// Undoes a request of unknown fate from a task of its own (best effort:
-    /// without a runtime, the TTL frees the key).
+    /// Undoes a request of unknown fate from a task of its own, which
+    /// [`Coordinator::close`](crate::Coordinator::close) waits for (best
+    /// effort: without a runtime, the TTL frees the key).
     fn undo_in_background(&self) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
@@ -149,7 +151,9 @@ impl Pending<'_> {
             self.token.clone(),
         );
         let (ttl, ask) = (self.ttl, self.ask.clone());
-        handle.spawn(async move { undo_unknown(&*backend, &key, &token, ttl, &ask).await });
+        cleanup::spawn(&handle, async move {
+            undo_unknown(&*backend, &key, &token, ttl, &ask).await;
+        });
     }
 }
 

@@ -64,6 +64,7 @@
 //! stale tokens (see [`fence`](crate::fence)).
 
 mod attempt;
+pub(crate) mod cleanup;
 mod guard;
 mod holder;
 mod line;
