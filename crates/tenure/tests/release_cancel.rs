@@ -92,3 +92,32 @@ async fn redis_a_cancelled_permit_release_frees_the_permit() {
     .expect("the permit stayed taken");
     got.release().await.unwrap();
 }
+
+/// A guard dropped without `release` just before a short-lived process ends:
+/// `close` waits for the release the drop started, so the key is free once
+/// the process's runtime (and its tasks with it) has ended.
+#[test]
+fn redis_close_waits_for_the_release_of_a_dropped_guard() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let tenure = Coordinator::connect(&server.url()).await.unwrap();
+        let lease = tenure.lease("dropped").ttl(TTL);
+        let guard = lease.try_acquire().await.unwrap().expect("the key is free");
+        drop(guard);
+        tenure.close().await;
+    });
+    drop(runtime);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let status = runtime.block_on(async {
+        let tenure = Coordinator::connect(&server.url()).await.unwrap();
+        tenure.status("dropped").await.unwrap()
+    });
+    assert!(
+        !status.held,
+        "the dropped guard's release was lost: {status:?}"
+    );
+}

@@ -1,12 +1,14 @@
 //! The lease layer's clean-up in the background: the undos of requests
-//! dropped in flight or failed with an unknown fate ([`attempt`](super::attempt)).
-//! They are counted, so that [`Coordinator::close`](crate::Coordinator::close)
-//! can wait for them before a short-lived process ends: an exiting runtime
-//! drops its tasks, and a grant the store applies after its undo was dropped
-//! stays for its TTL.
+//! dropped in flight or failed with an unknown fate ([`attempt`](super::attempt)),
+//! the releases of guards dropped without `release` and the leaving of a
+//! waiting line by a waiter dropped in it. They are counted, so that
+//! [`Coordinator::close`](crate::Coordinator::close) can wait for them
+//! before a short-lived process ends: an exiting runtime drops its tasks,
+//! and what such a task was to delete then stays for its TTL.
 //!
 //! The count is the process's, not one handle's: `close` waits for every
-//! handle's undos. Each ends by itself within a minute (see `undo_unknown`).
+//! handle's clean-up. Each ends by itself: an undo within a minute (see
+//! `undo_unknown`), a release or a leave with its one store call.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};

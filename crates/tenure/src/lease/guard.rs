@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use tracing::field::Empty;
 
+use super::cleanup;
 use super::monitor;
 use super::signal::Signal;
 use super::standby::{self, Ticket};
@@ -641,12 +642,13 @@ impl Drop for Releasing {
     }
 }
 
-/// Sends the release from a task of its own (best effort: without a
-/// runtime, the TTL frees the key).
+/// Sends the release from a task of its own, which
+/// [`Coordinator::close`](crate::Coordinator::close) waits for (best effort:
+/// without a runtime, the TTL frees the key).
 fn release_in_background(shared: &Arc<Shared>) {
     if let Ok(handle) = tokio::runtime::Handle::try_current() {
         let shared = Arc::clone(shared);
-        handle.spawn(async move {
+        cleanup::spawn(&handle, async move {
             if let Err(e) = shared.release().await {
                 tracing::debug!(key = %shared.key, error = %e, "release in the background failed; the TTL will free the key");
             }

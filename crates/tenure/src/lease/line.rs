@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::attempt;
+use super::cleanup;
 use super::holder::HolderInfo;
 use super::release_watch::ReleaseWatch;
 use super::store::{AcquireReply, DriftMargin, LeaseStore, QueuePlace, valid_until};
@@ -255,6 +256,8 @@ impl Drop for Line {
             self.token.clone(),
             self.place.clone(),
         );
-        handle.spawn(async move { leave(&*backend, &key, &token, place.as_ref()).await });
+        cleanup::spawn(&handle, async move {
+            leave(&*backend, &key, &token, place.as_ref()).await;
+        });
     }
 }
