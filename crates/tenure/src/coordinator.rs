@@ -361,14 +361,14 @@ impl Coordinator {
     /// Waits for the clean-up still running in the background — the undos of
     /// acquires dropped in flight or failed with an unknown fate (a timeout,
     /// a broken connection), the releases of guards dropped without
-    /// [`release`](crate::LeaseGuard::release), a quorum's undos of late votes and
-    /// takes, releases asked again, etcd leases revoked after a failed or
-    /// refused step — to end (each ends by itself within the TTL of what it
-    /// cleans up, and an undo within a minute). Call it before a short-lived
-    /// process exits: leaving `main` drops those tasks, and what they were to
-    /// delete then stays in the store for a TTL. The undos and releases
-    /// waited for are the process's, every handle's. The handle stays
-    /// usable. With nothing in the background it returns at once.
+    /// [`release`](crate::LeaseGuard::release), a quorum's undos of late
+    /// votes and takes, releases asked again, etcd leases revoked after a
+    /// failed or refused step — to end (each ends by itself within the TTL
+    /// of what it cleans up, and an undo within a minute). Call it before a
+    /// short-lived process exits: leaving `main` drops those tasks, and what
+    /// they were to delete then stays in the store for a TTL. The undos and
+    /// releases waited for are the process's, every handle's. The handle
+    /// stays usable. With nothing in the background it returns at once.
     pub async fn close(&self) {
         crate::lease::cleanup::wait().await;
         self.backend.close().await;
