@@ -1,66 +1,38 @@
 //! The lease layer's clean-up in the background: the undos of requests
 //! dropped in flight or failed with an unknown fate ([`attempt`](super::attempt)),
 //! the releases of guards dropped without `release` and the leaving of a
-//! waiting line by a waiter dropped in it. They are counted, so that
+//! waiting line by a waiter dropped in it. They are tracked, so that
 //! [`Coordinator::close`](crate::Coordinator::close) can wait for them
 //! before a short-lived process ends: an exiting runtime drops its tasks,
 //! and what such a task was to delete then stays for its TTL.
 //!
-//! The count is the process's, not one handle's: `close` waits for every
+//! The tracker is the process's, not one handle's: `close` waits for every
 //! handle's clean-up. Each ends by itself: an undo within a minute (see
 //! `undo_unknown`), a release or a leave with its one store call.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::LazyLock;
 
 use tokio::runtime::Handle;
-use tokio::sync::Notify;
+use tokio_util::task::TaskTracker;
 
-/// Clean-up tasks spawned and not yet ended (or dropped).
-static RUNNING: AtomicUsize = AtomicUsize::new(0);
+/// The clean-up tasks spawned and not yet ended (or dropped with their
+/// runtime). Closed once and for good: a closed tracker still takes new
+/// tasks, and its `wait` returns whenever none is left.
+static CLEANUP: LazyLock<TaskTracker> = LazyLock::new(|| {
+    let tracker = TaskTracker::new();
+    tracker.close();
+    tracker
+});
 
-/// Woken when the last running clean-up task ends.
-static ENDED: Notify = Notify::const_new();
-
-/// Runs `task` on `handle`, counted until it ends or its runtime drops it.
+/// Runs `task` on `handle`, tracked until it ends or its runtime drops it.
 pub(super) fn spawn(handle: &Handle, task: impl Future<Output = ()> + Send + 'static) {
-    let counted = Counted::new();
-    handle.spawn(async move {
-        let _counted = counted;
-        task.await;
-    });
+    CLEANUP.spawn_on(task, handle);
 }
 
 /// Waits until no clean-up task is running.
 pub(crate) async fn wait() {
-    loop {
-        let ended = ENDED.notified();
-        tokio::pin!(ended);
-        // Registered before the count is read: an end in between still wakes it.
-        ended.as_mut().enable();
-        if RUNNING.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        ended.await;
-    }
-}
-
-/// One running task in [`RUNNING`], for as long as it lives.
-struct Counted;
-
-impl Counted {
-    fn new() -> Self {
-        RUNNING.fetch_add(1, Ordering::SeqCst);
-        Counted
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        if RUNNING.fetch_sub(1, Ordering::SeqCst) == 1 {
-            ENDED.notify_waiters();
-        }
-    }
+    CLEANUP.wait().await;
 }
 
 #[cfg(test)]
