@@ -65,6 +65,25 @@ pub async fn connect_redis(server: &RedisServer) -> Coordinator {
     Coordinator::with_backend(backend)
 }
 
+/// Runs `body` as a short-lived process runs its `main`: on a current-thread
+/// runtime of its own, dropped (and every task spawned on it with it) as soon
+/// as `body` returns.
+pub fn as_one_process<F: std::future::Future>(body: F) -> F::Output {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(body)
+}
+
+/// The status of `key` on `server`, read by a process of its own.
+pub fn status_on(server: &RedisServer, key: &str) -> tenure::LeaseStatus {
+    as_one_process(async {
+        let tenure = connect_redis(server).await;
+        tenure.status(key).await.unwrap()
+    })
+}
+
 /// Waits (at most 10 s) until `key` is free; `true` if it became free.
 pub async fn freed(tenure: &Coordinator, key: &str) -> bool {
     let until = tokio::time::Instant::now() + Duration::from_secs(10);

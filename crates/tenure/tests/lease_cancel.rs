@@ -79,11 +79,7 @@ async fn redis_a_timed_out_acquire_is_undone() {
 fn redis_close_waits_for_the_undo_of_a_timed_out_acquire() {
     let server = RedisServer::start();
     std::thread::scope(|threads| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        common::as_one_process(async {
             let tenure = connect(&server).await;
             let lease = tenure.lease("gone").watchdog(false).ttl(TTL);
             server.pause();
@@ -95,13 +91,8 @@ fn redis_close_waits_for_the_undo_of_a_timed_out_acquire() {
             });
             tenure.close().await;
         });
-        drop(runtime);
     });
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let status = runtime.block_on(async {
-        let tenure = common::connect_redis(&server).await;
-        tenure.status("gone").await.unwrap()
-    });
+    let status = common::status_on(&server, "gone");
     assert!(
         status.fence.is_some(),
         "the request was granted: {status:?}"

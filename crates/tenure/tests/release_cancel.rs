@@ -99,23 +99,14 @@ async fn redis_a_cancelled_permit_release_frees_the_permit() {
 #[test]
 fn redis_close_waits_for_the_release_of_a_dropped_guard() {
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    common::as_one_process(async {
         let tenure = Coordinator::connect(&server.url()).await.unwrap();
         let lease = tenure.lease("dropped").ttl(TTL);
         let guard = lease.try_acquire().await.unwrap().expect("the key is free");
         drop(guard);
         tenure.close().await;
     });
-    drop(runtime);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let status = runtime.block_on(async {
-        let tenure = Coordinator::connect(&server.url()).await.unwrap();
-        tenure.status("dropped").await.unwrap()
-    });
+    let status = common::status_on(&server, "dropped");
     assert!(
         !status.held,
         "the dropped guard's release was lost: {status:?}"
