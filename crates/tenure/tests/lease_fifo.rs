@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod fifo_common;
 
 use std::time::Duration;
@@ -349,4 +350,31 @@ async fn a_hand_off_over_a_counter_that_cannot_go_on_fails_the_waiter() {
             "{key}: {after:?}"
         );
     }
+}
+
+/// A waiter given up on (its future dropped) just before its short-lived
+/// process ends: `close` waits for it to leave the line, so no place of it
+/// is left behind for a release to skip.
+#[test]
+fn a_waiter_dropped_before_its_process_ends_leaves_the_line() {
+    let server = RedisServer::start();
+    // Held by another client of the same convention (a plain token).
+    server
+        .command("SET tenure:{dropped} someone-else PX 60000")
+        .unwrap();
+    common::as_one_process(async {
+        let tenure = connect(&server.url()).await;
+        let lease = tenure.lease("dropped").watchdog(false);
+        let waiting = lease.attempt_within(Duration::from_secs(30));
+        let gave_up = tokio::time::timeout(Duration::from_millis(500), waiting).await;
+        assert!(gave_up.is_err(), "the key is held by someone else");
+        // Nothing else has run since the waiter was dropped.
+        assert_eq!(in_line(&server, "dropped"), 1, "the waiter stood in line");
+        tenure.close().await;
+    });
+    assert_eq!(
+        in_line(&server, "dropped"),
+        0,
+        "the dropped waiter's place was left behind"
+    );
 }
