@@ -1,23 +1,23 @@
-//! Links GCC's unwinder into `tenure` from its static archive (`libgcc_eh.a`)
-//! instead of loading `libgcc_s.so.1` at every start, where the toolchain
-//! has that archive. This is what `gcc -static-libgcc` does for C programs.
+//! Two link-time choices for the `tenure` binary, each made only where the
+//! toolchain supports it; elsewhere the build is as Cargo makes it.
 //!
-//! Rust's standard library asks for `libgcc_s` on Linux with glibc. The
-//! archive, named by this crate, comes before the standard library's
-//! libraries on the link line: the linker resolves the unwinder from it, and
-//! `--as-needed` (which rustc passes) then leaves `libgcc_s` out. Panics,
-//! backtraces and `catch_unwind` work as before. A one-shot `tenure run`
-//! starts sooner: the loader maps, relocates and initialises one shared
-//! library fewer (docs/BENCHMARKS.md, cold start).
+//! - GCC's unwinder from its static archive (`libgcc_eh.a`) instead of
+//!   loading `libgcc_s.so.1` at every start, as `gcc -static-libgcc` does
+//!   for C programs (`build/unwinder.rs`).
+//! - The code a one-shot `tenure run` executes placed together ahead of the
+//!   rest, in release builds on Linux (`build/startup_order.rs`, the list in
+//!   `build/startup-functions.txt`).
 //!
-//! Only for a native build (target = host) with glibc on Linux, and only when
-//! the C compiler that links (the configured linker, else `cc`) finds
-//! `libgcc_eh.a`: otherwise nothing changes and `libgcc_s` is used as usual.
+//! Both make a one-shot `tenure run` start sooner (docs/BENCHMARKS.md, cold
+//! start) and change nothing else a user can observe.
 
 include!("build/unwinder.rs");
+include!("build/startup_order.rs");
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=build/unwinder.rs");
+    println!("cargo:rerun-if-changed=build/startup_order.rs");
     link_static_unwinder();
+    place_startup_code();
 }
