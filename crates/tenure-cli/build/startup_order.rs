@@ -45,7 +45,10 @@ fn linker_script(listed: &str) -> String {
     let mut script = String::from("SECTIONS {\n  .text.hot : {\n");
     for pattern in listed.lines().map(str::trim) {
         if !pattern.is_empty() && !pattern.starts_with('#') && pattern.chars().all(symbol) {
-            script.push_str(&format!("    *(.text.{pattern})\n"));
+            // LLVM puts a function it deems cold in `.text.unlikely.NAME`.
+            script.push_str(&format!(
+                "    *(.text.{pattern} .text.unlikely.{pattern})\n"
+            ));
         }
     }
     script.push_str("  }\n} INSERT BEFORE .text;\n");
