@@ -113,12 +113,11 @@ fn time(cmd: &mut Command) -> Duration {
 }
 
 /// Drops `cmd`'s program from the page cache, then runs it once, untimed, so
-/// that every binary measured was read back by the kernel the same way. A
-/// binary just copied (as `scripts/bench` copies the builds) keeps the pages
-/// of its writing, in larger blocks than the kernel reads back, and then
-/// starts with fewer page faults than once it has been read from disk, as
-/// after a reboot: about 20 fewer for a 12 MB `tenure` here. The untimed run
-/// also creates the SQLite files.
+/// that every binary measured was read back by the kernel the same way, as
+/// after a reboot or memory pressure. A binary just copied (as
+/// `scripts/bench` copies the builds) keeps the pages of its writing in the
+/// cache, and started with up to about 20 fewer page faults here (a 12 MB
+/// `tenure`). The untimed run also creates the SQLite files.
 fn read_back(cmd: &mut Command) {
     let program = Path::new(cmd.get_program());
     let path = if program.is_absolute() {
