@@ -1,9 +1,9 @@
 //! One `tenure run --key K -- true` process, start to exit, on the embedded
 //! SQLite default and on Redis, against `flock FILE true` and, when it is
 //! built, the least a lease run on SQLite does (`examples/cold_floor.rs`):
-//! interleaved, one of each per iteration. Then what one Redis cold start
-//! sends (the server's `INFO commandstats`) and the system calls of each
-//! (`strace -c -f`, when strace is installed).
+//! interleaved, one of each per iteration in an order that rotates. Then
+//! what one Redis cold start sends (the server's `INFO commandstats`) and
+//! the system calls of each (`strace -c -f`, when strace is installed).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use crate::samples::Samples;
 
-/// Invocations of each command per round.
+/// Invocations of each command per round, at least (rounded up to a
+/// multiple of the number of commands, for the rotation).
 const RUNS: usize = 40;
 
 /// The release build of the `tenure` binary: `TENURE_BIN`, or the workspace's
@@ -154,10 +155,13 @@ pub async fn run(redis_url: &str, out: &mut Samples) {
         for (_, cmd) in &mut runs {
             read_back(cmd);
         }
-        let mut took: Vec<Vec<Duration>> = vec![Vec::new(); runs.len()];
-        for _ in 0..RUNS {
-            for ((_, cmd), took) in runs.iter_mut().zip(&mut took) {
-                took.push(time(cmd));
+        let n = runs.len();
+        let mut took: Vec<Vec<Duration>> = vec![Vec::new(); n];
+        // One of each per iteration, the order rotated by one each time, so
+        // that each command follows each other one equally often.
+        for round in 0..RUNS.next_multiple_of(n) {
+            for i in (0..n).map(|k| (round + k) % n) {
+                took[i].push(time(&mut runs[i].1));
             }
         }
         let _ = std::fs::remove_dir_all(&home);

@@ -557,8 +557,12 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   of 3 and 5 redis-servers on this host. A quorum sends every operation to
   every node, so on one host it does N times the server work: *per node round
   trip* is the ratio times N. Then every node is scanned for lease keys.
-- *`tenure run`*: 40 runs of each command per round, interleaved, the release
-  build of `tenure`, `HOME` in a fresh directory (the SQLite default file).
+- *`tenure run`*: 42 runs of each command per round, interleaved in an
+  order that rotates by one at each turn (each command follows each other
+  one as often), the release build of `tenure`, `HOME` in a fresh directory
+  (the SQLite default file). Each binary is first dropped from the page
+  cache and run once untimed, so that every build is read back from disk as
+  after a reboot rather than measured in the pages its copying left.
   The *minimal lease run* is `examples/cold_floor.rs`, built the same way:
   what a lease run on SQLite cannot do without (section *Cold start* below).
 ";
