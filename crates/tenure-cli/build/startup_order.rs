@@ -64,10 +64,11 @@ fn links_with(script: &std::path::Path, out: &std::path::Path) -> bool {
     }
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let mut cmd = std::process::Command::new(rustc);
-    cmd.arg(&probe)
-        .arg("--target")
-        .arg(std::env::var("TARGET").unwrap_or_default())
-        .arg("-o")
+    cmd.arg(&probe);
+    if let Ok(target) = std::env::var("TARGET") {
+        cmd.arg("--target").arg(target);
+    }
+    cmd.arg("-o")
         .arg(out.join("startup_probe"))
         .arg("-C")
         .arg(format!("link-arg=-Wl,-T,{}", script.display()));
