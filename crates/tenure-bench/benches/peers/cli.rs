@@ -143,7 +143,8 @@ fn median(mut v: Vec<Duration>) -> f64 {
     v[v.len() / 2].as_secs_f64() * 1e3
 }
 
-/// Records `cli.{sqlite,redis,flock}` in ms (median of `RUNS`),
+/// Records `cli.{sqlite,redis,flock}` in ms (median of `RUNS` or a few
+/// more, a multiple of the commands),
 /// `cli.floor` when the minimal lease program is built, and `cli.<name>` of
 /// each of [`BUILDS`] that is.
 pub async fn run(redis_url: &str, out: &mut Samples) {

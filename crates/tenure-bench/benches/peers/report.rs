@@ -557,9 +557,10 @@ How each row is measured (`crates/tenure-bench/benches/peers/`):
   of 3 and 5 redis-servers on this host. A quorum sends every operation to
   every node, so on one host it does N times the server work: *per node round
   trip* is the ratio times N. Then every node is scanned for lease keys.
-- *`tenure run`*: 42 runs of each command per round, interleaved in an
-  order that rotates by one at each turn (each command follows each other
-  one as often), the release build of `tenure`, `HOME` in a fresh directory
+- *`tenure run`*: 40 runs of each command per round, rounded up to a
+  multiple of the commands (42 for six), interleaved in an order that
+  rotates by one at each turn (each command follows each other one as
+  often), the release build of `tenure`, `HOME` in a fresh directory
   (the SQLite default file). Each binary is first dropped from the page
   cache and run once untimed, so that every build is read back from disk as
   after a reboot rather than measured in the pages its copying left.
