@@ -363,7 +363,8 @@ impl Coordinator {
     /// a broken connection), the releases of guards dropped without
     /// [`release`](crate::LeaseGuard::release), a quorum's undos of late
     /// votes and takes, releases asked again, etcd leases revoked after a
-    /// failed or refused step — to end (each ends by itself within the TTL
+    /// failed or refused step, a dropped Redis release watch's marker taken
+    /// out of its line — to end (each ends by itself within the TTL
     /// of what it cleans up, and an undo within a minute). Call it before a
     /// short-lived process exits: leaving `main` drops those tasks, and what
     /// they were to delete then stays in the store for a TTL. The undos and

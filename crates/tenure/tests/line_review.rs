@@ -111,6 +111,43 @@ async fn redis_a_line_recreated_by_a_release_has_a_ttl() {
     drop(observer);
 }
 
+/// An observer's marker is taken out of the line when its watch is dropped,
+/// and `Coordinator::close` waits for that removal, as for the lease
+/// layer's other clean-up: a process that closes and exits leaves no marker
+/// behind for its lifetime. The line is read without yielding to the
+/// runtime (a blocking connection on this one-thread runtime), so a removal
+/// still waiting to be polled shows.
+#[tokio::test]
+async fn redis_close_waits_for_a_dropped_observers_marker_removal() {
+    let server = RedisServer::start();
+    let tenure = Coordinator::connect(&server.url()).await.unwrap();
+    let mut blocking = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let line = |c: &mut redis::Connection| -> Vec<String> {
+        redis::cmd("LRANGE")
+            .arg("tenure:{observed}:queue")
+            .arg(0)
+            .arg(-1)
+            .query(c)
+            .unwrap()
+    };
+    let observer = tenure.backend().watch_releases("observed").await;
+    assert_eq!(
+        line(&mut blocking).len(),
+        1,
+        "the observer's marker is in line"
+    );
+    drop(observer);
+    tenure.close().await;
+    assert_eq!(
+        line(&mut blocking),
+        Vec::<String>::new(),
+        "the marker was still in line when close returned"
+    );
+}
+
 /// `QueuePlace`, `Handoff` and `ReleaseWatch` print no owner token (as
 /// `OwnerToken`'s own `Debug` does not).
 #[tokio::test]

@@ -1,14 +1,15 @@
 //! The lease layer's clean-up in the background: the undos of requests
 //! dropped in flight or failed with an unknown fate ([`attempt`](super::attempt)),
-//! the releases of guards dropped without `release` and the leaving of a
-//! waiting line by a waiter dropped in it. They are tracked, so that
+//! the releases of guards dropped without `release`, the leaving of a
+//! waiting line by a waiter dropped in it, and a store's removal of what a
+//! dropped watch put in the store (a Redis observer's marker). They are tracked, so that
 //! [`Coordinator::close`](crate::Coordinator::close) can wait for them
 //! before a short-lived process ends: an exiting runtime drops its tasks,
 //! and what such a task was to delete then stays for its TTL.
 //!
 //! The tracker is the process's, not one handle's: `close` waits for every
 //! handle's clean-up. Each ends by itself: an undo within a minute (see
-//! `undo_unknown`), a release or a leave with its one store call.
+//! `undo_unknown`), a release, a leave or a removal with its one store call.
 
 use std::future::Future;
 use std::sync::LazyLock;
@@ -26,7 +27,7 @@ static CLEANUP: LazyLock<TaskTracker> = LazyLock::new(|| {
 });
 
 /// Runs `task` on `handle`, tracked until it ends or its runtime drops it.
-pub(super) fn spawn(handle: &Handle, task: impl Future<Output = ()> + Send + 'static) {
+pub(crate) fn spawn(handle: &Handle, task: impl Future<Output = ()> + Send + 'static) {
     CLEANUP.spawn_on(task, handle);
 }
 

@@ -245,7 +245,7 @@ impl RedisStore {
 
 /// An observer's marker in a waiting line, refreshed by a task until dropped;
 /// dropping it removes the marker (in the background: nothing blocks in
-/// `Drop`).
+/// `Drop`; [`Coordinator::close`](crate::Coordinator::close) waits for it).
 struct Observer {
     store: RedisStore,
     key: String,
@@ -294,7 +294,7 @@ impl Drop for Observer {
             self.store.clone(),
             self.store.keys().lease_fence_queue(&self.key)[2].clone(),
         );
-        handle.spawn(async move {
+        crate::lease::cleanup::spawn(&handle, async move {
             let _ = store
                 .conn()
                 .call("unwatch", &queue.clone(), |mut c| async move {
