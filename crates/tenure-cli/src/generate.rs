@@ -9,7 +9,7 @@ use clap_mangen::roff::{Roff, bold, roman};
 use crate::cli::{self, CompletionsArgs, ManArgs};
 use crate::exit;
 
-pub const ENVIRONMENT: [(&str, &str); 10] = [
+pub const ENVIRONMENT: [(&str, &str); 12] = [
     (
         "TENURE_BACKEND",
         "store URL(s), comma-separated; --backend wins over it",
@@ -38,17 +38,27 @@ pub const ENVIRONMENT: [(&str, &str); 10] = [
     ),
     (
         "TENURE_FENCE",
-        "set for the command of run, elect and once: the fencing token (elect: the \
-         term), decimal",
+        "set for the command of run (one key), elect and once: the fencing token (elect: \
+         the term), decimal",
     ),
     (
         "TENURE_ACQUISITION",
-        "set for the command of run and elect: the acquisition's id (32 hex digits), \
-         which a fenced resource stores with the fence to tell a retry from another holder",
+        "set for the command of run (one key) and elect: the acquisition's id (32 hex \
+         digits), which a fenced resource stores with the fence to tell a retry from another \
+         holder",
     ),
     (
         "TENURE_KEY",
-        "set for the command of run, elect and once: the key",
+        "set for the command of run (one key), elect and once: the key",
+    ),
+    (
+        "TENURE_KEYS",
+        "set instead of the three above for the command of run with several keys (-k A -k B): \
+         the keys, one per line",
+    ),
+    (
+        "TENURE_FENCES",
+        "set with TENURE_KEYS: each key's fencing token, one per line in the same order",
     ),
     (
         "SHELL",

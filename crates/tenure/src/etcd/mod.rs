@@ -47,13 +47,14 @@
 //! fenced record at
 //! `{prefix}{key}\0record` (the fence in 20 zero-padded digits, a space, the
 //! value — so etcd's byte-wise value comparison compares fences and every
-//! write is one transaction), and each semaphore permit at
-//! `{prefix}{key}\0permit\0{token}`, bound to its own etcd lease. A permit is
-//! admitted when fewer than N permits created before it (by create revision)
-//! are still there; otherwise it is revoked at once. An election's term is
-//! its leader key's create revision, like etcd's own campaign, and its
-//! candidates wait in the lease's line, so they are elected in the order they
-//! began; semaphore waiters are woken together and race.
+//! write is one transaction), and each semaphore member (a permit held or
+//! waited for) at `{prefix}{key}\0permit\0p{N}.{token}`, bound to its own
+//! etcd lease. A member is admitted when fewer than N members created before
+//! it (by create revision) are still there; a waiting member keeps its place
+//! in that order, so permits go in order of arrival (see `gate.rs`). An
+//! election's term is its leader key's create revision, like etcd's own
+//! campaign, and its candidates wait in the lease's line, so they are
+//! elected in the order they began.
 //!
 //! # TLS
 //!

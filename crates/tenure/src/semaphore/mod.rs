@@ -18,14 +18,14 @@
 //! first waiter in line, never to a newcomer or a single
 //! [`try_acquire`](crate::Lease::try_acquire) while someone waits. A waiter
 //! that dies in line (killed, cut off) holds up those behind it for about a
-//! second, whatever its TTL (its place lives a second after its last look). Waiters are woken by the grant on Redis and in memory, and poll
-//! on SQLite and etcd. The permit count stays exact when holders are killed
+//! second, whatever its TTL (its place lives a second after its last look). Waiters are woken by the grant on Redis and in memory, by a
+//! member leaving on etcd, and poll on SQLite. The permit count stays exact when holders are killed
 //! (their permits expire with their TTL) and across restarts of the holders;
 //! on SQLite and etcd the permits survive a restart of the store, on a
 //! Redis master they live as long as its data.
 //!
 //! On a quorum of Redis masters semaphores are refused with
-//! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming an
+//! [`Error::Unsupported`](crate::Error::Unsupported) naming an
 //! alternative store: a permit count split across independent masters would
 //! need its own majority protocol.
 //!
