@@ -3,9 +3,9 @@
 //!
 //! That start-up also installs std's handler that reports a stack overflow,
 //! and to find the main thread's stack it has glibc read and scan
-//! `/proc/self/maps` (`pthread_getattr_np`): about 90k instructions and a
-//! dozen system calls, a tenth of a millisecond of a `tenure run -- true`
-//! whose whole cold start is about two. tenure's entry point (`#![no_main]`
+//! `/proc/self/maps` (`pthread_getattr_np`): about 80k instructions and 16
+//! system calls, a tenth of a millisecond of a `tenure run -- true` whose
+//! whole cold start is about two. tenure's entry point (`#![no_main]`
 //! in `main.rs`) does the rest of std's start-up itself:
 //!
 //! - SIGPIPE is ignored, so writing to a closed pipe is an error tenure
