@@ -60,21 +60,11 @@ impl ElectArgs {
     }
 }
 
-/// Signals that end a campaign (while no command runs, nobody else would
-/// handle them: once `tenure run`'s machinery has installed its handlers, their
-/// default action is gone for good).
-const STOP: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
-
 /// How a campaign ended.
 enum Campaigned {
     Won(tenure::election::Leadership),
     Stopped(Signal),
 }
-
-/// How long a candidate stopped while campaigning waits for its place in the
-/// waiting line to be left (one round trip; best effort — a place left
-/// behind is skipped once unrefreshed for its TTL).
-const LEAVE_LINE_GRACE: Duration = Duration::from_millis(200);
 
 /// The command runs through `tenure run`'s machinery; these are its terms.
 fn run_terms(args: &ElectArgs) -> RunArgs {
@@ -117,21 +107,23 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
         )));
     }
     let election = tenure.election(&args.key).ttl(args.ttl);
-    let mut stops = run::signal_streams(&STOP)?;
+    // The signals `tenure run` passes on to its command, handled from the
+    // start: while no command runs, each ends the campaign (as its default
+    // action would end the process, but leaving the waiting line first).
+    let mut signals = run::signal_streams(&run::FORWARDED)?;
     loop {
         let campaigned = tokio::select! {
             won = election.campaign(&id) => Campaigned::Won(won?),
-            sig = run::first_signal(&mut stops) => Campaigned::Stopped(sig),
+            sig = run::first_signal(&mut signals) => Campaigned::Stopped(sig),
         };
         let leadership = match campaigned {
             Campaigned::Won(leadership) => leadership,
             Campaigned::Stopped(sig) => {
                 // The campaign is dropped: its place in the store's waiting
-                // line (one Redis master, etcd) is left by a background task. It
-                // gets a moment to run before the process — and its runtime
-                // — ends; otherwise the place stays fresh for up to a TTL and
-                // the leader's release would hand leadership to this process.
-                tokio::time::sleep(LEAVE_LINE_GRACE).await;
+                // line is left by a background task, which the store's close
+                // at exit waits for; otherwise the place would stay fresh
+                // for up to a TTL and the leader's release would hand
+                // leadership to this process.
                 return Ok(128 + sig as u8);
             }
         };
@@ -148,6 +140,7 @@ pub async fn elect(global: &Global, args: &ElectArgs) -> Result<u8, Failure> {
             &tenure,
             leadership.into_guard().into(),
             grace,
+            &mut signals,
         )
         .await?;
         if !held.lost || args.exit_on_loss {

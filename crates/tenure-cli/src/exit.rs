@@ -80,8 +80,8 @@ pub const TABLE: [Row; 12] = [
     },
     Row {
         status: Status::Signal,
-        meaning: "`run`, `elect`: the command was killed by signal N; `elect`: tenure got \
-                  signal N while campaigning",
+        meaning: "`run`, `elect`: the command was killed by signal N; tenure got signal N \
+                  while it waited for the lease (`run`) or campaigned (`elect`)",
     },
     Row {
         status: Status::Codes(&[0]),

@@ -112,8 +112,20 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
     // is found out before the lease is taken, not after the command ran.
     let mut report = Report::open(args)?;
     let tenure = store::connect(global).await?;
+    // Handled from before the wait, so that a signal never ends tenure by
+    // its default action: not while it waits, and not between the grant and
+    // the command's start, when the lease would stay held for its TTL.
+    let mut signals = signal_streams(&FORWARDED)?;
     let started = Instant::now();
-    let outcome = take(global, args, &tenure).await?;
+    let outcome = tokio::select! {
+        taken = take(global, args, &tenure) => taken?,
+        sig = first_signal(&mut signals) => {
+            // The wait is dropped: its place in the waiting line is left by
+            // a task that the store's close at exit waits for.
+            report.waited = started.elapsed();
+            return Ok(report.finish("stopped", 128 + sig as u8));
+        }
+    };
     report.waited = started.elapsed();
     let grant = match outcome {
         Taken::Granted(grant) => grant,
@@ -131,7 +143,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<u8, Failure> {
     let acquired = Instant::now();
     report.fences = grant.fences();
     tracing::info!(lease = %grant.name(), fences = ?report.fences, "lease acquired");
-    let held = hold(global, args, &tenure, grant, grace).await?;
+    let held = hold(global, args, &tenure, grant, grace, &mut signals).await?;
     report.ran = Some(held.ran);
     report.command_status = held.command_status;
     report.held = Some(acquired.elapsed());
@@ -183,14 +195,16 @@ pub struct Held {
 }
 
 /// Runs the command of `args` under an acquired `grant`: supervised as the
-/// module docs say, released at the end. (`tenure elect` runs its command
-/// through this too.)
+/// module docs say, released at the end; `signals` (of [`FORWARDED`],
+/// handled since before the grant) are passed on to it. (`tenure elect`
+/// runs its command through this too.)
 pub async fn hold(
     global: &Global,
     args: &RunArgs,
     tenure: &Coordinator,
     grant: Grant,
     grace: Duration,
+    signals: &mut Signals,
 ) -> Result<Held, Failure> {
     if grant.remaining() <= grace {
         // A lease handed over by a release is valid for a short claim window
@@ -212,7 +226,7 @@ pub async fn hold(
         ));
     }
     let started = Instant::now();
-    let ended = supervise(global, args, &grant, grace).await;
+    let ended = supervise(global, args, &grant, grace, signals).await;
     let ran = started.elapsed();
     let command_status = match &ended {
         Ok(Ended::Exited(status)) => Some(exit_code(*status)),
@@ -432,8 +446,8 @@ async fn supervise(
     args: &RunArgs,
     grant: &Grant,
     grace: Duration,
+    streams: &mut Signals,
 ) -> Result<Ended, Failure> {
-    let mut streams = signal_streams(&FORWARDED)?;
     let mut child = spawn(args, grant)?;
     let group = child_group(&child);
     // Interactive use: the command gets the terminal (and Ctrl-C) while it runs.
@@ -445,7 +459,7 @@ async fn supervise(
         let now = Instant::now();
         let deadline = now + grant.remaining();
         let term_at = deadline.checked_sub(grace).unwrap_or(now).max(now);
-        let any_signal = first_signal(&mut streams);
+        let any_signal = first_signal(streams);
         tokio::select! {
             biased;
             () = lost.wait() => {
@@ -492,10 +506,12 @@ async fn supervise(
     }
 }
 
+/// A stream for each of a set of signals: once one exists, the signal no
+/// longer ends the process by its default action.
+pub type Signals = Vec<(Signal, tokio::signal::unix::Signal)>;
+
 /// A stream for each of `signals` (`tenure elect` listens with these too).
-pub fn signal_streams(
-    signals: &[Signal],
-) -> Result<Vec<(Signal, tokio::signal::unix::Signal)>, Failure> {
+pub fn signal_streams(signals: &[Signal]) -> Result<Signals, Failure> {
     signals
         .iter()
         .map(|&sig| {

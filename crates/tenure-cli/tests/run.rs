@@ -399,3 +399,44 @@ fn a_frozen_redis_ends_the_run_with_76_at_the_local_deadline() {
     // -v logs through tracing on stderr.
     assert!(err.contains("lease acquired"), "{err}");
 }
+
+/// A `run` waiting in line that is stopped by a signal leaves the line before
+/// it exits with 128+N: `status` counts no waiter once it is gone, so the
+/// next waiter is not held up by its place. (Stopped by the signal's default
+/// action instead, it left its place to lapse, about a second on SQLite.)
+#[test]
+fn a_run_stopped_while_waiting_leaves_the_line_and_exits_128_plus_n() {
+    let sandbox = Sandbox::new();
+    let release = sandbox.path("release");
+    let mut holder = common::hold(&sandbox, "line", &release);
+    let waiters = || -> serde_json::Value {
+        let out = output(sandbox.tenure().args(["status", "-k", "line", "--json"]));
+        let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+        json["waiters"].clone()
+    };
+    for (sig, code) in [(Signal::SIGTERM, 143), (Signal::SIGINT, 130)] {
+        let mut waiter = sandbox.start(&["run", "-k", "line", "-w", "30s", "--", "true"]);
+        let standing = Instant::now();
+        while waiters() != serde_json::json!(1) {
+            assert!(
+                standing.elapsed() < Duration::from_secs(10),
+                "the waiter never stood in line"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        kill(waiter.pid(), sig).unwrap();
+        assert_eq!(
+            waiter.wait(Duration::from_secs(10)).code(),
+            Some(code),
+            "{sig}: {}",
+            waiter.stderr()
+        );
+        assert_eq!(
+            waiters(),
+            serde_json::json!(0),
+            "{sig}: its place is still in line"
+        );
+    }
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(holder.wait(Duration::from_secs(10)).code(), Some(0));
+}
