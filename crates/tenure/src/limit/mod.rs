@@ -67,6 +67,6 @@ pub mod token_bucket;
 pub use decision::{Decision, Mode, Timestamp};
 pub use limiter::Limiter;
 pub(crate) use policy::PolicyTag;
-pub use policy::{MAX_LOG_CAPACITY, MAX_SPAN, Policy};
+pub use policy::{MAX_LOG_CAPACITY, MAX_ROUNDING_PERCENT, MAX_SPAN, Policy};
 pub use quota::{Algorithm, Quota};
 pub use reservation::Reservation;

@@ -46,7 +46,9 @@ impl Policy {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the period is shorter than one microsecond
-    /// per unit (the emission interval would round to zero), when the window or
+    /// per unit (the emission interval would round to zero), when GCRA's or the
+    /// token bucket's interval rounded up to a microsecond would slow the rate
+    /// by more than [`MAX_ROUNDING_PERCENT`], when the window or
     /// the burst span exceeds [`MAX_SPAN`], or when a sliding log would hold more
     /// than [`MAX_LOG_CAPACITY`] entries.
     pub fn new(quota: Quota, algorithm: Algorithm) -> Result<Self> {
@@ -73,6 +75,9 @@ impl Policy {
         }
         // Rounded up, so rounding never admits more than the quota.
         let interval_us = period_us.div_ceil(limit);
+        if algorithm.uses_burst() {
+            check_rounding(quota, period_us, limit, interval_us)?;
+        }
         let capacity = if algorithm.uses_burst() {
             u64::from(quota.burst_size().get())
         } else {
@@ -202,6 +207,81 @@ impl Policy {
 
 /// The identity of a policy's state, for in-process tables that index by
 /// policy and user key instead of a formatted storage key.
+/// The most that rounding the emission interval up to a whole microsecond may
+/// slow a GCRA or token-bucket rate, in percent.
+pub const MAX_ROUNDING_PERCENT: u64 = 1;
+
+/// Refuses a quota whose emission interval, rounded up to a microsecond,
+/// would admit more than [`MAX_ROUNDING_PERCENT`] fewer units per period than
+/// the quota says (600 000 per second: 2 µs per unit, 500 000 a second).
+fn check_rounding(quota: Quota, period_us: u64, limit: u64, interval_us: u64) -> Result<()> {
+    let slower_by = interval_us * limit - period_us;
+    if slower_by.saturating_mul(100) <= period_us.saturating_mul(MAX_ROUNDING_PERCENT) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "rate",
+        format!(
+            "{limit} per {:?} needs {:.2} µs per unit; counted in whole microseconds \
+             ({interval_us} µs) it would admit only {} per {:?}: use a window algorithm \
+             (fixed-window, sliding-window, sliding-log), or a rate whose interval is a whole \
+             number of microseconds",
+            quota.period(),
+            period_us as f64 / limit as f64,
+            period_us / interval_us,
+            quota.period(),
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn quota(limit: u32, period: Duration) -> Quota {
+        Quota::new(limit, period).unwrap()
+    }
+
+    #[test]
+    fn a_rate_that_rounding_would_slow_by_more_than_a_percent_is_refused() {
+        let day = Duration::from_secs(86_400);
+        for (limit, period) in [
+            (600_000, Duration::from_secs(1)),
+            (999_999, Duration::from_secs(1)),
+            (150, Duration::from_millis(1)),
+            (u32::MAX, day),
+        ] {
+            for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
+                let e = Policy::new(quota(limit, period), algorithm).unwrap_err();
+                assert!(
+                    matches!(e, Error::InvalidArgument { what: "rate", .. }),
+                    "{limit}/{period:?} {algorithm}: {e}"
+                );
+                assert!(e.to_string().contains("window algorithm"), "{e}");
+            }
+            // Window algorithms count units, not intervals: nothing rounds.
+            for algorithm in [Algorithm::FixedWindow, Algorithm::SlidingWindow] {
+                Policy::new(quota(limit, period), algorithm).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn rates_whose_rounding_costs_at_most_a_percent_are_kept() {
+        for (limit, period, interval) in [
+            (1_000_000, Duration::from_secs(1), 1),
+            (3, Duration::from_secs(1), 333_334),
+            (10_000, Duration::from_secs(1), 100),
+            (9_950, Duration::from_secs(1), 101),
+        ] {
+            let p = Policy::new(quota(limit, period), Algorithm::Gcra).unwrap();
+            assert_eq!(p.interval_micros(), interval, "{limit}/{period:?}");
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct PolicyTag {
     algorithm: Algorithm,
