@@ -62,6 +62,12 @@ pub const FORWARDED: [Signal; 13] = [
     Signal::SIGSYS,
 ];
 
+/// The shortest `--ttl` of a command run under a lease (`run`, `elect`):
+/// above the library's `MIN_TTL`, as starting the command and a renewal's
+/// round trip must fit in the twelfth of the TTL the timing rules leave
+/// (with 10 ms every run was terminated before its first renewal came back).
+pub const MIN_RUN_TTL: Duration = Duration::from_millis(100);
+
 /// How long tenure waits for the killed rest of a group to disappear.
 const GROUP_EXIT_WAIT: Duration = Duration::from_secs(1);
 
@@ -87,7 +93,15 @@ pub fn timing(args: &RunArgs) -> Result<Duration, Failure> {
             "--ttl {} is too short: the clock-drift margin (1% + 2 ms) would take more than \
              a quarter of it, leaving no time to renew the lease; use at least {}",
             duration::show(ttl),
-            duration::show(tenure::lease::MIN_TTL),
+            duration::show(MIN_RUN_TTL),
+        )));
+    }
+    if ttl < MIN_RUN_TTL {
+        return Err(Failure::usage(format!(
+            "--ttl {} is too short for a command: starting it and renewing the lease need \
+             more room than a twelfth of the TTL leaves; use at least {}",
+            duration::show(ttl),
+            duration::show(MIN_RUN_TTL),
         )));
     }
     match args.grace {

@@ -153,6 +153,10 @@ fn impossible_timings_exit_64_before_the_command_runs() {
     for (extra, mentions) in [
         (vec!["--ttl", "1ms"], "drift"),
         (vec!["--ttl", "8ms"], "drift"),
+        // Above the library's MIN_TTL, but too short for a command: starting
+        // it and a renewal's round trip need more than a twelfth of 10 ms.
+        (vec!["--ttl", "10ms"], "at least 100ms"),
+        (vec!["--ttl", "99ms"], "at least 100ms"),
         (vec!["--grace", "11s"], "--grace"),
         (vec!["--ttl", "3s", "--grace", "2s"], "--grace"),
     ] {
