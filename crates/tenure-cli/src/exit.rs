@@ -85,8 +85,9 @@ pub const TABLE: [Row; 12] = [
     },
     Row {
         status: Status::Codes(&[0]),
-        meaning: "`status`: the lease is held; `list`; `limit`: allowed; `leader`: someone leads; \
-                  `release`: released, or free already; `completions`, `man`, `--help`, `--version`",
+        meaning: "`status`: the key is held (the lease, a reader or writer, a permit); `list`; \
+                  `limit`: allowed; `leader`: someone leads; `release`: released, or free \
+                  already; `completions`, `man`, `--help`, `--version`",
     },
     Row {
         status: Status::Codes(&[USAGE]),
@@ -122,7 +123,7 @@ pub const TABLE: [Row; 12] = [
     Row {
         status: Status::Codes(&[NOT_ACQUIRED]),
         meaning: "`run`: not acquired within `--wait` (or the `--conflict-exit-code`); \
-                  `status`: the lease is free; `limit`: limited; `leader`: nobody leads; \
+                  `status`: the key is free; `limit`: limited; `leader`: nobody leads; \
                   `once`: another caller still runs it after `--wait`; `release --force`: \
                   the lease changed hands meanwhile (nothing released)",
     },

@@ -10,7 +10,8 @@ use tenure::{Coordinator, LeaseStatus};
 
 use crate::cli::{Global, ListArgs};
 use crate::exit::Failure;
-use crate::{duration, output, rw, status, store};
+use crate::gates::{self, Gate};
+use crate::{duration, output, status, store};
 
 /// How often `--watch` redraws.
 const REFRESH: Duration = Duration::from_secs(1);
@@ -29,16 +30,23 @@ pub async fn list(global: &Global, args: &ListArgs) -> Result<u8, Failure> {
         return watch(&tenure, &args.prefix).await;
     }
     let mut leases = tenure.list(&args.prefix).await?;
-    let shared = rw::list(&tenure, &args.prefix).await;
+    let mut held_gates = Vec::new();
+    for gate in Gate::ALL {
+        held_gates.push((gate, gates::list(&tenure, &args.prefix, gate).await));
+    }
     if args.json {
         for (key, s) in &leases {
             output::json(&status::to_json(key, s));
         }
-        for (key, s) in &shared {
-            output::json(&rw::to_json(key, s));
+        for (gate, listed) in &held_gates {
+            for (key, s) in listed {
+                output::json(&gates::to_json(key, *gate, s));
+            }
         }
     } else if !global.quiet {
-        leases.extend(rw::rows(&shared));
+        for (_, listed) in &held_gates {
+            leases.extend(gates::rows(listed));
+        }
         for line in table(&leases, None) {
             output::line(&line);
         }
@@ -59,7 +67,9 @@ async fn watch(tenure: &Coordinator, prefix: &str) -> Result<u8, Failure> {
             _ = tick.tick() => {}
         }
         let mut leases = tenure.list(prefix).await?;
-        leases.extend(rw::rows(&rw::list(tenure, prefix).await));
+        for gate in Gate::ALL {
+            leases.extend(gates::rows(&gates::list(tenure, prefix, gate).await));
+        }
         longest.retain(|(key, fence), _| {
             leases
                 .iter()

@@ -7,19 +7,24 @@ use tenure::{Holder, LeaseStatus};
 
 use crate::cli::{Global, StatusArgs};
 use crate::exit::{self, Failure};
-use crate::{duration, output, rw, store};
+use crate::gates::{self, Gate};
+use crate::{duration, output, store};
 
 pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
     tenure::validate_key(args.key.get())?;
     let tenure = store::connect(global).await?;
     let s = tenure.status(args.key.get()).await?;
-    // Readers and writers of the key's read-write lease, when there are any.
-    let rw = rw::status_of(&tenure, args.key.get()).await;
+    // The key's read-write lease and semaphore, when held or waited for.
+    let mut held_gates = Vec::new();
+    for gate in Gate::ALL {
+        if let Some(s) = gates::status_of(&tenure, args.key.get(), gate).await {
+            held_gates.push((gate, s));
+        }
+    }
     if args.json {
         let mut json = to_json(args.key.get(), &s);
-        // Only when the key's read-write lease is held or waited for.
-        if let Some(r) = &rw {
-            json["rw"] = rw::to_json(args.key.get(), r);
+        for (gate, g) in &held_gates {
+            json[gate.field()] = gates::to_json(args.key.get(), *gate, g);
         }
         output::json(&json);
     } else if !global.quiet {
@@ -53,13 +58,16 @@ pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
         output::line(&format!("waiting  {waiting}"));
         output::line(&format!("storage  {}", s.storage_key));
         output::line(&format!("backend  {}", tenure.backend().describe()));
-        for line in rw.iter().flat_map(rw::lines) {
-            output::line(&line);
+        for (gate, g) in &held_gates {
+            for line in gates::lines(*gate, g) {
+                output::line(&line);
+            }
         }
     }
-    // Scripts branch on it as on `leader`: 0 held, 75 free.
-    let rw_held = rw.is_some_and(|r| !r.holders.is_empty());
-    Ok(if s.held || rw_held {
+    // Scripts branch on it as on `leader`: 0 held (the lease, a reader or
+    // writer, a permit), 75 free.
+    let gate_held = held_gates.iter().any(|(_, g)| !g.holders.is_empty());
+    Ok(if s.held || gate_held {
         0
     } else {
         exit::NOT_ACQUIRED

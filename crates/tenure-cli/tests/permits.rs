@@ -427,3 +427,68 @@ fn lowering_permits_from_five_to_two_under_load_on_sqlite() {
     let sandbox = Sandbox::new();
     lowering_five_to_two_under_load(&sandbox.sqlite());
 }
+
+/// `tenure status` and `tenure list` show a semaphore's permit holders as
+/// they show a lease's holder (`status` exits 0 while one is held), in text
+/// and JSON, on SQLite and on Redis.
+#[test]
+fn status_and_list_show_permit_holders() {
+    let server = RedisServer::start();
+    let sandbox = Sandbox::new();
+    for backend in [sandbox.sqlite(), server.url()] {
+        let release = sandbox.path("release");
+        let _ = std::fs::remove_file(&release);
+        let held = sandbox.path("held");
+        let _ = std::fs::remove_file(&held);
+        let script = format!(
+            "echo $$ > {h}; while [ ! -e {r} ]; do sleep 0.02; done",
+            h = held.display(),
+            r = release.display()
+        );
+        let args = [
+            "--backend",
+            &backend,
+            "run",
+            "--permits",
+            "2",
+            "--label",
+            "pool job",
+            "pool",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ];
+        let mut holder = sandbox.start(&args);
+        wait_for_file_of(&held, Duration::from_secs(10), &mut holder);
+        let tenure =
+            |args: &[&str]| output(sandbox.tenure().args(["--backend", &backend]).args(args));
+        let text = tenure(&["status", "pool"]);
+        assert_eq!(text.status.code(), Some(0), "{backend}: {}", stderr(&text));
+        let shown = common::stdout(&text);
+        assert!(
+            shown.contains("permit") && shown.contains("pool job"),
+            "{backend}: {shown}"
+        );
+        let json = tenure(&["status", "--json", "pool"]);
+        let json: serde_json::Value = serde_json::from_str(common::stdout(&json).trim()).unwrap();
+        let permits = json["semaphore"]["permits"]
+            .as_array()
+            .expect("permit holders");
+        assert_eq!(permits.len(), 1, "{backend}: {json}");
+        assert_eq!(permits[0]["label"], "pool job", "{backend}: {json}");
+        let listed = common::stdout(&tenure(&["list"]));
+        assert!(listed.contains("pool [permit]"), "{backend}: {listed}");
+        let lines = common::stdout(&tenure(&["list", "--json"]));
+        assert!(
+            lines
+                .lines()
+                .any(|l| l.contains("\"permits\"") && l.contains("\"key\":\"pool\"")),
+            "{backend}: {lines}"
+        );
+        std::fs::write(&release, "").unwrap();
+        assert_eq!(holder.wait(Duration::from_secs(10)).code(), Some(0));
+        let after = tenure(&["status", "pool"]);
+        assert_eq!(after.status.code(), Some(75), "{backend}: released");
+    }
+}

@@ -267,6 +267,14 @@ impl Coordinator {
         Ok(RwLease::new(store, key.into()))
     }
 
+    /// The semaphores with permits held now whose key starts with `prefix`,
+    /// in key order, with their holders and waiters. Fails where the store
+    /// cannot list (a Redis Cluster, a quorum).
+    pub async fn list_semaphores(&self, prefix: &str) -> Result<Vec<(String, GateStatus)>> {
+        let store = self.semaphore(prefix, NonZeroU32::MIN)?.into_store();
+        store.list(GateKind::Semaphore, prefix).await
+    }
+
     /// The read-write leases held now whose key starts with `prefix`, in key
     /// order, with their readers or writer. Fails where the store cannot
     /// list (a Redis Cluster, a quorum).
