@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::{Running, Sandbox, assert_one_line_error, output, stderr, stdout};
 use nix::sys::signal::{Signal, kill};
 use serde_json::Value;
-use tenure_test::RedisServer;
+use tenure_test::{EtcdCluster, RedisServer};
 
 /// Starts `tenure --backend BACKEND run --key KEY --label LABEL` around a
 /// command that signals it started and then sleeps; returns it once running.
@@ -303,6 +303,50 @@ fn redis_status_and_list_show_who_holds_it_and_who_waits_but_never_the_token() {
     assert!(stdout(&out).contains("waiting  1"), "{}", stdout(&out));
     stop(held);
     assert!(waiter.wait(Duration::from_secs(15)).success());
+}
+
+/// `list --json` counts a held lease's waiters as `status --json` does, on
+/// SQLite and etcd, which count the live places in the waiting line.
+fn list_counts_the_waiters(backend: &str) {
+    let s = Sandbox::new();
+    let held = hold(&s, backend, "queue:a", "first");
+    let mut waiter = s.start(&[
+        "--backend",
+        backend,
+        "run",
+        "--key",
+        "queue:a",
+        "--wait",
+        "60s",
+        "--",
+        "true",
+    ]);
+    let start = Instant::now();
+    while status_json(&s, backend, "queue:a")["waiters"] != 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "no waiter counted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = output(s.tenure().args(["--backend", backend, "list", "--json"]));
+    let lines = json_lines(&stdout(&out));
+    let listed = lines.iter().find(|l| l["key"] == "queue:a").unwrap();
+    assert_eq!(listed["waiters"], 1, "{listed}");
+    stop([held]);
+    assert!(waiter.wait(Duration::from_secs(15)).success());
+}
+
+#[test]
+fn sqlite_list_counts_the_waiters() {
+    let s = Sandbox::new();
+    list_counts_the_waiters(&s.sqlite());
+}
+
+#[test]
+fn etcd_list_counts_the_waiters() {
+    let etcd = EtcdCluster::single();
+    list_counts_the_waiters(&etcd.url());
 }
 
 #[test]

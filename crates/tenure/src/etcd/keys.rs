@@ -42,6 +42,14 @@ pub(crate) fn line_prefix(lease_key: &str) -> String {
     format!("{lease_key}\0line\0")
 }
 
+/// The lease key of a place in a waiting line (a key under [`line_prefix`]);
+/// `None` for any other key. Lease keys contain no NUL.
+pub(crate) fn lease_of_place(etcd_key: &[u8]) -> Option<&[u8]> {
+    const MARK: &[u8] = b"\0line\0";
+    let at = etcd_key.windows(MARK.len()).position(|w| w == MARK)?;
+    Some(&etcd_key[..at])
+}
+
 /// The permit key of `token` under `permits_prefix`.
 pub(crate) fn permit_key(permits_prefix: &str, token: &str) -> String {
     format!("{permits_prefix}{token}")
@@ -114,6 +122,20 @@ mod tests {
         assert_eq!(etcd_ttl_secs(Duration::from_millis(1001)), 2);
         assert_eq!(etcd_ttl_secs(Duration::from_secs(30)), 30);
         assert_eq!(etcd_ttl_secs(Duration::MAX), i64::MAX);
+    }
+
+    #[test]
+    fn a_place_names_its_lease_key_and_no_other_companion_does() {
+        let lease = lease_key("tenure/lease/", "a");
+        let place = permit_key(&line_prefix(&lease), "ff00");
+        assert_eq!(lease_of_place(place.as_bytes()), Some(lease.as_bytes()));
+        for other in [
+            lease.clone(),
+            record_key(&lease),
+            permit_key(&permits_prefix(&lease), "ff00"),
+        ] {
+            assert_eq!(lease_of_place(other.as_bytes()), None, "{other:?}");
+        }
     }
 
     #[test]

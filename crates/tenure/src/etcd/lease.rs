@@ -18,7 +18,8 @@ use super::client::Watch;
 use super::conn::EtcdConn;
 use super::holder::{self, holder_key, is_holder_key};
 use super::keys::{
-    companions_end, etcd_ttl_secs, lease_key, line_prefix, range_end, record_key, ttl_left,
+    companions_end, etcd_ttl_secs, lease_key, lease_of_place, line_prefix, range_end, record_key,
+    ttl_left,
 };
 use super::line;
 use super::line_watch::LineWatches;
@@ -511,9 +512,13 @@ impl LeaseStore for EtcdStore {
             })
             .await?;
         let mut records: HashMap<Vec<u8>, KeyValue> = HashMap::new();
+        // The places in each lease's waiting line, counted as `status` does.
+        let mut waiting: HashMap<Vec<u8>, u64> = HashMap::new();
         let mut leases = Vec::new();
         for kv in reply.kvs {
-            if is_holder_key(&kv.key) {
+            if let Some(lease_key) = lease_of_place(&kv.key) {
+                *waiting.entry(lease_key.to_vec()).or_default() += 1;
+            } else if is_holder_key(&kv.key) {
                 records.insert(kv.key.clone(), kv);
             } else {
                 leases.push(kv);
@@ -529,7 +534,8 @@ impl LeaseStore for EtcdStore {
                 continue;
             };
             let record = records.remove(holder_key(&self.lease_key(&key)).as_bytes());
-            let status = self.held_status(&key, kv, record).await?;
+            let mut status = self.held_status(&key, kv.clone(), record).await?;
+            status.waiters = Some(waiting.get(&kv.key).copied().unwrap_or(0));
             held.push((key, status));
         }
         Ok(held)

@@ -455,6 +455,10 @@ impl LeaseStore for SqliteStore {
                     held.push((key, status));
                 }
             }
+            // Counted as `status` counts them (one indexed count per lease).
+            for (key, status) in &mut held {
+                status.waiters = Some(line::waiting(tx, key, now)?);
+            }
             Ok(held)
         })
         .await
