@@ -417,12 +417,12 @@ pub struct RunArgs {
     /// How long the store keeps the lease without renewal (a bare number is
     /// seconds); tenure renews it
     /// every third of this while the command runs.
-    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive, allow_hyphen_values = true, allow_hyphen_values = true)]
     pub ttl: Duration,
 
     /// How long to wait for a held lease before giving up (exit 75); `inf`
     /// waits until it is free (flock's default).
-    #[arg(short, long, value_name = "DURATION|inf", default_value = "10s", value_parser = parse_wait)]
+    #[arg(short, long, value_name = "DURATION|inf", default_value = "10s", value_parser = parse_wait, allow_hyphen_values = true, allow_hyphen_values = true)]
     pub wait: Wait,
 
     /// Give up at once if the lease is held (same as --wait 0s).
@@ -439,7 +439,7 @@ pub struct RunArgs {
     /// when the lease is (about to be) lost: SIGTERM comes this long before
     /// the local deadline, SIGKILL at it. At most a third of --ttl (default:
     /// 10s, or a third of --ttl if that is shorter).
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, allow_hyphen_values = true)]
     pub grace: Option<Duration>,
 
     /// Exit status when the lease was not acquired (instead of 75).
@@ -458,7 +458,7 @@ pub struct RunArgs {
 
     /// Hold one of N permits of an expiring semaphore on the key instead of
     /// the lease: up to N commands run at once (consul lock -n).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = count, allow_hyphen_values = true)]
     pub permits: Option<NonZeroU32>,
 
     /// Hold a shared (read) grant of the key's read-write lease: any number
@@ -475,7 +475,7 @@ pub struct RunArgs {
     /// Hold the lease at most this long (a bare number is seconds): then
     /// renewal stops and the command is stopped as on any loss (SIGTERM,
     /// SIGKILL after --grace; exit 76).
-    #[arg(long, value_name = "DURATION", value_parser = duration::positive)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive, allow_hyphen_values = true, allow_hyphen_values = true)]
     pub max_hold: Option<Duration>,
 
     /// The program and its arguments (from `invocation`).
@@ -517,7 +517,7 @@ pub struct LimitArgs {
     pub rate: Option<Rate>,
 
     /// Bucket size of gcra and token-bucket (default: N).
-    #[arg(long, value_name = "B")]
+    #[arg(long, value_name = "B", value_parser = count, allow_hyphen_values = true)]
     pub burst: Option<NonZeroU32>,
 
     /// gcra, token-bucket, sliding-log, sliding-window or fixed-window.
@@ -525,7 +525,7 @@ pub struct LimitArgs {
     pub algorithm: Algorithm,
 
     /// Units this request takes.
-    #[arg(long, value_name = "C", default_value = "1")]
+    #[arg(long, value_name = "C", default_value = "1", value_parser = count, allow_hyphen_values = true)]
     pub cost: NonZeroU32,
 
     /// Decide without taking anything and exit 0; the output says what would
@@ -539,11 +539,11 @@ pub struct LimitArgs {
     pub reserve: bool,
 
     /// The longest wait --reserve books (bare numbers are seconds).
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, requires = "reserve")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, requires = "reserve", allow_hyphen_values = true, allow_hyphen_values = true)]
     pub max_delay: Option<Duration>,
 
     /// Give N units back to the key (never beyond its capacity); exit 0.
-    #[arg(long, value_name = "N", conflicts_with_all = ["reset", "cost"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["reset", "cost"], value_parser = count, allow_hyphen_values = true)]
     pub refund: Option<NonZeroU32>,
 
     /// Forget the key's state under --algorithm: it starts from a full budget.
@@ -563,14 +563,19 @@ pub struct Rate {
     pub period: Duration,
 }
 
+/// Parses a count of units or permits: a whole number from 1 to `u32::MAX`.
+pub fn count(text: &str) -> Result<NonZeroU32, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number from 1 to {}", u32::MAX))
+}
+
 /// Parses `N/PERIOD`: `10/1m`, `5/s` (a period without a number is one unit).
 pub fn parse_rate(text: &str) -> Result<Rate, String> {
     let (n, period) = text
         .split_once('/')
         .ok_or_else(|| format!("{text:?} is not N/PERIOD; write e.g. 10/1m"))?;
-    let limit: NonZeroU32 = n.trim().parse().map_err(|_| {
-        format!("{n:?} in {text:?} is not a whole number of units from 1 to 4294967295")
-    })?;
+    let limit = count(n).map_err(|e| format!("{e} (the units of {text:?})"))?;
     let period = period.trim();
     let period = if period.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
         duration::positive(period)?

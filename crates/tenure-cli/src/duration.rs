@@ -10,6 +10,11 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     if s.is_empty() {
         return Err("empty duration; write e.g. 10s or 500ms".into());
     }
+    if s.starts_with('-') {
+        return Err(format!(
+            "{text:?} is negative; a duration is written e.g. 10s or 500ms"
+        ));
+    }
     if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         return nanos(s, 1_000_000_000, text).and_then(|n| from_nanos(n, text));
     }
@@ -100,7 +105,9 @@ pub fn positive(text: &str) -> Result<Duration, String> {
 /// A duration the way a person writes it: `250ms`, `1.5s`, `2m`.
 pub fn show(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms < 1000 {
+    if ms == 0 && !d.is_zero() {
+        format!("{}µs", d.as_micros())
+    } else if ms < 1000 {
         format!("{ms}ms")
     } else if ms < 60_000 && ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
@@ -152,7 +159,7 @@ mod tests {
         assert!(parse("").unwrap_err().contains("empty"));
         assert!(parse("s").unwrap_err().contains("not a duration"));
         assert!(parse("1..2s").unwrap_err().contains("not a number"));
-        assert!(parse("-1s").unwrap_err().contains("not a duration"));
+        assert!(parse("-1s").unwrap_err().contains("negative"));
         assert!(parse("99999999999999999999999999999999999999d").is_err());
         let edge = format!("{}.9ms", u128::MAX / 1_000_000);
         assert!(parse(&edge).unwrap_err().contains("too long"));
@@ -166,5 +173,7 @@ mod tests {
         assert_eq!(show(Duration::from_secs(10)), "10s");
         assert_eq!(show(Duration::from_secs(120)), "2m");
         assert_eq!(show(Duration::from_secs(90)), "1m30s");
+        assert_eq!(show(Duration::from_micros(100)), "100µs");
+        assert_eq!(show(Duration::ZERO), "0ms");
     }
 }

@@ -35,12 +35,12 @@ pub struct ElectArgs {
 
     /// TTL of the leader's lease; it is renewed every third of it, and a
     /// crashed leader is replaced about this long after its last renewal.
-    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive, allow_hyphen_values = true)]
     pub ttl: Duration,
 
     /// How long the command's process group has between SIGTERM and SIGKILL
     /// when leadership is (about to be) lost; as for `tenure run`.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
     pub grace: Option<Duration>,
 
     /// After leadership is lost, exit (76) instead of campaigning again.

@@ -45,17 +45,17 @@ pub struct OnceArgs {
     pub key: String,
 
     /// How long the recorded outcome is kept; after it, the command runs again.
-    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = duration::positive)]
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = duration::positive, allow_hyphen_values = true)]
     pub retain: Duration,
 
     /// TTL of the runner's lease, renewed every third of it: a killed runner
     /// is taken over about this long after its last renewal.
-    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive)]
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive, allow_hyphen_values = true)]
     pub ttl: Duration,
 
     /// How long to wait for another caller's run (exit 75 after it); `inf`
     /// (the default) waits until it completes or its lease expires.
-    #[arg(short, long, value_name = "DURATION|inf", default_value = "inf", value_parser = parse_wait)]
+    #[arg(short, long, value_name = "DURATION|inf", default_value = "inf", value_parser = parse_wait, allow_hyphen_values = true)]
     pub wait: Wait,
 
     /// Record the command's stdout too (at most 1 MiB), and replay it to

@@ -25,6 +25,31 @@ fn bad_usage_exits_64_with_one_line() {
     check(run(&["--ttl", "0s"]), "greater than zero");
     check(run(&["--wait", "soon"]), "soon");
     check(run(&["--conflict-exit-code", "256"]), "conflict-exit-code");
+    // Counts say what they accept, not how Rust's integer parser failed.
+    check(
+        run(&["--permits", "0"]),
+        "a whole number from 1 to 4294967295",
+    );
+    let limit = |flag: &str, value: &str| -> Vec<String> {
+        ["limit", "--rate", "10/1m", flag, value, "k"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect()
+    };
+    for (flag, value) in [
+        ("--cost", "0"),
+        ("--burst", "0"),
+        ("--refund", "0"),
+        ("--refund", "99999999999"),
+        ("--cost", "-1"),
+    ] {
+        check(limit(flag, value), "a whole number from 1 to 4294967295");
+    }
+    // A negative duration is refused as one, not as an unknown flag.
+    check(run(&["--ttl", "-1s"]), "negative");
+    check(run(&["--wait", "-1"]), "negative");
+    // Below a millisecond, the message shows what was given.
+    check(run(&["--ttl", "0.0001"]), "100µs");
     check(
         vec![
             "run".into(),
@@ -71,12 +96,14 @@ fn an_unreachable_or_unusable_backend_exits_69() {
         69,
         "unreachable",
     );
-    assert_one_line_error(
+    let err = assert_one_line_error(
         &s,
         &["status", "--key", "k", "--backend", &url],
         69,
-        "unreachable",
+        "unreachable during connect",
     );
+    // The connect is for no key: the message names none.
+    assert!(!err.contains("on key"), "{err}");
     std::fs::write(s.path("notes.txt"), "not a database\n".repeat(200)).unwrap();
     let text = format!("sqlite:{}", s.path("notes.txt").display());
     assert_one_line_error(

@@ -76,7 +76,7 @@ pub enum Error {
     },
 
     /// The backend could not be reached (connection refused, reset, closed).
-    #[error("backend {backend} unreachable during {op} on key {key:?}: {cause}")]
+    #[error("backend {backend} unreachable during {op}{}: {cause}", on_key(key))]
     Unreachable {
         /// Which backend, e.g. `redis://127.0.0.1:6379`.
         backend: String,
@@ -90,7 +90,10 @@ pub enum Error {
     },
 
     /// The backend did not answer in time.
-    #[error("backend {backend} timed out after {after:?} during {op} on key {key:?}")]
+    #[error(
+        "backend {backend} timed out after {after:?} during {op}{}",
+        on_key(key)
+    )]
     Timeout {
         /// Which backend.
         backend: String,
@@ -113,7 +116,7 @@ pub enum Error {
     },
 
     /// The backend answered with an error tenure does not classify further.
-    #[error("backend {backend} failed during {op} on key {key:?}: {cause}")]
+    #[error("backend {backend} failed during {op}{}: {cause}", on_key(key))]
     Backend {
         /// Which backend.
         backend: String,
@@ -167,7 +170,8 @@ pub enum Error {
     /// [`QuorumStore`](crate::quorum::QuorumStore)). A lease held by another
     /// client on a majority is not this error but an ordinary `Held` outcome.
     #[error(
-        "quorum unavailable during {op} on key {key:?}: {needed} of {} nodes needed; {}",
+        "quorum unavailable during {op}{}: {needed} of {} nodes needed; {}",
+        on_key(key),
         votes.len(),
         list_votes(votes)
     )]
@@ -294,6 +298,16 @@ impl Error {
             what,
             reason: reason.into(),
         }
+    }
+}
+
+/// ` on key "K"` for an operation on a key; nothing for one on no key (a
+/// connect, a store-wide read).
+fn on_key(key: &str) -> String {
+    if key.is_empty() {
+        String::new()
+    } else {
+        format!(" on key {key:?}")
     }
 }
 
