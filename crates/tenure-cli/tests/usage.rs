@@ -112,6 +112,13 @@ fn an_unreachable_or_unusable_backend_exits_69() {
         69,
         "not a SQLite database",
     );
+    // What the OS refused is named (sysfs refuses new files, even to root).
+    assert_one_line_error(
+        &s,
+        &["--backend", "sqlite:/sys/tenure.db", "status", "--key", "k"],
+        69,
+        "Permission denied",
+    );
     let missing = format!("sqlite:{}", s.path("no/such/dir/w.db").display());
     assert_one_line_error(
         &s,

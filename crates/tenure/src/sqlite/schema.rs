@@ -119,7 +119,25 @@ fn not_opened(path: &Path, e: &rusqlite::Error) -> String {
     {
         return format!("its directory {} does not exist", parent.display());
     }
-    explain(e)
+    // Opening it as SQLite does names what the OS refused (permission
+    // denied, a read-only file system), which SQLite's message does not.
+    // A file that does not exist is created only to learn that, and removed.
+    let exists = path.exists();
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(!exists)
+        .open(path);
+    match opened {
+        Err(os) if exists => format!("{}: {os}", explain(e)),
+        Err(os) => format!("{}: it cannot be created: {os}", explain(e)),
+        Ok(_) => {
+            if !exists {
+                let _ = std::fs::remove_file(path);
+            }
+            explain(e)
+        }
+    }
 }
 
 /// Why [`prepare_within`] left a file unprepared.
