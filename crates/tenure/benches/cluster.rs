@@ -45,16 +45,17 @@ fn reset(masters: &[&RedisServer]) {
     }
 }
 
-/// Calls and total µs of `EVALSHA` over `masters` since the last reset.
-fn evalsha_stats(masters: &[&RedisServer]) -> (u64, u64) {
+/// Calls and total µs of script calls over `masters` since the last reset:
+/// `EVALSHA` (leases) and `FCALL` (limiters, from tenure's function library).
+fn script_stats(masters: &[&RedisServer]) -> (u64, u64) {
     let mut calls = 0;
     let mut usec = 0;
     for m in masters {
         let stats = m.command("INFO commandstats").unwrap();
-        let Some(line) = stats.lines().find(|l| l.starts_with("cmdstat_evalsha:")) else {
-            continue;
-        };
-        for field in line.split([':', ',']) {
+        let scripts = stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_fcall:"));
+        for field in scripts.flat_map(|line| line.split([':', ','])) {
             if let Some(v) = field.strip_prefix("calls=") {
                 calls += v.parse::<u64>().unwrap_or(0);
             }
@@ -97,7 +98,7 @@ where
         }
     })
     .await;
-    let (calls, usec) = evalsha_stats(masters);
+    let (calls, usec) = script_stats(masters);
     let decision_us = usec as f64 / calls.max(1) as f64;
     reset(masters);
     let w = tenure.clone();
@@ -115,7 +116,7 @@ where
         }
     })
     .await;
-    let (calls, usec) = evalsha_stats(masters);
+    let (calls, usec) = script_stats(masters);
     // Two script calls per cycle: acquire and release.
     let cycle_us = 2.0 * usec as f64 / calls.max(1) as f64;
     Row {
