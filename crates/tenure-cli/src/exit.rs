@@ -92,8 +92,9 @@ pub const TABLE: [Row; 12] = [
     Row {
         status: Status::Codes(&[USAGE]),
         meaning: "bad usage: unknown flag, malformed duration, zero TTL, a TTL too short to \
-                  renew, `--grace` above a third of the TTL, empty key, unknown backend \
-                  scheme, `memory:`, a missing key or command, `-c` beside a command; \
+                  renew (`run`, `elect`: under 100 ms), `--grace` above a third of the TTL, \
+                  a key that is empty, over 1024 bytes or has control characters, an unknown \
+                  backend scheme, `memory:`, a missing key or command, `-c` beside a command; \
                   `run --permits 0`; `release` without `--force`, or on a quorum; `elect --id` empty, \
                   too long, with control characters, or on a quorum; `once` or \
                   `run --permits` on a quorum; `limit` on a quorum or etcd; a `--label` too \
