@@ -82,15 +82,15 @@ async fn draw_while<F: std::future::Future>(
     let start = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tokio::pin!(work);
-    let mut drawn = false;
-    let out = loop {
+    let mut line = LiveLine { drawn: false };
+    loop {
         tokio::select! {
-            out = &mut work => break out,
+            out = &mut work => return out,
             _ = tick.tick() => {
                 let waited = start.elapsed();
                 // Nothing to show in the first moments: most leases are free.
                 if waited >= Duration::from_millis(200) {
-                    drawn = true;
+                    line.drawn = true;
                     let limit = wait.map_or_else(
                         || "(no limit)".to_string(),
                         |w| format!("of {}", duration::show(w)),
@@ -108,9 +108,19 @@ async fn draw_while<F: std::future::Future>(
                 }
             }
         }
-    };
-    if drawn {
-        let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
     }
-    out
+}
+
+/// The live line of a wait: cleared when the wait ends, and also when it is
+/// dropped (a signal stopped it), so the shell's prompt starts clean.
+struct LiveLine {
+    drawn: bool,
+}
+
+impl Drop for LiveLine {
+    fn drop(&mut self) {
+        if self.drawn {
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+        }
+    }
 }

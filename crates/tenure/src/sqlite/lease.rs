@@ -455,9 +455,11 @@ impl LeaseStore for SqliteStore {
                     held.push((key, status));
                 }
             }
-            // Counted as `status` counts them (one indexed count per lease).
+            // Counted as `status` counts them, in one pass over the waiters
+            // (few, next to the leases a list may print).
+            let waiting = line::waiting_by_key(tx, now)?;
             for (key, status) in &mut held {
-                status.waiters = Some(line::waiting(tx, key, now)?);
+                status.waiters = Some(waiting.get(key.as_str()).copied().unwrap_or(0));
             }
             Ok(held)
         })

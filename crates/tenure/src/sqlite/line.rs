@@ -352,6 +352,21 @@ pub(super) fn waiting(tx: &Connection, key: &str, now: &HostTime) -> rusqlite::R
     Ok(n.unsigned_abs())
 }
 
+/// [`waiting`] for every key that has a live place, in one query.
+pub(super) fn waiting_by_key(
+    tx: &Connection,
+    now: &HostTime,
+) -> rusqlite::Result<std::collections::HashMap<String, u64>> {
+    let mut select = tx.prepare_cached(
+        "SELECT key, count(*) FROM tenure_waiters
+         WHERE boot_id = ?1 AND expires_at_ms > ?2 GROUP BY key",
+    )?;
+    let rows = select.query_map(params![&*now.boot, now.ms()], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.unsigned_abs()))
+    })?;
+    rows.collect()
+}
+
 /// A look's reply as the lease layer wants it.
 pub(super) fn reply(
     look: &Look,
