@@ -592,7 +592,9 @@ pub struct StatusArgs {
     pub key: KeyArg,
 
     /// Print {"key","held","ttl_ms","fence","storage_key","holder","waiters"}
-    /// as JSON; holder is {"host","pid","label","held_ms"} or null.
+    /// as JSON; holder is {"host","pid","label","held_ms"} or null; "rw" and
+    /// "semaphore" are added while the key's read-write lease or semaphore is
+    /// held or waited for.
     #[arg(long)]
     pub json: bool,
 }
