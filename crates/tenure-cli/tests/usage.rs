@@ -104,6 +104,14 @@ fn an_unreachable_or_unusable_backend_exits_69() {
     );
     // The connect is for no key: the message names none.
     assert!(!err.contains("on key"), "{err}");
+    // A cluster none of whose seeds answers is unreachable too.
+    let cluster = format!("redis+cluster://127.0.0.1:{port}");
+    assert_one_line_error(
+        &s,
+        &["status", "--key", "k", "--backend", &cluster],
+        69,
+        "unreachable during connect",
+    );
     std::fs::write(s.path("notes.txt"), "not a database\n".repeat(200)).unwrap();
     let text = format!("sqlite:{}", s.path("notes.txt").display());
     assert_one_line_error(

@@ -704,7 +704,10 @@ impl RedisConn {
                 after: self.timeout,
             };
         }
-        if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
+        // A cluster client with no connection to any node (none of its seeds
+        // answered) is as unreachable as a refused connection.
+        let no_node = e.kind() == redis::ErrorKind::ClusterConnectionNotFound;
+        if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || no_node {
             Error::Unreachable {
                 backend: self.display.clone(),
                 op,
