@@ -205,8 +205,6 @@ impl Policy {
     }
 }
 
-/// The identity of a policy's state, for in-process tables that index by
-/// policy and user key instead of a formatted storage key.
 /// The most that rounding the emission interval up to a whole microsecond may
 /// slow a GCRA or token-bucket rate, in percent.
 pub const MAX_ROUNDING_PERCENT: u64 = 1;
@@ -232,6 +230,14 @@ fn check_rounding(quota: Quota, period_us: u64, limit: u64, interval_us: u64) ->
             quota.period(),
         ),
     ))
+}
+
+/// The identity of a policy's state, for in-process tables that index by
+/// policy and user key instead of a formatted storage key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PolicyTag {
+    algorithm: Algorithm,
+    slot: u32,
 }
 
 #[cfg(test)]
@@ -280,10 +286,4 @@ mod tests {
             assert_eq!(p.interval_micros(), interval, "{limit}/{period:?}");
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct PolicyTag {
-    algorithm: Algorithm,
-    slot: u32,
 }

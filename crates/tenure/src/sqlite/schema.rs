@@ -121,19 +121,27 @@ fn not_opened(path: &Path, e: &rusqlite::Error) -> String {
     }
     // Opening it as SQLite does names what the OS refused (permission
     // denied, a read-only file system), which SQLite's message does not.
-    // A file that does not exist is created only to learn that, and removed.
-    let exists = path.exists();
+    // Where it does not exist, a probe file of this process's own beside it
+    // is created and removed instead: never the database's own name, which
+    // another process may be creating.
+    let (probe, exists) = if path.exists() {
+        (path.to_path_buf(), true)
+    } else {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".probe-{}", std::process::id()));
+        (std::path::PathBuf::from(name), false)
+    };
     let opened = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create_new(!exists)
-        .open(path);
+        .open(&probe);
     match opened {
         Err(os) if exists => format!("{}: {os}", explain(e)),
         Err(os) => format!("{}: it cannot be created: {os}", explain(e)),
         Ok(_) => {
             if !exists {
-                let _ = std::fs::remove_file(path);
+                let _ = std::fs::remove_file(&probe);
             }
             explain(e)
         }
