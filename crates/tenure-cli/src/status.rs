@@ -17,8 +17,8 @@ pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
     // The key's read-write lease and semaphore, when held or waited for.
     let mut held_gates = Vec::new();
     for gate in Gate::ALL {
-        if let Some(s) = gates::status_of(&tenure, args.key.get(), gate).await {
-            held_gates.push((gate, s));
+        if let Some(g) = gates::status_of(&tenure, args.key.get(), gate).await {
+            held_gates.push((gate, g));
         }
     }
     if args.json {
