@@ -417,12 +417,12 @@ pub struct RunArgs {
     /// How long the store keeps the lease without renewal (a bare number is
     /// seconds); tenure renews it
     /// every third of this while the command runs.
-    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive, allow_hyphen_values = true, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = duration::positive, allow_hyphen_values = true)]
     pub ttl: Duration,
 
     /// How long to wait for a held lease before giving up (exit 75); `inf`
     /// waits until it is free (flock's default).
-    #[arg(short, long, value_name = "DURATION|inf", default_value = "10s", value_parser = parse_wait, allow_hyphen_values = true, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "DURATION|inf", default_value = "10s", value_parser = parse_wait, allow_hyphen_values = true)]
     pub wait: Wait,
 
     /// Give up at once if the lease is held (same as --wait 0s).
@@ -439,7 +439,7 @@ pub struct RunArgs {
     /// when the lease is (about to be) lost: SIGTERM comes this long before
     /// the local deadline, SIGKILL at it. At most a third of --ttl (default:
     /// 10s, or a third of --ttl if that is shorter).
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
     pub grace: Option<Duration>,
 
     /// Exit status when the lease was not acquired (instead of 75).
@@ -475,7 +475,7 @@ pub struct RunArgs {
     /// Hold the lease at most this long (a bare number is seconds): then
     /// renewal stops and the command is stopped as on any loss (SIGTERM,
     /// SIGKILL after --grace; exit 76).
-    #[arg(long, value_name = "DURATION", value_parser = duration::positive, allow_hyphen_values = true, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::positive, allow_hyphen_values = true)]
     pub max_hold: Option<Duration>,
 
     /// The program and its arguments (from `invocation`).
@@ -539,7 +539,7 @@ pub struct LimitArgs {
     pub reserve: bool,
 
     /// The longest wait --reserve books (bare numbers are seconds).
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, requires = "reserve", allow_hyphen_values = true, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, requires = "reserve", allow_hyphen_values = true)]
     pub max_delay: Option<Duration>,
 
     /// Give N units back to the key (never beyond its capacity); exit 0.
