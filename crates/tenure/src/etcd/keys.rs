@@ -37,16 +37,19 @@ pub(crate) fn rw_prefix(lease_key: &str) -> String {
     format!("{lease_key}\0rw\0")
 }
 
+/// What follows a lease key in the names of its waiting line's places.
+const LINE: &str = "\0line\0";
+
 /// The prefix of the waiting line's places of the lease key `lease_key`.
 pub(crate) fn line_prefix(lease_key: &str) -> String {
-    format!("{lease_key}\0line\0")
+    format!("{lease_key}{LINE}")
 }
 
 /// The lease key of a place in a waiting line (a key under [`line_prefix`]);
 /// `None` for any other key. Lease keys contain no NUL.
 pub(crate) fn lease_of_place(etcd_key: &[u8]) -> Option<&[u8]> {
-    const MARK: &[u8] = b"\0line\0";
-    let at = etcd_key.windows(MARK.len()).position(|w| w == MARK)?;
+    let mark = LINE.as_bytes();
+    let at = etcd_key.windows(mark.len()).position(|w| w == mark)?;
     Some(&etcd_key[..at])
 }
 

@@ -534,8 +534,9 @@ impl LeaseStore for EtcdStore {
                 continue;
             };
             let record = records.remove(holder_key(&self.lease_key(&key)).as_bytes());
-            let mut status = self.held_status(&key, kv.clone(), record).await?;
-            status.waiters = Some(waiting.get(&kv.key).copied().unwrap_or(0));
+            let waiters = waiting.get(&kv.key).copied().unwrap_or(0);
+            let mut status = self.held_status(&key, kv, record).await?;
+            status.waiters = Some(waiters);
             held.push((key, status));
         }
         Ok(held)
