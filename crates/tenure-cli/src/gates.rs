@@ -74,9 +74,10 @@ pub fn lines(gate: Gate, s: &GateStatus) -> Vec<String> {
             .holder
             .as_ref()
             .map_or_else(|| "not recorded".to_string(), status::describe);
-        let label = match mode(h.mode) {
-            "write" => "writer ",
-            "read" => "reader ",
+        let label = match h.mode {
+            Mode::Write => "writer ",
+            Mode::Read => "reader ",
+            // A permit (`Mode` is non-exhaustive).
             _ => "permit ",
         };
         lines.push(format!(
