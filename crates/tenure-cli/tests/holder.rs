@@ -162,6 +162,34 @@ fn shows_the_holder(s: &Sandbox, backend: &str) -> [Running; 2] {
     [second, other]
 }
 
+/// Starts `tenure run --key KEY --wait 60s -- true` on `backend` and returns
+/// it once `status --json` counts one waiter.
+fn start_waiter(s: &Sandbox, backend: &str, key: &str) -> Running {
+    let waiter = s.start(&[
+        "--backend",
+        backend,
+        "run",
+        "--key",
+        key,
+        "--wait",
+        "60s",
+        "--",
+        "true",
+    ]);
+    let start = Instant::now();
+    loop {
+        let json = status_json(s, backend, key);
+        if json["waiters"] == 1 {
+            return waiter;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "no waiter counted: {json}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Ends held runs the way a user does (SIGTERM: the command ends, tenure
 /// releases), so no command outlives the test.
 fn stop(held: impl IntoIterator<Item = Running>) {
@@ -215,6 +243,18 @@ fn sqlite_status_and_list_show_who_holds_it() {
         screen.contains(&format!(" pid {pid} \"backup\" for ")),
         "{screen:?}"
     );
+
+    // A wait stopped by a signal clears its live line before tenure exits.
+    let screen = on_a_terminal(
+        &s,
+        &format!(
+            "{tenure} --backend {backend} run --key jobs:b --wait 60s -- true & \
+             sleep 1.5; kill -TERM $!; wait $!"
+        ),
+    );
+    let drawn = screen.rfind("waiting for lease").expect("a live line");
+    let cleared = screen.rfind("\r\x1b[2K").unwrap_or(0);
+    assert!(cleared > drawn, "the live line stays: {screen:?}");
 
     // --watch on a terminal redraws a table with TTL bars until Ctrl-C.
     let screen = on_a_terminal(
@@ -273,29 +313,7 @@ fn redis_status_and_list_show_who_holds_it_and_who_waits_but_never_the_token() {
 
     // A waiting process is counted (it subscribes to the release channel).
     assert_eq!(status_json(&s, &backend, "jobs:b")["waiters"], 0);
-    let mut waiter = s.start(&[
-        "--backend",
-        &backend,
-        "run",
-        "--key",
-        "jobs:b",
-        "--wait",
-        "60s",
-        "--",
-        "true",
-    ]);
-    let start = Instant::now();
-    loop {
-        let json = status_json(&s, &backend, "jobs:b");
-        if json["waiters"] == 1 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "no waiter counted: {json}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut waiter = start_waiter(&s, &backend, "jobs:b");
     let out = output(
         s.tenure()
             .args(["--backend", &backend, "status", "--key", "jobs:b"]),
@@ -310,25 +328,7 @@ fn redis_status_and_list_show_who_holds_it_and_who_waits_but_never_the_token() {
 fn list_counts_the_waiters(backend: &str) {
     let s = Sandbox::new();
     let held = hold(&s, backend, "queue:a", "first");
-    let mut waiter = s.start(&[
-        "--backend",
-        backend,
-        "run",
-        "--key",
-        "queue:a",
-        "--wait",
-        "60s",
-        "--",
-        "true",
-    ]);
-    let start = Instant::now();
-    while status_json(&s, backend, "queue:a")["waiters"] != 1 {
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "no waiter counted"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut waiter = start_waiter(&s, backend, "queue:a");
     let out = output(s.tenure().args(["--backend", backend, "list", "--json"]));
     let lines = json_lines(&stdout(&out));
     let listed = lines.iter().find(|l| l["key"] == "queue:a").unwrap();
