@@ -243,44 +243,58 @@ impl Coordinator {
     /// [`semaphore`](crate::semaphore). Fails on a store without semaphores
     /// (a quorum), naming the alternative.
     pub fn semaphore(&self, key: impl Into<String>, permits: NonZeroU32) -> Result<Semaphore> {
-        let store = self.semaphores.clone().ok_or_else(|| Error::Unsupported {
-            store: self.backend.describe(),
-            what: "semaphores",
-            instead: "a quorum of masters would need its own majority protocol for \
-                          permit counts; use one Redis master, SQLite or etcd"
-                .into(),
-        })?;
-        Ok(Semaphore::new(store, key.into(), permits))
+        Ok(Semaphore::new(
+            self.gates(GateKind::Semaphore)?,
+            key.into(),
+            permits,
+        ))
     }
 
     /// A read-write lease on `key`: many readers or one writer; see
     /// [`rwlease`](crate::rwlease). Fails on a store without them (a
     /// quorum), naming the alternative.
     pub fn rw_lease(&self, key: impl Into<String>) -> Result<RwLease> {
-        let store = self.semaphores.clone().ok_or_else(|| Error::Unsupported {
-            store: self.backend.describe(),
-            what: "read-write leases",
-            instead: "a quorum of masters would need its own majority protocol for \
-                          shared grants; use one Redis master, a Redis Cluster, SQLite or etcd"
-                .into(),
-        })?;
-        Ok(RwLease::new(store, key.into()))
+        Ok(RwLease::new(self.gates(GateKind::ReadWrite)?, key.into()))
+    }
+
+    /// The store of semaphores and read-write leases, or the error that
+    /// names an alternative where there is none (a quorum).
+    fn gates(&self, kind: GateKind) -> Result<Arc<dyn GateStore>> {
+        self.semaphores.clone().ok_or_else(|| {
+            let (what, instead) = match kind {
+                GateKind::Semaphore => (
+                    "semaphores",
+                    "permit counts; use one Redis master, SQLite or etcd",
+                ),
+                GateKind::ReadWrite => (
+                    "read-write leases",
+                    "shared grants; use one Redis master, a Redis Cluster, SQLite or etcd",
+                ),
+            };
+            Error::Unsupported {
+                store: self.backend.describe(),
+                what,
+                instead: format!(
+                    "a quorum of masters would need its own majority protocol for {instead}"
+                ),
+            }
+        })
     }
 
     /// The semaphores with permits held now whose key starts with `prefix`,
     /// in key order, with their holders and waiters. Fails where the store
     /// cannot list (a Redis Cluster, a quorum).
     pub async fn list_semaphores(&self, prefix: &str) -> Result<Vec<(String, GateStatus)>> {
-        let store = self.semaphore(prefix, NonZeroU32::MIN)?.into_store();
-        store.list(GateKind::Semaphore, prefix).await
+        let kind = GateKind::Semaphore;
+        self.gates(kind)?.list(kind, prefix).await
     }
 
     /// The read-write leases held now whose key starts with `prefix`, in key
     /// order, with their readers or writer. Fails where the store cannot
     /// list (a Redis Cluster, a quorum).
     pub async fn list_rw_leases(&self, prefix: &str) -> Result<Vec<(String, GateStatus)>> {
-        let store = self.rw_lease(prefix)?.into_store();
-        store.list(GateKind::ReadWrite, prefix).await
+        let kind = GateKind::ReadWrite;
+        self.gates(kind)?.list(kind, prefix).await
     }
 
     /// A run-once operation on `key`; see [`once`](crate::once).

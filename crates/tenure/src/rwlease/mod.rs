@@ -73,10 +73,6 @@ impl RwLease {
         RwLease { key, store }
     }
 
-    pub(crate) fn into_store(self) -> Arc<dyn GateStore> {
-        self.store
-    }
-
     /// The key.
     pub fn key(&self) -> &str {
         &self.key

@@ -78,11 +78,6 @@ impl Semaphore {
         }
     }
 
-    /// The store, for the handle's listing of semaphores.
-    pub(crate) fn into_store(self) -> Arc<dyn GateStore> {
-        self.store
-    }
-
     /// The number of permits new acquisitions are admitted against.
     pub fn permits(&self) -> NonZeroU32 {
         self.permits
