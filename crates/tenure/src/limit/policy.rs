@@ -75,10 +75,8 @@ impl Policy {
         }
         // Rounded up, so rounding never admits more than the quota.
         let interval_us = period_us.div_ceil(limit);
-        if algorithm.uses_burst() {
-            check_rounding(quota, period_us, limit, interval_us)?;
-        }
         let capacity = if algorithm.uses_burst() {
+            check_rounding(quota, period_us, limit, interval_us)?;
             u64::from(quota.burst_size().get())
         } else {
             limit
