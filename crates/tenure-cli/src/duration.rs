@@ -120,6 +120,12 @@ pub fn show(d: Duration) -> String {
     }
 }
 
+/// Whole milliseconds, as the JSON outputs give durations (`ttl_ms`,
+/// `held_ms`); `u64::MAX` for a duration too long for that.
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

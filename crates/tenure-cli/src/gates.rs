@@ -3,7 +3,6 @@
 //! `tenure list` show them beside the plain lease.
 
 use std::num::NonZeroU32;
-use std::time::Duration;
 
 use tenure::gate::{GateHolder, GateStatus, Mode};
 use tenure::{Coordinator, LeaseStatus};
@@ -103,11 +102,11 @@ fn holder_json(h: &GateHolder) -> serde_json::Value {
     serde_json::json!({
         "mode": mode(h.mode),
         "fence": h.fence.get(),
-        "ttl_ms": ms(h.ttl_left),
+        "ttl_ms": duration::millis(h.ttl_left),
         "host": who.map(|w| w.host.clone()),
         "pid": who.map(|w| w.pid),
         "label": who.and_then(|w| w.label.clone()),
-        "held_ms": who.and_then(|w| w.held_for).map(ms),
+        "held_ms": who.and_then(|w| w.held_for).map(duration::millis),
     })
 }
 
@@ -158,8 +157,4 @@ pub fn rows(gates: &[(String, GateStatus)]) -> Vec<(String, LeaseStatus)> {
         }
     }
     rows
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -30,7 +30,7 @@ pub async fn leader(global: &Global, args: &LeaderArgs) -> Result<u8, Failure> {
                 "key": args.key.get(),
                 "id": l.id,
                 "term": l.term.get(),
-                "ttl_ms": l.ttl_left.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+                "ttl_ms": l.ttl_left.map(duration::millis),
             }),
             None => serde_json::json!({
                 "key": args.key.get(),

@@ -108,7 +108,7 @@ async fn reserve(
     let wait = r.delay();
     let mut value = decision_json(&d);
     value["retry_after_ms"] = Value::Null;
-    value["wait_ms"] = json!(ms(wait));
+    value["wait_ms"] = json!(duration::millis(wait));
     let line = format!(
         "reserved: proceeding after {}; {} of {} left",
         duration::show(wait),
@@ -120,17 +120,13 @@ async fn reserve(
     Ok(0)
 }
 
-fn ms(t: Duration) -> u64 {
-    u64::try_from(t.as_millis()).unwrap_or(u64::MAX)
-}
-
 fn decision_json(d: &Decision) -> Value {
     json!({
         "allowed": d.allowed,
         "limit": d.limit,
         "remaining": d.remaining,
-        "retry_after_ms": d.retry_after.map(ms),
-        "reset_after_ms": ms(d.reset_after),
+        "retry_after_ms": d.retry_after.map(duration::millis),
+        "reset_after_ms": duration::millis(d.reset_after),
     })
 }
 

@@ -410,7 +410,6 @@ impl Report {
     /// Writes the report (if asked for) and returns `code`, tenure's status.
     fn finish(self, outcome: &str, code: u8) -> u8 {
         let Some(sink) = self.sink else { return code };
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let mut value = serde_json::json!({
             "key": self.keys.first(),
             "outcome": outcome,
@@ -418,9 +417,9 @@ impl Report {
             "fence": self.fences.first().map(|(_, f)| f),
             "exit_status": code,
             "command_status": self.command_status,
-            "waited_ms": ms(self.waited),
-            "held_ms": self.held.map(ms),
-            "ran_ms": self.ran.map(ms),
+            "waited_ms": duration::millis(self.waited),
+            "held_ms": self.held.map(duration::millis),
+            "ran_ms": self.ran.map(duration::millis),
         });
         if self.keys.len() > 1 {
             // Several keys: all of them, and their fences in the same order.

@@ -1,7 +1,6 @@
 //! `tenure status`: a read-only look at a lease — and the words and JSON fields
 //! `tenure list` and the waiting line of `tenure run` share with it.
 
-use std::time::Duration;
 
 use tenure::{Holder, LeaseStatus};
 
@@ -83,13 +82,13 @@ pub fn to_json(key: &str, s: &LeaseStatus) -> serde_json::Value {
             "host": h.host,
             "pid": h.pid,
             "label": h.label,
-            "held_ms": h.held_for.map(ms),
+            "held_ms": h.held_for.map(duration::millis),
         })
     });
     serde_json::json!({
         "key": key,
         "held": s.held,
-        "ttl_ms": s.ttl_left.map(ms),
+        "ttl_ms": s.ttl_left.map(duration::millis),
         "fence": s.fence.map(|f| f.get()),
         "storage_key": s.storage_key,
         "holder": holder,
@@ -106,8 +105,4 @@ pub fn describe(h: &Holder) -> String {
         Some(label) => format!("{host} pid {} {label:?}", h.pid),
         None => format!("{host} pid {}", h.pid),
     }
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
