@@ -7,6 +7,7 @@ use std::num::NonZeroU32;
 use tenure::gate::{GateHolder, GateStatus, Mode};
 use tenure::{Coordinator, LeaseStatus};
 
+use crate::exit::Failure;
 use crate::{duration, status};
 
 /// One of the gates a key can have apart from its lease.
@@ -32,27 +33,42 @@ impl Gate {
 }
 
 /// The gate of `key` when someone holds it or waits for it; `None` when
-/// nobody does or the store has none (a quorum).
-pub async fn status_of(tenure: &Coordinator, key: &str, gate: Gate) -> Option<GateStatus> {
+/// nobody does or the store has none (a quorum). Any other error is the
+/// command's: a gate that cannot be read is not a free one.
+pub async fn status_of(
+    tenure: &Coordinator,
+    key: &str,
+    gate: Gate,
+) -> Result<Option<GateStatus>, Failure> {
     let status = match gate {
-        Gate::ReadWrite => tenure.rw_lease(key).ok()?.status().await.ok()?,
+        Gate::ReadWrite => async { tenure.rw_lease(key)?.status().await }.await,
         // Reading needs no permit count: any will do.
-        Gate::Semaphore => {
-            let semaphore = tenure.semaphore(key, NonZeroU32::MIN).ok()?;
-            semaphore.status().await.ok()?
-        }
+        Gate::Semaphore => async { tenure.semaphore(key, NonZeroU32::MIN)?.status().await }.await,
     };
-    (!status.holders.is_empty() || !status.waiting.is_empty()).then_some(status)
+    Ok(none_if_unsupported(status)?.filter(|s| !s.holders.is_empty() || !s.waiting.is_empty()))
 }
 
 /// The held gates of the kind `gate` under `prefix`; none where the store
-/// cannot list them.
-pub async fn list(tenure: &Coordinator, prefix: &str, gate: Gate) -> Vec<(String, GateStatus)> {
+/// has no gates (a quorum).
+pub async fn list(
+    tenure: &Coordinator,
+    prefix: &str,
+    gate: Gate,
+) -> Result<Vec<(String, GateStatus)>, Failure> {
     let listed = match gate {
         Gate::ReadWrite => tenure.list_rw_leases(prefix).await,
         Gate::Semaphore => tenure.list_semaphores(prefix).await,
     };
-    listed.unwrap_or_default()
+    Ok(none_if_unsupported(listed)?.unwrap_or_default())
+}
+
+/// `None` for a store without gates, the value or the error otherwise.
+fn none_if_unsupported<T>(result: tenure::Result<T>) -> Result<Option<T>, Failure> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(tenure::Error::Unsupported { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// `read`, `write` or `permit`.

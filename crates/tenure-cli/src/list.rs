@@ -32,7 +32,7 @@ pub async fn list(global: &Global, args: &ListArgs) -> Result<u8, Failure> {
     let mut leases = tenure.list(&args.prefix).await?;
     let mut held_gates = Vec::new();
     for gate in Gate::ALL {
-        held_gates.push((gate, gates::list(&tenure, &args.prefix, gate).await));
+        held_gates.push((gate, gates::list(&tenure, &args.prefix, gate).await?));
     }
     if args.json {
         for (key, s) in &leases {
@@ -68,7 +68,7 @@ async fn watch(tenure: &Coordinator, prefix: &str) -> Result<u8, Failure> {
         }
         let mut leases = tenure.list(prefix).await?;
         for gate in Gate::ALL {
-            leases.extend(gates::rows(&gates::list(tenure, prefix, gate).await));
+            leases.extend(gates::rows(&gates::list(tenure, prefix, gate).await?));
         }
         longest.retain(|(key, fence), _| {
             leases

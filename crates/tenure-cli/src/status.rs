@@ -1,7 +1,6 @@
 //! `tenure status`: a read-only look at a lease — and the words and JSON fields
 //! `tenure list` and the waiting line of `tenure run` share with it.
 
-
 use tenure::{Holder, LeaseStatus};
 
 use crate::cli::{Global, StatusArgs};
@@ -16,7 +15,7 @@ pub async fn status(global: &Global, args: &StatusArgs) -> Result<u8, Failure> {
     // The key's read-write lease and semaphore, when held or waited for.
     let mut held_gates = Vec::new();
     for gate in Gate::ALL {
-        if let Some(g) = gates::status_of(&tenure, args.key.get(), gate).await {
+        if let Some(g) = gates::status_of(&tenure, args.key.get(), gate).await? {
             held_gates.push((gate, g));
         }
     }

@@ -325,6 +325,26 @@ fn redis_status_and_list_show_who_holds_it_and_who_waits_but_never_the_token() {
 
 /// `list --json` counts a held lease's waiters as `status --json` does, on
 /// SQLite and etcd, which count the live places in the waiting line.
+/// A gate whose state cannot be read (another client wrote its key) makes
+/// `status` fail naming the key, instead of calling the key free. (`list`
+/// finds gates by their state and passes over a key that holds none.)
+#[test]
+fn redis_status_fails_on_an_unreadable_gate() {
+    let server = RedisServer::start();
+    let s = Sandbox::new();
+    let backend = server.url();
+    server.command("SET tenure:{pool}:permits junk").unwrap();
+    for json in [false, true] {
+        let mut args = vec!["--backend", backend.as_str(), "status", "--key", "pool"];
+        if json {
+            args.push("--json");
+        }
+        assert_one_line_error(&s, &args, 69, "tenure:{pool}:permits");
+    }
+    let listed = output(s.tenure().args(["--backend", &backend, "list"]));
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+}
+
 fn list_counts_the_waiters(backend: &str) {
     let s = Sandbox::new();
     let held = hold(&s, backend, "queue:a", "first");
