@@ -95,7 +95,6 @@ use std::time::Duration;
 
 use rand::Rng;
 use tokio::time::Instant;
-use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::error::{Error, Result};
@@ -500,13 +499,14 @@ impl Lease {
         );
         let started = Instant::now();
         let mut attempts = 0_u32;
-        let result = self
-            .wait(renew, max_wait, &mut attempts)
-            .instrument(span.clone())
-            .await;
-        span.record("attempts", attempts);
-        if let Ok(Attempt::Acquired(guard)) = &result {
-            span.record("fence", guard.fence().get());
+        let result = telemetry::in_span!(&span, self.wait(renew, max_wait, &mut attempts));
+        // Nothing to record when nobody listens (a disabled span would
+        // still offer each field to the `log` crate).
+        if !span.is_disabled() {
+            span.record("attempts", attempts);
+            if let Ok(Attempt::Acquired(guard)) = &result {
+                span.record("fence", guard.fence().get());
+            }
         }
         telemetry::finish!(debug, &span, outcome(&result), started);
         self.count(&result, telemetry::stopwatch_at(started));

@@ -111,6 +111,9 @@ impl Stand {
 pub(super) struct LookStart {
     seen: Option<u64>,
     kept: Option<String>,
+    /// Asked for a first look: another waiter of this process watches the
+    /// channel for its turn, so the line is (most likely) not empty.
+    behind: bool,
     began: Instant,
     sent: Moment,
 }
@@ -120,6 +123,12 @@ impl LookStart {
     /// keeper may have replaced the one the waiter knows).
     pub(super) fn take_kept(&mut self) -> Option<String> {
         self.kept.take()
+    }
+
+    /// Whether a first look may stand behind the others without looking
+    /// at the key (a hint the script checks).
+    pub(super) fn behind(&self) -> bool {
+        self.behind
     }
 }
 
@@ -147,16 +156,26 @@ impl RedisStore {
         .flatten()
     }
 
-    /// Notes a look by `token` on `channel`'s line before it is sent.
-    pub(super) fn look_starts(&self, channel: &str, token: &OwnerToken) -> LookStart {
-        let watched = self.subscriber_if_open().and_then(|sub| {
-            sub.with_turn(channel, token.as_str(), |turn| {
-                (turn.wakes(), turn.stand.as_ref().map(|s| s.entry.clone()))
+    /// Notes a look by `token` on `channel`'s line before it is sent; for
+    /// a `first` look, whether other waiters of this process watch it.
+    pub(super) fn look_starts(&self, channel: &str, token: &OwnerToken, first: bool) -> LookStart {
+        let token = token.as_str();
+        let (watched, behind) = self
+            .subscriber_if_open()
+            .and_then(|sub| {
+                sub.with_watchers(channel, |w| {
+                    let behind = first && w.others_wait(token);
+                    let watched = w
+                        .live_turn(token)
+                        .map(|turn| (turn.wakes(), turn.stand.as_ref().map(|s| s.entry.clone())));
+                    (watched, behind)
+                })
             })
-        });
+            .unwrap_or_default();
         LookStart {
             seen: watched.as_ref().map(|(wakes, _)| *wakes),
             kept: watched.and_then(|(_, kept)| kept),
+            behind,
             began: Instant::now(),
             sent: crate::clock::now(),
         }

@@ -102,18 +102,14 @@ impl RedisStore {
         {
             return Ok(quiet);
         }
-        let mut start = self.look_starts(channel, token);
+        let mut start = self.look_starts(channel, token, place.is_none());
         let kept = start.take_kept();
         let keys = [lease, fence, queue, holder_key];
         let ttl_ms = millis(ttl).to_string();
         // The entry this process last wrote: the keeper may have replaced
         // the one the waiter knows.
         let old = place.map_or("", |p| kept.as_deref().unwrap_or(p.as_str()));
-        let behind = if place.is_none() && self.others_wait(channel, token) {
-            "1"
-        } else {
-            ""
-        };
+        let behind = if start.behind() { "1" } else { "" };
         let recorded = super::holder::acquire_args(holder);
         let mut args = vec![token.as_str(), &ttl_ms, channel, old, behind];
         args.extend(recorded.iter().map(String::as_str));
@@ -138,14 +134,6 @@ impl RedisStore {
         };
         self.look_ends(key, channel, token, start, stood);
         Ok(looked)
-    }
-
-    /// Whether another waiter of this process waits for `channel`'s lease:
-    /// a hint that the line is not empty, which lets a first look stand
-    /// behind the others without looking at the key (the script checks it).
-    fn others_wait(&self, channel: &str, token: &OwnerToken) -> bool {
-        self.subscriber_if_open()
-            .is_some_and(|sub| sub.others_wait(channel, token.as_str()))
     }
 
     /// Leaves the line of `key` and passes on a lease handed to `token`
@@ -219,7 +207,7 @@ impl RedisStore {
     /// [`LeaseStore::ready_turn_watch`]: crate::lease::LeaseStore::ready_turn_watch
     pub(super) fn ready_watch(&self, key: &str, token: &OwnerToken) -> Option<ReleaseWatch> {
         let sub = self.subscriber_if_open()?;
-        let turn = sub.ready_turn(&self.keys().released(key), token.as_str())?;
+        let turn = sub.ready_turn(self.keys().released(key), token.as_str())?;
         Some(self.turn_release_watch(turn))
     }
 

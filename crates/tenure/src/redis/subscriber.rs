@@ -104,7 +104,7 @@ type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
 /// The local watchers of one channel.
 #[derive(Default)]
-struct Watchers {
+pub(super) struct Watchers {
     /// Woken by every release.
     all: Option<watch::Sender<u64>>,
     /// Woken when the lease is handed to their token.
@@ -175,6 +175,19 @@ struct Channels {
 }
 
 impl Watchers {
+    /// The live watch of the waiter `token`.
+    pub(super) fn live_turn(&mut self, token: &str) -> Option<&mut Turn> {
+        self.turns.get_mut(token).filter(|turn| turn.is_live())
+    }
+
+    /// Whether a waiter of this process other than `token` watches for its
+    /// turn: then it has (most likely) a place in line.
+    pub(super) fn others_wait(&self, token: &str) -> bool {
+        self.turns
+            .iter()
+            .any(|(t, turn)| t != token && turn.is_live())
+    }
+
     /// A receiver woken by every release.
     fn watch_all(&mut self) -> watch::Receiver<u64> {
         self.all
@@ -298,23 +311,26 @@ impl Subscriber {
     /// A watch for hand-offs to `token` on `channel` when the channel's
     /// subscription is confirmed already: then every hand-off published
     /// from now on reaches it. `None` otherwise (nothing is sent to Redis).
-    pub(super) fn ready_turn(&self, channel: &str, token: &str) -> Option<TurnWatch> {
+    pub(super) fn ready_turn(&self, channel: String, token: &str) -> Option<TurnWatch> {
         let rx = {
             let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-            let watchers = channels.watchers.get_mut(channel).filter(|w| w.confirmed)?;
+            let watchers = channels
+                .watchers
+                .get_mut(&channel)
+                .filter(|w| w.confirmed)?;
             watchers.watch_turn(token)
         };
-        Some(self.turn_watch(rx, channel.to_string(), token))
+        Some(self.turn_watch(rx, channel, token))
     }
 
-    /// Whether a waiter of this process other than `token` watches
-    /// `channel` for its turn: then it has (most likely) a place in line.
-    pub(super) fn others_wait(&self, channel: &str, token: &str) -> bool {
-        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        channels
-            .watchers
-            .get(channel)
-            .is_some_and(|w| w.turns.iter().any(|(t, turn)| t != token && turn.is_live()))
+    /// Runs `f` on the local watchers of `channel`, if it has any.
+    pub(super) fn with_watchers<R>(
+        &self,
+        channel: &str,
+        f: impl FnOnce(&mut Watchers) -> R,
+    ) -> Option<R> {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels.watchers.get_mut(channel).map(f)
     }
 
     /// Runs `f` on the live watch of the waiter `token` on `channel`.
@@ -324,9 +340,8 @@ impl Subscriber {
         token: &str,
         f: impl FnOnce(&mut Turn) -> R,
     ) -> Option<R> {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        let turn = channels.watchers.get_mut(channel)?.turns.get_mut(token)?;
-        turn.is_live().then(|| f(turn))
+        self.with_watchers(channel, |w| w.live_turn(token).map(f))
+            .flatten()
     }
 
     /// Runs `f` on every live waiter's watch: its channel, its token and the
@@ -531,7 +546,7 @@ mod tests {
         let subscribed = tokio::time::Instant::now() + Duration::from_secs(10);
         while store
             .subscriber_if_open()
-            .is_none_or(|s| s.ready_turn(&channel, "probe").is_none())
+            .is_none_or(|s| s.ready_turn(channel.clone(), "probe").is_none())
         {
             assert!(tokio::time::Instant::now() < subscribed, "never subscribed");
             tokio::time::sleep(Duration::from_millis(10)).await;
