@@ -28,6 +28,8 @@ pub(super) struct Shard {
     pub(super) dropped: usize,
     /// Writes since the last periodic sweep.
     ops: u64,
+    /// The states held right after the last sweep.
+    swept_len: usize,
     /// No entry expires before this (a lower bound, exact after a sweep):
     /// while the store is full, sweeping earlier would find nothing to drop,
     /// so refusals of new keys cost no scan of the table.
@@ -44,6 +46,7 @@ impl Default for Shard {
             len: 0,
             dropped: 0,
             ops: 0,
+            swept_len: 0,
             next_expiry: u64::MAX,
             latest: Timestamp::default(),
         }
@@ -192,14 +195,20 @@ impl Shard {
 
     /// Counts a write, and now and then sweeps the states expired for a while:
     /// after at least `sweep_every` writes, and at least as many writes as
-    /// states are held here. A sweep visits every state of the shard, so
-    /// this keeps its cost per write constant however many keys there are.
+    /// states were held after the last sweep, once a state has been expired
+    /// that long. A sweep visits every state of the shard, at most those plus
+    /// one per write since, so its cost per write stays constant however many
+    /// keys there are, also while every write adds a key (measured against
+    /// the states held now, writes that each add one would never catch up).
     #[inline]
     pub(super) fn wrote(&mut self, now: Timestamp, sweep_every: u64) {
         self.ops += 1;
-        if self.ops >= sweep_every.max(u64::try_from(self.len).unwrap_or(u64::MAX)) {
+        let due = sweep_every.max(u64::try_from(self.swept_len).unwrap_or(u64::MAX));
+        let cutoff = now.as_micros().saturating_sub(SWEEP_GRACE_US);
+        // Before the first expiry a sweep would drop nothing.
+        if self.ops >= due && cutoff >= self.next_expiry {
             self.ops = 0;
-            self.sweep(now.as_micros().saturating_sub(SWEEP_GRACE_US));
+            self.sweep(cutoff);
         }
     }
 
@@ -249,6 +258,7 @@ impl Shard {
         });
         self.dropped += self.len - len;
         self.len = len;
+        self.swept_len = len;
         self.next_expiry = next;
     }
 

@@ -286,3 +286,32 @@ async fn a_default_store_does_not_follow_the_paused_clock() {
     let moved = store.now().as_micros() - before.as_micros();
     assert!(moved < 60_000_000, "{moved} µs after an hour's advance");
 }
+
+/// The periodic sweep keeps up with a shard to which every write adds a key.
+/// Before, once a sweep had run the next one waited for as many writes as the
+/// shard held states, which writes that each add a state never reach: the
+/// shard kept its expired keys until the store was full.
+#[test]
+fn expired_keys_are_swept_while_every_write_adds_a_key() {
+    // 64 shards: a periodic sweep after 64 writes to a shard at least.
+    let store = sharded(64, DEFAULT_MAX_KEYS);
+    let mut in_shard_0 = (0..)
+        .map(|i| format!("key:{i}"))
+        .filter(|key| shard_of(&store, key) == 0);
+    let mut add = |keys: usize, at: u64| {
+        for key in in_shard_0.by_ref().take(keys) {
+            assert!(take(&store, &key, at).allowed, "{key} at {at} µs");
+        }
+    };
+    // Keys used at 0 and at 0.9 s; at 1.6 s a sweep drops the first ones
+    // (fresh again since 1 s) and keeps the others (live until 1.9 s), and
+    // 200 new keys follow.
+    add(50, 0);
+    add(100, 900_000);
+    add(200, 1_600_000);
+    assert_eq!(store.len(), 300);
+    // At 3.5 s every one of them has read as fresh for half a second (a
+    // periodic sweep's grace): among 100 new keys a sweep drops them.
+    add(100, 3_500_000);
+    assert_eq!(store.len(), 100, "the expired keys were not swept");
+}
