@@ -9,7 +9,10 @@
 //! Wall-clock figures on a busy machine are noisy; instruction counts are not.
 //! `local_limit -- count tenure|governor ALGORITHM KEYS N` runs N decisions
 //! and nothing else, for `valgrind --tool=callgrind` (run it with two values
-//! of N and divide the difference of the totals by the difference of N).
+//! of N and divide the difference of the totals by the difference of N;
+//! `--toggle-collect` on the limiter's call leaves out the calibration of
+//! the clock, whose count moves from run to run: docs/BENCHMARKS.md gives
+//! the commands).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
