@@ -323,8 +323,6 @@ fn redis_status_and_list_show_who_holds_it_and_who_waits_but_never_the_token() {
     assert!(waiter.wait(Duration::from_secs(15)).success());
 }
 
-/// `list --json` counts a held lease's waiters as `status --json` does, on
-/// SQLite and etcd, which count the live places in the waiting line.
 /// A gate whose state cannot be read (another client wrote its key) makes
 /// `status` fail naming the key, instead of calling the key free. (`list`
 /// finds gates by their state and passes over a key that holds none.)
@@ -345,6 +343,8 @@ fn redis_status_fails_on_an_unreadable_gate() {
     assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
 }
 
+/// `list --json` counts a held lease's waiters as `status --json` does, on
+/// SQLite and etcd, which count the live places in the waiting line.
 fn list_counts_the_waiters(backend: &str) {
     let s = Sandbox::new();
     let held = hold(&s, backend, "queue:a", "first");
