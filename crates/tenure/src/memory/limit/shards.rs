@@ -11,7 +11,7 @@ use super::shard::{Read, Shard};
 
 /// Sweep a shard after at least this many writes to the whole store (each
 /// shard after its share of them), and at least as many writes as states the
-/// shard holds.
+/// shard kept at its last sweep (see `Shard::wrote`).
 const SWEEP_EVERY: u64 = 4096;
 
 /// The fewest and the most shards a store makes for itself (see
