@@ -222,11 +222,12 @@ pub fn render(
         rate(h),
         peers,
         format!(
-            "{:.1}× rslock, {:.2}× raw, {:.2}× raw line, {:.2}× same-work line \
-             ({:.1}× rslock), {:.2}× in-process",
+            "{:.1}× rslock, {:.2}× raw, {:.2}× raw line ({:.1}× rslock), \
+             {:.2}× same-work line ({:.1}× rslock), {:.2}× in-process",
             h / hr,
             h / hraw,
             h / hline,
+            hline / hr,
             h / hsame,
             hsame / hr,
             h / ceiling
