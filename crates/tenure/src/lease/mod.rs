@@ -74,6 +74,8 @@ mod set;
 mod signal;
 mod standby;
 pub mod store;
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+mod turn_signal;
 
 pub use guard::{ExtendOutcome, LeaseGuard, LossCause, LostSignal};
 #[cfg(any(feature = "redis", feature = "sqlite", feature = "etcd"))]
@@ -89,6 +91,8 @@ pub(crate) use release_watch::{Handoff, ReleaseWatch};
 #[allow(unused_imports)]
 pub(crate) use store::{AcquireReply, ExtendReply, LeaseStore, QueuePlace, valid_until};
 pub use store::{LeaseStatus, ReleaseOutcome, drift};
+#[allow(unused_imports)]
+pub(crate) use turn_signal::{TurnReceiver, TurnSender};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::store::QueuePlace;
+use super::turn_signal::{Closed, TurnReceiver};
 use crate::fence::Fence;
 
 /// What a hand-off notification said: the lease was handed to the waiter
@@ -33,6 +34,28 @@ enum Feed {
         /// acknowledgements, says no).
         trusted: bool,
     },
+    /// As `Turns`, fed by a store's [`TurnReceiver`].
+    Signal {
+        receiver: TurnReceiver,
+        trusted: bool,
+    },
+}
+
+impl Feed {
+    /// Waits for the next change; returns the hand-off it announced, if
+    /// it may be taken from the announcement.
+    async fn changed(&mut self) -> Result<Option<Handoff>, Closed> {
+        match self {
+            Feed::Releases(rx) => rx.changed().await.map(|()| None).map_err(|_| Closed),
+            Feed::Turns { receiver, trusted } => {
+                receiver.changed().await.map_err(|_| Closed)?;
+                Ok(receiver.borrow().clone().filter(|_| *trusted))
+            }
+            Feed::Signal { receiver, trusted } => {
+                Ok(receiver.changed().await?.filter(|_| *trusted))
+            }
+        }
+    }
 }
 
 /// A subscription to release events of one key, made before an acquire attempt.
@@ -84,6 +107,17 @@ impl ReleaseWatch {
         }
     }
 
+    /// A waiter's watch fed by `receiver`, as [`for_turn`](Self::for_turn)
+    /// makes one from a `watch` channel.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn for_signal(receiver: TurnReceiver, trusted: bool) -> Self {
+        ReleaseWatch {
+            feed: Some(Feed::Signal { receiver, trusted }),
+            handed: None,
+            _subscription: None,
+        }
+    }
+
     /// The watch, keeping `subscription` alive as long as it lives (and
     /// dropping it after the watch's feed): lets the store take the
     /// watcher away when nobody waits any more.
@@ -100,24 +134,16 @@ impl ReleaseWatch {
     /// Waits until a release was seen since the last call (or since the watch was
     /// made), or until `max` passes. Returns `true` when woken by a release.
     pub async fn wait(&mut self, max: Duration) -> bool {
-        let changed = match self.feed.as_mut() {
-            Some(Feed::Releases(rx)) => tokio::time::timeout(max, rx.changed()).await,
-            Some(Feed::Turns { receiver, .. }) => {
-                tokio::time::timeout(max, receiver.changed()).await
-            }
-            None => {
-                tokio::time::sleep(max).await;
-                return false;
-            }
+        let Some(feed) = self.feed.as_mut() else {
+            tokio::time::sleep(max).await;
+            return false;
         };
-        match changed {
-            Ok(Ok(())) => {
-                if let Some(Feed::Turns { receiver, trusted }) = &self.feed {
-                    self.handed = receiver.borrow().clone().filter(|_| *trusted);
-                }
+        match tokio::time::timeout(max, feed.changed()).await {
+            Ok(Ok(handoff)) => {
+                self.handed = handoff;
                 true
             }
-            Ok(Err(_closed)) => {
+            Ok(Err(Closed)) => {
                 // The sender is gone (backend dropped or reconnecting): poll.
                 self.feed = None;
                 tokio::time::sleep(max).await;

@@ -224,7 +224,7 @@ impl RedisStore {
         let channel = channel.to_string();
         let watch = match token {
             Some(token) => sub.watch_turn(channel, token.as_str()).await.map(|turn| {
-                ReleaseWatch::for_turn(turn.receiver, false).keeping(Box::new(turn.unwatch))
+                ReleaseWatch::for_signal(turn.receiver, false).keeping(Box::new(turn.unwatch))
             }),
             None => sub
                 .watch_all(channel)

@@ -213,7 +213,7 @@ impl RedisStore {
 
     /// A waiter's watch that takes its watcher away when dropped.
     fn turn_release_watch(&self, turn: TurnWatch) -> ReleaseWatch {
-        ReleaseWatch::for_turn(turn.receiver, self.trusts_handoffs())
+        ReleaseWatch::for_signal(turn.receiver, self.trusts_handoffs())
             .keeping(Box::new(turn.unwatch))
     }
 

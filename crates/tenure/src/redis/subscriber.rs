@@ -36,7 +36,7 @@ use super::conn::{Link, NodeCertificates, Origin, RedisConn};
 use super::keeper::Stand;
 use super::publish::Publish;
 use crate::fence::Fence;
-use crate::lease::{Handoff, QueuePlace};
+use crate::lease::{Handoff, QueuePlace, TurnReceiver, TurnSender};
 use crate::token::OwnerToken;
 
 /// A pushed value as text, when it is one.
@@ -56,7 +56,7 @@ impl std::fmt::Debug for Subscriber {
 /// One waiter's watch: what wakes it, how often it was woken, and where its
 /// last look (or the keeper) left it in line.
 pub(super) struct Turn {
-    tx: watch::Sender<Option<Handoff>>,
+    tx: TurnSender,
     wakes: u64,
     /// Where the waiter stands, while its last look may stand for its next
     /// ones (see `keeper.rs`).
@@ -66,7 +66,7 @@ pub(super) struct Turn {
 impl Turn {
     fn new() -> Self {
         Turn {
-            tx: watch::channel(None).0,
+            tx: TurnSender::default(),
             wakes: 0,
             stand: None,
         }
@@ -75,7 +75,7 @@ impl Turn {
     /// Wakes the waiter with `handoff` (`None`: to look again).
     fn send(&mut self, handoff: Option<Handoff>) {
         self.wakes = self.wakes.wrapping_add(1);
-        self.tx.send_replace(handoff);
+        self.tx.send(handoff);
     }
 
     /// Wakes the waiter to look again (a hand-off it was told of and has
@@ -91,7 +91,7 @@ impl Turn {
     }
 
     fn is_live(&self) -> bool {
-        self.tx.receiver_count() > 0
+        self.tx.is_live()
     }
 }
 
@@ -196,7 +196,7 @@ impl Watchers {
     }
 
     /// A receiver woken by hand-offs to `token`.
-    fn watch_turn(&mut self, token: &str) -> watch::Receiver<Option<Handoff>> {
+    fn watch_turn(&mut self, token: &str) -> TurnReceiver {
         self.turns
             .entry(token.to_string())
             .or_insert_with(Turn::new)
@@ -208,7 +208,7 @@ impl Watchers {
 /// A watch for hand-offs to one token: the receiver, and what takes the
 /// token's watcher away when the watch is dropped.
 pub(super) struct TurnWatch {
-    pub(super) receiver: watch::Receiver<Option<Handoff>>,
+    pub(super) receiver: TurnReceiver,
     pub(super) unwatch: Unwatch,
 }
 
@@ -236,7 +236,7 @@ impl Drop for Unwatch {
 }
 
 /// One RESP3 connection subscribed to the release channels of the keys being
-/// waited on; messages are fanned out to `watch` channels.
+/// waited on; messages are fanned out to the watchers of their channel.
 pub(super) struct Subscriber {
     link: Link,
     channels: Arc<Mutex<Channels>>,
@@ -357,12 +357,7 @@ impl Subscriber {
         }
     }
 
-    fn turn_watch(
-        &self,
-        receiver: watch::Receiver<Option<Handoff>>,
-        channel: String,
-        token: &str,
-    ) -> TurnWatch {
+    fn turn_watch(&self, receiver: TurnReceiver, channel: String, token: &str) -> TurnWatch {
         TurnWatch {
             receiver,
             unwatch: Unwatch {
