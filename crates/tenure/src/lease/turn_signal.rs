@@ -96,11 +96,9 @@ impl TurnReceiver {
     /// every send was seen.
     pub(crate) async fn changed(&mut self) -> Result<Option<Handoff>, Closed> {
         loop {
+            // Made before the state is read: a `notify_waiters` after the
+            // read wakes it, polled or not (tokio's guarantee).
             let woken = self.shared.woken.notified();
-            tokio::pin!(woken);
-            // Registered before the state is read: a send after the read
-            // wakes it.
-            woken.as_mut().enable();
             {
                 let state = self.shared.lock();
                 if state.sent != self.seen {
