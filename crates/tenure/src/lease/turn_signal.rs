@@ -135,6 +135,21 @@ mod tests {
             .ok()
     }
 
+    /// Runs `wait` in a task, does `act` once the task waits, and returns
+    /// what the task returned.
+    async fn woken_by<T: Send + 'static>(
+        wait: impl Future<Output = T> + Send + 'static,
+        act: impl FnOnce(),
+    ) -> T {
+        let waiting = tokio::spawn(wait);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        act();
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken")
+            .expect("task")
+    }
+
     #[tokio::test]
     async fn a_receiver_sees_the_sends_after_it_subscribed_once_each() {
         let tx = TurnSender::default();
@@ -152,13 +167,10 @@ mod tests {
     async fn a_send_while_waiting_wakes_the_receiver() {
         let tx = TurnSender::default();
         let mut rx = tx.subscribe();
-        let waiting = tokio::spawn(async move { rx.changed().await.ok() });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        tx.send(Some(handoff(3)));
-        let seen = tokio::time::timeout(Duration::from_secs(5), waiting)
-            .await
-            .expect("woken")
-            .expect("task");
+        let seen = woken_by(async move { rx.changed().await.ok() }, || {
+            tx.send(Some(handoff(3)));
+        })
+        .await;
         assert_eq!(seen, Some(Some(handoff(3))));
     }
 
@@ -178,13 +190,7 @@ mod tests {
     async fn dropping_the_sender_wakes_a_waiting_receiver() {
         let tx = TurnSender::default();
         let mut rx = tx.subscribe();
-        let waiting = tokio::spawn(async move { rx.changed().await.is_err() });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        drop(tx);
-        let closed = tokio::time::timeout(Duration::from_secs(5), waiting)
-            .await
-            .expect("woken")
-            .expect("task");
+        let closed = woken_by(async move { rx.changed().await.is_err() }, || drop(tx)).await;
         assert!(closed);
     }
 
